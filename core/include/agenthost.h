@@ -1,0 +1,20 @@
+/* agenthost.h - the public API of libagenthost.
+ *
+ * agenthost is an embeddable host for LLM agents whose LLM and tool calls survive provider
+ * faults: classified errors, one retry loop with full-jitter backoff and server hints,
+ * partial-commit continuation of interrupted streams, and typed events.
+ *
+ * Conventions for every header included here:
+ *   - ah_noun_verb() is public; handles are opaque; _new/_free come in pairs and
+ *     _free(NULL) is a no-op.
+ *   - Functions that can fail return ah_status; details go to the handle's error buffer.
+ *   - Data passed to a callback is borrowed for the duration of that call only.
+ *   - The library never prints, exits or aborts: logging goes through ah_log_set_handler().
+ */
+#ifndef AGENTHOST_H
+#define AGENTHOST_H
+
+#include "agenthost/status.h"
+#include "agenthost/log.h"
+
+#endif

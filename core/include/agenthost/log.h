@@ -1,0 +1,31 @@
+/* agenthost/log.h - the one logging function of the library, redirectable by embedders.
+ * The library never writes to stdout/stderr by itself: with no handler set, log lines are
+ * dropped. The host program installs a handler that prints to stderr. */
+#ifndef AGENTHOST_LOG_H
+#define AGENTHOST_LOG_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum ah_log_level {
+    AH_LOG_DEBUG = 0,
+    AH_LOG_INFO = 1,
+    AH_LOG_WARN = 2,
+    AH_LOG_ERROR = 3
+} ah_log_level;
+
+/* `line` is one formatted line without a trailing newline, borrowed for the call. */
+typedef void (*ah_log_fn)(void *ud, ah_log_level level, const char *line);
+
+/* Install (or with fn == NULL remove) the process-wide log handler. Lines below
+ * `min_level` are not formatted at all. Not thread-safe against concurrent logging:
+ * set it once at start-up. */
+void ah_log_set_handler(ah_log_fn fn, void *ud, ah_log_level min_level);
+
+const char *ah_log_level_name(ah_log_level level);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

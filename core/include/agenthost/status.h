@@ -1,0 +1,42 @@
+/* agenthost/status.h - the one status enum, generated with its names and messages. */
+#ifndef AGENTHOST_STATUS_H
+#define AGENTHOST_STATUS_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define AH_VERSION_STRING "0.1.0"
+
+/* X(name, "short_name", "message") */
+#define AH_STATUS_MAP(X)                                                                  \
+    X(OK, "ok", "success")                                                                \
+    X(ERR_NOMEM, "nomem", "out of memory")                                                \
+    X(ERR_INVALID, "invalid", "invalid argument")                                         \
+    X(ERR_TOO_LARGE, "too_large", "input exceeds a size limit")                           \
+    X(ERR_PARSE, "parse", "malformed input")                                              \
+    X(ERR_STATE, "state", "operation not valid in the current state")                     \
+    X(ERR_NOT_FOUND, "not_found", "not found")                                            \
+    X(ERR_IO, "io", "input/output error")                                                 \
+    X(ERR_CANCELLED, "cancelled", "cancelled")                                            \
+    X(ERR_TRANSPORT, "transport", "transport failure")                                    \
+    X(ERR_INTERNAL, "internal", "internal error")
+
+typedef enum ah_status {
+#define AH__STATUS_ENUM(name, s, m) AH_##name,
+    AH_STATUS_MAP(AH__STATUS_ENUM)
+#undef AH__STATUS_ENUM
+        AH_STATUS_COUNT_
+} ah_status;
+
+/* Short stable name ("ok", "nomem", ...). Never NULL; "unknown" out of range. */
+const char *ah_status_name(ah_status st);
+/* Human-readable message. Never NULL. */
+const char *ah_status_message(ah_status st);
+/* Library version, e.g. "0.1.0". */
+const char *ah_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,27 @@
+/* internal.h - helpers shared across core files (ah__ prefix), never installed. */
+#ifndef AH_INTERNAL_H
+#define AH_INTERNAL_H
+
+#include "agenthost.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+
+#if defined(__GNUC__)
+#define AH__PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define AH__PRINTF(a, b)
+#endif
+
+/* Log one line through the embedder's handler (no-op when none is set). */
+void ah__log(ah_log_level level, const char *fmt, ...) AH__PRINTF(2, 3);
+int ah__log_enabled(ah_log_level level);
+
+/* strdup/strndup that return NULL on allocation failure (C11 has neither). */
+char *ah__strdup(const char *s);
+char *ah__strndup(const char *s, size_t n);
+
+/* snprintf into a fixed buffer, always NUL-terminated, truncating safely. */
+void ah__bufprintf(char *buf, size_t size, const char *fmt, ...) AH__PRINTF(3, 4);
+
+#endif
