@@ -16,5 +16,8 @@
 
 #include "agenthost/status.h"
 #include "agenthost/log.h"
+#include "agenthost/clock.h"
+#include "agenthost/error.h"
+#include "agenthost/sse.h"
 
 #endif
