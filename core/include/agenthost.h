@@ -19,5 +19,7 @@
 #include "agenthost/clock.h"
 #include "agenthost/error.h"
 #include "agenthost/sse.h"
+#include "agenthost/wire.h"
+#include "agenthost/event.h"
 
 #endif

@@ -1,0 +1,145 @@
+/* agenthost/event.h - typed operational events (SPEC §6).
+ *
+ * Events flow bottom-up (transport -> call -> worker -> host) to a registered callback.
+ * They never enter history or a request. An event and every pointer inside it are
+ * borrowed for the duration of the callback only: copy what you keep.
+ */
+#ifndef AGENTHOST_EVENT_H
+#define AGENTHOST_EVENT_H
+
+#include "agenthost/error.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* X(NAME, "json type") */
+#define AH_EVENT_TYPE_MAP(X)                                                              \
+    X(RUN_START, "run_start")                                                             \
+    X(LLM_CALL_START, "llm_call_start")                                                   \
+    X(TEXT_DELTA, "text_delta")                                                           \
+    X(REASONING_DELTA, "reasoning_delta")                                                 \
+    X(TOOL_CALL_START, "tool_call_start")                                                 \
+    X(TOOL_CALL_END, "tool_call_end")                                                     \
+    X(LLM_RETRY, "llm_retry")                                                             \
+    X(LLM_GAVE_UP, "llm_gave_up")                                                         \
+    X(LLM_CONTINUATION, "llm_continuation")                                               \
+    X(LLM_CALL_END, "llm_call_end")                                                       \
+    X(BUDGET_EXHAUSTED, "budget_exhausted")                                               \
+    X(RUN_END, "run_end")
+
+typedef enum ah_event_type {
+#define AH__EV_ENUM(name, s) AH_EV_##name,
+    AH_EVENT_TYPE_MAP(AH__EV_ENUM)
+#undef AH__EV_ENUM
+        AH_EV_COUNT_
+} ah_event_type;
+
+/* Where a retry wait came from. */
+#define AH_WAIT_SOURCE_MAP(X) X(BACKOFF, "backoff") X(SERVER, "server")
+typedef enum ah_wait_source {
+#define AH__WS_ENUM(name, s) AH_WAIT_##name,
+    AH_WAIT_SOURCE_MAP(AH__WS_ENUM)
+#undef AH__WS_ENUM
+        AH_WAIT_COUNT_
+} ah_wait_source;
+
+/* Why a call gave up (llm_gave_up.reason). */
+#define AH_GIVEUP_REASON_MAP(X)                                                           \
+    X(ATTEMPTS, "attempts")                                                               \
+    X(DEADLINE, "deadline")                                                               \
+    X(RETRY_AFTER_TOO_LONG, "retry_after_too_long")                                       \
+    X(NOT_RETRYABLE, "not_retryable")                                                     \
+    X(RETRY_BUDGET, "retry_budget")
+typedef enum ah_giveup_reason {
+#define AH__GR_ENUM(name, s) AH_GIVEUP_##name,
+    AH_GIVEUP_REASON_MAP(AH__GR_ENUM)
+#undef AH__GR_ENUM
+        AH_GIVEUP_COUNT_
+} ah_giveup_reason;
+
+/* run_end.outcome */
+#define AH_RUN_OUTCOME_MAP(X)                                                             \
+    X(COMPLETED, "completed")                                                             \
+    X(FAILED, "failed")                                                                   \
+    X(CANCELLED, "cancelled")                                                             \
+    X(BUDGET_EXHAUSTED, "budget_exhausted")                                               \
+    X(MAX_STEPS, "max_steps")                                                             \
+    X(BAD_OUTPUT, "bad_output")
+typedef enum ah_run_outcome {
+#define AH__RO_ENUM(name, s) AH_OUTCOME_##name,
+    AH_RUN_OUTCOME_MAP(AH__RO_ENUM)
+#undef AH__RO_ENUM
+        AH_OUTCOME_COUNT_
+} ah_run_outcome;
+
+/* tool_call_end.outcome */
+#define AH_TOOL_OUTCOME_MAP(X) X(OK, "ok") X(ERROR, "error") X(BUDGET_EXHAUSTED, "budget_exhausted")
+typedef enum ah_tool_outcome {
+#define AH__TO_ENUM(name, s) AH_TOOL_##name,
+    AH_TOOL_OUTCOME_MAP(AH__TO_ENUM)
+#undef AH__TO_ENUM
+        AH_TOOL_COUNT_
+} ah_tool_outcome;
+
+typedef struct ah_event {
+    ah_event_type type;
+    union {
+        struct { const char *run_id; } run_start;
+        struct { int llm_call, attempt, continuation; } llm_call_start;
+        /* text_delta and reasoning_delta */
+        struct { int llm_call, block; const char *text; size_t len; } delta;
+        struct { int llm_call; const char *id, *name; } tool_call_start;
+        struct {
+            const char *id, *name;
+            ah_tool_outcome outcome;
+            int duplicate, attempts;
+        } tool_call_end;
+        struct {
+            int llm_call, failed_attempt, max_attempts;
+            int64_t wait_ms;
+            ah_wait_source wait_source;
+            int64_t elapsed_ms;
+            int status; /* 0 encodes as null */
+            const ah_error *error;
+        } llm_retry;
+        struct {
+            int llm_call, attempts;
+            int64_t elapsed_ms;
+            int status; /* 0 encodes as null */
+            const ah_error *error;
+            ah_giveup_reason reason;
+        } llm_gave_up;
+        struct {
+            int llm_call, continuation, max_continuations;
+            int committed_blocks, discarded_blocks;
+            int64_t discarded_bytes;
+            const char *reason;
+        } llm_continuation;
+        struct {
+            int llm_call;
+            const char *stop_reason;
+            int64_t input_tokens, output_tokens;
+        } llm_call_end;
+        struct { const char *budget; int64_t used, limit; } budget_exhausted;
+        struct { ah_run_outcome outcome; const ah_error *error; /* NULL on success */ } run_end;
+    } u;
+} ah_event;
+
+/* The event callback. `ev` is borrowed for this call only. Must not re-enter the object
+ * that emitted it except to request cancellation. */
+typedef void (*ah_event_fn)(void *ud, const ah_event *ev);
+
+const char *ah_event_type_name(ah_event_type t);
+const char *ah_wait_source_name(ah_wait_source s);
+const char *ah_giveup_reason_name(ah_giveup_reason r);
+const char *ah_run_outcome_name(ah_run_outcome o);
+const char *ah_tool_outcome_name(ah_tool_outcome o);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
