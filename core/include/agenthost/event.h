@@ -139,6 +139,17 @@ const char *ah_giveup_reason_name(ah_giveup_reason r);
 const char *ah_run_outcome_name(ah_run_outcome o);
 const char *ah_tool_outcome_name(ah_tool_outcome o);
 
+/* Encode one event as a single-line JSON object (SPEC §6 names). Returns a malloc'd
+ * string the caller frees with free(), or NULL on allocation failure / bad type. */
+char *ah_event_to_json(const ah_event *ev);
+
+/* A decoded event that owns its strings. */
+typedef struct ah_event_box ah_event_box;
+/* Decode one JSON object; NULL with a message naming the bad field in err on failure. */
+ah_event_box *ah_event_from_json(const char *json, size_t len, char *err, size_t errsize);
+const ah_event *ah_event_box_get(const ah_event_box *b); /* borrowed, lives with b */
+void ah_event_box_free(ah_event_box *b);
+
 #ifdef __cplusplus
 }
 #endif

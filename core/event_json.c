@@ -1,0 +1,418 @@
+/* event_json.c - every event type encodes to one JSON object and decodes back unchanged
+ * (SPEC §6). Field names are the spec's, snake_case; an absent error or a status of 0
+ * encodes as null. A decoded event lives in an ah_event_box that owns its strings.
+ *
+ * Invariant: the encoder only writes what the typed event holds; events never carry
+ * request bodies or credentials, and error messages are already redacted (error.c). */
+#include "internal.h"
+
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct ah_event_box {
+    ah_event ev;
+    ah_error err; /* storage for ev.u.*.error */
+    char *strings[3];
+};
+
+/* ---- encoding ------------------------------------------------------------------------ */
+
+static cJSON *error_to_json(const ah_error *e)
+{
+    if (!e || e->kind == AH_EK_NONE)
+        return cJSON_CreateNull();
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    cJSON_AddStringToObject(o, "kind", ah_error_kind_name(e->kind));
+    if (e->status)
+        cJSON_AddNumberToObject(o, "status", e->status);
+    else
+        cJSON_AddNullToObject(o, "status");
+    cJSON_AddStringToObject(o, "message", e->message);
+    if (e->provider_type[0])
+        cJSON_AddStringToObject(o, "provider_type", e->provider_type);
+    else
+        cJSON_AddNullToObject(o, "provider_type");
+    if (e->retry_after_ms >= 0)
+        cJSON_AddNumberToObject(o, "retry_after_ms", (double)e->retry_after_ms);
+    else
+        cJSON_AddNullToObject(o, "retry_after_ms");
+    return o;
+}
+
+static void add_status(cJSON *o, int status)
+{
+    if (status)
+        cJSON_AddNumberToObject(o, "status", status);
+    else
+        cJSON_AddNullToObject(o, "status");
+}
+
+static void add_str(cJSON *o, const char *key, const char *s)
+{
+    if (s)
+        cJSON_AddStringToObject(o, key, s);
+    else
+        cJSON_AddNullToObject(o, key);
+}
+
+static void add_int(cJSON *o, const char *key, int64_t v)
+{
+    cJSON_AddNumberToObject(o, key, (double)v);
+}
+
+char *ah_event_to_json(const ah_event *ev)
+{
+    if (!ev || (unsigned)ev->type >= (unsigned)AH_EV_COUNT_)
+        return NULL;
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    cJSON_AddStringToObject(o, "type", ah_event_type_name(ev->type));
+    switch (ev->type) {
+    case AH_EV_RUN_START:
+        add_str(o, "run_id", ev->u.run_start.run_id);
+        break;
+    case AH_EV_LLM_CALL_START:
+        add_int(o, "llm_call", ev->u.llm_call_start.llm_call);
+        add_int(o, "attempt", ev->u.llm_call_start.attempt);
+        add_int(o, "continuation", ev->u.llm_call_start.continuation);
+        break;
+    case AH_EV_TEXT_DELTA:
+    case AH_EV_REASONING_DELTA: {
+        add_int(o, "llm_call", ev->u.delta.llm_call);
+        add_int(o, "block", ev->u.delta.block);
+        /* The delta may not be NUL-terminated: copy exactly len bytes. */
+        char *t = ah__strndup(ev->u.delta.text ? ev->u.delta.text : "",
+                              ev->u.delta.text ? ev->u.delta.len : 0);
+        if (!t)
+            goto fail;
+        cJSON_AddStringToObject(o, "text", t);
+        free(t);
+        break;
+    }
+    case AH_EV_TOOL_CALL_START:
+        add_int(o, "llm_call", ev->u.tool_call_start.llm_call);
+        add_str(o, "id", ev->u.tool_call_start.id);
+        add_str(o, "name", ev->u.tool_call_start.name);
+        break;
+    case AH_EV_TOOL_CALL_END:
+        add_str(o, "id", ev->u.tool_call_end.id);
+        add_str(o, "name", ev->u.tool_call_end.name);
+        cJSON_AddStringToObject(o, "outcome", ah_tool_outcome_name(ev->u.tool_call_end.outcome));
+        cJSON_AddBoolToObject(o, "duplicate", ev->u.tool_call_end.duplicate != 0);
+        add_int(o, "attempts", ev->u.tool_call_end.attempts);
+        break;
+    case AH_EV_LLM_RETRY:
+        add_int(o, "llm_call", ev->u.llm_retry.llm_call);
+        add_int(o, "failed_attempt", ev->u.llm_retry.failed_attempt);
+        add_int(o, "max_attempts", ev->u.llm_retry.max_attempts);
+        add_int(o, "wait_ms", ev->u.llm_retry.wait_ms);
+        cJSON_AddStringToObject(o, "wait_source", ah_wait_source_name(ev->u.llm_retry.wait_source));
+        add_int(o, "elapsed_ms", ev->u.llm_retry.elapsed_ms);
+        add_status(o, ev->u.llm_retry.status);
+        cJSON_AddItemToObject(o, "error", error_to_json(ev->u.llm_retry.error));
+        break;
+    case AH_EV_LLM_GAVE_UP:
+        add_int(o, "llm_call", ev->u.llm_gave_up.llm_call);
+        add_int(o, "attempts", ev->u.llm_gave_up.attempts);
+        add_int(o, "elapsed_ms", ev->u.llm_gave_up.elapsed_ms);
+        add_status(o, ev->u.llm_gave_up.status);
+        cJSON_AddItemToObject(o, "error", error_to_json(ev->u.llm_gave_up.error));
+        cJSON_AddStringToObject(o, "reason", ah_giveup_reason_name(ev->u.llm_gave_up.reason));
+        break;
+    case AH_EV_LLM_CONTINUATION:
+        add_int(o, "llm_call", ev->u.llm_continuation.llm_call);
+        add_int(o, "continuation", ev->u.llm_continuation.continuation);
+        add_int(o, "max_continuations", ev->u.llm_continuation.max_continuations);
+        add_int(o, "committed_blocks", ev->u.llm_continuation.committed_blocks);
+        add_int(o, "discarded_blocks", ev->u.llm_continuation.discarded_blocks);
+        add_int(o, "discarded_bytes", ev->u.llm_continuation.discarded_bytes);
+        add_str(o, "reason", ev->u.llm_continuation.reason);
+        break;
+    case AH_EV_LLM_CALL_END:
+        add_int(o, "llm_call", ev->u.llm_call_end.llm_call);
+        add_str(o, "stop_reason", ev->u.llm_call_end.stop_reason);
+        add_int(o, "input_tokens", ev->u.llm_call_end.input_tokens);
+        add_int(o, "output_tokens", ev->u.llm_call_end.output_tokens);
+        break;
+    case AH_EV_BUDGET_EXHAUSTED:
+        add_str(o, "budget", ev->u.budget_exhausted.budget);
+        add_int(o, "used", ev->u.budget_exhausted.used);
+        add_int(o, "limit", ev->u.budget_exhausted.limit);
+        break;
+    case AH_EV_RUN_END:
+        cJSON_AddStringToObject(o, "outcome", ah_run_outcome_name(ev->u.run_end.outcome));
+        cJSON_AddItemToObject(o, "error", error_to_json(ev->u.run_end.error));
+        break;
+    case AH_EV_COUNT_:
+        goto fail;
+    }
+    char *out = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return out;
+fail:
+    cJSON_Delete(o);
+    return NULL;
+}
+
+/* ---- decoding ------------------------------------------------------------------------ */
+
+typedef struct reader {
+    const cJSON *o;
+    char *err;
+    size_t errsize;
+    int failed;
+} reader;
+
+static const cJSON *field(reader *r, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(r->o, key);
+    if (!v && !r->failed) {
+        ah__bufprintf(r->err, r->errsize, "event: missing field '%s'", key);
+        r->failed = 1;
+    }
+    return v;
+}
+
+static int64_t get_int(reader *r, const char *key)
+{
+    const cJSON *v = field(r, key);
+    if (!v)
+        return 0;
+    if (!cJSON_IsNumber(v)) {
+        if (!r->failed)
+            ah__bufprintf(r->err, r->errsize, "event: field '%s' must be a number", key);
+        r->failed = 1;
+        return 0;
+    }
+    return (int64_t)v->valuedouble;
+}
+
+static int get_status(reader *r)
+{
+    const cJSON *v = field(r, "status");
+    if (!v || cJSON_IsNull(v))
+        return 0;
+    if (!cJSON_IsNumber(v)) {
+        if (!r->failed)
+            ah__bufprintf(r->err, r->errsize, "event: field 'status' must be a number or null");
+        r->failed = 1;
+        return 0;
+    }
+    return v->valueint;
+}
+
+/* Returns the string (borrowed from the cJSON tree) or NULL for JSON null. */
+static const char *get_str(reader *r, const char *key, int nullable)
+{
+    const cJSON *v = field(r, key);
+    if (!v)
+        return NULL;
+    if (cJSON_IsNull(v) && nullable)
+        return NULL;
+    if (!cJSON_IsString(v)) {
+        if (!r->failed)
+            ah__bufprintf(r->err, r->errsize, "event: field '%s' must be a string", key);
+        r->failed = 1;
+        return NULL;
+    }
+    return v->valuestring;
+}
+
+/* Match a name against a name table generated from an X-macro; -1 if unknown. */
+static int get_enum(reader *r, const char *key, const char *(*name_of)(int), int count)
+{
+    const char *s = get_str(r, key, 0);
+    if (!s)
+        return 0;
+    for (int i = 0; i < count; i++)
+        if (strcmp(s, name_of(i)) == 0)
+            return i;
+    if (!r->failed)
+        ah__bufprintf(r->err, r->errsize, "event: unknown %s '%.40s'", key, s);
+    r->failed = 1;
+    return 0;
+}
+
+#define ENUM_ADAPTER(fn, type)                                                            \
+    static const char *fn##_i(int v)                                                      \
+    {                                                                                     \
+        return fn((type)v);                                                               \
+    }
+ENUM_ADAPTER(ah_event_type_name, ah_event_type)
+ENUM_ADAPTER(ah_wait_source_name, ah_wait_source)
+ENUM_ADAPTER(ah_giveup_reason_name, ah_giveup_reason)
+ENUM_ADAPTER(ah_run_outcome_name, ah_run_outcome)
+ENUM_ADAPTER(ah_tool_outcome_name, ah_tool_outcome)
+ENUM_ADAPTER(ah_error_kind_name, ah_error_kind)
+
+static char *keep(ah_event_box *b, int slot, const char *s)
+{
+    if (!s)
+        return NULL;
+    b->strings[slot] = ah__strdup(s);
+    return b->strings[slot];
+}
+
+/* Decodes the "error" member into b->err; returns &b->err, or NULL for null. */
+static const ah_error *get_error(reader *r, ah_event_box *b)
+{
+    const cJSON *v = field(r, "error");
+    if (!v || cJSON_IsNull(v))
+        return NULL;
+    if (!cJSON_IsObject(v)) {
+        if (!r->failed)
+            ah__bufprintf(r->err, r->errsize, "event: field 'error' must be an object or null");
+        r->failed = 1;
+        return NULL;
+    }
+    reader er = {v, r->err, r->errsize, 0};
+    ah_error_clear(&b->err);
+    b->err.kind = (ah_error_kind)get_enum(&er, "kind", ah_error_kind_name_i, AH_EK_COUNT_);
+    b->err.status = get_status(&er);
+    const char *msg = get_str(&er, "message", 0);
+    const char *pt = get_str(&er, "provider_type", 1);
+    const cJSON *ra = field(&er, "retry_after_ms");
+    if (ra && cJSON_IsNumber(ra))
+        b->err.retry_after_ms = (int64_t)ra->valuedouble;
+    if (msg)
+        ah__bufprintf(b->err.message, sizeof b->err.message, "%s", msg);
+    if (pt)
+        ah__bufprintf(b->err.provider_type, sizeof b->err.provider_type, "%s", pt);
+    if (er.failed)
+        r->failed = 1;
+    return &b->err;
+}
+
+ah_event_box *ah_event_from_json(const char *json, size_t len, char *err, size_t errsize)
+{
+    char dummy[8];
+    if (!err) {
+        err = dummy;
+        errsize = sizeof dummy;
+    }
+    err[0] = '\0';
+    cJSON *o = cJSON_ParseWithLength(json, len);
+    if (!o || !cJSON_IsObject(o)) {
+        ah__bufprintf(err, errsize, "event: not a JSON object");
+        cJSON_Delete(o);
+        return NULL;
+    }
+    ah_event_box *b = calloc(1, sizeof *b);
+    if (!b) {
+        ah__bufprintf(err, errsize, "event: out of memory");
+        cJSON_Delete(o);
+        return NULL;
+    }
+    reader r = {o, err, errsize, 0};
+    ah_event *ev = &b->ev;
+    ev->type = (ah_event_type)get_enum(&r, "type", ah_event_type_name_i, AH_EV_COUNT_);
+    if (r.failed)
+        goto fail;
+    switch (ev->type) {
+    case AH_EV_RUN_START:
+        ev->u.run_start.run_id = keep(b, 0, get_str(&r, "run_id", 1));
+        break;
+    case AH_EV_LLM_CALL_START:
+        ev->u.llm_call_start.llm_call = (int)get_int(&r, "llm_call");
+        ev->u.llm_call_start.attempt = (int)get_int(&r, "attempt");
+        ev->u.llm_call_start.continuation = (int)get_int(&r, "continuation");
+        break;
+    case AH_EV_TEXT_DELTA:
+    case AH_EV_REASONING_DELTA: {
+        ev->u.delta.llm_call = (int)get_int(&r, "llm_call");
+        ev->u.delta.block = (int)get_int(&r, "block");
+        const char *t = keep(b, 0, get_str(&r, "text", 0));
+        ev->u.delta.text = t;
+        ev->u.delta.len = t ? strlen(t) : 0;
+        break;
+    }
+    case AH_EV_TOOL_CALL_START:
+        ev->u.tool_call_start.llm_call = (int)get_int(&r, "llm_call");
+        ev->u.tool_call_start.id = keep(b, 0, get_str(&r, "id", 1));
+        ev->u.tool_call_start.name = keep(b, 1, get_str(&r, "name", 1));
+        break;
+    case AH_EV_TOOL_CALL_END: {
+        ev->u.tool_call_end.id = keep(b, 0, get_str(&r, "id", 1));
+        ev->u.tool_call_end.name = keep(b, 1, get_str(&r, "name", 1));
+        ev->u.tool_call_end.outcome =
+            (ah_tool_outcome)get_enum(&r, "outcome", ah_tool_outcome_name_i, AH_TOOL_COUNT_);
+        const cJSON *d = field(&r, "duplicate");
+        ev->u.tool_call_end.duplicate = d && cJSON_IsTrue(d);
+        ev->u.tool_call_end.attempts = (int)get_int(&r, "attempts");
+        break;
+    }
+    case AH_EV_LLM_RETRY:
+        ev->u.llm_retry.llm_call = (int)get_int(&r, "llm_call");
+        ev->u.llm_retry.failed_attempt = (int)get_int(&r, "failed_attempt");
+        ev->u.llm_retry.max_attempts = (int)get_int(&r, "max_attempts");
+        ev->u.llm_retry.wait_ms = get_int(&r, "wait_ms");
+        ev->u.llm_retry.wait_source =
+            (ah_wait_source)get_enum(&r, "wait_source", ah_wait_source_name_i, AH_WAIT_COUNT_);
+        ev->u.llm_retry.elapsed_ms = get_int(&r, "elapsed_ms");
+        ev->u.llm_retry.status = get_status(&r);
+        ev->u.llm_retry.error = get_error(&r, b);
+        break;
+    case AH_EV_LLM_GAVE_UP:
+        ev->u.llm_gave_up.llm_call = (int)get_int(&r, "llm_call");
+        ev->u.llm_gave_up.attempts = (int)get_int(&r, "attempts");
+        ev->u.llm_gave_up.elapsed_ms = get_int(&r, "elapsed_ms");
+        ev->u.llm_gave_up.status = get_status(&r);
+        ev->u.llm_gave_up.error = get_error(&r, b);
+        ev->u.llm_gave_up.reason =
+            (ah_giveup_reason)get_enum(&r, "reason", ah_giveup_reason_name_i, AH_GIVEUP_COUNT_);
+        break;
+    case AH_EV_LLM_CONTINUATION:
+        ev->u.llm_continuation.llm_call = (int)get_int(&r, "llm_call");
+        ev->u.llm_continuation.continuation = (int)get_int(&r, "continuation");
+        ev->u.llm_continuation.max_continuations = (int)get_int(&r, "max_continuations");
+        ev->u.llm_continuation.committed_blocks = (int)get_int(&r, "committed_blocks");
+        ev->u.llm_continuation.discarded_blocks = (int)get_int(&r, "discarded_blocks");
+        ev->u.llm_continuation.discarded_bytes = get_int(&r, "discarded_bytes");
+        ev->u.llm_continuation.reason = keep(b, 0, get_str(&r, "reason", 1));
+        break;
+    case AH_EV_LLM_CALL_END:
+        ev->u.llm_call_end.llm_call = (int)get_int(&r, "llm_call");
+        ev->u.llm_call_end.stop_reason = keep(b, 0, get_str(&r, "stop_reason", 1));
+        ev->u.llm_call_end.input_tokens = get_int(&r, "input_tokens");
+        ev->u.llm_call_end.output_tokens = get_int(&r, "output_tokens");
+        break;
+    case AH_EV_BUDGET_EXHAUSTED:
+        ev->u.budget_exhausted.budget = keep(b, 0, get_str(&r, "budget", 1));
+        ev->u.budget_exhausted.used = get_int(&r, "used");
+        ev->u.budget_exhausted.limit = get_int(&r, "limit");
+        break;
+    case AH_EV_RUN_END:
+        ev->u.run_end.outcome =
+            (ah_run_outcome)get_enum(&r, "outcome", ah_run_outcome_name_i, AH_OUTCOME_COUNT_);
+        ev->u.run_end.error = get_error(&r, b);
+        break;
+    case AH_EV_COUNT_:
+        break;
+    }
+    if (r.failed)
+        goto fail;
+    cJSON_Delete(o);
+    return b;
+fail:
+    cJSON_Delete(o);
+    ah_event_box_free(b);
+    return NULL;
+}
+
+const ah_event *ah_event_box_get(const ah_event_box *b)
+{
+    return b ? &b->ev : NULL;
+}
+
+void ah_event_box_free(ah_event_box *b)
+{
+    if (!b)
+        return;
+    for (size_t i = 0; i < sizeof b->strings / sizeof b->strings[0]; i++)
+        free(b->strings[i]);
+    free(b);
+}
