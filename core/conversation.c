@@ -35,8 +35,10 @@ static const char *const kind_names[] = {
 const char *ah_role_name(ah_role role)
 {
     switch (role) {
-    case AH_ROLE_USER: return "user";
-    case AH_ROLE_ASSISTANT: return "assistant";
+    case AH_ROLE_USER:
+        return "user";
+    case AH_ROLE_ASSISTANT:
+        return "assistant";
     }
     return "unknown";
 }
@@ -46,7 +48,7 @@ const char *ah_block_kind_name(ah_block_kind kind)
     return (unsigned)kind < (unsigned)AH_BLOCK_KIND_COUNT_ ? kind_names[kind] : "unknown";
 }
 
-/* ---- storage ------------------------------------------------------------------------- */
+/* ---- storage ---------------------------------------------------------------------- */
 
 static void block_clear(ah_block *b)
 {
@@ -135,7 +137,8 @@ static ah_status block_copy(ah_block *dst, const ah_block *b)
         ok = dup_field(&dst->text, b->text, 1);
         break;
     case AH_BLOCK_REASONING:
-        ok = dup_field(&dst->text, b->text, 1) && dup_field(&dst->signature, b->signature, 0) &&
+        ok = dup_field(&dst->text, b->text, 1) &&
+             dup_field(&dst->signature, b->signature, 0) &&
              dup_field(&dst->item_id, b->item_id, 0) &&
              dup_field(&dst->encrypted_content, b->encrypted_content, 0);
         dst->redacted = b->redacted ? 1 : 0;
@@ -241,10 +244,11 @@ ah_status ah_conversation_add_reasoning(ah_conversation *c, const char *text,
     return ah_conversation_add_block(c, &b);
 }
 
-ah_status ah_conversation_add_tool_use(ah_conversation *c, const char *id, const char *name,
-                                       const char *arguments)
+ah_status ah_conversation_add_tool_use(ah_conversation *c, const char *id,
+                                       const char *name, const char *arguments)
 {
-    ah_block b = {.kind = AH_BLOCK_TOOL_USE, .id = id, .name = name, .arguments = arguments};
+    ah_block b = {
+        .kind = AH_BLOCK_TOOL_USE, .id = id, .name = name, .arguments = arguments};
     return ah_conversation_add_block(c, &b);
 }
 
@@ -338,7 +342,7 @@ fail:
     return NULL;
 }
 
-/* ---- reading ------------------------------------------------------------------------- */
+/* ---- reading ---------------------------------------------------------------------- */
 
 const char *ah_conversation_system(const ah_conversation *c)
 {
@@ -372,7 +376,7 @@ const ah_block *ah_conversation_block(const ah_conversation *c, size_t msg, size
     return &c->msgs[msg].blocks[i];
 }
 
-/* ---- JSON export --------------------------------------------------------------------- */
+/* ---- JSON export ------------------------------------------------------------------ */
 
 /* Add a string member; s NULL adds nothing. Returns 0 on OOM. */
 static int put_str(cJSON *obj, const char *key, const char *s)
@@ -401,7 +405,8 @@ static cJSON *block_to_json(const ah_block *b)
              put_str(o, "arguments", b->arguments);
         break;
     case AH_BLOCK_TOOL_RESULT:
-        ok = put_str(o, "tool_use_id", b->tool_use_id) && put_str(o, "content", b->text) &&
+        ok = put_str(o, "tool_use_id", b->tool_use_id) &&
+             put_str(o, "content", b->text) &&
              (!b->is_error || cJSON_AddTrueToObject(o, "is_error"));
         break;
     default:
@@ -414,7 +419,8 @@ fail:
     return NULL;
 }
 
-ah_status ah_conversation_to_json(const ah_conversation *c, char **json_out, size_t *len_out)
+ah_status ah_conversation_to_json(const ah_conversation *c, char **json_out,
+                                  size_t *len_out)
 {
     if (!c || !json_out)
         return AH_ERR_INVALID;
@@ -455,7 +461,7 @@ cleanup:
     return st;
 }
 
-/* ---- JSON import --------------------------------------------------------------------- */
+/* ---- JSON import ------------------------------------------------------------------ */
 
 /* Reject any member of obj not in the NULL-terminated allowed list; names the first. */
 static const char *unknown_member(const cJSON *obj, const char *const *allowed)
@@ -496,13 +502,12 @@ static int opt_bool(const cJSON *obj, const char *key, int *out)
     return 1;
 }
 
-static ah_status import_block(ah_conversation *c, const cJSON *bo, char *err, size_t errsize,
-                              size_t mi, size_t bi)
+static ah_status import_block(ah_conversation *c, const cJSON *bo, char *err,
+                              size_t errsize, size_t mi, size_t bi)
 {
     static const char *const text_keys[] = {"type", "text", NULL};
-    static const char *const reasoning_keys[] = {"type",    "text",      "signature",
-                                                 "item_id", "encrypted_content",
-                                                 "redacted", NULL};
+    static const char *const reasoning_keys[] = {
+        "type", "text", "signature", "item_id", "encrypted_content", "redacted", NULL};
     static const char *const tool_use_keys[] = {"type", "id", "name", "arguments", NULL};
     static const char *const tool_result_keys[] = {"type", "tool_use_id", "content",
                                                    "is_error", NULL};
@@ -513,12 +518,13 @@ static ah_status import_block(ah_conversation *c, const cJSON *bo, char *err, si
     ah_block b = {0};
 
     if (!cJSON_IsObject(bo)) {
-        ah__bufprintf(err, errsize, "messages[%zu].content[%zu]: expected an object", mi, bi);
+        ah__bufprintf(err, errsize, "messages[%zu].content[%zu]: expected an object", mi,
+                      bi);
         return AH_ERR_INVALID;
     }
     if (!opt_string(bo, "type", &type) || !type) {
-        ah__bufprintf(err, errsize, "messages[%zu].content[%zu].type: expected a string", mi,
-                      bi);
+        ah__bufprintf(err, errsize, "messages[%zu].content[%zu].type: expected a string",
+                      mi, bi);
         return AH_ERR_INVALID;
     }
     const char *bad = NULL; /* the member that has the wrong type */
@@ -568,25 +574,28 @@ static ah_status import_block(ah_conversation *c, const cJSON *bo, char *err, si
             bad = "is_error";
     } else {
         ah__bufprintf(err, errsize,
-                      "messages[%zu].content[%zu].type: unknown block type '%.40s'", mi, bi,
-                      type);
+                      "messages[%zu].content[%zu].type: unknown block type '%.40s'", mi,
+                      bi, type);
         return AH_ERR_INVALID;
     }
     if (bad) {
-        ah__bufprintf(err, errsize, "messages[%zu].content[%zu].%s: missing or wrong type", mi,
-                      bi, bad);
+        ah__bufprintf(err, errsize,
+                      "messages[%zu].content[%zu].%s: missing or wrong type", mi, bi,
+                      bad);
         goto cleanup;
     }
     const char *unknown = unknown_member(bo, allowed);
     if (unknown) {
-        ah__bufprintf(err, errsize, "messages[%zu].content[%zu].%.40s: unknown member", mi, bi,
-                      unknown);
+        ah__bufprintf(err, errsize, "messages[%zu].content[%zu].%.40s: unknown member",
+                      mi, bi, unknown);
         goto cleanup;
     }
     st = ah_conversation_add_block(c, &b);
     if (st == AH_ERR_STATE) {
-        ah__bufprintf(err, errsize, "messages[%zu].content[%zu]: a %s block cannot be in a %s "
-                      "message", mi, bi, type, ah_role_name(ah_conversation_role(c, mi)));
+        ah__bufprintf(err, errsize,
+                      "messages[%zu].content[%zu]: a %s block cannot be in a %s "
+                      "message",
+                      mi, bi, type, ah_role_name(ah_conversation_role(c, mi)));
         st = AH_ERR_INVALID;
     }
 cleanup:
@@ -652,19 +661,24 @@ ah_status ah_conversation_from_json(const char *json, size_t len, ah_conversatio
             goto cleanup;
         }
         if ((unknown = unknown_member(mo, msg_keys))) {
-            ah__bufprintf(err, errsize, "messages[%zu].%.40s: unknown member", mi, unknown);
+            ah__bufprintf(err, errsize, "messages[%zu].%.40s: unknown member", mi,
+                          unknown);
             goto cleanup;
         }
         if (!opt_string(mo, "role", &role) || !role ||
             (strcmp(role, "user") != 0 && strcmp(role, "assistant") != 0)) {
-            ah__bufprintf(err, errsize, "messages[%zu].role: expected \"user\" or "
-                          "\"assistant\"", mi);
+            ah__bufprintf(err, errsize,
+                          "messages[%zu].role: expected \"user\" or "
+                          "\"assistant\"",
+                          mi);
             goto cleanup;
         }
         int is_user = strcmp(role, "user") == 0;
         if (!opt_bool(mo, "partial", &partial) || (partial && is_user)) {
-            ah__bufprintf(err, errsize, "messages[%zu].partial: only an assistant message "
-                          "may be partial (a boolean)", mi);
+            ah__bufprintf(err, errsize,
+                          "messages[%zu].partial: only an assistant message "
+                          "may be partial (a boolean)",
+                          mi);
             goto cleanup;
         }
         const cJSON *content = cJSON_GetObjectItemCaseSensitive(mo, "content");

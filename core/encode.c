@@ -61,7 +61,8 @@ cJSON *ah__json_push_object(cJSON *arr)
 int ah__enc_is_trailing_assistant(const ah__enc *e, size_t msg)
 {
     size_t n = ah_conversation_count(e->conv);
-    return n > 0 && msg == n - 1 && ah_conversation_role(e->conv, msg) == AH_ROLE_ASSISTANT;
+    return n > 0 && msg == n - 1 &&
+           ah_conversation_role(e->conv, msg) == AH_ROLE_ASSISTANT;
 }
 
 /* Parse text and classify it: 1 = a JSON object, 0 = valid JSON of another type,
@@ -95,14 +96,14 @@ cJSON *ah__enc_tool_schema(ah__enc *e, size_t i, ah_status *st_out)
     size_t off = 0;
     int k = classify_json(schema, &off);
     if (k < 0) {
-        *st_out = ah__enc_fail(e, AH_ERR_INVALID,
-                               "tool '%.64s': schema_json is not valid JSON at offset %zu",
-                               t->name, off);
+        *st_out = ah__enc_fail(
+            e, AH_ERR_INVALID,
+            "tool '%.64s': schema_json is not valid JSON at offset %zu", t->name, off);
         return NULL;
     }
     if (k == 0) {
-        *st_out = ah__enc_fail(e, AH_ERR_INVALID, "tool '%.64s': schema_json is not a JSON object",
-                               t->name);
+        *st_out = ah__enc_fail(e, AH_ERR_INVALID,
+                               "tool '%.64s': schema_json is not a JSON object", t->name);
         return NULL;
     }
     cJSON *raw = ah__json_raw(schema);
@@ -135,15 +136,17 @@ const char *ah__enc_arguments(ah__enc *e, size_t msg, size_t blk, const ah_block
     if (k == 1)
         return args;
     if (k < 0)
-        ah__enc_fail(e, AH_ERR_INVALID,
-                     "message %zu block %zu (tool_use '%.64s' id '%.64s'): arguments are not "
-                     "valid JSON at offset %zu",
-                     msg, blk, b->name, b->id, off);
+        ah__enc_fail(
+            e, AH_ERR_INVALID,
+            "message %zu block %zu (tool_use '%.64s' id '%.64s'): arguments are not "
+            "valid JSON at offset %zu",
+            msg, blk, b->name, b->id, off);
     else
-        ah__enc_fail(e, AH_ERR_INVALID,
-                     "message %zu block %zu (tool_use '%.64s' id '%.64s'): arguments are not "
-                     "a JSON object",
-                     msg, blk, b->name, b->id);
+        ah__enc_fail(
+            e, AH_ERR_INVALID,
+            "message %zu block %zu (tool_use '%.64s' id '%.64s'): arguments are not "
+            "a JSON object",
+            msg, blk, b->name, b->id);
     return NULL;
 }
 
@@ -176,8 +179,9 @@ static ah_status validate_opts(ah__enc *e, ah_wire w)
         break;
     case AH_TOOL_CHOICE_REQUIRED:
         if (!o->n_tools)
-            return ah__enc_fail(e, AH_ERR_INVALID,
-                                "opts.tool_choice is 'required' but no tools are declared");
+            return ah__enc_fail(
+                e, AH_ERR_INVALID,
+                "opts.tool_choice is 'required' but no tools are declared");
         break;
     case AH_TOOL_CHOICE_NAMED: {
         int found = 0;
@@ -202,7 +206,8 @@ static ah_status validate_opts(ah__enc *e, ah_wire w)
     if (o->has_temperature && !isfinite(o->temperature))
         return ah__enc_fail(e, AH_ERR_INVALID, "opts.temperature is not a finite number");
     if (o->thinking_budget < 0)
-        return ah__enc_fail(e, AH_ERR_INVALID, "opts.thinking_budget must not be negative");
+        return ah__enc_fail(e, AH_ERR_INVALID,
+                            "opts.thinking_budget must not be negative");
     if (o->reasoning_effort && !*o->reasoning_effort)
         return ah__enc_fail(e, AH_ERR_INVALID, "opts.reasoning_effort is empty");
     return AH_OK;
@@ -217,7 +222,8 @@ static ah_status merge_extra(ah__enc *e, cJSON *root)
     const char *end = NULL;
     cJSON *extra = cJSON_ParseWithOpts(text, &end, 1);
     if (!extra)
-        return ah__enc_fail(e, AH_ERR_INVALID, "opts.extra_json is not valid JSON at offset %zu",
+        return ah__enc_fail(e, AH_ERR_INVALID,
+                            "opts.extra_json is not valid JSON at offset %zu",
                             end && end >= text ? (size_t)(end - text) : (size_t)0);
     ah_status st = AH_OK;
     if (!cJSON_IsObject(extra)) {
@@ -226,7 +232,8 @@ static ah_status merge_extra(ah__enc *e, cJSON *root)
     }
     while (extra->child) {
         cJSON *item = cJSON_DetachItemViaPointer(extra, extra->child);
-        /* cJSON frees the item's own key before copying the new one in replace: copy it. */
+        /* cJSON frees the item's own key before copying the new one in replace: copy it.
+         */
         char *key = ah__strdup(item->string ? item->string : "");
         int ok = key != NULL;
         if (ok && cJSON_GetObjectItemCaseSensitive(root, key))
@@ -245,8 +252,9 @@ cleanup:
     return st;
 }
 
-ah_status ah_request_encode(ah_wire w, const ah_conversation *c, const ah_request_opts *opts,
-                            char **body_out, size_t *len_out, char *err, size_t errsize)
+ah_status ah_request_encode(ah_wire w, const ah_conversation *c,
+                            const ah_request_opts *opts, char **body_out, size_t *len_out,
+                            char *err, size_t errsize)
 {
     char scratch[1];
     ah__enc e = {.conv = c, .opts = opts, .err = err, .errsize = err ? errsize : 0};
@@ -260,7 +268,8 @@ ah_status ah_request_encode(ah_wire w, const ah_conversation *c, const ah_reques
     if (len_out)
         *len_out = 0;
     if (!c || !opts || !body_out)
-        return ah__enc_fail(&e, AH_ERR_INVALID, "conversation, opts and body_out are required");
+        return ah__enc_fail(&e, AH_ERR_INVALID,
+                            "conversation, opts and body_out are required");
     if ((unsigned)w >= (unsigned)AH_WIRE_COUNT_)
         return ah__enc_fail(&e, AH_ERR_INVALID, "unknown wire format %d", (int)w);
 
@@ -271,10 +280,18 @@ ah_status ah_request_encode(ah_wire w, const ah_conversation *c, const ah_reques
     if (!root)
         return ah__enc_fail(&e, AH_ERR_NOMEM, "out of memory");
     switch (w) {
-    case AH_WIRE_ANTHROPIC: st = ah__encode_anthropic(&e, root); break;
-    case AH_WIRE_OPENAI: st = ah__encode_openai(&e, root); break;
-    case AH_WIRE_RESPONSES: st = ah__encode_responses(&e, root); break;
-    default: st = AH_ERR_INVALID; break;
+    case AH_WIRE_ANTHROPIC:
+        st = ah__encode_anthropic(&e, root);
+        break;
+    case AH_WIRE_OPENAI:
+        st = ah__encode_openai(&e, root);
+        break;
+    case AH_WIRE_RESPONSES:
+        st = ah__encode_responses(&e, root);
+        break;
+    default:
+        st = AH_ERR_INVALID;
+        break;
     }
     if (st == AH_OK)
         st = merge_extra(&e, root);
@@ -292,7 +309,7 @@ ah_status ah_request_encode(ah_wire w, const ah_conversation *c, const ah_reques
     return st;
 }
 
-/* ---- headers ------------------------------------------------------------------------- */
+/* ---- headers ---------------------------------------------------------------------- */
 
 void ah_header_list_free(ah_header_list *l)
 {
@@ -309,7 +326,8 @@ static void push_header(ah_header_list *l, const char *name, const char *value)
     l->count++;
 }
 
-ah_status ah_request_headers(ah_wire w, const char *api_key, int stream, ah_header_list *out)
+ah_status ah_request_headers(ah_wire w, const char *api_key, int stream,
+                             ah_header_list *out)
 {
     if (!out)
         return AH_ERR_INVALID;

@@ -23,7 +23,8 @@
 
 static int is_ws(char ch)
 {
-    return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\v' || ch == '\f';
+    return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\v' ||
+           ch == '\f';
 }
 
 static ah_status nomem(ah__enc *e)
@@ -58,11 +59,20 @@ static ah_status encode_tool_choice(ah__enc *e, cJSON *root)
 {
     const char *type = NULL;
     switch (e->opts->tool_choice) {
-    case AH_TOOL_CHOICE_AUTO: type = "auto"; break;
-    case AH_TOOL_CHOICE_NONE: type = "none"; break;
-    case AH_TOOL_CHOICE_REQUIRED: type = "any"; break;
-    case AH_TOOL_CHOICE_NAMED: type = "tool"; break;
-    default: return AH_OK;
+    case AH_TOOL_CHOICE_AUTO:
+        type = "auto";
+        break;
+    case AH_TOOL_CHOICE_NONE:
+        type = "none";
+        break;
+    case AH_TOOL_CHOICE_REQUIRED:
+        type = "any";
+        break;
+    case AH_TOOL_CHOICE_NAMED:
+        type = "tool";
+        break;
+    default:
+        return AH_OK;
     }
     cJSON *tc = cJSON_AddObjectToObject(root, "tool_choice");
     if (!tc || !ah__json_put_str(tc, "type", type) ||
@@ -107,7 +117,8 @@ static ah_status encode_assistant(ah__enc *e, size_t mi, cJSON *content, int tra
         case AH_BLOCK_TEXT:
             if (!*b->text)
                 break;
-            if (!(o = ah__json_push_object(content)) || !ah__json_put_str(o, "type", "text") ||
+            if (!(o = ah__json_push_object(content)) ||
+                !ah__json_put_str(o, "type", "text") ||
                 !ah__json_put_str(o, "text", b->text))
                 return nomem(e);
             break;
@@ -135,7 +146,8 @@ static ah_status encode_assistant(ah__enc *e, size_t mi, cJSON *content, int tra
                 return AH_ERR_INVALID;
             cJSON *input = NULL;
             if (!(o = ah__json_push_object(content)) ||
-                !ah__json_put_str(o, "type", "tool_use") || !ah__json_put_str(o, "id", b->id) ||
+                !ah__json_put_str(o, "type", "tool_use") ||
+                !ah__json_put_str(o, "id", b->id) ||
                 !ah__json_put_str(o, "name", b->name) || !(input = ah__json_raw(args)))
                 return nomem(e);
             cJSON_AddItemToObject(o, "input", input);
@@ -184,10 +196,10 @@ static ah_status encode_messages(ah__enc *e, cJSON *root)
             cJSON_Delete(m);
             return nomem(e);
         }
-        ah_status st = role == AH_ROLE_USER
-                           ? encode_user(e, mi, content)
-                           : encode_assistant(e, mi, content,
-                                              ah__enc_is_trailing_assistant(e, mi));
+        ah_status st =
+            role == AH_ROLE_USER
+                ? encode_user(e, mi, content)
+                : encode_assistant(e, mi, content, ah__enc_is_trailing_assistant(e, mi));
         if (st != AH_OK || cJSON_GetArraySize(content) == 0) {
             cJSON_Delete(m); /* nothing to send for this message, or an error */
             if (st != AH_OK)
@@ -209,7 +221,8 @@ ah_status ah__encode_anthropic(ah__enc *e, cJSON *root)
         !ah__json_put_num(root, "max_tokens", (double)o->max_tokens) ||
         (system && *system && !ah__json_put_str(root, "system", system)))
         return nomem(e);
-    if ((st = encode_messages(e, root)) != AH_OK || (st = encode_tools(e, root)) != AH_OK ||
+    if ((st = encode_messages(e, root)) != AH_OK ||
+        (st = encode_tools(e, root)) != AH_OK ||
         (st = encode_tool_choice(e, root)) != AH_OK)
         return st;
     if (o->n_stop) {

@@ -15,7 +15,8 @@
 typedef struct ah__enc {
     const ah_conversation *conv;
     const ah_request_opts *opts;
-    char *err; /* never NULL: encode.c points it at a scratch buffer when the caller has none */
+    char *err; /* never NULL: encode.c points it at a scratch buffer when the caller has
+                  none */
     size_t errsize;
 } ah__enc;
 

@@ -56,9 +56,15 @@ static ah_status encode_tool_choice(ah__enc *e, cJSON *root)
 {
     const char *mode = NULL;
     switch (e->opts->tool_choice) {
-    case AH_TOOL_CHOICE_AUTO: mode = "auto"; break;
-    case AH_TOOL_CHOICE_NONE: mode = "none"; break;
-    case AH_TOOL_CHOICE_REQUIRED: mode = "required"; break;
+    case AH_TOOL_CHOICE_AUTO:
+        mode = "auto";
+        break;
+    case AH_TOOL_CHOICE_NONE:
+        mode = "none";
+        break;
+    case AH_TOOL_CHOICE_REQUIRED:
+        mode = "required";
+        break;
     case AH_TOOL_CHOICE_NAMED: {
         cJSON *tc = cJSON_AddObjectToObject(root, "tool_choice");
         cJSON *fn = NULL;
@@ -68,7 +74,8 @@ static ah_status encode_tool_choice(ah__enc *e, cJSON *root)
             return nomem(e);
         return AH_OK;
     }
-    default: return AH_OK;
+    default:
+        return AH_OK;
     }
     return ah__json_put_str(root, "tool_choice", mode) ? AH_OK : nomem(e);
 }
@@ -109,7 +116,8 @@ static ah_status encode_user(ah__enc *e, size_t mi, cJSON *msgs)
         if (b->kind != AH_BLOCK_TEXT || !*b->text)
             continue;
         cJSON *p = ah__json_push_object(parts);
-        if (!p || !ah__json_put_str(p, "type", "text") || !ah__json_put_str(p, "text", b->text))
+        if (!p || !ah__json_put_str(p, "type", "text") ||
+            !ah__json_put_str(p, "text", b->text))
             return nomem(e);
     }
     return AH_OK;
@@ -127,7 +135,8 @@ static ah_status encode_assistant(ah__enc *e, size_t mi, cJSON *msgs)
             n_calls++;
     }
     if (text_len == 0 && n_calls == 0)
-        return AH_OK; /* only reasoning (or nothing): Chat Completions has nothing to send */
+        return AH_OK; /* only reasoning (or nothing): Chat Completions has nothing to send
+                       */
 
     ah_status st = AH_OK;
     char *text = NULL;
@@ -206,16 +215,19 @@ ah_status ah__encode_openai(ah__enc *e, cJSON *root)
     }
     size_t n = ah_conversation_count(e->conv);
     for (size_t mi = 0; mi < n; mi++) {
-        st = ah_conversation_role(e->conv, mi) == AH_ROLE_USER ? encode_user(e, mi, msgs)
-                                                               : encode_assistant(e, mi, msgs);
+        st = ah_conversation_role(e->conv, mi) == AH_ROLE_USER
+                 ? encode_user(e, mi, msgs)
+                 : encode_assistant(e, mi, msgs);
         if (st != AH_OK)
             return st;
     }
     if (o->max_tokens > 0 &&
-        !ah__json_put_num(root, o->chat_legacy_max_tokens ? "max_tokens" : "max_completion_tokens",
-                          (double)o->max_tokens))
+        !ah__json_put_num(
+            root, o->chat_legacy_max_tokens ? "max_tokens" : "max_completion_tokens",
+            (double)o->max_tokens))
         return nomem(e);
-    if ((st = encode_tools(e, root)) != AH_OK || (st = encode_tool_choice(e, root)) != AH_OK)
+    if ((st = encode_tools(e, root)) != AH_OK ||
+        (st = encode_tool_choice(e, root)) != AH_OK)
         return st;
     if (o->n_stop) {
         cJSON *stop = cJSON_CreateStringArray(o->stop, (int)o->n_stop);
@@ -225,10 +237,11 @@ ah_status ah__encode_openai(ah__enc *e, cJSON *root)
     }
     if (o->has_temperature && !ah__json_put_num(root, "temperature", o->temperature))
         return nomem(e);
-    if (o->reasoning_effort && !ah__json_put_str(root, "reasoning_effort", o->reasoning_effort))
+    if (o->reasoning_effort &&
+        !ah__json_put_str(root, "reasoning_effort", o->reasoning_effort))
         return nomem(e);
     if (o->stream) {
-        /* include_usage: the final chunk then carries token usage (SPEC §6 llm_call_end). */
+        /* include_usage: the last chunk then carries token usage (for llm_call_end). */
         cJSON *so = NULL;
         if (!ah__json_put_bool(root, "stream", 1) ||
             !(so = cJSON_AddObjectToObject(root, "stream_options")) ||

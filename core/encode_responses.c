@@ -59,9 +59,15 @@ static ah_status encode_tool_choice(ah__enc *e, cJSON *root)
 {
     const char *mode = NULL;
     switch (e->opts->tool_choice) {
-    case AH_TOOL_CHOICE_AUTO: mode = "auto"; break;
-    case AH_TOOL_CHOICE_NONE: mode = "none"; break;
-    case AH_TOOL_CHOICE_REQUIRED: mode = "required"; break;
+    case AH_TOOL_CHOICE_AUTO:
+        mode = "auto";
+        break;
+    case AH_TOOL_CHOICE_NONE:
+        mode = "none";
+        break;
+    case AH_TOOL_CHOICE_REQUIRED:
+        mode = "required";
+        break;
     case AH_TOOL_CHOICE_NAMED: {
         cJSON *tc = cJSON_AddObjectToObject(root, "tool_choice");
         if (!tc || !ah__json_put_str(tc, "type", "function") ||
@@ -69,7 +75,8 @@ static ah_status encode_tool_choice(ah__enc *e, cJSON *root)
             return nomem(e);
         return AH_OK;
     }
-    default: return AH_OK;
+    default:
+        return AH_OK;
     }
     return ah__json_put_str(root, "tool_choice", mode) ? AH_OK : nomem(e);
 }
@@ -78,7 +85,8 @@ static ah_status encode_tool_choice(ah__enc *e, cJSON *root)
 static cJSON *push_message(cJSON *input, const char *role)
 {
     cJSON *m = ah__json_push_object(input);
-    if (!m || !ah__json_put_str(m, "type", "message") || !ah__json_put_str(m, "role", role))
+    if (!m || !ah__json_put_str(m, "type", "message") ||
+        !ah__json_put_str(m, "role", role))
         return NULL;
     return cJSON_AddArrayToObject(m, "content");
 }
@@ -136,7 +144,8 @@ static ah_status encode_assistant(ah__enc *e, size_t mi, cJSON *input)
                 break;
             cJSON *summary = NULL;
             content = NULL;
-            if (!(it = ah__json_push_object(input)) || !ah__json_put_str(it, "type", "reasoning") ||
+            if (!(it = ah__json_push_object(input)) ||
+                !ah__json_put_str(it, "type", "reasoning") ||
                 (b->item_id && *b->item_id && !ah__json_put_str(it, "id", b->item_id)) ||
                 !(summary = cJSON_AddArrayToObject(it, "summary")))
                 return nomem(e);
@@ -157,7 +166,8 @@ static ah_status encode_assistant(ah__enc *e, size_t mi, cJSON *input)
             content = NULL;
             if (!(it = ah__json_push_object(input)) ||
                 !ah__json_put_str(it, "type", "function_call") ||
-                !ah__json_put_str(it, "call_id", b->id) || !ah__json_put_str(it, "name", b->name) ||
+                !ah__json_put_str(it, "call_id", b->id) ||
+                !ah__json_put_str(it, "name", b->name) ||
                 !ah__json_put_str(it, "arguments", args))
                 return nomem(e);
             break;
@@ -186,14 +196,17 @@ ah_status ah__encode_responses(ah__enc *e, cJSON *root)
         return nomem(e);
     size_t n = ah_conversation_count(e->conv);
     for (size_t mi = 0; mi < n; mi++) {
-        st = ah_conversation_role(e->conv, mi) == AH_ROLE_USER ? encode_user(e, mi, input)
-                                                               : encode_assistant(e, mi, input);
+        st = ah_conversation_role(e->conv, mi) == AH_ROLE_USER
+                 ? encode_user(e, mi, input)
+                 : encode_assistant(e, mi, input);
         if (st != AH_OK)
             return st;
     }
-    if (o->max_tokens > 0 && !ah__json_put_num(root, "max_output_tokens", (double)o->max_tokens))
+    if (o->max_tokens > 0 &&
+        !ah__json_put_num(root, "max_output_tokens", (double)o->max_tokens))
         return nomem(e);
-    if ((st = encode_tools(e, root)) != AH_OK || (st = encode_tool_choice(e, root)) != AH_OK)
+    if ((st = encode_tools(e, root)) != AH_OK ||
+        (st = encode_tool_choice(e, root)) != AH_OK)
         return st;
     if (o->has_temperature && !ah__json_put_num(root, "temperature", o->temperature))
         return nomem(e);
@@ -209,7 +222,8 @@ ah_status ah__encode_responses(ah__enc *e, cJSON *root)
             return nomem(e);
         cJSON_AddItemToObject(root, "include", arr);
     }
-    if (!ah__json_put_bool(root, "store", 0) || (o->stream && !ah__json_put_bool(root, "stream", 1)))
+    if (!ah__json_put_bool(root, "store", 0) ||
+        (o->stream && !ah__json_put_bool(root, "stream", 1)))
         return nomem(e);
     return AH_OK;
 }

@@ -38,10 +38,13 @@ static void assert_conv_eq(const ah_conversation *a, const ah_conversation *b)
     assert_int_equal(ah_conversation_count(a), ah_conversation_count(b));
     for (size_t i = 0; i < ah_conversation_count(a); i++) {
         assert_int_equal(ah_conversation_role(a, i), ah_conversation_role(b, i));
-        assert_int_equal(ah_conversation_is_partial(a, i), ah_conversation_is_partial(b, i));
-        assert_int_equal(ah_conversation_block_count(a, i), ah_conversation_block_count(b, i));
+        assert_int_equal(ah_conversation_is_partial(a, i),
+                         ah_conversation_is_partial(b, i));
+        assert_int_equal(ah_conversation_block_count(a, i),
+                         ah_conversation_block_count(b, i));
         for (size_t j = 0; j < ah_conversation_block_count(a, i); j++)
-            assert_block_eq(ah_conversation_block(a, i, j), ah_conversation_block(b, i, j));
+            assert_block_eq(ah_conversation_block(a, i, j),
+                            ah_conversation_block(b, i, j));
     }
 }
 
@@ -53,14 +56,19 @@ static ah_conversation *full_conversation(void)
     assert_int_equal(ah_conversation_set_system(c, "You are terse."), AH_OK);
     assert_int_equal(ah_conversation_add_user_text(c, "What is 2+3 and 4*5?"), AH_OK);
     assert_int_equal(ah_conversation_begin_assistant(c), AH_OK);
-    assert_int_equal(ah_conversation_add_reasoning(c, "Two tools.", "sig-1", "rs_1", "enc-1", 0),
+    assert_int_equal(
+        ah_conversation_add_reasoning(c, "Two tools.", "sig-1", "rs_1", "enc-1", 0),
+        AH_OK);
+    assert_int_equal(ah_conversation_add_reasoning(c, "", NULL, NULL, "redacted-data", 1),
                      AH_OK);
-    assert_int_equal(ah_conversation_add_reasoning(c, "", NULL, NULL, "redacted-data", 1), AH_OK);
     assert_int_equal(ah_conversation_add_text(c, "Let me compute.", 15), AH_OK);
-    assert_int_equal(ah_conversation_add_tool_use(c, "call_1", "add", "{\"a\":2,\"b\":3}"), AH_OK);
-    assert_int_equal(ah_conversation_add_tool_use(c, "call_2", "mul", "{\"a\":4,\"b\":5}"), AH_OK);
+    assert_int_equal(
+        ah_conversation_add_tool_use(c, "call_1", "add", "{\"a\":2,\"b\":3}"), AH_OK);
+    assert_int_equal(
+        ah_conversation_add_tool_use(c, "call_2", "mul", "{\"a\":4,\"b\":5}"), AH_OK);
     assert_int_equal(ah_conversation_add_tool_result(c, "call_1", "5", 0), AH_OK);
-    assert_int_equal(ah_conversation_add_tool_result(c, "call_2", "overflow \"quoted\"", 1), AH_OK);
+    assert_int_equal(
+        ah_conversation_add_tool_result(c, "call_2", "overflow \"quoted\"", 1), AH_OK);
     assert_int_equal(ah_conversation_begin_assistant(c), AH_OK);
     assert_int_equal(ah_conversation_add_text(c, "2+3 is 5; ", 10), AH_OK);
     assert_int_equal(ah_conversation_set_partial(c, 1), AH_OK);
@@ -197,15 +205,18 @@ static void tool_results_group_only_with_tool_results(void **state)
 {
     (void)state;
     ah_conversation *c = ah_conversation_new();
-    assert_int_equal(ah_conversation_add_tool_result(c, "a", "1", 0), AH_OK); /* starts one */
+    assert_int_equal(ah_conversation_add_tool_result(c, "a", "1", 0),
+                     AH_OK); /* starts one */
     assert_int_equal(ah_conversation_add_tool_result(c, "b", "2", 0), AH_OK); /* joins */
     assert_int_equal(ah_conversation_count(c), 1);
     assert_int_equal(ah_conversation_add_user_text(c, "and?"), AH_OK); /* always new */
     assert_int_equal(ah_conversation_count(c), 2);
-    assert_int_equal(ah_conversation_add_tool_result(c, "c", "3", 0), AH_OK); /* after text */
+    assert_int_equal(ah_conversation_add_tool_result(c, "c", "3", 0),
+                     AH_OK); /* after text */
     assert_int_equal(ah_conversation_count(c), 3);
     assert_int_equal(ah_conversation_begin_assistant(c), AH_OK);
-    assert_int_equal(ah_conversation_add_tool_result(c, "d", "4", 0), AH_OK); /* after asst */
+    assert_int_equal(ah_conversation_add_tool_result(c, "d", "4", 0),
+                     AH_OK); /* after asst */
     assert_int_equal(ah_conversation_count(c), 5);
     assert_int_equal(ah_conversation_role(c, 4), AH_ROLE_USER);
     assert_int_equal(ah_conversation_block_count(c, 0), 2);
@@ -278,8 +289,9 @@ static void json_round_trip_keeps_everything(void **state)
 static void json_import_accepts_object_arguments(void **state)
 {
     (void)state;
-    const char *doc = "{\"messages\":[{\"role\":\"assistant\",\"content\":[{\"type\":\"tool_use\","
-                      "\"id\":\"c1\",\"name\":\"f\",\"arguments\":{\"x\":[1,2]}}]}]}";
+    const char *doc =
+        "{\"messages\":[{\"role\":\"assistant\",\"content\":[{\"type\":\"tool_use\","
+        "\"id\":\"c1\",\"name\":\"f\",\"arguments\":{\"x\":[1,2]}}]}]}";
     ah_conversation *c = NULL;
     assert_int_equal(ah_conversation_from_json(doc, strlen(doc), &c, NULL, 0), AH_OK);
     assert_null(ah_conversation_system(c));
@@ -303,20 +315,22 @@ static void json_import_errors_name_the_path(void **state)
         {"{\"messages\":[{\"role\":\"tool\",\"content\":[]}]}", AH_ERR_INVALID,
          "messages[0].role"},
         {"{\"messages\":[{\"role\":\"user\"}]}", AH_ERR_INVALID, "messages[0].content"},
-        {"{\"messages\":[{\"role\":\"user\",\"partial\":true,\"content\":[]}]}", AH_ERR_INVALID,
-         "messages[0].partial"},
+        {"{\"messages\":[{\"role\":\"user\",\"partial\":true,\"content\":[]}]}",
+         AH_ERR_INVALID, "messages[0].partial"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":[],\"x\":1}]}", AH_ERR_INVALID,
          "messages[0].x: unknown member"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image\"}]}]}",
          AH_ERR_INVALID, "messages[0].content[0].type: unknown block type 'image'"},
-        {"{\"messages\":[{\"role\":\"user\",\"content\":[{\"text\":\"x\"}]}]}", AH_ERR_INVALID,
-         "messages[0].content[0].type"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":[{\"text\":\"x\"}]}]}",
+         AH_ERR_INVALID, "messages[0].content[0].type"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\"}]}]}",
          AH_ERR_INVALID, "messages[0].content[0].text"},
-        {"{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\","
+        {"{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":"
+         "\"a\","
          "\"txt\":1}]}]}",
          AH_ERR_INVALID, "messages[0].content[0].txt: unknown member"},
-        {"{\"messages\":[{\"role\":\"user\",\"content\":[]},{\"role\":\"user\",\"content\":"
+        {"{\"messages\":[{\"role\":\"user\",\"content\":[]},{\"role\":\"user\","
+         "\"content\":"
          "[{\"type\":\"tool_use\",\"id\":\"a\",\"name\":\"b\"}]}]}",
          AH_ERR_INVALID, "messages[1].content[0]: a tool_use block cannot be in a user"},
         {"{\"messages\":[{\"role\":\"assistant\",\"content\":[{\"type\":\"tool_use\","
@@ -335,11 +349,12 @@ static void json_import_errors_name_the_path(void **state)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ah_conversation *c = (ah_conversation *)&cases; /* must be reset to NULL */
         char err[256] = "";
-        ah_status st = ah_conversation_from_json(cases[i].doc, strlen(cases[i].doc), &c, err,
-                                                 sizeof err);
+        ah_status st = ah_conversation_from_json(cases[i].doc, strlen(cases[i].doc), &c,
+                                                 err, sizeof err);
         if (st != cases[i].st || !strstr(err, cases[i].needle))
             fail_msg("case %zu: status %s, err '%s', wanted %s with '%s'", i,
-                     ah_status_name(st), err, ah_status_name(cases[i].st), cases[i].needle);
+                     ah_status_name(st), err, ah_status_name(cases[i].st),
+                     cases[i].needle);
         assert_null(c);
     }
 }

@@ -15,7 +15,7 @@
 
 #include "agenthost.h"
 
-/* ---- helpers ------------------------------------------------------------------------- */
+/* ---- helpers ---------------------------------------------------------------------- */
 
 /* Walk a path like "messages[1].content[0].input.a"; NULL when any step is missing. */
 static cJSON *jp(cJSON *root, const char *path)
@@ -120,8 +120,8 @@ static void encode_fails(ah_wire w, const ah_conversation *c, const ah_request_o
     char err[256] = "";
     ah_status st = ah_request_encode(w, c, o, &body, NULL, err, sizeof err);
     if (st != want || !strstr(err, needle))
-        fail_msg("%s: got %s '%s', want %s with '%s'", ah_wire_name(w), ah_status_name(st), err,
-                 ah_status_name(want), needle);
+        fail_msg("%s: got %s '%s', want %s with '%s'", ah_wire_name(w),
+                 ah_status_name(st), err, ah_status_name(want), needle);
     assert_null(body);
 }
 
@@ -150,19 +150,21 @@ static ah_conversation *tool_round(void)
     assert_int_equal(ah_conversation_set_system(c, "Be exact."), AH_OK);
     assert_int_equal(ah_conversation_add_user_text(c, "2+3 and 4*5?"), AH_OK);
     assert_int_equal(ah_conversation_begin_assistant(c), AH_OK);
-    assert_int_equal(ah_conversation_add_reasoning(c, "Use both tools.", "SIG==", "rs_9",
-                                                   "ENC==", 0),
-                     AH_OK);
+    assert_int_equal(
+        ah_conversation_add_reasoning(c, "Use both tools.", "SIG==", "rs_9", "ENC==", 0),
+        AH_OK);
     assert_int_equal(ah_conversation_add_text(c, "Let me compute.", 15), AH_OK);
-    assert_int_equal(ah_conversation_add_tool_use(c, "call_1", "add", "{\"a\": 2,\n \"b\": 3}"),
-                     AH_OK);
+    assert_int_equal(
+        ah_conversation_add_tool_use(c, "call_1", "add", "{\"a\": 2,\n \"b\": 3}"),
+        AH_OK);
     assert_int_equal(ah_conversation_add_tool_use(c, "call_2", "mul", ""), AH_OK);
     assert_int_equal(ah_conversation_add_tool_result(c, "call_1", "5", 0), AH_OK);
-    assert_int_equal(ah_conversation_add_tool_result(c, "call_2", "mul failed", 1), AH_OK);
+    assert_int_equal(ah_conversation_add_tool_result(c, "call_2", "mul failed", 1),
+                     AH_OK);
     return c;
 }
 
-/* ---- anthropic ------------------------------------------------------------------------ */
+/* ---- anthropic -------------------------------------------------------------------- */
 
 static void anthropic_basic_shape(void **state)
 {
@@ -359,9 +361,10 @@ static void anthropic_trailing_partial_is_a_trimmed_prefill(void **state)
     cJSON *r = encode(AH_WIRE_ANTHROPIC, c, &o, NULL);
     check_size(r, "messages", 2);
     check_str(r, "messages[1].role", "assistant"); /* the prefill the model continues */
-    check_size(r, "messages[1].content", 1);      /* no thinking block in a prefill */
+    check_size(r, "messages[1].content", 1);       /* no thinking block in a prefill */
     check_str(r, "messages[1].content[0].type", "text");
-    check_str(r, "messages[1].content[0].text", "Old pond,"); /* trailing whitespace trimmed */
+    check_str(r, "messages[1].content[0].text",
+              "Old pond,"); /* trailing whitespace trimmed */
     cJSON_Delete(r);
     /* history itself is unchanged */
     assert_string_equal(ah_conversation_block(c, 1, 1)->text, "Old pond,  ");
@@ -410,7 +413,7 @@ static void anthropic_skips_empty_blocks_and_messages(void **state)
     ah_conversation_free(c);
 }
 
-/* ---- openai chat completions --------------------------------------------------------- */
+/* ---- openai chat completions ------------------------------------------------------ */
 
 static void chat_basic_shape(void **state)
 {
@@ -480,7 +483,8 @@ static void chat_tool_round(void **state)
     check_str(r, "messages[2].tool_calls[0].type", "function");
     check_str(r, "messages[2].tool_calls[0].function.name", "add");
     /* arguments travel as a JSON STRING, byte for byte */
-    check_str(r, "messages[2].tool_calls[0].function.arguments", "{\"a\": 2,\n \"b\": 3}");
+    check_str(r, "messages[2].tool_calls[0].function.arguments",
+              "{\"a\": 2,\n \"b\": 3}");
     check_str(r, "messages[2].tool_calls[1].function.arguments", "{}");
     check_str(r, "messages[3].role", "tool");
     check_str(r, "messages[3].tool_call_id", "call_1");
@@ -587,7 +591,7 @@ static void chat_trailing_partial_is_sent_as_said(void **state)
     ah_conversation_free(c);
 }
 
-/* ---- openai responses ---------------------------------------------------------------- */
+/* ---- openai responses ------------------------------------------------------------- */
 
 static void responses_basic_shape(void **state)
 {
@@ -760,14 +764,15 @@ static void responses_trailing_partial_is_last_item(void **state)
     ah_conversation_free(c);
 }
 
-/* ---- errors and options ---------------------------------------------------------------- */
+/* ---- errors and options ----------------------------------------------------------- */
 
 static void bad_schema_names_the_tool(void **state)
 {
     (void)state;
     ah_conversation *c = ah_conversation_new();
     ah_conversation_add_user_text(c, "q");
-    ah_tool_def bad_json[] = {{"ok", NULL, NULL}, {"weather", NULL, "{\"type\":\"object\",}"}};
+    ah_tool_def bad_json[] = {{"ok", NULL, NULL},
+                              {"weather", NULL, "{\"type\":\"object\",}"}};
     ah_tool_def not_object[] = {{"lookup", NULL, "[1,2]"}};
     ah_request_opts o;
     base_opts(&o);
@@ -798,10 +803,12 @@ static void bad_arguments_name_the_block(void **state)
     for (int w = 0; w < AH_WIRE_COUNT_; w++) {
         char err[256] = "";
         char *body = NULL;
-        assert_int_equal(ah_request_encode((ah_wire)w, c, &o, &body, NULL, err, sizeof err),
-                         AH_ERR_INVALID);
+        assert_int_equal(
+            ah_request_encode((ah_wire)w, c, &o, &body, NULL, err, sizeof err),
+            AH_ERR_INVALID);
         assert_null(body);
-        assert_non_null(strstr(err, "message 1 block 1 (tool_use 'transfer' id 'call_7')"));
+        assert_non_null(
+            strstr(err, "message 1 block 1 (tool_use 'transfer' id 'call_7')"));
         assert_non_null(strstr(err, "not valid JSON"));
         assert_null(strstr(err, "secret_token")); /* content never lands in the message */
     }
@@ -811,8 +818,9 @@ static void bad_arguments_name_the_block(void **state)
     ah_conversation_begin_assistant(c);
     ah_conversation_add_tool_use(c, "c", "f", "[1]");
     for (int w = 0; w < AH_WIRE_COUNT_; w++)
-        encode_fails((ah_wire)w, c, &o, AH_ERR_INVALID,
-                     "message 0 block 0 (tool_use 'f' id 'c'): arguments are not a JSON object");
+        encode_fails(
+            (ah_wire)w, c, &o, AH_ERR_INVALID,
+            "message 0 block 0 (tool_use 'f' id 'c'): arguments are not a JSON object");
     ah_conversation_free(c);
 }
 
@@ -852,9 +860,11 @@ static void invalid_options_are_named(void **state)
         encode_fails((ah_wire)w, c, &o, AH_ERR_INVALID, "opts.temperature");
         base_opts(&o);
         o.extra_json = "{\"a\":";
-        encode_fails((ah_wire)w, c, &o, AH_ERR_INVALID, "opts.extra_json is not valid JSON");
+        encode_fails((ah_wire)w, c, &o, AH_ERR_INVALID,
+                     "opts.extra_json is not valid JSON");
         o.extra_json = "[]";
-        encode_fails((ah_wire)w, c, &o, AH_ERR_INVALID, "opts.extra_json is not a JSON object");
+        encode_fails((ah_wire)w, c, &o, AH_ERR_INVALID,
+                     "opts.extra_json is not a JSON object");
     }
     base_opts(&o);
     encode_fails((ah_wire)7, c, &o, AH_ERR_INVALID, "unknown wire format");
@@ -879,9 +889,10 @@ static void extra_json_adds_and_replaces_members(void **state)
     cJSON *r = encode(AH_WIRE_ANTHROPIC, c, &o, NULL);
     check_str(r, "thinking.type", "adaptive"); /* replaced */
     check_absent(r, "thinking.budget_tokens");
-    check_num(r, "max_tokens", 64); /* replaced */
+    check_num(r, "max_tokens", 64);         /* replaced */
     check_str(r, "metadata.user_id", "u1"); /* added */
-    assert_int_equal(cJSON_GetArraySize(r), 5); /* model max_tokens messages thinking metadata */
+    assert_int_equal(cJSON_GetArraySize(r),
+                     5); /* model max_tokens messages thinking metadata */
     cJSON_Delete(r);
 
     o.extra_json = "{\"store\":true}";
@@ -906,7 +917,8 @@ static void opts_are_only_borrowed(void **state)
     o.tools = t;
     o.n_tools = 1;
     char *body = NULL;
-    assert_int_equal(ah_request_encode(AH_WIRE_OPENAI, c, &o, &body, NULL, NULL, 0), AH_OK);
+    assert_int_equal(ah_request_encode(AH_WIRE_OPENAI, c, &o, &body, NULL, NULL, 0),
+                     AH_OK);
     free((void *)t->name);
     free((void *)t->schema_json);
     free(t);
@@ -919,7 +931,7 @@ static void opts_are_only_borrowed(void **state)
     free(body);
 }
 
-/* ---- headers ------------------------------------------------------------------------- */
+/* ---- headers ---------------------------------------------------------------------- */
 
 static const char *header(const ah_header_list *l, const char *name)
 {
@@ -933,7 +945,8 @@ static size_t headers_holding(const ah_header_list *l, const char *needle)
 {
     size_t n = 0;
     for (size_t i = 0; i < l->count; i++)
-        n += strstr(l->items[i].value, needle) != NULL || strstr(l->items[i].name, needle);
+        n +=
+            strstr(l->items[i].value, needle) != NULL || strstr(l->items[i].name, needle);
     return n;
 }
 
@@ -941,7 +954,8 @@ static void anthropic_headers(void **state)
 {
     (void)state;
     ah_header_list l;
-    assert_int_equal(ah_request_headers(AH_WIRE_ANTHROPIC, "sk-ant-KEY123", 1, &l), AH_OK);
+    assert_int_equal(ah_request_headers(AH_WIRE_ANTHROPIC, "sk-ant-KEY123", 1, &l),
+                     AH_OK);
     assert_string_equal(header(&l, "Content-Type"), "application/json");
     assert_string_equal(header(&l, "Accept"), "text/event-stream");
     assert_string_equal(header(&l, "anthropic-version"), "2023-06-01");
@@ -987,9 +1001,11 @@ static void header_injection_is_refused(void **state)
                      AH_ERR_INVALID);
     assert_int_equal(l.count, 0);
     assert_null(l.storage_);
-    assert_int_equal(ah_request_headers(AH_WIRE_ANTHROPIC, "key\n", 0, &l), AH_ERR_INVALID);
+    assert_int_equal(ah_request_headers(AH_WIRE_ANTHROPIC, "key\n", 0, &l),
+                     AH_ERR_INVALID);
     assert_int_equal(ah_request_headers((ah_wire)9, "key", 0, &l), AH_ERR_INVALID);
-    assert_int_equal(ah_request_headers(AH_WIRE_ANTHROPIC, "key", 0, NULL), AH_ERR_INVALID);
+    assert_int_equal(ah_request_headers(AH_WIRE_ANTHROPIC, "key", 0, NULL),
+                     AH_ERR_INVALID);
 }
 
 static void key_never_reaches_the_body(void **state)
@@ -1004,7 +1020,8 @@ static void key_never_reaches_the_body(void **state)
         ah_header_list l;
         assert_int_equal(ah_request_headers((ah_wire)w, "sk-SECRET-789", 1, &l), AH_OK);
         char *body = NULL;
-        assert_int_equal(ah_request_encode((ah_wire)w, c, &o, &body, NULL, NULL, 0), AH_OK);
+        assert_int_equal(ah_request_encode((ah_wire)w, c, &o, &body, NULL, NULL, 0),
+                         AH_OK);
         assert_null(strstr(body, "sk-SECRET-789"));
         free(body);
         ah_header_list_free(&l);

@@ -1,10 +1,10 @@
-/* agenthost/conversation.h - the neutral conversation model and request encoding (SPEC §3, §4).
+/* agenthost/conversation.h - neutral conversation model and request encoding (SPEC §3-4).
  *
- * An ah_conversation is the history a worker owns: a system prompt plus an ordered list of
- * user and assistant messages made of blocks (text, reasoning, tool_use, tool_result). It
- * is wire-format neutral: each request is encoded from it by ah_request_encode() for one of
- * the three wire formats, so a continuation is nothing more than "history gained a partial
- * assistant message, encode the next request".
+ * An ah_conversation is the history a worker owns: a system prompt plus an ordered list
+ * of user and assistant messages made of blocks (text, reasoning, tool_use, tool_result).
+ * It is wire-format neutral: each request is encoded from it by ah_request_encode() for
+ * one of the three wire formats, so a continuation is nothing more than "history gained a
+ * partial assistant message, encode the next request".
  *
  * Ownership: every string passed in is deep-copied; the caller keeps (and may free) its
  * own. Pointers handed out by the read functions are borrowed: valid until the
@@ -30,10 +30,10 @@ typedef struct ah_conversation ah_conversation;
 typedef enum ah_role { AH_ROLE_USER = 0, AH_ROLE_ASSISTANT = 1 } ah_role;
 
 /* X(NAME, "json name") */
-#define AH_BLOCK_KIND_MAP(X)                                                              \
-    X(TEXT, "text")                                                                       \
-    X(REASONING, "reasoning")                                                             \
-    X(TOOL_USE, "tool_use")                                                               \
+#define AH_BLOCK_KIND_MAP(X)                                                             \
+    X(TEXT, "text")                                                                      \
+    X(REASONING, "reasoning")                                                            \
+    X(TOOL_USE, "tool_use")                                                              \
     X(TOOL_RESULT, "tool_result")
 
 typedef enum ah_block_kind {
@@ -74,7 +74,7 @@ typedef struct ah_block {
 const char *ah_role_name(ah_role role);             /* "user" / "assistant" / "unknown" */
 const char *ah_block_kind_name(ah_block_kind kind); /* "text" ... / "unknown" */
 
-/* ---- lifetime ------------------------------------------------------------------------ */
+/* ---- lifetime --------------------------------------------------------------------- */
 
 /* Returns NULL on allocation failure. */
 ah_conversation *ah_conversation_new(void);
@@ -82,7 +82,7 @@ void ah_conversation_free(ah_conversation *c);
 /* A deep copy, or NULL on allocation failure (or c == NULL). */
 ah_conversation *ah_conversation_copy(const ah_conversation *c);
 
-/* ---- building ------------------------------------------------------------------------- */
+/* ---- building --------------------------------------------------------------------- */
 
 /* Set (or with NULL clear) the system prompt. AH_OK / AH_ERR_NOMEM / AH_ERR_INVALID. */
 ah_status ah_conversation_set_system(ah_conversation *c, const char *system);
@@ -102,8 +102,8 @@ ah_status ah_conversation_add_text(ah_conversation *c, const char *text, size_t 
 ah_status ah_conversation_add_reasoning(ah_conversation *c, const char *text,
                                         const char *signature, const char *item_id,
                                         const char *encrypted_content, int redacted);
-ah_status ah_conversation_add_tool_use(ah_conversation *c, const char *id, const char *name,
-                                       const char *arguments);
+ah_status ah_conversation_add_tool_use(ah_conversation *c, const char *id,
+                                       const char *name, const char *arguments);
 
 /* begin_user + add_text in one call: always a NEW user message. */
 ah_status ah_conversation_add_user_text(ah_conversation *c, const char *text);
@@ -121,7 +121,7 @@ ah_status ah_conversation_set_partial(ah_conversation *c, int partial);
 /* Drop messages from index n on (n >= count is a no-op). */
 void ah_conversation_truncate(ah_conversation *c, size_t n);
 
-/* ---- reading -------------------------------------------------------------------------- */
+/* ---- reading ---------------------------------------------------------------------- */
 
 const char *ah_conversation_system(const ah_conversation *c); /* NULL when unset */
 size_t ah_conversation_count(const ah_conversation *c);
@@ -131,11 +131,12 @@ int ah_conversation_is_partial(const ah_conversation *c, size_t msg);
 size_t ah_conversation_block_count(const ah_conversation *c, size_t msg);
 const ah_block *ah_conversation_block(const ah_conversation *c, size_t msg, size_t i);
 
-/* ---- neutral JSON (docs/providers-encoding.md, "Conversation JSON") ------------------- */
+/* ---- neutral JSON (docs/providers-encoding.md, "Conversation JSON") --------------- */
 
 /* Serialize to the neutral JSON document. *json_out is malloc'd (free with free()),
  * NUL-terminated, *len_out (may be NULL) its length. */
-ah_status ah_conversation_to_json(const ah_conversation *c, char **json_out, size_t *len_out);
+ah_status ah_conversation_to_json(const ah_conversation *c, char **json_out,
+                                  size_t *len_out);
 
 /* Parse a neutral JSON document into a new conversation (*out, owned by the caller).
  * AH_ERR_PARSE for malformed JSON, AH_ERR_INVALID for a well-formed document of the wrong
@@ -143,10 +144,11 @@ ah_status ah_conversation_to_json(const ah_conversation *c, char **json_out, siz
 ah_status ah_conversation_from_json(const char *json, size_t len, ah_conversation **out,
                                     char *err, size_t errsize);
 
-/* ---- request encoding ----------------------------------------------------------------- */
+/* ---- request encoding ------------------------------------------------------------- */
 
 typedef enum ah_tool_choice {
-    AH_TOOL_CHOICE_DEFAULT = 0, /* send nothing: the provider's default (auto with tools) */
+    AH_TOOL_CHOICE_DEFAULT =
+        0, /* send nothing: the provider's default (auto with tools) */
     AH_TOOL_CHOICE_AUTO,
     AH_TOOL_CHOICE_NONE,
     AH_TOOL_CHOICE_REQUIRED, /* Anthropic "any", OpenAI "required" */
@@ -162,22 +164,23 @@ typedef struct ah_tool_def {
 /* Request options. Zero-initialise (or call ah_request_opts_init) and fill what you need;
  * everything is borrowed for the duration of ah_request_encode() only. */
 typedef struct ah_request_opts {
-    const char *model;       /* required */
-    int64_t max_tokens;      /* > 0; required for anthropic, 0 = omit for the others */
+    const char *model;  /* required */
+    int64_t max_tokens; /* > 0; required for anthropic, 0 = omit for the others */
     const ah_tool_def *tools;
     size_t n_tools;
     ah_tool_choice tool_choice;
-    const char *tool_choice_name;  /* for AH_TOOL_CHOICE_NAMED; must name one of tools */
-    const char *const *stop;       /* stop sequences (not available on responses) */
+    const char *tool_choice_name; /* for AH_TOOL_CHOICE_NAMED; must name one of tools */
+    const char *const *stop;      /* stop sequences (not available on responses) */
     size_t n_stop;
-    int has_temperature;           /* temperature is sent only when this is set */
+    int has_temperature; /* temperature is sent only when this is set */
     double temperature;
-    int stream;                    /* 1: ask for SSE */
+    int stream; /* 1: ask for SSE */
     /* Reasoning. Each is sent only when set and only in the format that has it. */
-    int64_t thinking_budget;       /* anthropic: > 0 sends thinking {enabled, budget} */
-    const char *reasoning_effort;  /* openai: reasoning_effort; responses: reasoning.effort */
+    int64_t thinking_budget; /* anthropic: > 0 sends thinking {enabled, budget} */
+    const char
+        *reasoning_effort; /* openai: reasoning_effort; responses: reasoning.effort */
     int include_encrypted_reasoning; /* responses: include reasoning.encrypted_content */
-    int chat_legacy_max_tokens;    /* openai: send max_tokens, not max_completion_tokens */
+    int chat_legacy_max_tokens; /* openai: send max_tokens, not max_completion_tokens */
     /* A JSON object whose members are set on the body top level after encoding
      * (replacing a member of the same name): provider-specific knobs such as
      * {"thinking":{"type":"adaptive"}} or {"parallel_tool_calls":false}. May be NULL. */
@@ -193,8 +196,9 @@ void ah_request_opts_init(ah_request_opts *o);
  * "tool 'add': schema_json is not valid JSON at offset 7", "message 3 block 1 (tool_use
  * 'add' id 'call_1'): arguments are not a JSON object"); AH_ERR_NOMEM. The message never
  * contains an API key or block content. err may be NULL. */
-ah_status ah_request_encode(ah_wire w, const ah_conversation *c, const ah_request_opts *opts,
-                            char **body_out, size_t *len_out, char *err, size_t errsize);
+ah_status ah_request_encode(ah_wire w, const ah_conversation *c,
+                            const ah_request_opts *opts, char **body_out, size_t *len_out,
+                            char *err, size_t errsize);
 
 /* The request headers for wire w: content-type, accept (text/event-stream when stream,
  * else application/json) and authentication (anthropic: x-api-key + anthropic-version
@@ -208,7 +212,8 @@ typedef struct ah_header_list {
     char *storage_; /* private: the auth value */
 } ah_header_list;
 
-ah_status ah_request_headers(ah_wire w, const char *api_key, int stream, ah_header_list *out);
+ah_status ah_request_headers(ah_wire w, const char *api_key, int stream,
+                             ah_header_list *out);
 void ah_header_list_free(ah_header_list *l);
 
 #ifdef __cplusplus
