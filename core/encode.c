@@ -232,8 +232,7 @@ static ah_status merge_extra(ah__enc *e, cJSON *root)
     }
     while (extra->child) {
         cJSON *item = cJSON_DetachItemViaPointer(extra, extra->child);
-        /* cJSON frees the item's own key before copying the new one in replace: copy it.
-         */
+        /* Replace frees the item's own key before copying the new one: copy it first. */
         char *key = ah__strdup(item->string ? item->string : "");
         int ok = key != NULL;
         if (ok && cJSON_GetObjectItemCaseSensitive(root, key))
