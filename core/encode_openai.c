@@ -134,7 +134,8 @@ static ah_status encode_assistant(ah__enc *e, size_t mi, cJSON *msgs)
         else if (b->kind == AH_BLOCK_TOOL_USE)
             n_calls++;
     }
-    if (text_len == 0 && n_calls == 0) /* only reasoning, or nothing: no message to send */
+    /* Only reasoning, or nothing: Chat Completions has no message to send for it. */
+    if (text_len == 0 && n_calls == 0)
         return AH_OK;
 
     ah_status st = AH_OK;
