@@ -1,0 +1,709 @@
+/* conversation.c - the neutral conversation model: owning storage, append helpers, read
+ * access and the neutral JSON export/import.
+ *
+ * Invariants: every string reachable from a conversation is owned by it (deep copies
+ * in, borrowed views out); a stored block only carries the fields its kind uses (the
+ * others are NULL), and the fields its kind requires are never NULL; tool_use blocks
+ * live only in assistant messages and tool_result blocks only in user messages.
+ */
+#include "internal.h"
+#include "agenthost/conversation.h"
+
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct message {
+    ah_role role;
+    int partial;
+    ah_block *blocks; /* strings owned (cast from const on free) */
+    size_t n, cap;
+} message;
+
+struct ah_conversation {
+    char *system;
+    message *msgs;
+    size_t n, cap;
+};
+
+static const char *const kind_names[] = {
+#define X(name, s) s,
+    AH_BLOCK_KIND_MAP(X)
+#undef X
+};
+
+const char *ah_role_name(ah_role role)
+{
+    switch (role) {
+    case AH_ROLE_USER:
+        return "user";
+    case AH_ROLE_ASSISTANT:
+        return "assistant";
+    }
+    return "unknown";
+}
+
+const char *ah_block_kind_name(ah_block_kind kind)
+{
+    return (unsigned)kind < (unsigned)AH_BLOCK_KIND_COUNT_ ? kind_names[kind] : "unknown";
+}
+
+/* ---- storage ---------------------------------------------------------------------- */
+
+static void block_clear(ah_block *b)
+{
+    free((void *)b->text);
+    free((void *)b->id);
+    free((void *)b->name);
+    free((void *)b->arguments);
+    free((void *)b->tool_use_id);
+    free((void *)b->signature);
+    free((void *)b->item_id);
+    free((void *)b->encrypted_content);
+    memset(b, 0, sizeof *b);
+}
+
+static void message_clear(message *m)
+{
+    for (size_t i = 0; i < m->n; i++)
+        block_clear(&m->blocks[i]);
+    free(m->blocks);
+    memset(m, 0, sizeof *m);
+}
+
+ah_conversation *ah_conversation_new(void)
+{
+    return calloc(1, sizeof(ah_conversation));
+}
+
+void ah_conversation_truncate(ah_conversation *c, size_t n)
+{
+    if (!c)
+        return;
+    while (c->n > n)
+        message_clear(&c->msgs[--c->n]);
+}
+
+void ah_conversation_free(ah_conversation *c)
+{
+    if (!c)
+        return;
+    ah_conversation_truncate(c, 0);
+    free(c->msgs);
+    free(c->system);
+    free(c);
+}
+
+/* Copy s (NULL stays NULL when !required, becomes "" when required). Returns 0 on OOM. */
+static int dup_field(const char **dst, const char *s, int required)
+{
+    if (!s && !required) {
+        *dst = NULL;
+        return 1;
+    }
+    *dst = ah__strdup(s ? s : "");
+    return *dst != NULL;
+}
+
+static int is_empty(const char *s)
+{
+    return !s || !*s;
+}
+
+/* Check that *b is complete for its kind; never touches storage. */
+static ah_status block_validate(const ah_block *b)
+{
+    switch (b->kind) {
+    case AH_BLOCK_TEXT:
+    case AH_BLOCK_REASONING:
+        return AH_OK;
+    case AH_BLOCK_TOOL_USE:
+        return is_empty(b->id) || is_empty(b->name) ? AH_ERR_INVALID : AH_OK;
+    case AH_BLOCK_TOOL_RESULT:
+        return is_empty(b->tool_use_id) ? AH_ERR_INVALID : AH_OK;
+    default:
+        return AH_ERR_INVALID;
+    }
+}
+
+/* Deep-copy the fields b's kind uses into *dst (zeroed first). On OOM *dst is cleared. */
+static ah_status block_copy(ah_block *dst, const ah_block *b)
+{
+    int ok = 1;
+    memset(dst, 0, sizeof *dst);
+    dst->kind = b->kind;
+    switch (b->kind) {
+    case AH_BLOCK_TEXT:
+        ok = dup_field(&dst->text, b->text, 1);
+        break;
+    case AH_BLOCK_REASONING:
+        ok = dup_field(&dst->text, b->text, 1) &&
+             dup_field(&dst->signature, b->signature, 0) &&
+             dup_field(&dst->item_id, b->item_id, 0) &&
+             dup_field(&dst->encrypted_content, b->encrypted_content, 0);
+        dst->redacted = b->redacted ? 1 : 0;
+        break;
+    case AH_BLOCK_TOOL_USE:
+        ok = dup_field(&dst->id, b->id, 1) && dup_field(&dst->name, b->name, 1) &&
+             dup_field(&dst->arguments, b->arguments, 1);
+        break;
+    case AH_BLOCK_TOOL_RESULT:
+        ok = dup_field(&dst->tool_use_id, b->tool_use_id, 1) &&
+             dup_field(&dst->text, b->text, 1);
+        dst->is_error = b->is_error ? 1 : 0;
+        break;
+    default:
+        return AH_ERR_INVALID;
+    }
+    if (!ok) {
+        block_clear(dst);
+        return AH_ERR_NOMEM;
+    }
+    return AH_OK;
+}
+
+static ah_status begin_message(ah_conversation *c, ah_role role)
+{
+    if (!c)
+        return AH_ERR_INVALID;
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 8;
+        message *m = realloc(c->msgs, cap * sizeof *m);
+        if (!m)
+            return AH_ERR_NOMEM;
+        c->msgs = m;
+        c->cap = cap;
+    }
+    memset(&c->msgs[c->n], 0, sizeof c->msgs[c->n]);
+    c->msgs[c->n].role = role;
+    c->n++;
+    return AH_OK;
+}
+
+ah_status ah_conversation_begin_user(ah_conversation *c)
+{
+    return begin_message(c, AH_ROLE_USER);
+}
+
+ah_status ah_conversation_begin_assistant(ah_conversation *c)
+{
+    return begin_message(c, AH_ROLE_ASSISTANT);
+}
+
+ah_status ah_conversation_add_block(ah_conversation *c, const ah_block *b)
+{
+    if (!c || !b)
+        return AH_ERR_INVALID;
+    if (c->n == 0)
+        return AH_ERR_STATE;
+    ah_status st = block_validate(b);
+    if (st != AH_OK)
+        return st;
+    message *m = &c->msgs[c->n - 1];
+    if ((b->kind == AH_BLOCK_TOOL_USE && m->role != AH_ROLE_ASSISTANT) ||
+        (b->kind == AH_BLOCK_TOOL_RESULT && m->role != AH_ROLE_USER))
+        return AH_ERR_STATE;
+    if (m->n == m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 4;
+        ah_block *nb = realloc(m->blocks, cap * sizeof *nb);
+        if (!nb)
+            return AH_ERR_NOMEM;
+        m->blocks = nb;
+        m->cap = cap;
+    }
+    st = block_copy(&m->blocks[m->n], b);
+    if (st == AH_OK)
+        m->n++;
+    return st;
+}
+
+ah_status ah_conversation_add_text(ah_conversation *c, const char *text, size_t len)
+{
+    if (!c || (!text && len))
+        return AH_ERR_INVALID;
+    /* Copy once here so add_block's copy sees a NUL-terminated string. */
+    char *tmp = ah__strndup(text ? text : "", len);
+    if (!tmp)
+        return AH_ERR_NOMEM;
+    ah_block b = {.kind = AH_BLOCK_TEXT, .text = tmp};
+    ah_status st = ah_conversation_add_block(c, &b);
+    free(tmp);
+    return st;
+}
+
+ah_status ah_conversation_add_reasoning(ah_conversation *c, const char *text,
+                                        const char *signature, const char *item_id,
+                                        const char *encrypted_content, int redacted)
+{
+    ah_block b = {.kind = AH_BLOCK_REASONING,
+                  .text = text,
+                  .signature = signature,
+                  .item_id = item_id,
+                  .encrypted_content = encrypted_content,
+                  .redacted = redacted};
+    return ah_conversation_add_block(c, &b);
+}
+
+ah_status ah_conversation_add_tool_use(ah_conversation *c, const char *id,
+                                       const char *name, const char *arguments)
+{
+    ah_block b = {
+        .kind = AH_BLOCK_TOOL_USE, .id = id, .name = name, .arguments = arguments};
+    return ah_conversation_add_block(c, &b);
+}
+
+ah_status ah_conversation_add_user_text(ah_conversation *c, const char *text)
+{
+    if (!c || !text)
+        return AH_ERR_INVALID;
+    ah_status st = ah_conversation_begin_user(c);
+    if (st != AH_OK)
+        return st;
+    st = ah_conversation_add_text(c, text, strlen(text));
+    if (st != AH_OK)
+        ah_conversation_truncate(c, c->n - 1); /* no half-added message */
+    return st;
+}
+
+static int only_tool_results(const message *m)
+{
+    if (m->role != AH_ROLE_USER || m->n == 0)
+        return 0;
+    for (size_t i = 0; i < m->n; i++)
+        if (m->blocks[i].kind != AH_BLOCK_TOOL_RESULT)
+            return 0;
+    return 1;
+}
+
+ah_status ah_conversation_add_tool_result(ah_conversation *c, const char *tool_use_id,
+                                          const char *content, int is_error)
+{
+    if (!c || is_empty(tool_use_id))
+        return AH_ERR_INVALID;
+    int began = 0;
+    if (c->n == 0 || !only_tool_results(&c->msgs[c->n - 1])) {
+        ah_status st = ah_conversation_begin_user(c);
+        if (st != AH_OK)
+            return st;
+        began = 1;
+    }
+    ah_block b = {.kind = AH_BLOCK_TOOL_RESULT,
+                  .tool_use_id = tool_use_id,
+                  .text = content,
+                  .is_error = is_error};
+    ah_status st = ah_conversation_add_block(c, &b);
+    if (st != AH_OK && began)
+        ah_conversation_truncate(c, c->n - 1);
+    return st;
+}
+
+ah_status ah_conversation_set_partial(ah_conversation *c, int partial)
+{
+    if (!c)
+        return AH_ERR_INVALID;
+    if (c->n == 0 || c->msgs[c->n - 1].role != AH_ROLE_ASSISTANT)
+        return AH_ERR_STATE;
+    c->msgs[c->n - 1].partial = partial ? 1 : 0;
+    return AH_OK;
+}
+
+ah_status ah_conversation_set_system(ah_conversation *c, const char *system)
+{
+    if (!c)
+        return AH_ERR_INVALID;
+    char *s = NULL;
+    if (system && !(s = ah__strdup(system)))
+        return AH_ERR_NOMEM;
+    free(c->system);
+    c->system = s;
+    return AH_OK;
+}
+
+ah_conversation *ah_conversation_copy(const ah_conversation *c)
+{
+    if (!c)
+        return NULL;
+    ah_conversation *d = ah_conversation_new();
+    if (!d)
+        return NULL;
+    if (ah_conversation_set_system(d, c->system) != AH_OK)
+        goto fail;
+    for (size_t i = 0; i < c->n; i++) {
+        if (begin_message(d, c->msgs[i].role) != AH_OK)
+            goto fail;
+        d->msgs[i].partial = c->msgs[i].partial;
+        for (size_t j = 0; j < c->msgs[i].n; j++)
+            if (ah_conversation_add_block(d, &c->msgs[i].blocks[j]) != AH_OK)
+                goto fail;
+    }
+    return d;
+fail:
+    ah_conversation_free(d);
+    return NULL;
+}
+
+/* ---- reading ---------------------------------------------------------------------- */
+
+const char *ah_conversation_system(const ah_conversation *c)
+{
+    return c ? c->system : NULL;
+}
+
+size_t ah_conversation_count(const ah_conversation *c)
+{
+    return c ? c->n : 0;
+}
+
+ah_role ah_conversation_role(const ah_conversation *c, size_t msg)
+{
+    return c && msg < c->n ? c->msgs[msg].role : AH_ROLE_USER;
+}
+
+int ah_conversation_is_partial(const ah_conversation *c, size_t msg)
+{
+    return c && msg < c->n ? c->msgs[msg].partial : 0;
+}
+
+size_t ah_conversation_block_count(const ah_conversation *c, size_t msg)
+{
+    return c && msg < c->n ? c->msgs[msg].n : 0;
+}
+
+const ah_block *ah_conversation_block(const ah_conversation *c, size_t msg, size_t i)
+{
+    if (!c || msg >= c->n || i >= c->msgs[msg].n)
+        return NULL;
+    return &c->msgs[msg].blocks[i];
+}
+
+/* ---- JSON export ------------------------------------------------------------------ */
+
+/* Add a string member; s NULL adds nothing. Returns 0 on OOM. */
+static int put_str(cJSON *obj, const char *key, const char *s)
+{
+    return !s || cJSON_AddStringToObject(obj, key, s) != NULL;
+}
+
+static cJSON *block_to_json(const ah_block *b)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o || !put_str(o, "type", ah_block_kind_name(b->kind)))
+        goto fail;
+    int ok = 1;
+    switch (b->kind) {
+    case AH_BLOCK_TEXT:
+        ok = put_str(o, "text", b->text);
+        break;
+    case AH_BLOCK_REASONING:
+        ok = put_str(o, "text", b->text) && put_str(o, "signature", b->signature) &&
+             put_str(o, "item_id", b->item_id) &&
+             put_str(o, "encrypted_content", b->encrypted_content) &&
+             (!b->redacted || cJSON_AddTrueToObject(o, "redacted"));
+        break;
+    case AH_BLOCK_TOOL_USE:
+        ok = put_str(o, "id", b->id) && put_str(o, "name", b->name) &&
+             put_str(o, "arguments", b->arguments);
+        break;
+    case AH_BLOCK_TOOL_RESULT:
+        ok = put_str(o, "tool_use_id", b->tool_use_id) &&
+             put_str(o, "content", b->text) &&
+             (!b->is_error || cJSON_AddTrueToObject(o, "is_error"));
+        break;
+    default:
+        ok = 0;
+    }
+    if (ok)
+        return o;
+fail:
+    cJSON_Delete(o);
+    return NULL;
+}
+
+ah_status ah_conversation_to_json(const ah_conversation *c, char **json_out,
+                                  size_t *len_out)
+{
+    if (!c || !json_out)
+        return AH_ERR_INVALID;
+    *json_out = NULL;
+    ah_status st = AH_ERR_NOMEM;
+    cJSON *root = cJSON_CreateObject();
+    cJSON *msgs = NULL;
+    if (!root || !put_str(root, "system", c->system) ||
+        !(msgs = cJSON_AddArrayToObject(root, "messages")))
+        goto cleanup;
+    for (size_t i = 0; i < c->n; i++) {
+        const message *m = &c->msgs[i];
+        cJSON *mo = cJSON_CreateObject();
+        if (!mo)
+            goto cleanup;
+        cJSON_AddItemToArray(msgs, mo);
+        cJSON *content = NULL;
+        if (!put_str(mo, "role", ah_role_name(m->role)) ||
+            (m->partial && !cJSON_AddTrueToObject(mo, "partial")) ||
+            !(content = cJSON_AddArrayToObject(mo, "content")))
+            goto cleanup;
+        for (size_t j = 0; j < m->n; j++) {
+            cJSON *bo = block_to_json(&m->blocks[j]);
+            if (!bo)
+                goto cleanup;
+            cJSON_AddItemToArray(content, bo);
+        }
+    }
+    char *s = cJSON_PrintUnformatted(root);
+    if (!s)
+        goto cleanup;
+    *json_out = s;
+    if (len_out)
+        *len_out = strlen(s);
+    st = AH_OK;
+cleanup:
+    cJSON_Delete(root);
+    return st;
+}
+
+/* ---- JSON import ------------------------------------------------------------------ */
+
+/* Reject any member of obj not in the NULL-terminated allowed list; names the first. */
+static const char *unknown_member(const cJSON *obj, const char *const *allowed)
+{
+    for (const cJSON *it = obj->child; it; it = it->next) {
+        int found = 0;
+        for (size_t i = 0; allowed[i]; i++)
+            if (it->string && strcmp(it->string, allowed[i]) == 0)
+                found = 1;
+        if (!found)
+            return it->string ? it->string : "?";
+    }
+    return NULL;
+}
+
+/* Fetch an optional string member. Returns 0 when present but not a string. */
+static int opt_string(const cJSON *obj, const char *key, const char **out)
+{
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+    *out = NULL;
+    if (!it || cJSON_IsNull(it))
+        return 1;
+    if (!cJSON_IsString(it))
+        return 0;
+    *out = it->valuestring;
+    return 1;
+}
+
+static int opt_bool(const cJSON *obj, const char *key, int *out)
+{
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+    *out = 0;
+    if (!it)
+        return 1;
+    if (!cJSON_IsBool(it))
+        return 0;
+    *out = cJSON_IsTrue(it) ? 1 : 0;
+    return 1;
+}
+
+static ah_status import_block(ah_conversation *c, const cJSON *bo, char *err,
+                              size_t errsize, size_t mi, size_t bi)
+{
+    static const char *const text_keys[] = {"type", "text", NULL};
+    static const char *const reasoning_keys[] = {
+        "type", "text", "signature", "item_id", "encrypted_content", "redacted", NULL};
+    static const char *const tool_use_keys[] = {"type", "id", "name", "arguments", NULL};
+    static const char *const tool_result_keys[] = {"type", "tool_use_id", "content",
+                                                   "is_error", NULL};
+    const char *const *allowed = NULL;
+    const char *type = NULL;
+    char *args_text = NULL;
+    ah_status st = AH_ERR_INVALID;
+    ah_block b = {0};
+
+    if (!cJSON_IsObject(bo)) {
+        ah__bufprintf(err, errsize, "messages[%zu].content[%zu]: expected an object", mi,
+                      bi);
+        return AH_ERR_INVALID;
+    }
+    if (!opt_string(bo, "type", &type) || !type) {
+        ah__bufprintf(err, errsize, "messages[%zu].content[%zu].type: expected a string",
+                      mi, bi);
+        return AH_ERR_INVALID;
+    }
+    const char *bad = NULL; /* the member that has the wrong type */
+    if (strcmp(type, "text") == 0) {
+        b.kind = AH_BLOCK_TEXT;
+        allowed = text_keys;
+        if (!opt_string(bo, "text", &b.text) || !b.text)
+            bad = "text";
+    } else if (strcmp(type, "reasoning") == 0) {
+        b.kind = AH_BLOCK_REASONING;
+        allowed = reasoning_keys;
+        if (!opt_string(bo, "text", &b.text))
+            bad = "text";
+        else if (!opt_string(bo, "signature", &b.signature))
+            bad = "signature";
+        else if (!opt_string(bo, "item_id", &b.item_id))
+            bad = "item_id";
+        else if (!opt_string(bo, "encrypted_content", &b.encrypted_content))
+            bad = "encrypted_content";
+        else if (!opt_bool(bo, "redacted", &b.redacted))
+            bad = "redacted";
+    } else if (strcmp(type, "tool_use") == 0) {
+        b.kind = AH_BLOCK_TOOL_USE;
+        allowed = tool_use_keys;
+        const cJSON *args = cJSON_GetObjectItemCaseSensitive(bo, "arguments");
+        if (!opt_string(bo, "id", &b.id) || is_empty(b.id))
+            bad = "id";
+        else if (!opt_string(bo, "name", &b.name) || is_empty(b.name))
+            bad = "name";
+        else if (cJSON_IsObject(args)) {
+            /* Friendlier for hand-written history: an object is kept as its JSON text. */
+            if (!(args_text = cJSON_PrintUnformatted(args))) {
+                st = AH_ERR_NOMEM;
+                goto cleanup;
+            }
+            b.arguments = args_text;
+        } else if (!opt_string(bo, "arguments", &b.arguments))
+            bad = "arguments";
+    } else if (strcmp(type, "tool_result") == 0) {
+        b.kind = AH_BLOCK_TOOL_RESULT;
+        allowed = tool_result_keys;
+        if (!opt_string(bo, "tool_use_id", &b.tool_use_id) || is_empty(b.tool_use_id))
+            bad = "tool_use_id";
+        else if (!opt_string(bo, "content", &b.text))
+            bad = "content";
+        else if (!opt_bool(bo, "is_error", &b.is_error))
+            bad = "is_error";
+    } else {
+        ah__bufprintf(err, errsize,
+                      "messages[%zu].content[%zu].type: unknown block type '%.40s'", mi,
+                      bi, type);
+        return AH_ERR_INVALID;
+    }
+    if (bad) {
+        ah__bufprintf(err, errsize,
+                      "messages[%zu].content[%zu].%s: missing or wrong type", mi, bi,
+                      bad);
+        goto cleanup;
+    }
+    const char *unknown = unknown_member(bo, allowed);
+    if (unknown) {
+        ah__bufprintf(err, errsize, "messages[%zu].content[%zu].%.40s: unknown member",
+                      mi, bi, unknown);
+        goto cleanup;
+    }
+    st = ah_conversation_add_block(c, &b);
+    if (st == AH_ERR_STATE) {
+        ah__bufprintf(err, errsize,
+                      "messages[%zu].content[%zu]: a %s block cannot be in a %s "
+                      "message",
+                      mi, bi, type, ah_role_name(ah_conversation_role(c, mi)));
+        st = AH_ERR_INVALID;
+    }
+cleanup:
+    free(args_text);
+    return st;
+}
+
+ah_status ah_conversation_from_json(const char *json, size_t len, ah_conversation **out,
+                                    char *err, size_t errsize)
+{
+    static const char *const root_keys[] = {"system", "messages", NULL};
+    static const char *const msg_keys[] = {"role", "partial", "content", NULL};
+    ah_conversation *c = NULL;
+    cJSON *root = NULL;
+    ah_status st = AH_ERR_INVALID;
+
+    if (!err)
+        errsize = 0;
+    if (errsize)
+        err[0] = '\0';
+    if (!json || !out)
+        return AH_ERR_INVALID;
+    *out = NULL;
+    const char *end = NULL;
+    root = cJSON_ParseWithLengthOpts(json, len, &end, 0);
+    if (!root) {
+        ah__bufprintf(err, errsize, "conversation JSON is malformed at offset %zu",
+                      end && end >= json ? (size_t)(end - json) : (size_t)0);
+        return AH_ERR_PARSE;
+    }
+    if (!cJSON_IsObject(root)) {
+        ah__bufprintf(err, errsize, "conversation JSON: expected an object");
+        goto cleanup;
+    }
+    const char *unknown = unknown_member(root, root_keys);
+    if (unknown) {
+        ah__bufprintf(err, errsize, "%.40s: unknown member", unknown);
+        goto cleanup;
+    }
+    if (!(c = ah_conversation_new())) {
+        st = AH_ERR_NOMEM;
+        goto cleanup;
+    }
+    const char *system = NULL;
+    if (!opt_string(root, "system", &system)) {
+        ah__bufprintf(err, errsize, "system: expected a string");
+        goto cleanup;
+    }
+    if ((st = ah_conversation_set_system(c, system)) != AH_OK)
+        goto cleanup;
+    st = AH_ERR_INVALID;
+    const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(root, "messages");
+    if (msgs && !cJSON_IsArray(msgs)) {
+        ah__bufprintf(err, errsize, "messages: expected an array");
+        goto cleanup;
+    }
+    size_t mi = 0;
+    for (const cJSON *mo = msgs ? msgs->child : NULL; mo; mo = mo->next, mi++) {
+        const char *role = NULL;
+        int partial = 0;
+        if (!cJSON_IsObject(mo)) {
+            ah__bufprintf(err, errsize, "messages[%zu]: expected an object", mi);
+            goto cleanup;
+        }
+        if ((unknown = unknown_member(mo, msg_keys))) {
+            ah__bufprintf(err, errsize, "messages[%zu].%.40s: unknown member", mi,
+                          unknown);
+            goto cleanup;
+        }
+        if (!opt_string(mo, "role", &role) || !role ||
+            (strcmp(role, "user") != 0 && strcmp(role, "assistant") != 0)) {
+            ah__bufprintf(err, errsize,
+                          "messages[%zu].role: expected \"user\" or "
+                          "\"assistant\"",
+                          mi);
+            goto cleanup;
+        }
+        int is_user = strcmp(role, "user") == 0;
+        if (!opt_bool(mo, "partial", &partial) || (partial && is_user)) {
+            ah__bufprintf(err, errsize,
+                          "messages[%zu].partial: only an assistant message "
+                          "may be partial (a boolean)",
+                          mi);
+            goto cleanup;
+        }
+        const cJSON *content = cJSON_GetObjectItemCaseSensitive(mo, "content");
+        if (!cJSON_IsArray(content)) {
+            ah__bufprintf(err, errsize, "messages[%zu].content: expected an array", mi);
+            goto cleanup;
+        }
+        st = is_user ? ah_conversation_begin_user(c) : ah_conversation_begin_assistant(c);
+        if (st != AH_OK)
+            goto cleanup;
+        if (partial && (st = ah_conversation_set_partial(c, 1)) != AH_OK)
+            goto cleanup;
+        size_t bi = 0;
+        for (const cJSON *bo = content->child; bo; bo = bo->next, bi++)
+            if ((st = import_block(c, bo, err, errsize, mi, bi)) != AH_OK)
+                goto cleanup;
+        st = AH_ERR_INVALID;
+    }
+    *out = c;
+    c = NULL;
+    st = AH_OK;
+cleanup:
+    if (st == AH_ERR_NOMEM)
+        ah__bufprintf(err, errsize, "out of memory");
+    ah_conversation_free(c);
+    cJSON_Delete(root);
+    return st;
+}

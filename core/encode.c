@@ -1,0 +1,360 @@
+/* encode.c - request encoding entry point: option validation, dispatch to the wire
+ * format's encoder, the extra_json merge, printing, and the request headers.
+ *
+ * Invariants: encoding only reads the conversation and the options (a request never
+ * contains anything history does not show); an error message names the tool, block or
+ * option at fault and never contains an API key or block content; on failure nothing is
+ * returned and nothing leaks.
+ */
+#include "encode_internal.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void ah_request_opts_init(ah_request_opts *o)
+{
+    if (o)
+        memset(o, 0, sizeof *o);
+}
+
+ah_status ah__enc_fail(ah__enc *e, ah_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (e->errsize) {
+        int n = vsnprintf(e->err, e->errsize, fmt, ap);
+        if (n < 0)
+            e->err[0] = '\0';
+    }
+    va_end(ap);
+    return st;
+}
+
+int ah__json_put_str(cJSON *obj, const char *key, const char *s)
+{
+    return cJSON_AddStringToObject(obj, key, s ? s : "") != NULL;
+}
+
+int ah__json_put_num(cJSON *obj, const char *key, double v)
+{
+    return cJSON_AddNumberToObject(obj, key, v) != NULL;
+}
+
+int ah__json_put_bool(cJSON *obj, const char *key, int v)
+{
+    return cJSON_AddBoolToObject(obj, key, v ? 1 : 0) != NULL;
+}
+
+cJSON *ah__json_push_object(cJSON *arr)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (o && !cJSON_AddItemToArray(arr, o)) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+int ah__enc_is_trailing_assistant(const ah__enc *e, size_t msg)
+{
+    size_t n = ah_conversation_count(e->conv);
+    return n > 0 && msg == n - 1 &&
+           ah_conversation_role(e->conv, msg) == AH_ROLE_ASSISTANT;
+}
+
+/* Parse text and classify it: 1 = a JSON object, 0 = valid JSON of another type,
+ * -1 = not valid JSON (*offset = where parsing stopped). cJSON reports an allocation
+ * failure as a parse failure; that is rare enough to leave as "not valid JSON". */
+static int classify_json(const char *text, size_t *offset)
+{
+    const char *end = NULL;
+    cJSON *v = cJSON_ParseWithOpts(text, &end, 1);
+    if (!v) {
+        *offset = end && end >= text ? (size_t)(end - text) : 0;
+        return -1;
+    }
+    int is_obj = cJSON_IsObject(v);
+    cJSON_Delete(v);
+    return is_obj ? 1 : 0;
+}
+
+static int is_blank(const char *s)
+{
+    for (; s && *s; s++)
+        if (*s != ' ' && *s != '\t' && *s != '\n' && *s != '\r')
+            return 0;
+    return 1;
+}
+
+cJSON *ah__enc_tool_schema(ah__enc *e, size_t i, ah_status *st_out)
+{
+    const ah_tool_def *t = &e->opts->tools[i];
+    const char *schema = t->schema_json ? t->schema_json : "{\"type\":\"object\"}";
+    size_t off = 0;
+    int k = classify_json(schema, &off);
+    if (k < 0) {
+        *st_out = ah__enc_fail(
+            e, AH_ERR_INVALID,
+            "tool '%.64s': schema_json is not valid JSON at offset %zu", t->name, off);
+        return NULL;
+    }
+    if (k == 0) {
+        *st_out = ah__enc_fail(e, AH_ERR_INVALID,
+                               "tool '%.64s': schema_json is not a JSON object", t->name);
+        return NULL;
+    }
+    cJSON *raw = ah__json_raw(schema);
+    if (!raw)
+        *st_out = ah__enc_fail(e, AH_ERR_NOMEM, "out of memory");
+    return raw;
+}
+
+cJSON *ah__json_raw(const char *json)
+{
+    /* Raw keeps the caller's exact tokens (no number re-formatting through a double);
+     * minifying a copy only drops whitespace between tokens, so the body stays one
+     * unformatted line. json has been validated, so it holds no comments to strip. */
+    char *copy = ah__strdup(json);
+    if (!copy)
+        return NULL;
+    cJSON_Minify(copy);
+    cJSON *raw = cJSON_CreateRaw(copy);
+    free(copy);
+    return raw;
+}
+
+const char *ah__enc_arguments(ah__enc *e, size_t msg, size_t blk, const ah_block *b)
+{
+    const char *args = b->arguments;
+    if (is_blank(args))
+        return "{}";
+    size_t off = 0;
+    int k = classify_json(args, &off);
+    if (k == 1)
+        return args;
+    if (k < 0)
+        ah__enc_fail(
+            e, AH_ERR_INVALID,
+            "message %zu block %zu (tool_use '%.64s' id '%.64s'): arguments are not "
+            "valid JSON at offset %zu",
+            msg, blk, b->name, b->id, off);
+    else
+        ah__enc_fail(
+            e, AH_ERR_INVALID,
+            "message %zu block %zu (tool_use '%.64s' id '%.64s'): arguments are not "
+            "a JSON object",
+            msg, blk, b->name, b->id);
+    return NULL;
+}
+
+/* Checks that do not depend on the wire format. */
+static ah_status validate_opts(ah__enc *e, ah_wire w)
+{
+    const ah_request_opts *o = e->opts;
+    if (!o->model || !*o->model)
+        return ah__enc_fail(e, AH_ERR_INVALID, "opts.model is required");
+    if (o->max_tokens < 0)
+        return ah__enc_fail(e, AH_ERR_INVALID, "opts.max_tokens must not be negative");
+    if (w == AH_WIRE_ANTHROPIC && o->max_tokens == 0)
+        return ah__enc_fail(e, AH_ERR_INVALID,
+                            "opts.max_tokens is required by the anthropic wire format");
+    if (o->n_tools && !o->tools)
+        return ah__enc_fail(e, AH_ERR_INVALID, "opts.tools is NULL but n_tools is %zu",
+                            o->n_tools);
+    for (size_t i = 0; i < o->n_tools; i++) {
+        if (!o->tools[i].name || !*o->tools[i].name)
+            return ah__enc_fail(e, AH_ERR_INVALID, "opts.tools[%zu] has no name", i);
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(o->tools[i].name, o->tools[j].name) == 0)
+                return ah__enc_fail(e, AH_ERR_INVALID, "tool '%.64s' is declared twice",
+                                    o->tools[i].name);
+    }
+    switch (o->tool_choice) {
+    case AH_TOOL_CHOICE_DEFAULT:
+    case AH_TOOL_CHOICE_AUTO:
+    case AH_TOOL_CHOICE_NONE:
+        break;
+    case AH_TOOL_CHOICE_REQUIRED:
+        if (!o->n_tools)
+            return ah__enc_fail(
+                e, AH_ERR_INVALID,
+                "opts.tool_choice is 'required' but no tools are declared");
+        break;
+    case AH_TOOL_CHOICE_NAMED: {
+        int found = 0;
+        for (size_t i = 0; o->tool_choice_name && i < o->n_tools; i++)
+            found |= strcmp(o->tools[i].name, o->tool_choice_name) == 0;
+        if (!found)
+            return ah__enc_fail(e, AH_ERR_INVALID,
+                                "opts.tool_choice_name '%.64s' is not a declared tool",
+                                o->tool_choice_name ? o->tool_choice_name : "(null)");
+        break;
+    }
+    default:
+        return ah__enc_fail(e, AH_ERR_INVALID, "opts.tool_choice %d is unknown",
+                            (int)o->tool_choice);
+    }
+    if (o->n_stop && !o->stop)
+        return ah__enc_fail(e, AH_ERR_INVALID, "opts.stop is NULL but n_stop is %zu",
+                            o->n_stop);
+    for (size_t i = 0; i < o->n_stop; i++)
+        if (!o->stop[i] || !*o->stop[i])
+            return ah__enc_fail(e, AH_ERR_INVALID, "opts.stop[%zu] is empty", i);
+    if (o->has_temperature && !isfinite(o->temperature))
+        return ah__enc_fail(e, AH_ERR_INVALID, "opts.temperature is not a finite number");
+    if (o->thinking_budget < 0)
+        return ah__enc_fail(e, AH_ERR_INVALID,
+                            "opts.thinking_budget must not be negative");
+    if (o->reasoning_effort && !*o->reasoning_effort)
+        return ah__enc_fail(e, AH_ERR_INVALID, "opts.reasoning_effort is empty");
+    return AH_OK;
+}
+
+/* Set every member of the extra_json object on root, replacing same-named members. */
+static ah_status merge_extra(ah__enc *e, cJSON *root)
+{
+    const char *text = e->opts->extra_json;
+    if (!text)
+        return AH_OK;
+    const char *end = NULL;
+    cJSON *extra = cJSON_ParseWithOpts(text, &end, 1);
+    if (!extra)
+        return ah__enc_fail(e, AH_ERR_INVALID,
+                            "opts.extra_json is not valid JSON at offset %zu",
+                            end && end >= text ? (size_t)(end - text) : (size_t)0);
+    ah_status st = AH_OK;
+    if (!cJSON_IsObject(extra)) {
+        st = ah__enc_fail(e, AH_ERR_INVALID, "opts.extra_json is not a JSON object");
+        goto cleanup;
+    }
+    while (extra->child) {
+        cJSON *item = cJSON_DetachItemViaPointer(extra, extra->child);
+        /* Replace frees the item's own key before copying the new one: copy it first. */
+        char *key = ah__strdup(item->string ? item->string : "");
+        int ok = key != NULL;
+        if (ok && cJSON_GetObjectItemCaseSensitive(root, key))
+            ok = cJSON_ReplaceItemInObjectCaseSensitive(root, key, item);
+        else if (ok)
+            ok = cJSON_AddItemToObject(root, key, item);
+        free(key);
+        if (!ok) {
+            cJSON_Delete(item);
+            st = ah__enc_fail(e, AH_ERR_NOMEM, "out of memory");
+            goto cleanup;
+        }
+    }
+cleanup:
+    cJSON_Delete(extra);
+    return st;
+}
+
+ah_status ah_request_encode(ah_wire w, const ah_conversation *c,
+                            const ah_request_opts *opts, char **body_out, size_t *len_out,
+                            char *err, size_t errsize)
+{
+    char scratch[1];
+    ah__enc e = {.conv = c, .opts = opts, .err = err, .errsize = err ? errsize : 0};
+    if (!err || !errsize) {
+        e.err = scratch;
+        e.errsize = sizeof scratch;
+    }
+    e.err[0] = '\0';
+    if (body_out)
+        *body_out = NULL;
+    if (len_out)
+        *len_out = 0;
+    if (!c || !opts || !body_out)
+        return ah__enc_fail(&e, AH_ERR_INVALID,
+                            "conversation, opts and body_out are required");
+    if ((unsigned)w >= (unsigned)AH_WIRE_COUNT_)
+        return ah__enc_fail(&e, AH_ERR_INVALID, "unknown wire format %d", (int)w);
+
+    ah_status st = validate_opts(&e, w);
+    if (st != AH_OK)
+        return st;
+    cJSON *root = cJSON_CreateObject();
+    if (!root)
+        return ah__enc_fail(&e, AH_ERR_NOMEM, "out of memory");
+    switch (w) {
+    case AH_WIRE_ANTHROPIC:
+        st = ah__encode_anthropic(&e, root);
+        break;
+    case AH_WIRE_OPENAI:
+        st = ah__encode_openai(&e, root);
+        break;
+    case AH_WIRE_RESPONSES:
+        st = ah__encode_responses(&e, root);
+        break;
+    default:
+        st = AH_ERR_INVALID;
+        break;
+    }
+    if (st == AH_OK)
+        st = merge_extra(&e, root);
+    if (st == AH_OK) {
+        char *s = cJSON_PrintUnformatted(root);
+        if (!s) {
+            st = ah__enc_fail(&e, AH_ERR_NOMEM, "out of memory");
+        } else {
+            *body_out = s;
+            if (len_out)
+                *len_out = strlen(s);
+        }
+    }
+    cJSON_Delete(root);
+    return st;
+}
+
+/* ---- headers ---------------------------------------------------------------------- */
+
+void ah_header_list_free(ah_header_list *l)
+{
+    if (!l)
+        return;
+    free(l->storage_);
+    memset(l, 0, sizeof *l);
+}
+
+static void push_header(ah_header_list *l, const char *name, const char *value)
+{
+    l->items[l->count].name = name;
+    l->items[l->count].value = value;
+    l->count++;
+}
+
+ah_status ah_request_headers(ah_wire w, const char *api_key, int stream,
+                             ah_header_list *out)
+{
+    if (!out)
+        return AH_ERR_INVALID;
+    memset(out, 0, sizeof *out);
+    if ((unsigned)w >= (unsigned)AH_WIRE_COUNT_)
+        return AH_ERR_INVALID;
+    for (const char *p = api_key; p && *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            return AH_ERR_INVALID; /* would split or corrupt the header line */
+
+    push_header(out, "Content-Type", "application/json");
+    push_header(out, "Accept", stream ? "text/event-stream" : "application/json");
+    if (w == AH_WIRE_ANTHROPIC) {
+        push_header(out, "anthropic-version", "2023-06-01");
+        if (api_key && *api_key) {
+            if (!(out->storage_ = ah__strdup(api_key)))
+                goto nomem;
+            push_header(out, "x-api-key", out->storage_);
+        }
+    } else if (api_key && *api_key) {
+        size_t n = strlen(api_key) + sizeof "Bearer ";
+        if (!(out->storage_ = malloc(n)))
+            goto nomem;
+        snprintf(out->storage_, n, "Bearer %s", api_key);
+        push_header(out, "Authorization", out->storage_);
+    }
+    return AH_OK;
+nomem:
+    ah_header_list_free(out);
+    return AH_ERR_NOMEM;
+}

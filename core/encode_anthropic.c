@@ -1,0 +1,245 @@
+/* encode_anthropic.c - the Anthropic Messages API request body (POST /v1/messages).
+ *
+ * Shape: {model, max_tokens, system?, messages[], tools?, tool_choice?, stop_sequences?,
+ * temperature?, thinking?, stream?}. Every message uses the content-block array form.
+ *
+ * Invariants (each from the Messages API docs, see docs/providers-encoding.md):
+ *   - the system prompt is the top-level "system", never a message;
+ *   - in a user message, tool_result blocks come first, text after them;
+ *   - tool_use "input" is a JSON object (the neutral arguments text, inserted verbatim);
+ *   - thinking blocks travel with their signature, unmodified; a reasoning block without
+ *     a signature (e.g. from another wire format) cannot be verified and is left out;
+ *   - empty text blocks are left out (the API rejects them), and so is a message left
+ *     with no block;
+ *   - a trailing assistant message is a prefill the model continues: its last text block
+ *     is sent without trailing whitespace (rejected otherwise) and its reasoning blocks
+ *     are left out (prefill is not supported together with thinking). History itself is
+ *     never changed.
+ */
+#include "encode_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int is_ws(char ch)
+{
+    return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\v' ||
+           ch == '\f';
+}
+
+static ah_status nomem(ah__enc *e)
+{
+    return ah__enc_fail(e, AH_ERR_NOMEM, "out of memory");
+}
+
+static ah_status encode_tools(ah__enc *e, cJSON *root)
+{
+    const ah_request_opts *o = e->opts;
+    if (!o->n_tools)
+        return AH_OK;
+    cJSON *tools = cJSON_AddArrayToObject(root, "tools");
+    if (!tools)
+        return nomem(e);
+    for (size_t i = 0; i < o->n_tools; i++) {
+        cJSON *t = ah__json_push_object(tools);
+        if (!t || !ah__json_put_str(t, "name", o->tools[i].name) ||
+            (o->tools[i].description &&
+             !ah__json_put_str(t, "description", o->tools[i].description)))
+            return nomem(e);
+        ah_status st = AH_OK;
+        cJSON *schema = ah__enc_tool_schema(e, i, &st);
+        if (!schema)
+            return st;
+        cJSON_AddItemToObject(t, "input_schema", schema);
+    }
+    return AH_OK;
+}
+
+static ah_status encode_tool_choice(ah__enc *e, cJSON *root)
+{
+    const char *type = NULL;
+    switch (e->opts->tool_choice) {
+    case AH_TOOL_CHOICE_AUTO:
+        type = "auto";
+        break;
+    case AH_TOOL_CHOICE_NONE:
+        type = "none";
+        break;
+    case AH_TOOL_CHOICE_REQUIRED:
+        type = "any";
+        break;
+    case AH_TOOL_CHOICE_NAMED:
+        type = "tool";
+        break;
+    default:
+        return AH_OK;
+    }
+    cJSON *tc = cJSON_AddObjectToObject(root, "tool_choice");
+    if (!tc || !ah__json_put_str(tc, "type", type) ||
+        (e->opts->tool_choice == AH_TOOL_CHOICE_NAMED &&
+         !ah__json_put_str(tc, "name", e->opts->tool_choice_name)))
+        return nomem(e);
+    return AH_OK;
+}
+
+static ah_status encode_user(ah__enc *e, size_t mi, cJSON *content)
+{
+    size_t n = ah_conversation_block_count(e->conv, mi);
+    /* Two passes: the API wants every tool_result before any text in the message. */
+    for (size_t pass = 0; pass < 2; pass++) {
+        for (size_t bi = 0; bi < n; bi++) {
+            const ah_block *b = ah_conversation_block(e->conv, mi, bi);
+            if (pass == 0 && b->kind == AH_BLOCK_TOOL_RESULT) {
+                cJSON *o = ah__json_push_object(content);
+                if (!o || !ah__json_put_str(o, "type", "tool_result") ||
+                    !ah__json_put_str(o, "tool_use_id", b->tool_use_id) ||
+                    (*b->text && !ah__json_put_str(o, "content", b->text)) ||
+                    (b->is_error && !ah__json_put_bool(o, "is_error", 1)))
+                    return nomem(e);
+            } else if (pass == 1 && b->kind == AH_BLOCK_TEXT && *b->text) {
+                cJSON *o = ah__json_push_object(content);
+                if (!o || !ah__json_put_str(o, "type", "text") ||
+                    !ah__json_put_str(o, "text", b->text))
+                    return nomem(e);
+            }
+        }
+    }
+    return AH_OK;
+}
+
+static ah_status encode_assistant(ah__enc *e, size_t mi, cJSON *content, int trailing)
+{
+    size_t n = ah_conversation_block_count(e->conv, mi);
+    for (size_t bi = 0; bi < n; bi++) {
+        const ah_block *b = ah_conversation_block(e->conv, mi, bi);
+        cJSON *o = NULL;
+        switch (b->kind) {
+        case AH_BLOCK_TEXT:
+            if (!*b->text)
+                break;
+            if (!(o = ah__json_push_object(content)) ||
+                !ah__json_put_str(o, "type", "text") ||
+                !ah__json_put_str(o, "text", b->text))
+                return nomem(e);
+            break;
+        case AH_BLOCK_REASONING:
+            if (trailing)
+                break;
+            if (b->redacted) {
+                if (!b->encrypted_content || !*b->encrypted_content)
+                    break;
+                if (!(o = ah__json_push_object(content)) ||
+                    !ah__json_put_str(o, "type", "redacted_thinking") ||
+                    !ah__json_put_str(o, "data", b->encrypted_content))
+                    return nomem(e);
+            } else if (b->signature && *b->signature) {
+                if (!(o = ah__json_push_object(content)) ||
+                    !ah__json_put_str(o, "type", "thinking") ||
+                    !ah__json_put_str(o, "thinking", b->text) ||
+                    !ah__json_put_str(o, "signature", b->signature))
+                    return nomem(e);
+            }
+            break;
+        case AH_BLOCK_TOOL_USE: {
+            const char *args = ah__enc_arguments(e, mi, bi, b);
+            if (!args)
+                return AH_ERR_INVALID;
+            cJSON *input = NULL;
+            if (!(o = ah__json_push_object(content)) ||
+                !ah__json_put_str(o, "type", "tool_use") ||
+                !ah__json_put_str(o, "id", b->id) ||
+                !ah__json_put_str(o, "name", b->name) || !(input = ah__json_raw(args)))
+                return nomem(e);
+            cJSON_AddItemToObject(o, "input", input);
+            break;
+        }
+        default:
+            break; /* tool_result cannot be in an assistant message */
+        }
+    }
+    if (!trailing)
+        return AH_OK;
+    /* Prefill: the final content block must not end in whitespace. Trim a copy in the
+     * request only; a text block that trims to nothing is dropped and the one before it
+     * is checked in turn. */
+    for (;;) {
+        int last = cJSON_GetArraySize(content) - 1;
+        cJSON *blk = last >= 0 ? cJSON_GetArrayItem(content, last) : NULL;
+        cJSON *type = blk ? cJSON_GetObjectItemCaseSensitive(blk, "type") : NULL;
+        if (!cJSON_IsString(type) || strcmp(type->valuestring, "text") != 0)
+            return AH_OK;
+        cJSON *text = cJSON_GetObjectItemCaseSensitive(blk, "text");
+        size_t len = strlen(text->valuestring);
+        while (len && is_ws(text->valuestring[len - 1]))
+            len--;
+        if (len == 0) {
+            cJSON_DeleteItemFromArray(content, last);
+            continue;
+        }
+        text->valuestring[len] = '\0'; /* shortening in place is safe for cJSON */
+        return AH_OK;
+    }
+}
+
+static ah_status encode_messages(ah__enc *e, cJSON *root)
+{
+    cJSON *msgs = cJSON_AddArrayToObject(root, "messages");
+    if (!msgs)
+        return nomem(e);
+    size_t n = ah_conversation_count(e->conv);
+    for (size_t mi = 0; mi < n; mi++) {
+        ah_role role = ah_conversation_role(e->conv, mi);
+        cJSON *m = cJSON_CreateObject();
+        cJSON *content = NULL;
+        if (!m || !ah__json_put_str(m, "role", ah_role_name(role)) ||
+            !(content = cJSON_AddArrayToObject(m, "content"))) {
+            cJSON_Delete(m);
+            return nomem(e);
+        }
+        ah_status st =
+            role == AH_ROLE_USER
+                ? encode_user(e, mi, content)
+                : encode_assistant(e, mi, content, ah__enc_is_trailing_assistant(e, mi));
+        if (st != AH_OK || cJSON_GetArraySize(content) == 0) {
+            cJSON_Delete(m); /* nothing to send for this message, or an error */
+            if (st != AH_OK)
+                return st;
+            continue;
+        }
+        cJSON_AddItemToArray(msgs, m);
+    }
+    return AH_OK;
+}
+
+ah_status ah__encode_anthropic(ah__enc *e, cJSON *root)
+{
+    const ah_request_opts *o = e->opts;
+    const char *system = ah_conversation_system(e->conv);
+    ah_status st;
+
+    if (!ah__json_put_str(root, "model", o->model) ||
+        !ah__json_put_num(root, "max_tokens", (double)o->max_tokens) ||
+        (system && *system && !ah__json_put_str(root, "system", system)))
+        return nomem(e);
+    if ((st = encode_messages(e, root)) != AH_OK ||
+        (st = encode_tools(e, root)) != AH_OK ||
+        (st = encode_tool_choice(e, root)) != AH_OK)
+        return st;
+    if (o->n_stop) {
+        cJSON *stop = cJSON_CreateStringArray(o->stop, (int)o->n_stop);
+        if (!stop)
+            return nomem(e);
+        cJSON_AddItemToObject(root, "stop_sequences", stop);
+    }
+    if (o->has_temperature && !ah__json_put_num(root, "temperature", o->temperature))
+        return nomem(e);
+    if (o->thinking_budget > 0) {
+        cJSON *th = cJSON_AddObjectToObject(root, "thinking");
+        if (!th || !ah__json_put_str(th, "type", "enabled") ||
+            !ah__json_put_num(th, "budget_tokens", (double)o->thinking_budget))
+            return nomem(e);
+    }
+    if (o->stream && !ah__json_put_bool(root, "stream", 1))
+        return nomem(e);
+    return AH_OK;
+}

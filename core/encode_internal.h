@@ -1,0 +1,57 @@
+/* encode_internal.h - what the per-format request encoders share (never installed).
+ *
+ * ah_request_encode() (encode.c) validates the options once, then hands one ah__enc to
+ * the encoder of the chosen wire format, which fills a cJSON body object. Encoders read
+ * the conversation only through its public read API.
+ */
+#ifndef AH_ENCODE_INTERNAL_H
+#define AH_ENCODE_INTERNAL_H
+
+#include "internal.h"
+#include "agenthost/conversation.h"
+
+#include <cjson/cJSON.h>
+
+typedef struct ah__enc {
+    const ah_conversation *conv;
+    const ah_request_opts *opts;
+    char *err; /* never NULL: encode.c points it at a scratch buffer when the caller has
+                  none */
+    size_t errsize;
+} ah__enc;
+
+/* One encoder per wire format: add the body's members to root. On failure they return
+ * the status and have written a message naming the tool/block/option to e->err. */
+ah_status ah__encode_anthropic(ah__enc *e, cJSON *root);
+ah_status ah__encode_openai(ah__enc *e, cJSON *root);
+ah_status ah__encode_responses(ah__enc *e, cJSON *root);
+
+/* Record an error message and return st (for `return ah__enc_fail(...)`). */
+ah_status ah__enc_fail(ah__enc *e, ah_status st, const char *fmt, ...) AH__PRINTF(3, 4);
+
+/* Tool i's schema as a cJSON raw item holding the caller's exact text (validated to be a
+ * JSON object; NULL schema_json gives {"type":"object"}). NULL with e->err set on error:
+ * *st_out tells AH_ERR_INVALID from AH_ERR_NOMEM. */
+cJSON *ah__enc_tool_schema(ah__enc *e, size_t i, ah_status *st_out);
+
+/* The arguments of tool_use block (msg, blk), validated to be a JSON object. Returns the
+ * text to send ("{}" when the block's arguments are empty or blank), borrowed from the
+ * block or static; NULL with e->err set when they are not a JSON object. */
+const char *ah__enc_arguments(ah__enc *e, size_t msg, size_t blk, const ah_block *b);
+
+/* 1 when message msg is an assistant message and the last message of the conversation
+ * (Anthropic treats it as a prefill; the OpenAI formats as already-said text). */
+int ah__enc_is_trailing_assistant(const ah__enc *e, size_t msg);
+
+/* A raw item holding validated JSON text, minified (whitespace between tokens dropped,
+ * tokens untouched). NULL on allocation failure. */
+cJSON *ah__json_raw(const char *json);
+
+/* Small cJSON helpers returning 0 on allocation failure. */
+int ah__json_put_str(cJSON *obj, const char *key, const char *s);
+int ah__json_put_num(cJSON *obj, const char *key, double v);
+int ah__json_put_bool(cJSON *obj, const char *key, int v);
+/* Append a new object to array arr; NULL on allocation failure. */
+cJSON *ah__json_push_object(cJSON *arr);
+
+#endif

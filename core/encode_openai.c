@@ -1,0 +1,252 @@
+/* encode_openai.c - the OpenAI Chat Completions request body (POST /v1/chat/completions).
+ *
+ * Shape: {model, messages[], max_completion_tokens? (or max_tokens), tools?,
+ * tool_choice?, stop?, temperature?, reasoning_effort?, stream?, stream_options?}.
+ *
+ * Mapping from the neutral model (see docs/providers-encoding.md):
+ *   - the system prompt is the first message, role "system";
+ *   - a user message's tool_result blocks become one role "tool" message each
+ *     (tool_call_id + content), placed first so they directly follow the assistant
+ *     message that asked for them; its text blocks become one role "user" message;
+ *   - an assistant message's text blocks are concatenated into "content" (null when
+ *     there is none) and its tool_use blocks become "tool_calls", whose
+ *     function.arguments is the arguments JSON as a STRING;
+ *   - reasoning blocks are not sent: Chat Completions has no field to round-trip them;
+ *   - is_error of a tool result has no field either; the content text must say it;
+ *   - a trailing assistant message is sent as it is: the model treats it as already
+ *     said and starts a new message after it.
+ */
+#include "encode_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static ah_status nomem(ah__enc *e)
+{
+    return ah__enc_fail(e, AH_ERR_NOMEM, "out of memory");
+}
+
+static ah_status encode_tools(ah__enc *e, cJSON *root)
+{
+    const ah_request_opts *o = e->opts;
+    if (!o->n_tools)
+        return AH_OK;
+    cJSON *tools = cJSON_AddArrayToObject(root, "tools");
+    if (!tools)
+        return nomem(e);
+    for (size_t i = 0; i < o->n_tools; i++) {
+        cJSON *t = ah__json_push_object(tools);
+        cJSON *fn = NULL;
+        if (!t || !ah__json_put_str(t, "type", "function") ||
+            !(fn = cJSON_AddObjectToObject(t, "function")) ||
+            !ah__json_put_str(fn, "name", o->tools[i].name) ||
+            (o->tools[i].description &&
+             !ah__json_put_str(fn, "description", o->tools[i].description)))
+            return nomem(e);
+        ah_status st = AH_OK;
+        cJSON *schema = ah__enc_tool_schema(e, i, &st);
+        if (!schema)
+            return st;
+        cJSON_AddItemToObject(fn, "parameters", schema);
+    }
+    return AH_OK;
+}
+
+static ah_status encode_tool_choice(ah__enc *e, cJSON *root)
+{
+    const char *mode = NULL;
+    switch (e->opts->tool_choice) {
+    case AH_TOOL_CHOICE_AUTO:
+        mode = "auto";
+        break;
+    case AH_TOOL_CHOICE_NONE:
+        mode = "none";
+        break;
+    case AH_TOOL_CHOICE_REQUIRED:
+        mode = "required";
+        break;
+    case AH_TOOL_CHOICE_NAMED: {
+        cJSON *tc = cJSON_AddObjectToObject(root, "tool_choice");
+        cJSON *fn = NULL;
+        if (!tc || !ah__json_put_str(tc, "type", "function") ||
+            !(fn = cJSON_AddObjectToObject(tc, "function")) ||
+            !ah__json_put_str(fn, "name", e->opts->tool_choice_name))
+            return nomem(e);
+        return AH_OK;
+    }
+    default:
+        return AH_OK;
+    }
+    return ah__json_put_str(root, "tool_choice", mode) ? AH_OK : nomem(e);
+}
+
+static ah_status encode_user(ah__enc *e, size_t mi, cJSON *msgs)
+{
+    size_t n = ah_conversation_block_count(e->conv, mi);
+    size_t n_text = 0;
+    for (size_t bi = 0; bi < n; bi++) {
+        const ah_block *b = ah_conversation_block(e->conv, mi, bi);
+        if (b->kind == AH_BLOCK_TEXT && *b->text)
+            n_text++;
+        if (b->kind != AH_BLOCK_TOOL_RESULT)
+            continue;
+        cJSON *m = ah__json_push_object(msgs);
+        if (!m || !ah__json_put_str(m, "role", "tool") ||
+            !ah__json_put_str(m, "tool_call_id", b->tool_use_id) ||
+            !ah__json_put_str(m, "content", b->text))
+            return nomem(e);
+    }
+    if (n_text == 0)
+        return AH_OK;
+    cJSON *m = ah__json_push_object(msgs);
+    if (!m || !ah__json_put_str(m, "role", "user"))
+        return nomem(e);
+    if (n_text == 1) { /* the plain string form every compatible server accepts */
+        for (size_t bi = 0; bi < n; bi++) {
+            const ah_block *b = ah_conversation_block(e->conv, mi, bi);
+            if (b->kind == AH_BLOCK_TEXT && *b->text)
+                return ah__json_put_str(m, "content", b->text) ? AH_OK : nomem(e);
+        }
+    }
+    cJSON *parts = cJSON_AddArrayToObject(m, "content");
+    if (!parts)
+        return nomem(e);
+    for (size_t bi = 0; bi < n; bi++) {
+        const ah_block *b = ah_conversation_block(e->conv, mi, bi);
+        if (b->kind != AH_BLOCK_TEXT || !*b->text)
+            continue;
+        cJSON *p = ah__json_push_object(parts);
+        if (!p || !ah__json_put_str(p, "type", "text") ||
+            !ah__json_put_str(p, "text", b->text))
+            return nomem(e);
+    }
+    return AH_OK;
+}
+
+static ah_status encode_assistant(ah__enc *e, size_t mi, cJSON *msgs)
+{
+    size_t n = ah_conversation_block_count(e->conv, mi);
+    size_t text_len = 0, n_calls = 0;
+    for (size_t bi = 0; bi < n; bi++) {
+        const ah_block *b = ah_conversation_block(e->conv, mi, bi);
+        if (b->kind == AH_BLOCK_TEXT)
+            text_len += strlen(b->text);
+        else if (b->kind == AH_BLOCK_TOOL_USE)
+            n_calls++;
+    }
+    /* Only reasoning, or nothing: Chat Completions has no message to send for it. */
+    if (text_len == 0 && n_calls == 0)
+        return AH_OK;
+
+    ah_status st = AH_OK;
+    char *text = NULL;
+    cJSON *m = cJSON_CreateObject();
+    if (!m || !ah__json_put_str(m, "role", "assistant"))
+        goto oom;
+    if (text_len) {
+        /* Text blocks joined with nothing in between: the text the user saw stream. */
+        if (!(text = malloc(text_len + 1)))
+            goto oom;
+        size_t off = 0;
+        for (size_t bi = 0; bi < n; bi++) {
+            const ah_block *b = ah_conversation_block(e->conv, mi, bi);
+            if (b->kind == AH_BLOCK_TEXT) {
+                size_t l = strlen(b->text);
+                memcpy(text + off, b->text, l);
+                off += l;
+            }
+        }
+        text[off] = '\0';
+        if (!ah__json_put_str(m, "content", text))
+            goto oom;
+    } else if (!cJSON_AddNullToObject(m, "content")) {
+        goto oom;
+    }
+    if (n_calls) {
+        cJSON *calls = cJSON_AddArrayToObject(m, "tool_calls");
+        if (!calls)
+            goto oom;
+        for (size_t bi = 0; bi < n; bi++) {
+            const ah_block *b = ah_conversation_block(e->conv, mi, bi);
+            if (b->kind != AH_BLOCK_TOOL_USE)
+                continue;
+            const char *args = ah__enc_arguments(e, mi, bi, b);
+            if (!args) {
+                st = AH_ERR_INVALID;
+                goto cleanup;
+            }
+            cJSON *call = ah__json_push_object(calls);
+            cJSON *fn = NULL;
+            if (!call || !ah__json_put_str(call, "id", b->id) ||
+                !ah__json_put_str(call, "type", "function") ||
+                !(fn = cJSON_AddObjectToObject(call, "function")) ||
+                !ah__json_put_str(fn, "name", b->name) ||
+                !ah__json_put_str(fn, "arguments", args))
+                goto oom;
+        }
+    }
+    cJSON_AddItemToArray(msgs, m);
+    m = NULL;
+    goto cleanup;
+oom:
+    st = nomem(e);
+cleanup:
+    cJSON_Delete(m);
+    free(text);
+    return st;
+}
+
+ah_status ah__encode_openai(ah__enc *e, cJSON *root)
+{
+    const ah_request_opts *o = e->opts;
+    const char *system = ah_conversation_system(e->conv);
+    ah_status st;
+
+    if (!ah__json_put_str(root, "model", o->model))
+        return nomem(e);
+    cJSON *msgs = cJSON_AddArrayToObject(root, "messages");
+    if (!msgs)
+        return nomem(e);
+    if (system && *system) {
+        cJSON *m = ah__json_push_object(msgs);
+        if (!m || !ah__json_put_str(m, "role", "system") ||
+            !ah__json_put_str(m, "content", system))
+            return nomem(e);
+    }
+    size_t n = ah_conversation_count(e->conv);
+    for (size_t mi = 0; mi < n; mi++) {
+        st = ah_conversation_role(e->conv, mi) == AH_ROLE_USER
+                 ? encode_user(e, mi, msgs)
+                 : encode_assistant(e, mi, msgs);
+        if (st != AH_OK)
+            return st;
+    }
+    if (o->max_tokens > 0 &&
+        !ah__json_put_num(
+            root, o->chat_legacy_max_tokens ? "max_tokens" : "max_completion_tokens",
+            (double)o->max_tokens))
+        return nomem(e);
+    if ((st = encode_tools(e, root)) != AH_OK ||
+        (st = encode_tool_choice(e, root)) != AH_OK)
+        return st;
+    if (o->n_stop) {
+        cJSON *stop = cJSON_CreateStringArray(o->stop, (int)o->n_stop);
+        if (!stop)
+            return nomem(e);
+        cJSON_AddItemToObject(root, "stop", stop);
+    }
+    if (o->has_temperature && !ah__json_put_num(root, "temperature", o->temperature))
+        return nomem(e);
+    if (o->reasoning_effort &&
+        !ah__json_put_str(root, "reasoning_effort", o->reasoning_effort))
+        return nomem(e);
+    if (o->stream) {
+        /* include_usage: the last chunk then carries token usage (for llm_call_end). */
+        cJSON *so = NULL;
+        if (!ah__json_put_bool(root, "stream", 1) ||
+            !(so = cJSON_AddObjectToObject(root, "stream_options")) ||
+            !ah__json_put_bool(so, "include_usage", 1))
+            return nomem(e);
+    }
+    return AH_OK;
+}

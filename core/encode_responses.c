@@ -1,0 +1,229 @@
+/* encode_responses.c - the OpenAI Responses API request body (POST /v1/responses).
+ *
+ * Shape: {model, instructions?, input[], max_output_tokens?, tools?, tool_choice?,
+ * temperature?, reasoning?, include?, store: false, stream?}.
+ *
+ * The request is stateless: the whole history travels in "input" every time, nothing
+ * refers to a stored response, and "store" is false (a caller may override it through
+ * extra_json). Mapping from the neutral model (see docs/providers-encoding.md):
+ *   - the system prompt is "instructions";
+ *   - user text blocks become one message item with input_text parts; tool_result
+ *     blocks become function_call_output items (call_id + output), placed first;
+ *   - assistant blocks become items in order: consecutive text blocks one message item
+ *     with output_text parts, tool_use a function_call item (arguments as a JSON
+ *     STRING), reasoning a reasoning item (id, summary, encrypted_content);
+ *   - a reasoning block without encrypted_content is left out: with store false the
+ *     server cannot resolve it by id alone. Anthropic redacted data is not sent here;
+ *   - there are no stop sequences in this API: opts.stop is an error, not silently lost;
+ *   - a trailing assistant message is sent like any other: its message item is last.
+ */
+#include "encode_internal.h"
+
+#include <string.h>
+
+static ah_status nomem(ah__enc *e)
+{
+    return ah__enc_fail(e, AH_ERR_NOMEM, "out of memory");
+}
+
+static ah_status encode_tools(ah__enc *e, cJSON *root)
+{
+    const ah_request_opts *o = e->opts;
+    if (!o->n_tools)
+        return AH_OK;
+    cJSON *tools = cJSON_AddArrayToObject(root, "tools");
+    if (!tools)
+        return nomem(e);
+    for (size_t i = 0; i < o->n_tools; i++) {
+        cJSON *t = ah__json_push_object(tools);
+        if (!t || !ah__json_put_str(t, "type", "function") ||
+            !ah__json_put_str(t, "name", o->tools[i].name) ||
+            (o->tools[i].description &&
+             !ah__json_put_str(t, "description", o->tools[i].description)))
+            return nomem(e);
+        ah_status st = AH_OK;
+        cJSON *schema = ah__enc_tool_schema(e, i, &st);
+        if (!schema)
+            return st;
+        cJSON_AddItemToObject(t, "parameters", schema);
+        /* Function tools default to strict here, which rejects ordinary schemas (strict
+         * needs additionalProperties false and every property required): ask for the
+         * same non-strict behaviour the other formats have. */
+        if (!ah__json_put_bool(t, "strict", 0))
+            return nomem(e);
+    }
+    return AH_OK;
+}
+
+static ah_status encode_tool_choice(ah__enc *e, cJSON *root)
+{
+    const char *mode = NULL;
+    switch (e->opts->tool_choice) {
+    case AH_TOOL_CHOICE_AUTO:
+        mode = "auto";
+        break;
+    case AH_TOOL_CHOICE_NONE:
+        mode = "none";
+        break;
+    case AH_TOOL_CHOICE_REQUIRED:
+        mode = "required";
+        break;
+    case AH_TOOL_CHOICE_NAMED: {
+        cJSON *tc = cJSON_AddObjectToObject(root, "tool_choice");
+        if (!tc || !ah__json_put_str(tc, "type", "function") ||
+            !ah__json_put_str(tc, "name", e->opts->tool_choice_name))
+            return nomem(e);
+        return AH_OK;
+    }
+    default:
+        return AH_OK;
+    }
+    return ah__json_put_str(root, "tool_choice", mode) ? AH_OK : nomem(e);
+}
+
+/* Append a message item {type: message, role, content: []}; returns its content array. */
+static cJSON *push_message(cJSON *input, const char *role)
+{
+    cJSON *m = ah__json_push_object(input);
+    if (!m || !ah__json_put_str(m, "type", "message") ||
+        !ah__json_put_str(m, "role", role))
+        return NULL;
+    return cJSON_AddArrayToObject(m, "content");
+}
+
+static ah_status encode_user(ah__enc *e, size_t mi, cJSON *input)
+{
+    size_t n = ah_conversation_block_count(e->conv, mi);
+    for (size_t bi = 0; bi < n; bi++) {
+        const ah_block *b = ah_conversation_block(e->conv, mi, bi);
+        if (b->kind != AH_BLOCK_TOOL_RESULT)
+            continue;
+        cJSON *it = ah__json_push_object(input);
+        if (!it || !ah__json_put_str(it, "type", "function_call_output") ||
+            !ah__json_put_str(it, "call_id", b->tool_use_id) ||
+            !ah__json_put_str(it, "output", b->text))
+            return nomem(e);
+    }
+    cJSON *content = NULL;
+    for (size_t bi = 0; bi < n; bi++) {
+        const ah_block *b = ah_conversation_block(e->conv, mi, bi);
+        if (b->kind != AH_BLOCK_TEXT || !*b->text)
+            continue;
+        if (!content && !(content = push_message(input, "user")))
+            return nomem(e);
+        cJSON *p = ah__json_push_object(content);
+        if (!p || !ah__json_put_str(p, "type", "input_text") ||
+            !ah__json_put_str(p, "text", b->text))
+            return nomem(e);
+    }
+    return AH_OK;
+}
+
+static ah_status encode_assistant(ah__enc *e, size_t mi, cJSON *input)
+{
+    size_t n = ah_conversation_block_count(e->conv, mi);
+    cJSON *content = NULL; /* the open assistant message item, while texts follow texts */
+    for (size_t bi = 0; bi < n; bi++) {
+        const ah_block *b = ah_conversation_block(e->conv, mi, bi);
+        cJSON *it = NULL;
+        switch (b->kind) {
+        case AH_BLOCK_TEXT: {
+            if (!*b->text)
+                break;
+            if (!content && !(content = push_message(input, "assistant")))
+                return nomem(e);
+            cJSON *p = ah__json_push_object(content);
+            if (!p || !ah__json_put_str(p, "type", "output_text") ||
+                !ah__json_put_str(p, "text", b->text) ||
+                !cJSON_AddArrayToObject(p, "annotations"))
+                return nomem(e);
+            break;
+        }
+        case AH_BLOCK_REASONING: {
+            if (b->redacted || !b->encrypted_content || !*b->encrypted_content)
+                break;
+            cJSON *summary = NULL;
+            content = NULL;
+            if (!(it = ah__json_push_object(input)) ||
+                !ah__json_put_str(it, "type", "reasoning") ||
+                (b->item_id && *b->item_id && !ah__json_put_str(it, "id", b->item_id)) ||
+                !(summary = cJSON_AddArrayToObject(it, "summary")))
+                return nomem(e);
+            if (*b->text) {
+                cJSON *s = ah__json_push_object(summary);
+                if (!s || !ah__json_put_str(s, "type", "summary_text") ||
+                    !ah__json_put_str(s, "text", b->text))
+                    return nomem(e);
+            }
+            if (!ah__json_put_str(it, "encrypted_content", b->encrypted_content))
+                return nomem(e);
+            break;
+        }
+        case AH_BLOCK_TOOL_USE: {
+            const char *args = ah__enc_arguments(e, mi, bi, b);
+            if (!args)
+                return AH_ERR_INVALID;
+            content = NULL;
+            if (!(it = ah__json_push_object(input)) ||
+                !ah__json_put_str(it, "type", "function_call") ||
+                !ah__json_put_str(it, "call_id", b->id) ||
+                !ah__json_put_str(it, "name", b->name) ||
+                !ah__json_put_str(it, "arguments", args))
+                return nomem(e);
+            break;
+        }
+        default:
+            break;
+        }
+    }
+    return AH_OK;
+}
+
+ah_status ah__encode_responses(ah__enc *e, cJSON *root)
+{
+    const ah_request_opts *o = e->opts;
+    const char *system = ah_conversation_system(e->conv);
+    ah_status st;
+
+    if (o->n_stop)
+        return ah__enc_fail(e, AH_ERR_INVALID,
+                            "opts.stop: the responses wire format has no stop sequences");
+    if (!ah__json_put_str(root, "model", o->model) ||
+        (system && *system && !ah__json_put_str(root, "instructions", system)))
+        return nomem(e);
+    cJSON *input = cJSON_AddArrayToObject(root, "input");
+    if (!input)
+        return nomem(e);
+    size_t n = ah_conversation_count(e->conv);
+    for (size_t mi = 0; mi < n; mi++) {
+        st = ah_conversation_role(e->conv, mi) == AH_ROLE_USER
+                 ? encode_user(e, mi, input)
+                 : encode_assistant(e, mi, input);
+        if (st != AH_OK)
+            return st;
+    }
+    if (o->max_tokens > 0 &&
+        !ah__json_put_num(root, "max_output_tokens", (double)o->max_tokens))
+        return nomem(e);
+    if ((st = encode_tools(e, root)) != AH_OK ||
+        (st = encode_tool_choice(e, root)) != AH_OK)
+        return st;
+    if (o->has_temperature && !ah__json_put_num(root, "temperature", o->temperature))
+        return nomem(e);
+    if (o->reasoning_effort) {
+        cJSON *r = cJSON_AddObjectToObject(root, "reasoning");
+        if (!r || !ah__json_put_str(r, "effort", o->reasoning_effort))
+            return nomem(e);
+    }
+    if (o->include_encrypted_reasoning) {
+        const char *inc[] = {"reasoning.encrypted_content"};
+        cJSON *arr = cJSON_CreateStringArray(inc, 1);
+        if (!arr)
+            return nomem(e);
+        cJSON_AddItemToObject(root, "include", arr);
+    }
+    if (!ah__json_put_bool(root, "store", 0) ||
+        (o->stream && !ah__json_put_bool(root, "stream", 1)))
+        return nomem(e);
+    return AH_OK;
+}

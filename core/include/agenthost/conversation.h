@@ -1,0 +1,222 @@
+/* agenthost/conversation.h - neutral conversation model and request encoding (SPEC §3-4).
+ *
+ * An ah_conversation is the history a worker owns: a system prompt plus an ordered list
+ * of user and assistant messages made of blocks (text, reasoning, tool_use, tool_result).
+ * It is wire-format neutral: each request is encoded from it by ah_request_encode() for
+ * one of the three wire formats, so a continuation is nothing more than "history gained a
+ * partial assistant message, encode the next request".
+ *
+ * Ownership: every string passed in is deep-copied; the caller keeps (and may free) its
+ * own. Pointers handed out by the read functions are borrowed: valid until the
+ * conversation is next modified or freed. A conversation is not thread-safe; use one per
+ * thread or lock around it.
+ */
+#ifndef AGENTHOST_CONVERSATION_H
+#define AGENTHOST_CONVERSATION_H
+
+#include "agenthost/error.h"
+#include "agenthost/status.h"
+#include "agenthost/wire.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ah_conversation ah_conversation;
+
+typedef enum ah_role { AH_ROLE_USER = 0, AH_ROLE_ASSISTANT = 1 } ah_role;
+
+/* X(NAME, "json name") */
+#define AH_BLOCK_KIND_MAP(X)                                                             \
+    X(TEXT, "text")                                                                      \
+    X(REASONING, "reasoning")                                                            \
+    X(TOOL_USE, "tool_use")                                                              \
+    X(TOOL_RESULT, "tool_result")
+
+typedef enum ah_block_kind {
+#define AH__BK_ENUM(name, s) AH_BLOCK_##name,
+    AH_BLOCK_KIND_MAP(AH__BK_ENUM)
+#undef AH__BK_ENUM
+        AH_BLOCK_KIND_COUNT_
+} ah_block_kind;
+
+/* One block. As input (ah_conversation_add_block) it is copied; as output
+ * (ah_conversation_block) it is a borrowed view. Fields a kind does not use are NULL / 0.
+ *
+ *   TEXT         text (never NULL; may be "")
+ *   REASONING    text: the reasoning text or summary shown to the user (never NULL)
+ *                signature: Anthropic thinking signature, or NULL
+ *                item_id: Responses reasoning item id ("rs_..."), or NULL
+ *                encrypted_content: Responses encrypted_content, or - when redacted - the
+ *                  opaque data of an Anthropic redacted_thinking block; NULL when absent
+ *                redacted: 1 for an Anthropic redacted_thinking block
+ *   TOOL_USE     id, name (non-empty), arguments: the call's arguments as JSON text
+ *                  (a JSON object; "" is treated as "{}")
+ *   TOOL_RESULT  tool_use_id (non-empty), text: the result content, is_error
+ */
+typedef struct ah_block {
+    ah_block_kind kind;
+    const char *text;
+    const char *id;
+    const char *name;
+    const char *arguments;
+    const char *tool_use_id;
+    const char *signature;
+    const char *item_id;
+    const char *encrypted_content;
+    int redacted;
+    int is_error;
+} ah_block;
+
+const char *ah_role_name(ah_role role);             /* "user" / "assistant" / "unknown" */
+const char *ah_block_kind_name(ah_block_kind kind); /* "text" ... / "unknown" */
+
+/* ---- lifetime --------------------------------------------------------------------- */
+
+/* Returns NULL on allocation failure. */
+ah_conversation *ah_conversation_new(void);
+void ah_conversation_free(ah_conversation *c);
+/* A deep copy, or NULL on allocation failure (or c == NULL). */
+ah_conversation *ah_conversation_copy(const ah_conversation *c);
+
+/* ---- building --------------------------------------------------------------------- */
+
+/* Set (or with NULL clear) the system prompt. AH_OK / AH_ERR_NOMEM / AH_ERR_INVALID. */
+ah_status ah_conversation_set_system(ah_conversation *c, const char *system);
+
+/* Start a new, empty message. */
+ah_status ah_conversation_begin_user(ah_conversation *c);
+ah_status ah_conversation_begin_assistant(ah_conversation *c);
+
+/* Append a copy of *b to the LAST message. AH_ERR_STATE when there is no message or the
+ * kind does not fit the role (tool_use only in assistant messages; tool_result only in
+ * user messages); AH_ERR_INVALID when a required field is missing. */
+ah_status ah_conversation_add_block(ah_conversation *c, const ah_block *b);
+
+/* Convenience forms of ah_conversation_add_block(), all on the last message.
+ * add_text takes a length so stream deltas need no NUL-terminated copy. */
+ah_status ah_conversation_add_text(ah_conversation *c, const char *text, size_t len);
+ah_status ah_conversation_add_reasoning(ah_conversation *c, const char *text,
+                                        const char *signature, const char *item_id,
+                                        const char *encrypted_content, int redacted);
+ah_status ah_conversation_add_tool_use(ah_conversation *c, const char *id,
+                                       const char *name, const char *arguments);
+
+/* begin_user + add_text in one call: always a NEW user message. */
+ah_status ah_conversation_add_user_text(ah_conversation *c, const char *text);
+
+/* Append a tool result. It joins the last message when that is a user message holding
+ * only tool results (so parallel calls' results travel together); otherwise it starts a
+ * new user message. */
+ah_status ah_conversation_add_tool_result(ah_conversation *c, const char *tool_use_id,
+                                          const char *content, int is_error);
+
+/* Mark the last message (which must be an assistant message) as a continuation's partial
+ * message: the blocks a cut stream had completed (SPEC §4). AH_ERR_STATE otherwise. */
+ah_status ah_conversation_set_partial(ah_conversation *c, int partial);
+
+/* Drop messages from index n on (n >= count is a no-op). */
+void ah_conversation_truncate(ah_conversation *c, size_t n);
+
+/* ---- reading ---------------------------------------------------------------------- */
+
+const char *ah_conversation_system(const ah_conversation *c); /* NULL when unset */
+size_t ah_conversation_count(const ah_conversation *c);
+/* Out-of-range indexes return AH_ROLE_USER / 0 / 0 / NULL respectively. */
+ah_role ah_conversation_role(const ah_conversation *c, size_t msg);
+int ah_conversation_is_partial(const ah_conversation *c, size_t msg);
+size_t ah_conversation_block_count(const ah_conversation *c, size_t msg);
+const ah_block *ah_conversation_block(const ah_conversation *c, size_t msg, size_t i);
+
+/* ---- neutral JSON (docs/providers-encoding.md, "Conversation JSON") --------------- */
+
+/* Serialize to the neutral JSON document. *json_out is malloc'd (free with free()),
+ * NUL-terminated, *len_out (may be NULL) its length. */
+ah_status ah_conversation_to_json(const ah_conversation *c, char **json_out,
+                                  size_t *len_out);
+
+/* Parse a neutral JSON document into a new conversation (*out, owned by the caller).
+ * AH_ERR_PARSE for malformed JSON, AH_ERR_INVALID for a well-formed document of the wrong
+ * shape; err (may be NULL) then names the path, e.g. "messages[2].content[0].type". */
+ah_status ah_conversation_from_json(const char *json, size_t len, ah_conversation **out,
+                                    char *err, size_t errsize);
+
+/* ---- request encoding ------------------------------------------------------------- */
+
+typedef enum ah_tool_choice {
+    AH_TOOL_CHOICE_DEFAULT =
+        0, /* send nothing: the provider's default (auto with tools) */
+    AH_TOOL_CHOICE_AUTO,
+    AH_TOOL_CHOICE_NONE,
+    AH_TOOL_CHOICE_REQUIRED, /* Anthropic "any", OpenAI "required" */
+    AH_TOOL_CHOICE_NAMED     /* the tool named by tool_choice_name */
+} ah_tool_choice;
+
+typedef struct ah_tool_def {
+    const char *name;        /* required */
+    const char *description; /* may be NULL */
+    const char *schema_json; /* a JSON Schema object as text; NULL = {"type":"object"} */
+} ah_tool_def;
+
+/* Request options. Zero-initialise (or call ah_request_opts_init) and fill what you need;
+ * everything is borrowed for the duration of ah_request_encode() only. */
+typedef struct ah_request_opts {
+    const char *model;  /* required */
+    int64_t max_tokens; /* > 0; required for anthropic, 0 = omit for the others */
+    const ah_tool_def *tools;
+    size_t n_tools;
+    ah_tool_choice tool_choice;
+    const char *tool_choice_name; /* for AH_TOOL_CHOICE_NAMED; must name one of tools */
+    const char *const *stop;      /* stop sequences (not available on responses) */
+    size_t n_stop;
+    int has_temperature; /* temperature is sent only when this is set */
+    double temperature;
+    int stream; /* 1: ask for SSE */
+    /* Reasoning. Each is sent only when set and only in the format that has it. */
+    int64_t thinking_budget; /* anthropic: > 0 sends thinking {enabled, budget} */
+    const char
+        *reasoning_effort; /* openai: reasoning_effort; responses: reasoning.effort */
+    int include_encrypted_reasoning; /* responses: include reasoning.encrypted_content */
+    int chat_legacy_max_tokens; /* openai: send max_tokens, not max_completion_tokens */
+    /* A JSON object whose members are set on the body top level after encoding
+     * (replacing a member of the same name): provider-specific knobs such as
+     * {"thinking":{"type":"adaptive"}} or {"parallel_tool_calls":false}. May be NULL. */
+    const char *extra_json;
+} ah_request_opts;
+
+void ah_request_opts_init(ah_request_opts *o);
+
+/* Encode the request body for wire w from conversation c: unformatted JSON, malloc'd
+ * (free with free()), NUL-terminated. Encoding reads c and opts only; nothing is added
+ * that history does not show (docs/providers-encoding.md says per format what is sent).
+ * Errors: AH_ERR_INVALID with err naming the offending tool, block or option (e.g.
+ * "tool 'add': schema_json is not valid JSON at offset 7", "message 3 block 1 (tool_use
+ * 'add' id 'call_1'): arguments are not a JSON object"); AH_ERR_NOMEM. The message never
+ * contains an API key or block content. err may be NULL. */
+ah_status ah_request_encode(ah_wire w, const ah_conversation *c,
+                            const ah_request_opts *opts, char **body_out, size_t *len_out,
+                            char *err, size_t errsize);
+
+/* The request headers for wire w: content-type, accept (text/event-stream when stream,
+ * else application/json) and authentication (anthropic: x-api-key + anthropic-version
+ * 2023-06-01; openai and responses: Authorization: Bearer). api_key NULL or "" = no auth
+ * header. The list owns its strings; free it with ah_header_list_free(). A key holding
+ * CR, LF or other control bytes is rejected (AH_ERR_INVALID) so it cannot inject a
+ * header. Never log the values: the auth header carries the key. */
+typedef struct ah_header_list {
+    ah_header items[6];
+    size_t count;
+    char *storage_; /* private: the auth value */
+} ah_header_list;
+
+ah_status ah_request_headers(ah_wire w, const char *api_key, int stream,
+                             ah_header_list *out);
+void ah_header_list_free(ah_header_list *l);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
