@@ -22,5 +22,7 @@
 #include "agenthost/wire.h"
 #include "agenthost/event.h"
 #include "agenthost/ledger.h"
+#include "agenthost/budget.h"
+#include "agenthost/tool.h"
 
 #endif
