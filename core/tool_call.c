@@ -15,8 +15,6 @@
 #include "agenthost/tool.h"
 
 #include <errno.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -66,22 +64,6 @@ void ah_tool_policy_init(ah_tool_policy *p)
 {
     memset(p, 0, sizeof *p);
     p->max_attempts = AH_TOOL_DEFAULT_MAX_ATTEMPTS;
-}
-
-/* The error record without depending on error.c: same field meanings as ah_error_clear
- * (retry_after_ms -1, should_retry -1). */
-static void set_error(ah_error *e, ah_error_kind kind, const char *fmt, ...)
-    AH__PRINTF(3, 4);
-static void set_error(ah_error *e, ah_error_kind kind, const char *fmt, ...)
-{
-    va_list ap;
-    memset(e, 0, sizeof *e);
-    e->kind = kind;
-    e->retry_after_ms = -1;
-    e->should_retry = -1;
-    va_start(ap, fmt);
-    vsnprintf(e->message, sizeof e->message, fmt, ap);
-    va_end(ap);
 }
 
 static void set_phase(ah_tool_call *c, phase ph)
@@ -135,7 +117,7 @@ ah_tool_call *ah_tool_call_new(const ah_tool_policy *policy, ah_ledger *ledger,
     c->budget = ah_budget_ref(budget);
     c->ph = PH_START;
     c->outcome = AH_TOOL_ERROR;
-    set_error(&c->error, AH_EK_NONE, "%s", "");
+    ah_error_clear(&c->error);
     return c;
 }
 
@@ -155,22 +137,22 @@ static ah_tool_action return_entry(ah_tool_call *c, const ah_ledger_entry *e)
 {
     char *r = ah__strdup(e->receipt);
     if (!r) {
-        set_error(&c->error, AH_EK_PERMANENT, "out of memory copying a receipt");
+        ah_error_set(&c->error, AH_EK_PERMANENT, 0, "out of memory copying a receipt");
         return finish(c, AH_TOOL_DO_FAIL, AH_TOOL_ERROR);
     }
     free(c->receipt);
     c->receipt = r;
     c->seq = e->seq;
     c->duplicate = 1;
-    set_error(&c->error, AH_EK_NONE, "%s", "");
+    ah_error_clear(&c->error);
     return finish(c, AH_TOOL_DO_RETURN_DUPLICATE, AH_TOOL_OK);
 }
 
 static ah_tool_action budget_exhausted(ah_tool_call *c)
 {
-    set_error(
-        &c->error, AH_EK_BUDGET, "call budget exhausted (%lld of %lld executions used)",
-        (long long)ah_budget_used(c->budget), (long long)ah_budget_limit(c->budget));
+    ah_error_set(&c->error, AH_EK_BUDGET, 0,
+                 "call budget exhausted (%lld of %lld executions used)",
+                 (long long)ah_budget_used(c->budget), (long long)ah_budget_limit(c->budget));
     return finish(c, AH_TOOL_DO_RETURN_BUDGET_EXHAUSTED, AH_TOOL_BUDGET_EXHAUSTED);
 }
 
@@ -199,10 +181,11 @@ static ah_tool_action step_start(ah_tool_call *c)
             /* Mismatched arguments, or a ledger we cannot read: running the body could
              * repeat an effect, so do not. */
             if (st == AH_ERR_STATE)
-                set_error(&c->error, AH_EK_PERMANENT, "%s", ah_ledger_errmsg(c->ledger));
+                ah_error_set(&c->error, AH_EK_PERMANENT, 0, "%s",
+                             ah_ledger_errmsg(c->ledger));
             else
-                set_error(&c->error, AH_EK_PERMANENT, "ledger lookup failed: %s",
-                          ah_ledger_errmsg(c->ledger));
+                ah_error_set(&c->error, AH_EK_PERMANENT, 0, "ledger lookup failed: %s",
+                             ah_ledger_errmsg(c->ledger));
             return finish(c, AH_TOOL_DO_FAIL, AH_TOOL_ERROR);
         }
     }
@@ -226,14 +209,14 @@ static ah_tool_action step_reported_ok(ah_tool_call *c)
         if (st != AH_OK) {
             ah__log(AH_LOG_ERROR, "tool call: the effect ran but was not recorded: %s",
                     ah_ledger_errmsg(c->ledger));
-            set_error(&c->error, AH_EK_PERMANENT,
-                      "the effect ran but its receipt could not be recorded: %s",
-                      ah_ledger_errmsg(c->ledger));
+            ah_error_set(&c->error, AH_EK_PERMANENT, 0,
+                         "the effect ran but its receipt could not be recorded: %s",
+                         ah_ledger_errmsg(c->ledger));
             return finish(c, AH_TOOL_DO_FAIL, AH_TOOL_ERROR);
         }
         c->seq = seq;
     }
-    set_error(&c->error, AH_EK_NONE, "%s", "");
+    ah_error_clear(&c->error);
     return finish(c, AH_TOOL_DO_SUCCEED, AH_TOOL_OK);
 }
 
@@ -275,7 +258,7 @@ ah_tool_action ah_tool_step(ah_tool_call *c)
         return step_start(c);
     case PH_RUNNING:
         /* Stepped without a report: the body vanished without saying how it went. */
-        set_error(&c->error, AH_EK_PERMANENT, "tool body reported no result");
+        ah_error_set(&c->error, AH_EK_PERMANENT, 0, "tool body reported no result");
         set_phase(c, PH_REPORTED_FAIL);
         return step_reported_fail(c);
     case PH_REPORTED_OK:
@@ -310,7 +293,7 @@ ah_status ah_tool_call_body_failed(ah_tool_call *c, const ah_error *err)
     if (err)
         c->error = *err;
     else
-        set_error(&c->error, AH_EK_PERMANENT, "tool failed");
+        ah_error_set(&c->error, AH_EK_PERMANENT, 0, "tool failed");
     set_phase(c, PH_REPORTED_FAIL);
     return AH_OK;
 }
@@ -319,7 +302,7 @@ ah_status ah_tool_call_cancel(ah_tool_call *c)
 {
     if (!c || (c->ph != PH_START && c->ph != PH_WAITING))
         return AH_ERR_STATE;
-    set_error(&c->error, AH_EK_CANCELLED, "tool call cancelled");
+    ah_error_set(&c->error, AH_EK_CANCELLED, 0, "tool call cancelled");
     finish(c, AH_TOOL_DO_FAIL, AH_TOOL_ERROR);
     return AH_OK;
 }

@@ -107,10 +107,7 @@ static void flaky_body(void *ud, ah_tool_call *c)
     ib->executions++;
     if (ib->failed_this_call < ib->transient_failures) {
         ah_error e;
-        memset(&e, 0, sizeof e);
-        e.kind = AH_EK_TRANSIENT;
-        e.retry_after_ms = -1;
-        snprintf(e.message, sizeof e.message, "flaky");
+        ah_error_set(&e, AH_EK_TRANSIENT, 0, "flaky");
         ib->failed_this_call++;
         ah_tool_call_body_failed(c, &e);
         return;

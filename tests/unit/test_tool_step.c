@@ -33,11 +33,7 @@ typedef struct scripted {
 static ah_error make_error(ah_error_kind kind, const char *msg)
 {
     ah_error e;
-    memset(&e, 0, sizeof e);
-    e.kind = kind;
-    e.retry_after_ms = -1;
-    e.should_retry = -1;
-    snprintf(e.message, sizeof e.message, "%s", msg);
+    ah_error_set(&e, kind, 0, "%s", msg);
     return e;
 }
 
@@ -60,8 +56,8 @@ static void scripted_body(void *ud, ah_tool_call *c)
         assert_int_equal(ah_tool_call_body_ok(c, receipt), AH_OK);
         return;
     }
-    ah_error e = make_error(s->script[i], "");
-    snprintf(e.message, sizeof e.message, "failure %d", s->runs);
+    ah_error e;
+    ah_error_set(&e, s->script[i], 0, "failure %d", s->runs);
     assert_int_equal(ah_tool_call_body_failed(c, &e), AH_OK);
 }
 
