@@ -22,5 +22,8 @@
 #include "agenthost/wire.h"
 #include "agenthost/event.h"
 #include "agenthost/conversation.h"
+#include "agenthost/ledger.h"
+#include "agenthost/budget.h"
+#include "agenthost/tool.h"
 
 #endif

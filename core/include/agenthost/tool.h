@@ -1,0 +1,171 @@
+/* agenthost/tool.h - one tool call: idempotency, budget and retries (SPEC §5).
+ *
+ * ah_tool_call is the state of ONE call of a side-effecting body. It never runs the body
+ * and never waits itself: ah_tool_step() says what to do next and the driver does it.
+ * Two drivers share it: the blocking ah_tool_call_run() below (C embedders), and the Lua
+ * layer, which runs each body in a coroutine and each wait as a loop timer.
+ *
+ *   c = ah_tool_call_new(&policy, ledger, budget, key, args);
+ *   for (;;) switch (ah_tool_step(c)) {
+ *   case AH_TOOL_DO_RUN_BODY:    run attempt ah_tool_call_attempts(c), then report it
+ *                                with ah_tool_call_body_ok(c, receipt) or
+ *                                ah_tool_call_body_failed(c, &err)
+ *   case AH_TOOL_DO_RETRY_AFTER: wait ah_tool_call_wait_ms(c) ms (or cancel)
+ *   default:                     finished: read outcome, receipt, seq, duplicate, error
+ *   }
+ *
+ * The rules (each tested in tests/unit/test_tool_step.c):
+ *   - With a ledger and a key, an entry already recorded under the key is returned at
+ *     once (DUPLICATE: original receipt and seq, duplicate = 1) and the body never runs;
+ *     the same key with different arguments fails (permanent error), body not run.
+ *   - The budget is checked BEFORE each body execution, every attempt takes one unit;
+ *     when it is spent the body does not run and the call ends BUDGET_EXHAUSTED (an
+ *     outcome with a `budget` error, never retried). A retry is not even waited for when
+ *     the budget is already spent.
+ *   - Only `transient` errors are retried by default; `permanent` and every other kind
+ *     are not. policy.retry_on, when set, sees every error a body reported (except
+ *     `cancelled`) and decides; a `budget` or `cancelled` error is never retried whatever
+ *     it says. max_attempts counts ALL attempts (3 = first try + 2 retries).
+ *   - On success the receipt is recorded in the ledger (committed, for SQLite) BEFORE the
+ *     call reports SUCCEED; if another caller recorded the key first, the call reports
+ *     DUPLICATE with that original entry. A receipt that cannot be recorded fails the
+ *     call (never retried: the effect did happen).
+ *
+ * Not thread-safe; use from one thread (the host's loop).
+ */
+#ifndef AGENTHOST_TOOL_H
+#define AGENTHOST_TOOL_H
+
+#include "agenthost/budget.h"
+#include "agenthost/error.h"
+#include "agenthost/event.h"
+#include "agenthost/ledger.h"
+#include "agenthost/status.h"
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What the driver does next. X(NAME, "name") */
+#define AH_TOOL_ACTION_MAP(X)                                                             \
+    X(RUN_BODY, "run_body")                                                               \
+    X(RETRY_AFTER, "retry_after")                                                         \
+    X(SUCCEED, "succeed")                                                                 \
+    X(RETURN_DUPLICATE, "return_duplicate")                                               \
+    X(RETURN_BUDGET_EXHAUSTED, "return_budget_exhausted")                                 \
+    X(FAIL, "fail")
+
+typedef enum ah_tool_action {
+#define AH__TA_ENUM(name, s) AH_TOOL_DO_##name,
+    AH_TOOL_ACTION_MAP(AH__TA_ENUM)
+#undef AH__TA_ENUM
+        AH_TOOL_DO_COUNT_
+} ah_tool_action;
+
+const char *ah_tool_action_name(ah_tool_action a); /* "unknown" out of range */
+
+/* The retry predicate; the same shape as the LLM policy's retry_on. Sees the body's
+ * error (borrowed for the call) and the default verdict (1 only for `transient`).
+ * Returns 1 retry, 0 do not, -1 the hook itself failed (already logged by its owner):
+ * the default verdict is used. Any other value counts as -1. */
+typedef int (*ah_tool_retry_on_fn)(void *ud, const ah_error *err, int default_verdict);
+
+/* THE WAIT SEAM. After a failed attempt that will be retried, returns the wait in ms
+ * before the next attempt (>= 0), or < 0 to give up now (e.g. a deadline would pass;
+ * the call then fails with the body's error). failed_attempt is 1-based.
+ * NULL = retry at once (0 ms). This is where the retry policy's backoff decision
+ * (jitter, server hints, deadline: ah_backoff_decide) plugs in. */
+typedef int64_t (*ah_tool_wait_fn)(void *ud, const ah_error *err, int failed_attempt);
+
+enum { AH_TOOL_DEFAULT_MAX_ATTEMPTS = 4 }; /* SPEC §2 */
+
+typedef struct ah_tool_policy {
+    int max_attempts;             /* ALL attempts, >= 1 */
+    ah_tool_retry_on_fn retry_on; /* NULL = default: retry only `transient` */
+    void *retry_on_ud;            /* not owned */
+    ah_tool_wait_fn wait;         /* NULL = no wait */
+    void *wait_ud;                /* not owned */
+} ah_tool_policy;
+
+/* max_attempts = AH_TOOL_DEFAULT_MAX_ATTEMPTS, no hooks. */
+void ah_tool_policy_init(ah_tool_policy *p);
+
+typedef struct ah_tool_call ah_tool_call;
+
+/* Start one call. policy is copied (NULL = defaults). ledger is BORROWED and must outlive
+ * the call (NULL = no idempotency); budget gets its own reference (NULL = unlimited).
+ * key and args_canonical are copied; with key NULL the ledger is not used. Returns NULL
+ * when policy->max_attempts < 1 or on allocation failure. */
+ah_tool_call *ah_tool_call_new(const ah_tool_policy *policy, ah_ledger *ledger,
+                               ah_budget *budget, const char *key,
+                               const char *args_canonical);
+/* Free the call and drop its budget reference. NULL is a no-op. */
+void ah_tool_call_free(ah_tool_call *c);
+
+/* Advance the call. Never blocks, never runs the body. Once finished (SUCCEED,
+ * RETURN_DUPLICATE, RETURN_BUDGET_EXHAUSTED, FAIL) it keeps returning the same action. */
+ah_tool_action ah_tool_step(ah_tool_call *c);
+
+/* Report the attempt that RUN_BODY started. receipt is copied (NULL is stored as
+ * "null"); err is copied (NULL = a permanent error "tool failed"). AH_ERR_STATE when no
+ * attempt is running or it was already reported. */
+ah_status ah_tool_call_body_ok(ah_tool_call *c, const char *receipt);
+ah_status ah_tool_call_body_failed(ah_tool_call *c, const ah_error *err);
+
+/* Cancel a call that is not running a body (before it starts or during a retry wait):
+ * it finishes FAIL with a `cancelled` error. AH_ERR_STATE while a body runs (report it
+ * first: its effect may have happened) or after the call finished. */
+ah_status ah_tool_call_cancel(ah_tool_call *c);
+
+/* Results and progress. Strings are borrowed and live as long as the call. */
+int ah_tool_call_finished(const ah_tool_call *c);
+/* Body executions so far; during RUN_BODY, the number of the running attempt. */
+int ah_tool_call_attempts(const ah_tool_call *c);
+int64_t ah_tool_call_wait_ms(const ah_tool_call *c);         /* after RETRY_AFTER */
+ah_tool_outcome ah_tool_call_outcome(const ah_tool_call *c); /* once finished */
+const ah_error *ah_tool_call_error(const ah_tool_call *c);   /* kind NONE on success */
+const char *ah_tool_call_receipt(const ah_tool_call *c);     /* NULL unless ok */
+int64_t ah_tool_call_seq(const ah_tool_call *c);             /* 0 without a ledger */
+int ah_tool_call_duplicate(const ah_tool_call *c);
+const char *ah_tool_call_key(const ah_tool_call *c); /* NULL when none */
+const char *ah_tool_call_args(const ah_tool_call *c);
+/* 1 when this call's refusal was its budget's first (emit budget_exhausted once). */
+int ah_tool_call_budget_first_refusal(const ah_tool_call *c);
+
+/* Fill a tool_call_end event (SPEC §6) from a finished call; id and name are borrowed
+ * into the event. */
+void ah_tool_call_end_event(const ah_tool_call *c, const char *id, const char *name,
+                            ah_event *out);
+
+/* ---- the blocking driver ----------------------------------------------------------- */
+
+/* One attempt of the body. Read ah_tool_call_attempts / _key / _args from the call and
+ * report exactly once with ah_tool_call_body_ok or _body_failed; a body that reports
+ * nothing counts as a permanent failure. It must not free the call. */
+typedef void (*ah_tool_body_fn)(void *ud, ah_tool_call *call);
+
+typedef struct ah_tool_driver {
+    ah_tool_body_fn body; /* required */
+    void *body_ud;
+    /* Waits between attempts. NULL = really sleep (nanosleep). */
+    void (*sleep_ms)(void *ud, int64_t ms);
+    void *sleep_ud;
+    /* Optional events: budget_exhausted (at the budget's first refusal) and
+     * tool_call_end (always, once). */
+    ah_event_fn on_event;
+    void *event_ud;
+    const char *id, *name;   /* tool_call_end fields; NULL = "" */
+    const char *budget_name; /* budget_exhausted.budget; NULL = "tool_calls" */
+} ah_tool_driver;
+
+/* Drive the call to its end: a short loop over ah_tool_step(). Returns the outcome
+ * (details through the getters). When c, d or d->body is NULL returns AH_TOOL_ERROR at
+ * once and touches nothing. */
+ah_tool_outcome ah_tool_call_run(ah_tool_call *c, const ah_tool_driver *d);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,689 @@
+/* test_tool_step.c - one tool call's state machine and its blocking driver: what is
+ * retried (transient only by default; retry_on sees every error and decides, except that
+ * budget and cancelled errors never retry), max_attempts counting all attempts, the wait
+ * seam, duplicates returning the original receipt without running the body, receipts
+ * recorded before success is reported, cancellation and misuse. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include "agenthost.h"
+
+/* ---- a scripted body ------------------------------------------------------------- */
+
+enum { SCRIPT_MAX = 16 };
+
+/* Attempt i (0-based) fails with script[i] unless it is AH_EK_NONE (success); past the
+ * end, the last entry repeats. */
+typedef struct scripted {
+    ah_error_kind script[SCRIPT_MAX];
+    int n;
+    int runs;
+    int attempts_seen[SCRIPT_MAX];
+    int silent; /* report nothing */
+    long charged_total;
+    ah_ledger *record_behind_our_back; /* simulate a racing recorder */
+} scripted;
+
+static ah_error make_error(ah_error_kind kind, const char *msg)
+{
+    ah_error e;
+    ah_error_set(&e, kind, 0, "%s", msg);
+    return e;
+}
+
+static void scripted_body(void *ud, ah_tool_call *c)
+{
+    scripted *s = ud;
+    int i = s->runs < s->n ? s->runs : s->n - 1;
+    if (s->runs < SCRIPT_MAX)
+        s->attempts_seen[s->runs] = ah_tool_call_attempts(c);
+    s->runs++;
+    if (s->silent)
+        return;
+    if (s->n == 0 || s->script[i] == AH_EK_NONE) {
+        char receipt[64];
+        s->charged_total += 1500;
+        snprintf(receipt, sizeof receipt, "{\"charge\":\"ch_%d\"}", s->runs);
+        if (s->record_behind_our_back)
+            ah_ledger_record(s->record_behind_our_back, ah_tool_call_key(c),
+                             ah_tool_call_args(c), "{\"charge\":\"theirs\"}", NULL, NULL);
+        assert_int_equal(ah_tool_call_body_ok(c, receipt), AH_OK);
+        return;
+    }
+    ah_error e;
+    ah_error_set(&e, s->script[i], 0, "failure %d", s->runs);
+    assert_int_equal(ah_tool_call_body_failed(c, &e), AH_OK);
+}
+
+/* ---- hooks ----------------------------------------------------------------------- */
+
+typedef struct hook_log {
+    int calls;
+    int answer; /* what retry_on returns */
+    ah_error_kind kinds[SCRIPT_MAX];
+    int verdicts[SCRIPT_MAX];
+    char last_message[AH_ERROR_MESSAGE_MAX];
+    int waits;
+    int64_t wait_answer;
+    int failed_attempts[SCRIPT_MAX];
+} hook_log;
+
+static int retry_on_hook(void *ud, const ah_error *err, int default_verdict)
+{
+    hook_log *h = ud;
+    if (h->calls < SCRIPT_MAX) {
+        h->kinds[h->calls] = err->kind;
+        h->verdicts[h->calls] = default_verdict;
+    }
+    snprintf(h->last_message, sizeof h->last_message, "%s", err->message);
+    h->calls++;
+    return h->answer;
+}
+
+static int64_t wait_hook(void *ud, const ah_error *err, int failed_attempt)
+{
+    hook_log *h = ud;
+    (void)err;
+    if (h->waits < SCRIPT_MAX)
+        h->failed_attempts[h->waits] = failed_attempt;
+    h->waits++;
+    return h->wait_answer >= 0 ? h->wait_answer * failed_attempt : h->wait_answer;
+}
+
+typedef struct sleeps {
+    int n;
+    int64_t total, each[SCRIPT_MAX];
+} sleeps;
+
+static void fake_sleep(void *ud, int64_t ms)
+{
+    sleeps *s = ud;
+    if (s->n < SCRIPT_MAX)
+        s->each[s->n] = ms;
+    s->n++;
+    s->total += ms;
+}
+
+static ah_tool_driver driver(scripted *body, sleeps *sl)
+{
+    ah_tool_driver d;
+    memset(&d, 0, sizeof d);
+    d.body = scripted_body;
+    d.body_ud = body;
+    d.sleep_ms = fake_sleep;
+    d.sleep_ud = sl;
+    return d;
+}
+
+static scripted script_of(int n, ...)
+{
+    scripted s;
+    va_list ap;
+    memset(&s, 0, sizeof s);
+    va_start(ap, n);
+    for (int i = 0; i < n && i < SCRIPT_MAX; i++)
+        s.script[i] = (ah_error_kind)va_arg(ap, int);
+    va_end(ap);
+    s.n = n;
+    return s;
+}
+
+static ah_tool_policy policy_of(int max_attempts, hook_log *h, int with_retry_on)
+{
+    ah_tool_policy p;
+    ah_tool_policy_init(&p);
+    p.max_attempts = max_attempts;
+    if (h) {
+        p.wait = wait_hook;
+        p.wait_ud = h;
+        if (with_retry_on) {
+            p.retry_on = retry_on_hook;
+            p.retry_on_ud = h;
+        }
+    }
+    return p;
+}
+
+/* ---- the step function, driven by hand -------------------------------------------- */
+
+static void manual_steps_success(void **state)
+{
+    (void)state;
+    ah_ledger *l = ah_ledger_new_memory();
+    ah_tool_call *c = ah_tool_call_new(NULL, l, NULL, "A-1", "{\"amount\":1500}");
+    assert_non_null(c);
+    assert_string_equal(ah_tool_call_key(c), "A-1");
+    assert_string_equal(ah_tool_call_args(c), "{\"amount\":1500}");
+    assert_int_equal(ah_tool_step(c), AH_TOOL_DO_RUN_BODY);
+    assert_int_equal(ah_tool_call_attempts(c), 1);
+    assert_false(ah_tool_call_finished(c));
+    assert_null(ah_tool_call_receipt(c));
+    assert_int_equal(ah_tool_call_body_ok(c, "{\"id\":\"ch_1\"}"), AH_OK);
+    /* Reported once only. */
+    assert_int_equal(ah_tool_call_body_ok(c, "again"), AH_ERR_STATE);
+    assert_int_equal(ah_ledger_count(l), 0); /* recorded by the next step, not before */
+    assert_int_equal(ah_tool_step(c), AH_TOOL_DO_SUCCEED);
+    assert_int_equal(ah_ledger_count(l), 1);
+    assert_true(ah_tool_call_finished(c));
+    assert_int_equal(ah_tool_call_outcome(c), AH_TOOL_OK);
+    assert_string_equal(ah_tool_call_receipt(c), "{\"id\":\"ch_1\"}");
+    assert_int_equal(ah_tool_call_seq(c), 1);
+    assert_int_equal(ah_tool_call_duplicate(c), 0);
+    assert_int_equal(ah_tool_call_error(c)->kind, AH_EK_NONE);
+    /* A finished call keeps answering the same. */
+    assert_int_equal(ah_tool_step(c), AH_TOOL_DO_SUCCEED);
+    assert_int_equal(ah_tool_call_attempts(c), 1);
+    assert_int_equal(ah_tool_call_cancel(c), AH_ERR_STATE);
+    ah_tool_call_free(c);
+    ah_ledger_free(l);
+}
+
+static void manual_steps_retry_then_cancel(void **state)
+{
+    (void)state;
+    hook_log h;
+    memset(&h, 0, sizeof h);
+    h.wait_answer = 250;
+    ah_tool_policy p = policy_of(3, &h, 0);
+    ah_error e = make_error(AH_EK_TRANSIENT, "503 upstream");
+    ah_tool_call *c = ah_tool_call_new(&p, NULL, NULL, "k", "{}");
+    assert_int_equal(ah_tool_step(c), AH_TOOL_DO_RUN_BODY);
+    assert_int_equal(ah_tool_call_cancel(c), AH_ERR_STATE); /* a body is running */
+    assert_int_equal(ah_tool_call_body_failed(c, &e), AH_OK);
+    assert_int_equal(ah_tool_step(c), AH_TOOL_DO_RETRY_AFTER);
+    assert_int_equal(ah_tool_call_wait_ms(c), 250);
+    assert_int_equal(ah_tool_call_body_ok(c, "x"), AH_ERR_STATE); /* nothing running */
+    assert_int_equal(ah_tool_call_cancel(c), AH_OK);
+    assert_int_equal(ah_tool_step(c), AH_TOOL_DO_FAIL);
+    assert_int_equal(ah_tool_call_outcome(c), AH_TOOL_ERROR);
+    assert_int_equal(ah_tool_call_error(c)->kind, AH_EK_CANCELLED);
+    assert_int_equal(ah_tool_call_attempts(c), 1);
+    ah_tool_call_free(c);
+}
+
+static void invalid_policy_and_names(void **state)
+{
+    (void)state;
+    ah_tool_policy p;
+    ah_tool_policy_init(&p);
+    assert_int_equal(p.max_attempts, AH_TOOL_DEFAULT_MAX_ATTEMPTS);
+    p.max_attempts = 0;
+    assert_null(ah_tool_call_new(&p, NULL, NULL, "k", "{}"));
+    assert_string_equal(ah_tool_action_name(AH_TOOL_DO_RUN_BODY), "run_body");
+    assert_string_equal(ah_tool_action_name(AH_TOOL_DO_RETURN_BUDGET_EXHAUSTED),
+                        "return_budget_exhausted");
+    assert_string_equal(ah_tool_action_name((ah_tool_action)99), "unknown");
+    assert_int_equal(ah_tool_step(NULL), AH_TOOL_DO_FAIL);
+    assert_int_equal(ah_tool_call_run(NULL, NULL), AH_TOOL_ERROR);
+    ah_tool_call_free(NULL);
+}
+
+/* ---- retry rules through the blocking driver ------------------------------------- */
+
+static void transient_twice_then_success_takes_three(void **state)
+{
+    (void)state;
+    hook_log h;
+    sleeps sl;
+    memset(&h, 0, sizeof h);
+    memset(&sl, 0, sizeof sl);
+    h.wait_answer = 100;
+    scripted s = script_of(3, AH_EK_TRANSIENT, AH_EK_TRANSIENT, AH_EK_NONE);
+    ah_tool_policy p = policy_of(3, &h, 0);
+    ah_tool_driver d = driver(&s, &sl);
+    ah_tool_call *c = ah_tool_call_new(&p, NULL, NULL, "k", "{}");
+    assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_OK);
+    assert_int_equal(ah_tool_call_attempts(c), 3);
+    assert_int_equal(s.runs, 3);
+    for (int i = 0; i < 3; i++) /* the body saw attempts 1, 2, 3 */
+        assert_int_equal(s.attempts_seen[i], i + 1);
+    /* The wait seam was asked after failures 1 and 2, and its answers were slept. */
+    assert_int_equal(h.waits, 2);
+    assert_int_equal(h.failed_attempts[0], 1);
+    assert_int_equal(h.failed_attempts[1], 2);
+    assert_int_equal(sl.n, 2);
+    assert_int_equal(sl.each[0], 100);
+    assert_int_equal(sl.each[1], 200);
+    assert_string_equal(ah_tool_call_receipt(c), "{\"charge\":\"ch_3\"}");
+    ah_tool_call_free(c);
+}
+
+static void transient_forever_stops_at_max_attempts(void **state)
+{
+    (void)state;
+    sleeps sl;
+    memset(&sl, 0, sizeof sl);
+    scripted s = script_of(1, AH_EK_TRANSIENT);
+    ah_tool_policy p = policy_of(3, NULL, 0);
+    ah_tool_driver d = driver(&s, &sl);
+    ah_tool_call *c = ah_tool_call_new(&p, NULL, NULL, "k", "{}");
+    assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_ERROR);
+    assert_int_equal(ah_tool_call_attempts(c), 3);
+    assert_int_equal(s.runs, 3);
+    assert_int_equal(ah_tool_call_error(c)->kind, AH_EK_TRANSIENT);
+    assert_string_equal(ah_tool_call_error(c)->message, "failure 3"); /* the last one */
+    assert_null(ah_tool_call_receipt(c));
+    assert_int_equal(sl.n, 0); /* no wait seam: retried at once, nothing slept */
+    ah_tool_call_free(c);
+}
+
+static void permanent_runs_once_by_default(void **state)
+{
+    (void)state;
+    sleeps sl;
+    memset(&sl, 0, sizeof sl);
+    scripted s = script_of(1, AH_EK_PERMANENT);
+    ah_tool_policy p = policy_of(5, NULL, 0);
+    ah_tool_driver d = driver(&s, &sl);
+    ah_tool_call *c = ah_tool_call_new(&p, NULL, NULL, "k", "{}");
+    assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_ERROR);
+    assert_int_equal(s.runs, 1);
+    assert_int_equal(ah_tool_call_error(c)->kind, AH_EK_PERMANENT);
+    ah_tool_call_free(c);
+}
+
+static void unknown_kind_is_not_retried_by_default(void **state)
+{
+    (void)state;
+    sleeps sl;
+    memset(&sl, 0, sizeof sl);
+    /* An HTTP 503 is retryable for an LLM request, but a tool body's errors are
+     * retried only when they say transient. */
+    scripted s = script_of(1, AH_EK_HTTP);
+    ah_tool_policy p = policy_of(5, NULL, 0);
+    ah_tool_driver d = driver(&s, &sl);
+    ah_tool_call *c = ah_tool_call_new(&p, NULL, NULL, "k", "{}");
+    assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_ERROR);
+    assert_int_equal(s.runs, 1);
+    assert_int_equal(ah_tool_call_error(c)->kind, AH_EK_HTTP);
+    ah_tool_call_free(c);
+}
+
+/* A retry-everything retry_on makes the same permanent failure run max_attempts times;
+ * it saw every error, with the default verdict "no". */
+static void permanent_under_retry_everything_takes_max_attempts(void **state)
+{
+    (void)state;
+    hook_log h;
+    sleeps sl;
+    memset(&h, 0, sizeof h);
+    memset(&sl, 0, sizeof sl);
+    h.answer = 1;
+    scripted s = script_of(1, AH_EK_PERMANENT);
+    ah_tool_policy p = policy_of(4, &h, 1);
+    ah_tool_driver d = driver(&s, &sl);
+    ah_tool_call *c = ah_tool_call_new(&p, NULL, NULL, "k", "{}");
+    assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_ERROR);
+    assert_int_equal(s.runs, 4);
+    assert_int_equal(ah_tool_call_attempts(c), 4);
+    assert_int_equal(h.calls, 4);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(h.kinds[i], AH_EK_PERMANENT);
+        assert_int_equal(h.verdicts[i], 0);
+    }
+    assert_string_equal(h.last_message, "failure 4");
+    ah_tool_call_free(c);
+}
+
+static void retry_on_can_refuse_a_transient(void **state)
+{
+    (void)state;
+    hook_log h;
+    sleeps sl;
+    memset(&h, 0, sizeof h);
+    memset(&sl, 0, sizeof sl);
+    h.answer = 0;
+    scripted s = script_of(2, AH_EK_TRANSIENT, AH_EK_NONE);
+    ah_tool_policy p = policy_of(4, &h, 1);
+    ah_tool_driver d = driver(&s, &sl);
+    ah_tool_call *c = ah_tool_call_new(&p, NULL, NULL, "k", "{}");
+    assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_ERROR);
+    assert_int_equal(s.runs, 1);
+    assert_int_equal(h.calls, 1);
+    assert_int_equal(h.verdicts[0], 1);
+    ah_tool_call_free(c);
+}
+
+/* A hook that failed (-1, or any other value) leaves the default in charge. */
+static void failing_retry_on_falls_back_to_default(void **state)
+{
+    (void)state;
+    hook_log h;
+    sleeps sl;
+    memset(&h, 0, sizeof h);
+    memset(&sl, 0, sizeof sl);
+    h.answer = -1;
+    scripted s = script_of(3, AH_EK_TRANSIENT, AH_EK_PERMANENT, AH_EK_NONE);
+    ah_tool_policy p = policy_of(4, &h, 1);
+    ah_tool_driver d = driver(&s, &sl);
+    ah_tool_call *c = ah_tool_call_new(&p, NULL, NULL, "k", "{}");
+    assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_ERROR);
+    assert_int_equal(s.runs, 2); /* transient retried, permanent not */
+    assert_int_equal(ah_tool_call_error(c)->kind, AH_EK_PERMANENT);
+    ah_tool_call_free(c);
+
+    h.answer = 7;
+    memset(&s, 0, sizeof s);
+    s = script_of(2, AH_EK_TRANSIENT, AH_EK_NONE);
+    c = ah_tool_call_new(&p, NULL, NULL, "k", "{}");
+    assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_OK);
+    assert_int_equal(s.runs, 2);
+    ah_tool_call_free(c);
+}
+
+/* A budget error raised by the body is never retried, whatever retry_on says (it still
+ * sees it); a cancelled one is not even offered to the hook. */
+static void budget_and_cancelled_errors_never_retry(void **state)
+{
+    (void)state;
+    hook_log h;
+    sleeps sl;
+    memset(&h, 0, sizeof h);
+    memset(&sl, 0, sizeof sl);
+    h.answer = 1;
+    scripted s = script_of(1, AH_EK_BUDGET);
+    ah_tool_policy p = policy_of(5, &h, 1);
+    ah_tool_driver d = driver(&s, &sl);
+    ah_tool_call *c = ah_tool_call_new(&p, NULL, NULL, "k", "{}");
+    assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_ERROR);
+    assert_int_equal(s.runs, 1);
+    assert_int_equal(h.calls, 1);
+    assert_int_equal(h.kinds[0], AH_EK_BUDGET);
+    assert_int_equal(h.waits, 0);
+    assert_int_equal(ah_tool_call_error(c)->kind, AH_EK_BUDGET);
+    ah_tool_call_free(c);
+
+    memset(&h, 0, sizeof h);
+    h.answer = 1;
+    s = script_of(1, AH_EK_CANCELLED);
+    c = ah_tool_call_new(&p, NULL, NULL, "k", "{}");
+    assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_ERROR);
+    assert_int_equal(s.runs, 1);
+    assert_int_equal(h.calls, 0);
+    assert_int_equal(ah_tool_call_error(c)->kind, AH_EK_CANCELLED);
+    ah_tool_call_free(c);
+}
+
+/* The budget is checked before each attempt, and a retry the budget cannot grant is
+ * not waited for. */
+static void budget_checked_before_each_attempt(void **state)
+{
+    (void)state;
+    hook_log h;
+    sleeps sl;
+    memset(&h, 0, sizeof h);
+    memset(&sl, 0, sizeof sl);
+    h.wait_answer = 1000;
+    scripted s = script_of(1, AH_EK_TRANSIENT);
+    ah_tool_policy p = policy_of(5, &h, 0);
+    ah_tool_driver d = driver(&s, &sl);
+    ah_budget *b = ah_budget_new(2);
+    ah_tool_call *c = ah_tool_call_new(&p, NULL, b, "k", "{}");
+    ah_budget_free(b); /* the call holds its own reference */
+    assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_BUDGET_EXHAUSTED);
+    assert_int_equal(s.runs, 2);
+    assert_int_equal(ah_tool_call_attempts(c), 2);
+    assert_int_equal(h.waits, 1);
+    assert_int_equal(sl.n, 1);
+    assert_int_equal(ah_tool_call_error(c)->kind, AH_EK_BUDGET);
+    assert_non_null(strstr(ah_tool_call_error(c)->message, "2 of 2"));
+    assert_int_equal(ah_tool_call_budget_first_refusal(c), 1);
+    ah_tool_call_free(c);
+}
+
+static void wait_seam_can_give_up(void **state)
+{
+    (void)state;
+    hook_log h;
+    sleeps sl;
+    memset(&h, 0, sizeof h);
+    memset(&sl, 0, sizeof sl);
+    h.wait_answer = -1; /* e.g. the deadline would pass */
+    scripted s = script_of(2, AH_EK_TRANSIENT, AH_EK_NONE);
+    ah_tool_policy p = policy_of(5, &h, 0);
+    ah_tool_driver d = driver(&s, &sl);
+    ah_tool_call *c = ah_tool_call_new(&p, NULL, NULL, "k", "{}");
+    assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_ERROR);
+    assert_int_equal(s.runs, 1);
+    assert_int_equal(h.waits, 1);
+    assert_int_equal(sl.n, 0);
+    assert_int_equal(ah_tool_call_error(c)->kind, AH_EK_TRANSIENT);
+    ah_tool_call_free(c);
+}
+
+static void silent_body_is_a_permanent_failure(void **state)
+{
+    (void)state;
+    sleeps sl;
+    memset(&sl, 0, sizeof sl);
+    scripted s = script_of(1, AH_EK_NONE);
+    s.silent = 1;
+    ah_tool_driver d = driver(&s, &sl);
+    ah_tool_call *c = ah_tool_call_new(NULL, NULL, NULL, "k", "{}");
+    assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_ERROR);
+    assert_int_equal(s.runs, 1);
+    assert_int_equal(ah_tool_call_error(c)->kind, AH_EK_PERMANENT);
+    assert_non_null(strstr(ah_tool_call_error(c)->message, "no result"));
+    ah_tool_call_free(c);
+}
+
+/* ---- idempotency ------------------------------------------------------------------ */
+
+/* The same call delivered twice: one body execution, one ledger row, one charge; the
+ * second delivery returns the original receipt and seq marked duplicate. */
+static void duplicate_delivery_runs_once(void **state)
+{
+    (void)state;
+    sleeps sl;
+    memset(&sl, 0, sizeof sl);
+    scripted s = script_of(1, AH_EK_NONE);
+    ah_tool_driver d = driver(&s, &sl);
+    ah_ledger *l = ah_ledger_new_memory();
+    ah_budget *b = ah_budget_new(10);
+    int64_t seqs[2];
+    char receipts[2][64];
+    assert_int_equal(ah_ledger_record(l, "earlier", "{}", "\"e\"", NULL, NULL), AH_OK);
+    for (int i = 0; i < 2; i++) {
+        ah_tool_call *c = ah_tool_call_new(NULL, l, b, "A-1", "{\"amount\":1500}");
+        assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_OK);
+        assert_int_equal(ah_tool_call_duplicate(c), i == 1);
+        assert_int_equal(ah_tool_call_attempts(c), i == 0 ? 1 : 0);
+        seqs[i] = ah_tool_call_seq(c);
+        snprintf(receipts[i], sizeof receipts[i], "%s", ah_tool_call_receipt(c));
+        ah_tool_call_free(c);
+    }
+    assert_int_equal(s.runs, 1);
+    assert_int_equal(s.charged_total, 1500);
+    assert_int_equal(ah_ledger_count(l), 2);
+    assert_int_equal(seqs[0], 2);
+    assert_int_equal(seqs[1], 2);
+    assert_string_equal(receipts[0], receipts[1]);
+    assert_int_equal(ah_budget_used(b), 1); /* a duplicate costs no budget */
+    ah_budget_free(b);
+    ah_ledger_free(l);
+}
+
+/* A duplicate returns even when the budget is spent: nothing would run anyway. */
+static void duplicate_needs_no_budget(void **state)
+{
+    (void)state;
+    ah_ledger *l = ah_ledger_new_memory();
+    ah_budget *b = ah_budget_new(0);
+    assert_int_equal(ah_ledger_record(l, "A-1", "{}", "\"orig\"", NULL, NULL), AH_OK);
+    ah_tool_call *c = ah_tool_call_new(NULL, l, b, "A-1", "{}");
+    assert_int_equal(ah_tool_step(c), AH_TOOL_DO_RETURN_DUPLICATE);
+    assert_string_equal(ah_tool_call_receipt(c), "\"orig\"");
+    assert_int_equal(ah_tool_call_seq(c), 1);
+    assert_int_equal(ah_budget_refused(b), 0);
+    ah_tool_call_free(c);
+    ah_budget_free(b);
+    ah_ledger_free(l);
+}
+
+static void same_key_other_args_fails_without_running(void **state)
+{
+    (void)state;
+    sleeps sl;
+    memset(&sl, 0, sizeof sl);
+    scripted s = script_of(1, AH_EK_NONE);
+    ah_tool_driver d = driver(&s, &sl);
+    ah_ledger *l = ah_ledger_new_memory();
+    ah_budget *b = ah_budget_new(5);
+    assert_int_equal(ah_ledger_record(l, "A-1", "{\"amount\":1500}", "\"r\"", NULL, NULL),
+                     AH_OK);
+    ah_tool_call *c = ah_tool_call_new(NULL, l, b, "A-1", "{\"amount\":9999}");
+    assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_ERROR);
+    assert_int_equal(s.runs, 0);
+    assert_int_equal(ah_budget_used(b), 0);
+    assert_int_equal(ah_tool_call_error(c)->kind, AH_EK_PERMANENT);
+    assert_non_null(strstr(ah_tool_call_error(c)->message,
+                           "idempotency key 'A-1' reused with different arguments"));
+    ah_tool_call_free(c);
+    ah_budget_free(b);
+    ah_ledger_free(l);
+}
+
+/* Another recorder wins the key while our body runs: we report its entry. */
+static void racing_record_returns_the_winner(void **state)
+{
+    (void)state;
+    sleeps sl;
+    memset(&sl, 0, sizeof sl);
+    scripted s = script_of(1, AH_EK_NONE);
+    ah_tool_driver d = driver(&s, &sl);
+    ah_ledger *l = ah_ledger_new_memory();
+    s.record_behind_our_back = l;
+    ah_tool_call *c = ah_tool_call_new(NULL, l, NULL, "A-1", "{}");
+    assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_OK);
+    assert_int_equal(s.runs, 1);
+    assert_int_equal(ah_tool_call_duplicate(c), 1);
+    assert_string_equal(ah_tool_call_receipt(c), "{\"charge\":\"theirs\"}");
+    assert_int_equal(ah_tool_call_seq(c), 1);
+    assert_int_equal(ah_ledger_count(l), 1);
+    ah_tool_call_free(c);
+    ah_ledger_free(l);
+}
+
+/* Without a key there is nothing to deduplicate on: each delivery runs. */
+static void no_key_means_no_idempotency(void **state)
+{
+    (void)state;
+    sleeps sl;
+    memset(&sl, 0, sizeof sl);
+    scripted s = script_of(1, AH_EK_NONE);
+    ah_tool_driver d = driver(&s, &sl);
+    ah_ledger *l = ah_ledger_new_memory();
+    for (int i = 0; i < 2; i++) {
+        ah_tool_call *c = ah_tool_call_new(NULL, l, NULL, NULL, "{}");
+        assert_null(ah_tool_call_key(c));
+        assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_OK);
+        assert_int_equal(ah_tool_call_seq(c), 0);
+        ah_tool_call_free(c);
+    }
+    assert_int_equal(s.runs, 2);
+    assert_int_equal(ah_ledger_count(l), 0);
+    ah_ledger_free(l);
+}
+
+/* ---- events ------------------------------------------------------------------------ */
+
+typedef struct seen_events {
+    int n;
+    ah_event_type types[8];
+    char id[16], name[16];
+    ah_tool_outcome outcome;
+    int duplicate, attempts;
+} seen_events;
+
+static void on_event(void *ud, const ah_event *ev)
+{
+    seen_events *se = ud;
+    if (se->n < 8)
+        se->types[se->n] = ev->type;
+    se->n++;
+    if (ev->type == AH_EV_TOOL_CALL_END) {
+        snprintf(se->id, sizeof se->id, "%s", ev->u.tool_call_end.id);
+        snprintf(se->name, sizeof se->name, "%s", ev->u.tool_call_end.name);
+        se->outcome = ev->u.tool_call_end.outcome;
+        se->duplicate = ev->u.tool_call_end.duplicate;
+        se->attempts = ev->u.tool_call_end.attempts;
+    }
+}
+
+static void tool_call_end_event_fields(void **state)
+{
+    (void)state;
+    sleeps sl;
+    seen_events se;
+    memset(&sl, 0, sizeof sl);
+    memset(&se, 0, sizeof se);
+    scripted s = script_of(2, AH_EK_TRANSIENT, AH_EK_NONE);
+    ah_tool_driver d = driver(&s, &sl);
+    d.on_event = on_event;
+    d.event_ud = &se;
+    d.id = "toolu_1";
+    d.name = "charge";
+    ah_ledger *l = ah_ledger_new_memory();
+    ah_tool_call *c = ah_tool_call_new(NULL, l, NULL, "A-1", "{}");
+    assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_OK);
+    ah_tool_call_free(c);
+    assert_int_equal(se.n, 1);
+    assert_int_equal(se.types[0], AH_EV_TOOL_CALL_END);
+    assert_string_equal(se.id, "toolu_1");
+    assert_string_equal(se.name, "charge");
+    assert_int_equal(se.outcome, AH_TOOL_OK);
+    assert_int_equal(se.duplicate, 0);
+    assert_int_equal(se.attempts, 2);
+
+    c = ah_tool_call_new(NULL, l, NULL, "A-1", "{}");
+    assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_OK);
+    ah_tool_call_free(c);
+    assert_int_equal(se.n, 2);
+    assert_int_equal(se.duplicate, 1);
+    assert_int_equal(se.attempts, 0);
+
+    /* budget_exhausted comes before tool_call_end */
+    ah_budget *b = ah_budget_new(0);
+    c = ah_tool_call_new(NULL, l, b, "A-2", "{}");
+    assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_BUDGET_EXHAUSTED);
+    ah_tool_call_free(c);
+    ah_budget_free(b);
+    assert_int_equal(se.n, 4);
+    assert_int_equal(se.types[2], AH_EV_BUDGET_EXHAUSTED);
+    assert_int_equal(se.types[3], AH_EV_TOOL_CALL_END);
+    assert_int_equal(se.outcome, AH_TOOL_BUDGET_EXHAUSTED);
+    ah_ledger_free(l);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(manual_steps_success),
+        cmocka_unit_test(manual_steps_retry_then_cancel),
+        cmocka_unit_test(invalid_policy_and_names),
+        cmocka_unit_test(transient_twice_then_success_takes_three),
+        cmocka_unit_test(transient_forever_stops_at_max_attempts),
+        cmocka_unit_test(permanent_runs_once_by_default),
+        cmocka_unit_test(unknown_kind_is_not_retried_by_default),
+        cmocka_unit_test(permanent_under_retry_everything_takes_max_attempts),
+        cmocka_unit_test(retry_on_can_refuse_a_transient),
+        cmocka_unit_test(failing_retry_on_falls_back_to_default),
+        cmocka_unit_test(budget_and_cancelled_errors_never_retry),
+        cmocka_unit_test(budget_checked_before_each_attempt),
+        cmocka_unit_test(wait_seam_can_give_up),
+        cmocka_unit_test(silent_body_is_a_permanent_failure),
+        cmocka_unit_test(duplicate_delivery_runs_once),
+        cmocka_unit_test(duplicate_needs_no_budget),
+        cmocka_unit_test(same_key_other_args_fails_without_running),
+        cmocka_unit_test(racing_record_returns_the_winner),
+        cmocka_unit_test(no_key_means_no_idempotency),
+        cmocka_unit_test(tool_call_end_event_fields),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
