@@ -2,7 +2,7 @@
  *
  * Every recorded provider stream is parsed whole, byte by byte and split in two at every
  * offset, and must give the same events; small hand-written streams pin each rule; random
- * streams are checked against a naive whole-buffer reference parser written here. */
+ * streams are checked against the naive whole-buffer reference in fuzz/sse_reference.h. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +17,7 @@
 #include <cjson/cJSON.h>
 
 #include "agenthost.h"
+#include "fuzz/sse_reference.h"
 
 /* ---- an owned copy of an event list ---------------------------------------------------- */
 
@@ -692,80 +693,15 @@ static void event_split_over_thousands_of_feeds(void **state)
 
 /* ---- random streams against a naive reference --------------------------------------- */
 
-/* Whole-buffer reference straight from the WHATWG steps, no cleverness. */
+static void ref_emit(void *ud, const ah_sse_event *e)
+{
+    evlist_push(ud, e);
+}
+
 static evlist reference_parse(const char *s, size_t n)
 {
     evlist out = {0};
-    size_t i = 0;
-    if (n >= 3 && memcmp(s, "\xEF\xBB\xBF", 3) == 0)
-        i = 3;
-    char *data = malloc(n + 2), *type = malloc(n + 1), *id = malloc(n + 1);
-    size_t dl = 0, tl = 0, il = 0;
-    int64_t retry = -1;
-    while (i < n) {
-        size_t e = i;
-        while (e < n && s[e] != '\r' && s[e] != '\n')
-            e++;
-        if (e == n)
-            break; /* unterminated: discarded */
-        const char *line = s + i;
-        size_t ll = e - i;
-        i = e + 1;
-        if (s[e] == '\r' && i < n && s[i] == '\n')
-            i++;
-        if (ll == 0) {
-            if (dl == 0) {
-                tl = 0;
-                retry = -1;
-                continue;
-            }
-            ah_sse_event e2 = {tl ? type : "message", tl ? tl : 7, data, dl - 1, id, il,
-                               retry};
-            data[dl - 1] = '\0';
-            type[tl] = '\0';
-            id[il] = '\0';
-            evlist_push(&out, &e2);
-            dl = tl = 0;
-            retry = -1;
-            continue;
-        }
-        if (line[0] == ':')
-            continue;
-        const char *c = memchr(line, ':', ll);
-        size_t nl = c ? (size_t)(c - line) : ll;
-        const char *v = c ? c + 1 : line + ll;
-        size_t vl = (size_t)(line + ll - v);
-        if (vl && v[0] == ' ')
-            v++, vl--;
-        if (nl == 4 && memcmp(line, "data", 4) == 0) {
-            memcpy(data + dl, v, vl);
-            dl += vl;
-            data[dl++] = '\n';
-        } else if (nl == 5 && memcmp(line, "event", 5) == 0) {
-            memcpy(type, v, vl);
-            tl = vl;
-        } else if (nl == 2 && memcmp(line, "id", 2) == 0) {
-            if (!memchr(v, 0, vl)) {
-                memcpy(id, v, vl);
-                il = vl;
-            }
-        } else if (nl == 5 && memcmp(line, "retry", 5) == 0) {
-            int ok = vl > 0;
-            int64_t r = 0;
-            for (size_t k = 0; k < vl; k++) {
-                if (v[k] < '0' || v[k] > '9')
-                    ok = 0;
-                else
-                    r = r > (INT64_MAX - (v[k] - '0')) / 10 ? INT64_MAX
-                                                             : r * 10 + (v[k] - '0');
-            }
-            if (ok)
-                retry = r;
-        }
-    }
-    free(data);
-    free(type);
-    free(id);
+    assert_true(sse_ref_parse(s, n, ref_emit, &out) >= 0);
     out.st = AH_OK;
     return out;
 }
