@@ -25,5 +25,6 @@
 #include "agenthost/ledger.h"
 #include "agenthost/budget.h"
 #include "agenthost/tool.h"
+#include "agenthost/policy.h"
 
 #endif
