@@ -14,39 +14,6 @@
 
 #include "agenthost.h"
 
-/* TEMPORARY until branch `error` (core/error.c) is merged: the SPEC §1 default table,
- * weak so the real implementation wins as soon as it is linked in. */
-__attribute__((weak)) int ah_error_is_retryable(const ah_error *e)
-{
-    if (!e)
-        return 0;
-    switch (e->kind) {
-    case AH_EK_CONNECT:
-    case AH_EK_TIMEOUT:
-        return e->should_retry >= 0 ? e->should_retry : 1;
-    case AH_EK_HTTP:
-        if (e->should_retry >= 0)
-            return e->should_retry;
-        switch (e->status) {
-        case 408:
-        case 425:
-        case 429:
-        case 500:
-        case 502:
-        case 503:
-        case 504:
-        case 529:
-            return 1;
-        default:
-            return 0;
-        }
-    case AH_EK_TRANSIENT:
-        return 1;
-    default:
-        return 0;
-    }
-}
-
 /* ---- helpers ----------------------------------------------------------------------- */
 
 static ah_error make_err(ah_error_kind kind, int status, int64_t retry_after_ms)
