@@ -64,17 +64,14 @@ static char *read_file(const char *path)
         fprintf(stderr, "agenthost: cannot open plan file '%s': %s\n", path, strerror(errno));
         return NULL;
     }
-    size_t len = 0, cap = 4096;
+    size_t len = 0, cap = 4096, n;
     char *text = malloc(cap);
-    size_t n;
     while (text && (n = fread(text + len, 1, cap - len - 1, f)) > 0) {
         len += n;
-        if (cap - len - 1 == 0) {
+        if (len + 1 == cap) {
             char *bigger = realloc(text, cap * 2);
-            if (!bigger) {
+            if (!bigger)
                 free(text);
-                text = NULL;
-            }
             text = bigger;
             cap *= 2;
         }
@@ -96,7 +93,6 @@ static int run_mock(int argc, char **argv)
     const char *plan_path = NULL;
     char *plan = NULL;
     char err[512];
-    int rc = EXIT_USAGE;
 
     ah_mock_config_init(&cfg);
     for (int i = 2; i < argc; i++) {
@@ -163,8 +159,7 @@ static int run_mock(int argc, char **argv)
     int sig = 0;
     sigwait(&stop, &sig);
     ah_mock_free(m);
-    rc = EXIT_OK;
-    return rc;
+    return EXIT_OK;
 }
 
 int main(int argc, char **argv)

@@ -1,8 +1,8 @@
 /* test_mock.c - the mock provider over real loopback sockets, seen from a libcurl client:
  * every wire format streaming and not, every fault kind as a client observes it, the
- * request log (with secret redaction), plan replacement and exhaustion, and shutdown while
- * a connection is stalled. No timed assertions: timeouts only bound a stall or a delay
- * that would otherwise last far longer. */
+ * request log (with secret redaction), plan replacement and exhaustion, and shutdown
+ * while a connection is stalled. No timed assertions: timeouts only bound a stall or a
+ * delay that would otherwise last far longer. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -79,12 +79,18 @@ static void resp_free(resp *r)
 }
 
 /* POST body to url+path. method NULL = POST. extra: NULL-terminated header lines. */
-static void request(const char *url, const char *path, const char *method, const char *body,
-                    long timeout_ms, const char *const *extra, resp *r)
+static void request(const char *url, const char *path, const char *method,
+                    const char *body, long timeout_ms, const char *const *extra, resp *r)
 {
     char full[256];
     snprintf(full, sizeof full, "%s%s", url, path);
-    memset(r, 0, sizeof *r);
+    /* Field by field: another thread may be polling r->events already. */
+    r->rc = CURLE_OK;
+    r->status = 0;
+    r->body = NULL;
+    r->len = r->cap = r->hlen = 0;
+    r->headers[0] = '\0';
+    atomic_store(&r->events, 0);
     CURL *c = curl_easy_init();
     assert_non_null(c);
     struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
@@ -108,7 +114,7 @@ static void request(const char *url, const char *path, const char *method, const
     curl_slist_free_all(h);
 }
 
-/* The value of a response header (case-insensitive name), copied into out; 0 if absent. */
+/* The value of a response header (name case-insensitive), copied to out; 0 if absent. */
 static int header_value(const resp *r, const char *name, char *out, size_t size)
 {
     size_t nl = strlen(name);
@@ -240,8 +246,8 @@ static char *body_text(ah_wire wire, const char *body)
     else
         t = cJSON_GetObjectItem(
             cJSON_GetArrayItem(
-                cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "output"), 0),
-                                    "content"),
+                cJSON_GetObjectItem(
+                    cJSON_GetArrayItem(cJSON_GetObjectItem(j, "output"), 0), "content"),
                 0),
             "text");
     char *s = strdup(cJSON_GetStringValue(t) ? cJSON_GetStringValue(t) : "");
@@ -261,10 +267,11 @@ static void make_body(ah_wire wire, int stream, const char *user, char *out, siz
                  "\"messages\":[{\"role\":\"user\",\"content\":\"%s\"}]}",
                  s, user);
     else if (wire == AH_WIRE_OPENAI)
-        snprintf(out, size,
-                 "{\"model\":\"gpt-mock\",\"stream\":%s,\"stream_options\":{\"include_usage\":"
-                 "true},\"messages\":[{\"role\":\"user\",\"content\":\"%s\"}]}",
-                 s, user);
+        snprintf(
+            out, size,
+            "{\"model\":\"gpt-mock\",\"stream\":%s,\"stream_options\":{\"include_usage\":"
+            "true},\"messages\":[{\"role\":\"user\",\"content\":\"%s\"}]}",
+            s, user);
     else
         snprintf(out, size, "{\"model\":\"gpt-mock\",\"stream\":%s,\"input\":\"%s\"}", s,
                  user);
@@ -326,16 +333,17 @@ static void each_format_streams_and_not(void **state)
         assert_int_equal(rs.status, 200);
         assert_true(header_value(&rs, "Content-Type", hv, sizeof hv));
         assert_string_equal(hv, "text/event-stream; charset=utf-8");
-        assert_true(header_value(&rs, wires[f] == AH_WIRE_ANTHROPIC ? "request-id"
-                                                                    : "x-request-id",
-                                 hv, sizeof hv));
+        assert_true(header_value(
+            &rs, wires[f] == AH_WIRE_ANTHROPIC ? "request-id" : "x-request-id", hv,
+            sizeof hv));
         assert_int_equal(strncmp(hv, "req_", 4), 0);
         evlist *l = evlist_new(rs.body);
         assert_ends_properly(wires[f], l);
         assert_all_json(wires[f], l, l->n);
         char *st = stream_text(wires[f], l);
-        assert_string_equal(st, "You said: \"Tell me a story\". This is a deterministic reply "
-                                "from the agenthost mock provider.");
+        assert_string_equal(
+            st, "You said: \"Tell me a story\". This is a deterministic reply "
+                "from the agenthost mock provider.");
 
         make_body(wires[f], 0, "Tell me a story", body, sizeof body);
         request(ah_mock_url(m), ah_wire_path(wires[f]), NULL, body, 0, NULL, &rn);
@@ -360,10 +368,11 @@ static void tool_call_then_result(void **state)
     (void)state;
     ah_mock *m = start(NULL);
     resp r;
-    const char *ask = "{\"model\":\"m\",\"max_tokens\":99,\"stream\":true,\"tools\":[{\"name\":"
-                      "\"get_weather\",\"input_schema\":{\"type\":\"object\",\"properties\":{"
-                      "\"city\":{\"type\":\"string\"}},\"required\":[\"city\"]}}],\"messages\":"
-                      "[{\"role\":\"user\",\"content\":\"weather?\"}]}";
+    const char *ask =
+        "{\"model\":\"m\",\"max_tokens\":99,\"stream\":true,\"tools\":[{\"name\":"
+        "\"get_weather\",\"input_schema\":{\"type\":\"object\",\"properties\":{"
+        "\"city\":{\"type\":\"string\"}},\"required\":[\"city\"]}}],\"messages\":"
+        "[{\"role\":\"user\",\"content\":\"weather?\"}]}";
     request(ah_mock_url(m), "/v1/messages", NULL, ask, 0, NULL, &r);
     assert_int_equal(r.status, 200);
     evlist *l = evlist_new(r.body);
@@ -375,7 +384,8 @@ static void tool_call_then_result(void **state)
         cJSON *j = cJSON_Parse(l->v[i].data);
         const cJSON *cb = cJSON_GetObjectItem(j, "content_block");
         if (cJSON_GetStringValue(cJSON_GetObjectItem(cb, "id")))
-            snprintf(id, sizeof id, "%s", cJSON_GetStringValue(cJSON_GetObjectItem(cb, "id")));
+            snprintf(id, sizeof id, "%s",
+                     cJSON_GetStringValue(cJSON_GetObjectItem(cb, "id")));
         const cJSON *d = cJSON_GetObjectItem(j, "delta");
         const char *pj = cJSON_GetStringValue(cJSON_GetObjectItem(d, "partial_json"));
         if (pj)
@@ -392,14 +402,17 @@ static void tool_call_then_result(void **state)
     resp_free(&r);
 
     char answer[1024];
-    snprintf(answer, sizeof answer,
-             "{\"model\":\"m\",\"max_tokens\":99,\"stream\":false,\"tools\":[{\"name\":"
-             "\"get_weather\",\"input_schema\":{\"type\":\"object\"}}],\"messages\":["
-             "{\"role\":\"user\",\"content\":\"weather?\"},{\"role\":\"assistant\",\"content\":"
-             "[{\"type\":\"tool_use\",\"id\":\"%s\",\"name\":\"get_weather\",\"input\":{}}]},"
-             "{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\",\"tool_use_id\":\"%s\","
-             "\"content\":\"18C and windy\"}]}]}",
-             id, id);
+    snprintf(
+        answer, sizeof answer,
+        "{\"model\":\"m\",\"max_tokens\":99,\"stream\":false,\"tools\":[{\"name\":"
+        "\"get_weather\",\"input_schema\":{\"type\":\"object\"}}],\"messages\":["
+        "{\"role\":\"user\",\"content\":\"weather?\"},{\"role\":\"assistant\","
+        "\"content\":"
+        "[{\"type\":\"tool_use\",\"id\":\"%s\",\"name\":\"get_weather\",\"input\":{}}]},"
+        "{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\",\"tool_use_id\":\"%"
+        "s\","
+        "\"content\":\"18C and windy\"}]}]}",
+        id, id);
     request(ah_mock_url(m), "/v1/messages", NULL, answer, 0, NULL, &r);
     assert_int_equal(r.status, 200);
     char *t = body_text(AH_WIRE_ANTHROPIC, r.body);
@@ -436,7 +449,8 @@ static void status_steps_send_headers_and_error_shapes(void **state)
     const cJSON *e = cJSON_GetObjectItem(j, "error");
     assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(e, "type")),
                         "overloaded_error");
-    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(e, "message")), "Overloaded");
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(e, "message")),
+                        "Overloaded");
     assert_non_null(cJSON_GetStringValue(cJSON_GetObjectItem(j, "request_id")));
     cJSON_Delete(j);
     resp_free(&r);
@@ -450,7 +464,8 @@ static void status_steps_send_headers_and_error_shapes(void **state)
     assert_true(when >= now + 20 && when <= now + 40); /* an HTTP-date ~30 s ahead */
     j = cJSON_Parse(r.body);
     e = cJSON_GetObjectItem(j, "error");
-    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(e, "type")), "server_error");
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(e, "type")),
+                        "server_error");
     assert_true(cJSON_IsNull(cJSON_GetObjectItem(e, "param")));
     cJSON_Delete(j);
     resp_free(&r);
@@ -472,8 +487,9 @@ static void status_steps_send_headers_and_error_shapes(void **state)
 static void reset_and_delayed_headers(void **state)
 {
     (void)state;
-    ah_mock *m = start("[{\"reset\": true}, {\"delay_headers_ms\": 20000},"
-                       " {\"delay_headers_ms\": 30}, {\"status\": 503, \"delay_headers_ms\": 30}]");
+    ah_mock *m = start(
+        "[{\"reset\": true}, {\"delay_headers_ms\": 20000},"
+        " {\"delay_headers_ms\": 30}, {\"status\": 503, \"delay_headers_ms\": 30}]");
     char body[512];
     resp r;
     make_body(AH_WIRE_OPENAI, 1, "x", body, sizeof body);
@@ -570,7 +586,7 @@ static void stall_after_k_events(void **state)
     resp r;
     make_body(AH_WIRE_RESPONSES, 1, "x", body, sizeof body);
     /* Stalled without end: the client's own timeout ends it, with exactly 2 events. */
-    request(ah_mock_url(m), "/v1/responses", NULL, body, 500, NULL, &r);
+    request(ah_mock_url(m), "/v1/responses", NULL, body, 1500, NULL, &r);
     assert_int_equal(r.status, 200);
     assert_int_equal(r.rc, CURLE_OPERATION_TIMEDOUT);
     evlist *l = evlist_new(r.body);
@@ -626,15 +642,17 @@ static void malformed_and_error_events(void **state)
         if (wires[f] == AH_WIRE_ANTHROPIC) {
             assert_int_equal(l->n, 4);
             assert_string_equal(l->v[3].name, "error");
-            assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(j, "type")), "error");
+            assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(j, "type")),
+                                "error");
             assert_true(cJSON_IsNull(cJSON_GetObjectItem(e, "details")));
             assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(e, "type")),
                                 "overloaded_error");
             assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(e, "message")),
                                 "Overloaded");
-            assert_int_equal(strncmp(cJSON_GetStringValue(cJSON_GetObjectItem(j, "request_id")),
-                                     "req_", 4),
-                             0);
+            assert_int_equal(
+                strncmp(cJSON_GetStringValue(cJSON_GetObjectItem(j, "request_id")),
+                        "req_", 4),
+                0);
         } else if (wires[f] == AH_WIRE_OPENAI) {
             assert_int_equal(l->n, 5);
             assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(e, "type")),
@@ -651,8 +669,8 @@ static void malformed_and_error_events(void **state)
             assert_string_equal(l->v[4].name, "response.failed");
             cJSON *fj = cJSON_Parse(l->v[4].data);
             const cJSON *resp_obj = cJSON_GetObjectItem(fj, "response");
-            assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(resp_obj, "status")),
-                                "failed");
+            assert_string_equal(
+                cJSON_GetStringValue(cJSON_GetObjectItem(resp_obj, "status")), "failed");
             assert_true(cJSON_IsNull(cJSON_GetObjectItem(resp_obj, "usage")));
             cJSON_Delete(fj);
         }
@@ -673,10 +691,9 @@ static void request_log_redacts_secrets(void **state)
 {
     (void)state;
     ah_mock *m = start("[{\"status\": 503}]");
-    static const char *const secrets[] = {"x-api-key: sk-ant-PLANTED-1234",
-                                          "Authorization: Bearer sk-PLANTED-5678",
-                                          "api-key: PLANTED-90", "anthropic-version: 2023-06-01",
-                                          NULL};
+    static const char *const secrets[] = {
+        "x-api-key: sk-ant-PLANTED-1234", "Authorization: Bearer sk-PLANTED-5678",
+        "api-key: PLANTED-90", "anthropic-version: 2023-06-01", NULL};
     char body[512];
     resp r;
     make_body(AH_WIRE_ANTHROPIC, 1, "secret question", body, sizeof body);
@@ -737,8 +754,9 @@ static void plan_exhaustion_then_and_replacement(void **state)
         resp_free(&r);
     }
     /* A 'then' step applies to every request after the steps. */
-    assert_int_equal(ah_mock_set_plan(m, "{\"steps\": [{\"status\": 429}],"
-                                         " \"then\": {\"status\": 503}}",
+    assert_int_equal(ah_mock_set_plan(m,
+                                      "{\"steps\": [{\"status\": 429}],"
+                                      " \"then\": {\"status\": 503}}",
                                       err, sizeof err),
                      AH_OK);
     static const long want2[] = {429, 503, 503};
@@ -777,8 +795,8 @@ static void wrong_path_method_and_body(void **state)
     request(ah_mock_url(m), "/v1/nope", NULL, "{}", 0, NULL, &r);
     assert_int_equal(r.status, 404);
     cJSON *j = cJSON_Parse(r.body);
-    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(
-                            cJSON_GetObjectItem(j, "error"), "type")),
+    assert_string_equal(cJSON_GetStringValue(
+                            cJSON_GetObjectItem(cJSON_GetObjectItem(j, "error"), "type")),
                         "invalid_request_error");
     cJSON_Delete(j);
     resp_free(&r);
@@ -787,8 +805,8 @@ static void wrong_path_method_and_body(void **state)
     assert_int_equal(r.status, 404);
     j = cJSON_Parse(r.body);
     assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(j, "type")), "error");
-    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(
-                            cJSON_GetObjectItem(j, "error"), "type")),
+    assert_string_equal(cJSON_GetStringValue(
+                            cJSON_GetObjectItem(cJSON_GetObjectItem(j, "error"), "type")),
                         "not_found_error");
     cJSON_Delete(j);
     resp_free(&r);
@@ -805,14 +823,14 @@ static void wrong_path_method_and_body(void **state)
     request(ah_mock_url(m), "/v1/messages", NULL, "{not json", 0, NULL, &r);
     assert_int_equal(r.status, 400);
     j = cJSON_Parse(r.body);
-    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(
-                            cJSON_GetObjectItem(j, "error"), "type")),
+    assert_string_equal(cJSON_GetStringValue(
+                            cJSON_GetObjectItem(cJSON_GetObjectItem(j, "error"), "type")),
                         "invalid_request_error");
     cJSON_Delete(j);
     resp_free(&r);
     request(ah_mock_url(m), "/v1/messages", NULL,
-            "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", 0, NULL,
-            &r);
+            "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", 0,
+            NULL, &r);
     assert_int_equal(r.status, 400);
     assert_non_null(strstr(r.body, "max_tokens: Field required"));
     resp_free(&r);
@@ -844,10 +862,11 @@ static void continuation_request_completes_the_text(void **state)
 
     /* The client commits the partial and asks for the rest. */
     char cont[1024];
-    snprintf(cont, sizeof cont,
-             "{\"model\":\"claude-mock\",\"max_tokens\":256,\"stream\":true,\"messages\":["
-             "{\"role\":\"user\",\"content\":\"continue me\"},{\"role\":\"assistant\","
-             "\"content\":[{\"type\":\"text\",\"text\":\"You said: \\\"continue\"}]}]}");
+    snprintf(
+        cont, sizeof cont,
+        "{\"model\":\"claude-mock\",\"max_tokens\":256,\"stream\":true,\"messages\":["
+        "{\"role\":\"user\",\"content\":\"continue me\"},{\"role\":\"assistant\","
+        "\"content\":[{\"type\":\"text\",\"text\":\"You said: \\\"continue\"}]}]}");
     request(ah_mock_url(m), "/v1/messages", NULL, cont, 0, NULL, &r);
     assert_int_equal(r.rc, CURLE_OK);
     l = evlist_new(r.body);
@@ -857,8 +876,9 @@ static void continuation_request_completes_the_text(void **state)
     resp_free(&r);
     char joined[512];
     snprintf(joined, sizeof joined, "%s%s", partial, rest);
-    assert_string_equal(joined, "You said: \"continue me\". This is a deterministic reply "
-                                "from the agenthost mock provider.");
+    assert_string_equal(joined,
+                        "You said: \"continue me\". This is a deterministic reply "
+                        "from the agenthost mock provider.");
     free(partial);
     free(rest);
     /* The log holds the continuation request exactly as sent. */
@@ -887,7 +907,7 @@ static void long_reply_many_deltas(void **state)
     ah_mock_free(m);
 }
 
-/* ---- shutdown while connections are stalled --------------------------------------- */
+/* ---- shutdown while connections are stalled ---------------------------------------- */
 
 typedef struct client_arg {
     const char *url;

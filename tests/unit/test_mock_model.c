@@ -1,6 +1,6 @@
 /* test_mock_model.c - the mock's deterministic model and its per-format writers, without
- * sockets: reply rules, delta splitting, tool arguments from schemas, continuation, request
- * validation, and the SSE bytes each writer produces. */
+ * sockets: reply rules, delta splitting, tool arguments from schemas, continuation,
+ * request validation, and the SSE bytes each writer produces. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -35,9 +35,9 @@ static void reply_fails(ah_wire wire, const char *json, const char *want)
     assert_non_null(req);
     ah__mock_reply r;
     char err[256] = "";
-    assert_int_equal(ah__mock_model_reply(wire, req, strlen(json), &no_opts, &r, err,
-                                          sizeof err),
-                     AH_ERR_INVALID);
+    assert_int_equal(
+        ah__mock_model_reply(wire, req, strlen(json), &no_opts, &r, err, sizeof err),
+        AH_ERR_INVALID);
     assert_string_equal(err, want);
     assert_null(r.text);
     cJSON_Delete(req);
@@ -52,7 +52,7 @@ static void check_deltas(const ah__mock_reply *r)
         assert_true(r->cuts[i] < r->cuts[i + 1]);
 }
 
-#define A_USER(text)                                                                      \
+#define A_USER(text)                                                                     \
     "{\"model\":\"claude-test\",\"max_tokens\":64,\"messages\":[{\"role\":\"user\","     \
     "\"content\":\"" text "\"}]}"
 
@@ -61,8 +61,9 @@ static void user_text_gets_digest(void **state)
     (void)state;
     ah__mock_reply r;
     reply_for(AH_WIRE_ANTHROPIC, A_USER("  Hello\\n\\n  there,   friend  "), NULL, &r);
-    assert_string_equal(r.text, "You said: \"Hello there, friend\". This is a deterministic "
-                                "reply from the agenthost mock provider.");
+    assert_string_equal(r.text,
+                        "You said: \"Hello there, friend\". This is a deterministic "
+                        "reply from the agenthost mock provider.");
     assert_string_equal(r.model, "claude-test");
     assert_false(r.has_tool);
     assert_false(r.continuation);
@@ -75,11 +76,12 @@ static void user_text_gets_digest(void **state)
     ah__mock_reply_free(&r);
 
     /* The digest stops after 60 characters (code points, not bytes). */
-    reply_for(AH_WIRE_ANTHROPIC,
-              A_USER("\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
-                     "\xc3\xa9 0123456789012345678901234567890123456789012345678901234567"
-                     "89"),
-              NULL, &r);
+    reply_for(
+        AH_WIRE_ANTHROPIC,
+        A_USER("\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
+               "\xc3\xa9 0123456789012345678901234567890123456789012345678901234567"
+               "89"),
+        NULL, &r);
     const char *q = strchr(r.text, '"') + 1;
     const char *end = strchr(q, '"');
     size_t chars = 0;
@@ -95,14 +97,14 @@ static void same_request_same_reply(void **state)
     (void)state;
     ah__mock_reply a, b, c;
     reply_for(AH_WIRE_OPENAI,
-              "{\"model\":\"g\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", NULL,
-              &a);
+              "{\"model\":\"g\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+              NULL, &a);
     reply_for(AH_WIRE_OPENAI,
-              "{\"model\":\"g\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", NULL,
-              &b);
+              "{\"model\":\"g\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+              NULL, &b);
     reply_for(AH_WIRE_OPENAI,
-              "{\"model\":\"g\",\"messages\":[{\"role\":\"user\",\"content\":\"y\"}]}", NULL,
-              &c);
+              "{\"model\":\"g\",\"messages\":[{\"role\":\"user\",\"content\":\"y\"}]}",
+              NULL, &c);
     assert_string_equal(a.text, b.text);
     assert_string_equal(a.msg_id, b.msg_id);
     assert_int_equal(a.input_tokens, b.input_tokens);
@@ -118,10 +120,13 @@ static void delta_options(void **state)
 {
     (void)state;
     ah__mock_reply r;
-    ah__mock_text_opts o = {.text = "ab\xe2\x82\xac" "cd", .delta_bytes = 3};
+    ah__mock_text_opts o = {.text = "ab\xe2\x82\xac"
+                                    "cd",
+                            .delta_bytes = 3};
     reply_for(AH_WIRE_ANTHROPIC, A_USER("x"), &o, &r);
     /* "ab€cd": 3-byte pieces never split the euro sign. */
-    assert_string_equal(r.text, "ab\xe2\x82\xac" "cd");
+    assert_string_equal(r.text, "ab\xe2\x82\xac"
+                                "cd");
     check_deltas(&r);
     assert_int_equal(r.ndeltas, 3);
     assert_int_equal(r.cuts[1], 2);
@@ -147,8 +152,8 @@ static void delta_options(void **state)
     /* A large N is cheap: the benchmark asks for ~200k deltas. */
     ah__mock_text_opts big = {.text_deltas = 200000};
     reply_for(AH_WIRE_OPENAI,
-              "{\"model\":\"g\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", &big,
-              &r);
+              "{\"model\":\"g\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+              &big, &r);
     assert_int_equal(r.ndeltas, 200000);
     check_deltas(&r);
     ah__mock_reply_free(&r);
@@ -156,36 +161,40 @@ static void delta_options(void **state)
 
 static const char *const weather_tools =
     "\"tools\":[{\"name\":\"web\",\"type\":\"web_search_20250305\"},"
-    "{\"name\":\"get_weather\",\"description\":\"d\",\"input_schema\":{\"type\":\"object\","
+    "{\"name\":\"get_weather\",\"description\":\"d\",\"input_schema\":{\"type\":"
+    "\"object\","
     "\"properties\":{\"city\":{\"type\":\"string\"},\"days\":{\"type\":\"integer\"},"
     "\"scale\":{\"type\":\"number\"},\"metric\":{\"type\":\"boolean\"},"
     "\"unit\":{\"enum\":[\"c\",\"f\"]},\"tags\":{\"type\":\"array\",\"minItems\":1,"
     "\"items\":{\"type\":\"string\"}},\"none\":{\"type\":\"array\"},"
-    "\"opt\":{\"type\":[\"null\",\"integer\"]},\"alt\":{\"anyOf\":[{\"type\":\"boolean\"}]},"
+    "\"opt\":{\"type\":[\"null\",\"integer\"]},\"alt\":{\"anyOf\":[{\"type\":\"boolean\"}"
+    "]},"
     "\"where\":{\"type\":\"object\",\"properties\":{\"lat\":{\"type\":\"number\"},"
     "\"name\":{\"type\":\"string\"}},\"required\":[\"lat\"]},"
     "\"ignored\":{\"type\":\"string\"}},"
-    "\"required\":[\"city\",\"days\",\"scale\",\"metric\",\"unit\",\"tags\",\"none\",\"opt\","
+    "\"required\":[\"city\",\"days\",\"scale\",\"metric\",\"unit\",\"tags\",\"none\","
+    "\"opt\","
     "\"alt\",\"where\"]}}]";
 
 static void tool_call_from_schema(void **state)
 {
     (void)state;
     char json[2048];
-    snprintf(json, sizeof json,
-             "{\"model\":\"m\",\"max_tokens\":9,\"messages\":[{\"role\":\"user\",\"content\":"
-             "\"weather?\"}],%s}",
-             weather_tools);
+    snprintf(
+        json, sizeof json,
+        "{\"model\":\"m\",\"max_tokens\":9,\"messages\":[{\"role\":\"user\",\"content\":"
+        "\"weather?\"}],%s}",
+        weather_tools);
     ah__mock_reply r;
     reply_for(AH_WIRE_ANTHROPIC, json, NULL, &r);
     assert_true(r.has_tool);
     assert_string_equal(r.tool_name, "get_weather"); /* the server tool is skipped */
     assert_string_equal(r.text, "I will call get_weather now.");
     assert_memory_equal(r.tool_id, "toolu_", 6);
-    assert_string_equal(r.tool_args,
-                        "{\"city\":\"mock_city\",\"days\":42,\"scale\":4.2,\"metric\":true,"
-                        "\"unit\":\"c\",\"tags\":[\"mock_tags\"],\"none\":[],\"opt\":42,"
-                        "\"alt\":true,\"where\":{\"lat\":4.2}}");
+    assert_string_equal(
+        r.tool_args, "{\"city\":\"mock_city\",\"days\":42,\"scale\":4.2,\"metric\":true,"
+                     "\"unit\":\"c\",\"tags\":[\"mock_tags\"],\"none\":[],\"opt\":42,"
+                     "\"alt\":true,\"where\":{\"lat\":4.2}}");
     /* Argument fragments cover the JSON exactly. */
     assert_int_equal(r.arg_cuts[0], 0);
     assert_int_equal(r.arg_cuts[r.nargs], r.args_len);
@@ -204,10 +213,11 @@ static void tool_call_from_schema(void **state)
     ah__mock_reply_free(&r);
 
     /* tool_choice none: no call. */
-    reply_for(AH_WIRE_RESPONSES,
-              "{\"model\":\"m\",\"input\":\"go\",\"tool_choice\":\"none\",\"tools\":[{\"type\":"
-              "\"function\",\"name\":\"ping\",\"parameters\":{}}]}",
-              NULL, &r);
+    reply_for(
+        AH_WIRE_RESPONSES,
+        "{\"model\":\"m\",\"input\":\"go\",\"tool_choice\":\"none\",\"tools\":[{\"type\":"
+        "\"function\",\"name\":\"ping\",\"parameters\":{}}]}",
+        NULL, &r);
     assert_false(r.has_tool);
     ah__mock_reply_free(&r);
 }
@@ -217,51 +227,58 @@ static void tool_results_are_quoted(void **state)
     (void)state;
     ah__mock_reply r;
     /* Anthropic: tool_result blocks, string and block content. */
-    reply_for(AH_WIRE_ANTHROPIC,
-              "{\"model\":\"m\",\"max_tokens\":9,\"tools\":[{\"name\":\"t\",\"input_schema\":"
-              "{\"type\":\"object\"}}],\"messages\":[{\"role\":\"user\",\"content\":\"q\"},"
-              "{\"role\":\"assistant\",\"content\":[{\"type\":\"tool_use\",\"id\":\"a\","
-              "\"name\":\"t\",\"input\":{}}]},{\"role\":\"user\",\"content\":[{\"type\":"
-              "\"tool_result\",\"tool_use_id\":\"a\",\"content\":\"21 degrees\"},{\"type\":"
-              "\"tool_result\",\"tool_use_id\":\"b\",\"content\":[{\"type\":\"text\",\"text\":"
-              "\"sunny\"}]}]}]}",
-              NULL, &r);
+    reply_for(
+        AH_WIRE_ANTHROPIC,
+        "{\"model\":\"m\",\"max_tokens\":9,\"tools\":[{\"name\":\"t\",\"input_schema\":"
+        "{\"type\":\"object\"}}],\"messages\":[{\"role\":\"user\",\"content\":\"q\"},"
+        "{\"role\":\"assistant\",\"content\":[{\"type\":\"tool_use\",\"id\":\"a\","
+        "\"name\":\"t\",\"input\":{}}]},{\"role\":\"user\",\"content\":[{\"type\":"
+        "\"tool_result\",\"tool_use_id\":\"a\",\"content\":\"21 degrees\"},{\"type\":"
+        "\"tool_result\",\"tool_use_id\":\"b\",\"content\":[{\"type\":\"text\",\"text\":"
+        "\"sunny\"}]}]}]}",
+        NULL, &r);
     assert_false(r.has_tool);
     assert_string_equal(r.text, "The tool returned: 21 degrees | sunny");
     ah__mock_reply_free(&r);
 
     /* Chat: consecutive role:tool messages. */
-    reply_for(AH_WIRE_OPENAI,
-              "{\"model\":\"m\",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"t\"}}],"
-              "\"messages\":[{\"role\":\"system\",\"content\":\"s\"},{\"role\":\"user\","
-              "\"content\":\"q\"},{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[]},"
-              "{\"role\":\"tool\",\"tool_call_id\":\"1\",\"content\":\"r1\"},{\"role\":\"tool\","
-              "\"tool_call_id\":\"2\",\"content\":\"r2\"}]}",
-              NULL, &r);
+    reply_for(
+        AH_WIRE_OPENAI,
+        "{\"model\":\"m\",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"t\"}"
+        "}],"
+        "\"messages\":[{\"role\":\"system\",\"content\":\"s\"},{\"role\":\"user\","
+        "\"content\":\"q\"},{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[]},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"1\",\"content\":\"r1\"},{\"role\":"
+        "\"tool\","
+        "\"tool_call_id\":\"2\",\"content\":\"r2\"}]}",
+        NULL, &r);
     assert_false(r.has_tool);
     assert_string_equal(r.text, "The tool returned: r1 | r2");
     ah__mock_reply_free(&r);
 
     /* Responses: function_call_output items. */
-    reply_for(AH_WIRE_RESPONSES,
-              "{\"model\":\"m\",\"tools\":[{\"type\":\"function\",\"name\":\"t\"}],\"input\":["
-              "{\"role\":\"user\",\"content\":\"q\"},{\"type\":\"function_call\",\"call_id\":"
-              "\"c\",\"name\":\"t\",\"arguments\":\"{}\"},{\"type\":\"function_call_output\","
-              "\"call_id\":\"c\",\"output\":\"42\"}]}",
-              NULL, &r);
+    reply_for(
+        AH_WIRE_RESPONSES,
+        "{\"model\":\"m\",\"tools\":[{\"type\":\"function\",\"name\":\"t\"}],\"input\":["
+        "{\"role\":\"user\",\"content\":\"q\"},{\"type\":\"function_call\",\"call_id\":"
+        "\"c\",\"name\":\"t\",\"arguments\":\"{}\"},{\"type\":\"function_call_output\","
+        "\"call_id\":\"c\",\"output\":\"42\"}]}",
+        NULL, &r);
     assert_string_equal(r.text, "The tool returned: 42");
     ah__mock_reply_free(&r);
 
     /* After a tool result, a new user message gets text, not another call. */
-    reply_for(AH_WIRE_RESPONSES,
-              "{\"model\":\"m\",\"tools\":[{\"type\":\"function\",\"name\":\"t\"}],\"input\":["
-              "{\"type\":\"function_call_output\",\"call_id\":\"c\",\"output\":\"42\"},"
-              "{\"type\":\"message\",\"role\":\"user\",\"content\":[{\"type\":\"input_text\","
-              "\"text\":\"thanks\"}]}]}",
-              NULL, &r);
+    reply_for(
+        AH_WIRE_RESPONSES,
+        "{\"model\":\"m\",\"tools\":[{\"type\":\"function\",\"name\":\"t\"}],\"input\":["
+        "{\"type\":\"function_call_output\",\"call_id\":\"c\",\"output\":\"42\"},"
+        "{\"type\":\"message\",\"role\":\"user\",\"content\":[{\"type\":\"input_text\","
+        "\"text\":\"thanks\"}]}]}",
+        NULL, &r);
     assert_false(r.has_tool);
-    assert_string_equal(r.text, "You said: \"thanks\". This is a deterministic reply from "
-                                "the agenthost mock provider.");
+    assert_string_equal(r.text,
+                        "You said: \"thanks\". This is a deterministic reply from "
+                        "the agenthost mock provider.");
     ah__mock_reply_free(&r);
 }
 
@@ -271,16 +288,17 @@ static void continuation_resumes_without_repeating(void **state)
     ah__mock_reply full, cont;
     reply_for(AH_WIRE_ANTHROPIC, A_USER("hello"), NULL, &full);
     /* The client kept "You said: \"hel" (cut mid-delta) as a partial. */
-    reply_for(AH_WIRE_ANTHROPIC,
-              "{\"model\":\"claude-test\",\"max_tokens\":64,\"messages\":[{\"role\":\"user\","
-              "\"content\":\"hello\"},{\"role\":\"assistant\",\"content\":[{\"type\":\"text\","
-              "\"text\":\"You said: \\\"hel\"}]}]}",
-              NULL, &cont);
+    reply_for(
+        AH_WIRE_ANTHROPIC,
+        "{\"model\":\"claude-test\",\"max_tokens\":64,\"messages\":[{\"role\":\"user\","
+        "\"content\":\"hello\"},{\"role\":\"assistant\",\"content\":[{\"type\":\"text\","
+        "\"text\":\"You said: \\\"hel\"}]}]}",
+        NULL, &cont);
     assert_true(cont.continuation);
     size_t p = strlen("You said: \"hel");
     assert_string_equal(cont.text, full.text + p);
     check_deltas(&cont);
-    /* The first delta finishes the cut one ("lo\"."), the rest are the original deltas. */
+    /* The first delta finishes the cut one ("lo\"."), then the original deltas. */
     assert_memory_equal(cont.text, "lo\".", cont.cuts[1]);
     assert_int_equal(cont.ndeltas, full.ndeltas - 2);
     /* Same conversation, same ids: the message and any tool call keep their identity. */
@@ -293,7 +311,8 @@ static void continuation_resumes_without_repeating(void **state)
                         "\"parameters\":{\"type\":\"object\",\"required\":[\"q\"]}}}]";
     char a[512], b[512];
     snprintf(a, sizeof a,
-             "{\"model\":\"m\",%s,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", tools);
+             "{\"model\":\"m\",%s,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+             tools);
     snprintf(b, sizeof b,
              "{\"model\":\"m\",%s,\"messages\":[{\"role\":\"user\",\"content\":\"x\"},"
              "{\"role\":\"assistant\",\"content\":\"I will call t now.\"}]}",
@@ -338,12 +357,16 @@ static void invalid_requests(void **state)
                 "{\"model\":\"m\",\"max_tokens\":1,\"messages\":[{\"role\":\"user\","
                 "\"content\":\"x\"},{\"role\":\"assistant\",\"content\":\"You said \"}]}",
                 "messages: final assistant content cannot end with trailing whitespace");
-    reply_fails(AH_WIRE_OPENAI, "{\"messages\":[]}", "you must provide a model parameter");
-    reply_fails(AH_WIRE_OPENAI, "{\"model\":\"m\"}", "Missing required parameter: 'messages'.");
-    reply_fails(AH_WIRE_OPENAI, "{\"model\":\"m\",\"messages\":[]}",
-                "Invalid 'messages': empty array. Expected an array with minimum length 1, "
-                "but got an empty array instead.");
-    reply_fails(AH_WIRE_RESPONSES, "{\"model\":\"m\"}", "Missing required parameter: 'input'.");
+    reply_fails(AH_WIRE_OPENAI, "{\"messages\":[]}",
+                "you must provide a model parameter");
+    reply_fails(AH_WIRE_OPENAI, "{\"model\":\"m\"}",
+                "Missing required parameter: 'messages'.");
+    reply_fails(
+        AH_WIRE_OPENAI, "{\"model\":\"m\",\"messages\":[]}",
+        "Invalid 'messages': empty array. Expected an array with minimum length 1, "
+        "but got an empty array instead.");
+    reply_fails(AH_WIRE_RESPONSES, "{\"model\":\"m\"}",
+                "Missing required parameter: 'input'.");
     reply_fails(AH_WIRE_RESPONSES, "[1]", "the request body must be a JSON object");
 }
 
@@ -402,27 +425,31 @@ static void anthropic_stream_bytes(void **state)
     size_t n;
     char *sse = write_stream(AH_WIRE_ANTHROPIC, &r, &n);
     char want[4096];
-    snprintf(want, sizeof want,
-             "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"%s\","
-             "\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-test\","
-             "\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{"
-             "\"input_tokens\":%lld,\"cache_creation_input_tokens\":0,"
-             "\"cache_read_input_tokens\":0,\"output_tokens\":1,\"service_tier\":"
-             "\"standard\"}}}\n\n"
-             "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,"
-             "\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"
-             "event: ping\ndata: {\"type\": \"ping\"}\n\n"
-             "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,"
-             "\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n"
-             "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,"
-             "\"delta\":{\"type\":\"text_delta\",\"text\":\" \\\"you\\\"\"}}\n\n"
-             "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n"
-             "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":"
-             "\"end_turn\",\"stop_sequence\":null},\"usage\":{\"input_tokens\":%lld,"
-             "\"cache_creation_input_tokens\":0,\"cache_read_input_tokens\":0,"
-             "\"output_tokens\":2}}\n\n"
-             "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
-             r.msg_id, r.input_tokens, r.input_tokens);
+    snprintf(
+        want, sizeof want,
+        "event: message_start\ndata: "
+        "{\"type\":\"message_start\",\"message\":{\"id\":\"%s\","
+        "\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-test\","
+        "\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{"
+        "\"input_tokens\":%lld,\"cache_creation_input_tokens\":0,"
+        "\"cache_read_input_tokens\":0,\"output_tokens\":1,\"service_tier\":"
+        "\"standard\"}}}\n\n"
+        "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,"
+        "\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"
+        "event: ping\ndata: {\"type\": \"ping\"}\n\n"
+        "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,"
+        "\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n"
+        "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,"
+        "\"delta\":{\"type\":\"text_delta\",\"text\":\" \\\"you\\\"\"}}\n\n"
+        "event: content_block_stop\ndata: "
+        "{\"type\":\"content_block_stop\",\"index\":0}\n\n"
+        "event: message_delta\ndata: "
+        "{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":"
+        "\"end_turn\",\"stop_sequence\":null},\"usage\":{\"input_tokens\":%lld,"
+        "\"cache_creation_input_tokens\":0,\"cache_read_input_tokens\":0,"
+        "\"output_tokens\":2}}\n\n"
+        "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+        r.msg_id, r.input_tokens, r.input_tokens);
     assert_string_equal(sse, want);
     assert_int_equal(n, 8);
     free(sse);
@@ -439,10 +466,13 @@ static void every_format_streams_json(void **state)
         "{\"model\":\"m\",\"max_tokens\":5,\"tools\":[{\"name\":\"t\",\"input_schema\":{"
         "\"type\":\"object\",\"required\":[\"a\"]}}],\"messages\":[{\"role\":\"user\","
         "\"content\":\"x\"}]}",
-        "{\"model\":\"m\",\"stream_options\":{\"include_usage\":true},\"tools\":[{\"type\":"
-        "\"function\",\"function\":{\"name\":\"t\",\"parameters\":{\"required\":[\"a\"]}}}],"
+        "{\"model\":\"m\",\"stream_options\":{\"include_usage\":true},\"tools\":[{"
+        "\"type\":"
+        "\"function\",\"function\":{\"name\":\"t\",\"parameters\":{\"required\":[\"a\"]}}"
+        "}],"
         "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
-        "{\"model\":\"m\",\"tools\":[{\"type\":\"function\",\"name\":\"t\",\"parameters\":{"
+        "{\"model\":\"m\",\"tools\":[{\"type\":\"function\",\"name\":\"t\","
+        "\"parameters\":{"
         "\"required\":[\"a\"]}}],\"input\":\"x\"}",
     };
     for (int f = 0; f < 3; f++) {
@@ -468,31 +498,38 @@ static void every_format_streams_json(void **state)
                 assert_string_equal(evs[i].event, type);
             }
             if (wires[f] == AH_WIRE_RESPONSES)
-                assert_int_equal(cJSON_GetObjectItem(j, "sequence_number")->valueint, (int)i);
+                assert_int_equal(cJSON_GetObjectItem(j, "sequence_number")->valueint,
+                                 (int)i);
             /* Gather text and arguments the way a client would. */
             const cJSON *d;
             if (wires[f] == AH_WIRE_ANTHROPIC && (d = cJSON_GetObjectItem(j, "delta"))) {
                 const char *t = cJSON_GetStringValue(cJSON_GetObjectItem(d, "text"));
-                const char *pj = cJSON_GetStringValue(cJSON_GetObjectItem(d, "partial_json"));
+                const char *pj =
+                    cJSON_GetStringValue(cJSON_GetObjectItem(d, "partial_json"));
                 if (t)
                     ah__mock_buf_puts(&text, t);
                 if (pj)
                     ah__mock_buf_puts(&args, pj);
             } else if (wires[f] == AH_WIRE_OPENAI) {
-                const cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
+                const cJSON *ch =
+                    cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
                 d = cJSON_GetObjectItem(ch, "delta");
                 const char *t = cJSON_GetStringValue(cJSON_GetObjectItem(d, "content"));
-                const cJSON *tc = cJSON_GetArrayItem(cJSON_GetObjectItem(d, "tool_calls"), 0);
-                const char *a = cJSON_GetStringValue(
-                    cJSON_GetObjectItem(cJSON_GetObjectItem(tc, "function"), "arguments"));
+                const cJSON *tc =
+                    cJSON_GetArrayItem(cJSON_GetObjectItem(d, "tool_calls"), 0);
+                const char *a = cJSON_GetStringValue(cJSON_GetObjectItem(
+                    cJSON_GetObjectItem(tc, "function"), "arguments"));
                 if (t)
                     ah__mock_buf_puts(&text, t);
                 if (a)
                     ah__mock_buf_puts(&args, a);
             } else if (type && strcmp(type, "response.output_text.delta") == 0) {
-                ah__mock_buf_puts(&text, cJSON_GetStringValue(cJSON_GetObjectItem(j, "delta")));
-            } else if (type && strcmp(type, "response.function_call_arguments.delta") == 0) {
-                ah__mock_buf_puts(&args, cJSON_GetStringValue(cJSON_GetObjectItem(j, "delta")));
+                ah__mock_buf_puts(&text,
+                                  cJSON_GetStringValue(cJSON_GetObjectItem(j, "delta")));
+            } else if (type &&
+                       strcmp(type, "response.function_call_arguments.delta") == 0) {
+                ah__mock_buf_puts(&args,
+                                  cJSON_GetStringValue(cJSON_GetObjectItem(j, "delta")));
             }
             if (i == n - 1)
                 assert_string_equal(type, wires[f] == AH_WIRE_ANTHROPIC
@@ -538,8 +575,8 @@ static void every_format_streams_json(void **state)
                                 "overloaded_error");
             assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(err, "message")),
                                 "Overloaded");
-            assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(ej, "request_id")),
-                                "req_x");
+            assert_string_equal(
+                cJSON_GetStringValue(cJSON_GetObjectItem(ej, "request_id")), "req_x");
         }
         if (wires[f] == AH_WIRE_RESPONSES) {
             assert_string_equal(e[1].event, "response.failed");
@@ -564,28 +601,32 @@ static void non_stream_bodies_and_errors(void **state)
     for (int f = 0; f < 3; f++) {
         ah__mock_reply r;
         ah__mock_text_opts o = {.text = "plain \xe2\x9c\x93"};
-        reply_for(wires[f],
-                  f == 0   ? A_USER("x")
-                  : f == 1 ? "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":1}]}"
-                           : "{\"model\":\"m\",\"input\":\"x\"}",
-                  &o, &r);
+        reply_for(
+            wires[f],
+            f == 0 ? A_USER("x")
+            : f == 1
+                ? "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":1}]}"
+                : "{\"model\":\"m\",\"input\":\"x\"}",
+            &o, &r);
         ah__mock_buf b = {0};
         ah__mock_reply_body(wires[f], &r, &b);
         cJSON *j = cJSON_Parse(b.data);
         assert_non_null(j);
         const char *text =
-            f == 0 ? cJSON_GetStringValue(
-                         cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "content"), 0),
-                                             "text"))
+            f == 0
+                ? cJSON_GetStringValue(cJSON_GetObjectItem(
+                      cJSON_GetArrayItem(cJSON_GetObjectItem(j, "content"), 0), "text"))
             : f == 1
                 ? cJSON_GetStringValue(cJSON_GetObjectItem(
                       cJSON_GetObjectItem(
-                          cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0), "message"),
+                          cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0),
+                          "message"),
                       "content"))
                 : cJSON_GetStringValue(cJSON_GetObjectItem(
                       cJSON_GetArrayItem(
                           cJSON_GetObjectItem(
-                              cJSON_GetArrayItem(cJSON_GetObjectItem(j, "output"), 0), "content"),
+                              cJSON_GetArrayItem(cJSON_GetObjectItem(j, "output"), 0),
+                              "content"),
                           0),
                       "text"));
         assert_string_equal(text, "plain \xe2\x9c\x93");
@@ -596,16 +637,18 @@ static void non_stream_bodies_and_errors(void **state)
     /* Error bodies per provider shape and default type per status. */
     ah__mock_buf b = {0};
     ah__mock_error_body(AH_WIRE_ANTHROPIC, 529, NULL, NULL, "req_1", &b);
-    assert_string_equal(b.data, "{\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\","
-                                "\"message\":\"Overloaded\"},\"request_id\":\"req_1\"}");
+    assert_string_equal(b.data,
+                        "{\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\","
+                        "\"message\":\"Overloaded\"},\"request_id\":\"req_1\"}");
     ah__mock_buf_reset(&b);
     ah__mock_error_body(AH_WIRE_ANTHROPIC, 429, NULL, NULL, "req_2", &b);
     assert_non_null(strstr(b.data, "\"type\":\"rate_limit_error\""));
     ah__mock_buf_reset(&b);
     ah__mock_error_body(AH_WIRE_OPENAI, 429, NULL, NULL, "req_3", &b);
-    assert_string_equal(b.data, "{\"error\":{\"message\":\"Rate limit reached for requests\","
-                                "\"type\":\"requests\",\"param\":null,\"code\":"
-                                "\"rate_limit_exceeded\"}}");
+    assert_string_equal(b.data,
+                        "{\"error\":{\"message\":\"Rate limit reached for requests\","
+                        "\"type\":\"requests\",\"param\":null,\"code\":"
+                        "\"rate_limit_exceeded\"}}");
     ah__mock_buf_reset(&b);
     ah__mock_error_body(AH_WIRE_RESPONSES, 503, "overloaded_error", "slow down", "r", &b);
     assert_string_equal(b.data, "{\"error\":{\"message\":\"slow down\",\"type\":"

@@ -25,22 +25,23 @@ static ah__mock_plan *parse_ok(const char *json)
 static void every_kind_parses(void **state)
 {
     (void)state;
-    ah__mock_plan *p = parse_ok(
-        "[{\"ok\": true},"
-        " {\"status\": 503, \"headers\": {\"Retry-After\": \"2\", \"retry-after-ms\": 1500,"
-        "   \"x-should-retry\": \"true\", \"X-Date\": {\"date_in_seconds\": 3}},"
-        "   \"error_type\": \"overloaded_error\", \"message\": \"busy\"},"
-        " {\"reset\": true, \"delay_headers_ms\": 10},"
-        " {\"delay_headers_ms\": 250},"
-        " {\"cut_after_events\": 3},"
-        " {\"stall_after_events\": 2},"
-        " {\"stall_after_events\": 0, \"stall_ms\": 100},"
-        " {\"malformed_event_after\": 4},"
-        " {\"error_event_after\": 5, \"error_type\": \"rate_limit_error\"},"
-        " {\"ok\": true, \"text\": \"hi there\", \"text_deltas\": 7},"
-        " {\"cut_after_events\": 1, \"delta_bytes\": 3},"
-        " {\"status\": 429, \"body\": {\"error\": {\"type\": \"x\"}}},"
-        " {\"status\": 500, \"body\": \"raw text\"}]");
+    ah__mock_plan *p =
+        parse_ok("[{\"ok\": true},"
+                 " {\"status\": 503, \"headers\": {\"Retry-After\": \"2\", "
+                 "\"retry-after-ms\": 1500,"
+                 "   \"x-should-retry\": \"true\", \"X-Date\": {\"date_in_seconds\": 3}},"
+                 "   \"error_type\": \"overloaded_error\", \"message\": \"busy\"},"
+                 " {\"reset\": true, \"delay_headers_ms\": 10},"
+                 " {\"delay_headers_ms\": 250},"
+                 " {\"cut_after_events\": 3},"
+                 " {\"stall_after_events\": 2},"
+                 " {\"stall_after_events\": 0, \"stall_ms\": 100},"
+                 " {\"malformed_event_after\": 4},"
+                 " {\"error_event_after\": 5, \"error_type\": \"rate_limit_error\"},"
+                 " {\"ok\": true, \"text\": \"hi there\", \"text_deltas\": 7},"
+                 " {\"cut_after_events\": 1, \"delta_bytes\": 3},"
+                 " {\"status\": 429, \"body\": {\"error\": {\"type\": \"x\"}}},"
+                 " {\"status\": 500, \"body\": \"raw text\"}]");
     assert_int_equal(p->count, 13);
     const ah__mock_step *s = p->steps;
     assert_int_equal(s[0].kind, AH__MOCK_OK);
@@ -109,7 +110,7 @@ static void kind_names(void **state)
 {
     (void)state;
     static const char *const want[] = {"ok",  "status", "reset",     "delay",
-                                        "cut", "stall",  "malformed", "error_event"};
+                                       "cut", "stall",  "malformed", "error_event"};
     for (int k = 0; k < AH__MOCK_KIND_COUNT_; k++)
         assert_string_equal(ah__mock_step_kind_name((ah__mock_step_kind)k), want[k]);
     assert_string_equal(ah__mock_step_kind_name((ah__mock_step_kind)99), "unknown");
@@ -127,7 +128,8 @@ static const bad_case bad[] = {
     {"[{\"status\": 503.5}]", "plan step 1: field 'status' must be an integer"},
     {"[{\"status\": 99}]", "plan step 1: field 'status' must be >= 200"},
     {"[{\"status\": 600}]", "plan step 1: field 'status' must be <= 599"},
-    {"[{\"cut_after_events\": -1}]", "plan step 1: field 'cut_after_events' must be >= 0"},
+    {"[{\"cut_after_events\": -1}]",
+     "plan step 1: field 'cut_after_events' must be >= 0"},
     {"[{\"ok\": true}, {\"stall_after_events\": -2}]",
      "plan step 2: field 'stall_after_events' must be >= 0"},
     {"[{\"malformed_event_after\": true}]",
@@ -136,7 +138,8 @@ static const bad_case bad[] = {
      "plan step 1: field 'error_event_after' must be an integer"},
     {"[{\"stall_after_events\": 1, \"stall_ms\": -5}]",
      "plan step 1: field 'stall_ms' must be >= 0"},
-    {"[{\"delay_headers_ms\": -1}]", "plan step 1: field 'delay_headers_ms' must be >= 0"},
+    {"[{\"delay_headers_ms\": -1}]",
+     "plan step 1: field 'delay_headers_ms' must be >= 0"},
     {"[{\"delay_headers_ms\": 90000000}]",
      "plan step 1: field 'delay_headers_ms' must be <= 86400000"},
     {"[{\"ok\": false}]", "plan step 1: field 'ok' must be true"},
@@ -144,7 +147,8 @@ static const bad_case bad[] = {
     {"[{\"reset\": true, \"status\": 503}]",
      "plan step 1: fields 'reset' and 'status' cannot be combined"},
     {"[{\"cut_after_events\": 1, \"stall_after_events\": 1}]",
-     "plan step 1: fields 'cut_after_events' and 'stall_after_events' cannot be combined"},
+     "plan step 1: fields 'cut_after_events' and 'stall_after_events' cannot be "
+     "combined"},
     {"[{}]", "plan step 1: no step kind (expected one of 'ok', 'status', 'reset', "
              "'delay_headers_ms', 'cut_after_events', 'stall_after_events', "
              "'malformed_event_after', 'error_event_after')"},
@@ -163,14 +167,17 @@ static const bad_case bad[] = {
     {"[{\"delay_headers_ms\": 5, \"error_type\": \"x\"}]",
      "plan step 1: field 'error_type' is not allowed in a 'delay_headers_ms' step"},
     {"[{\"ok\": true, \"ok\": true}]", "plan step 1: duplicate field 'ok'"},
-    {"[{\"ok\": true, \"text_deltas\": 0}]", "plan step 1: field 'text_deltas' must be >= 1"},
-    {"[{\"ok\": true, \"delta_bytes\": 0}]", "plan step 1: field 'delta_bytes' must be >= 1"},
+    {"[{\"ok\": true, \"text_deltas\": 0}]",
+     "plan step 1: field 'text_deltas' must be >= 1"},
+    {"[{\"ok\": true, \"delta_bytes\": 0}]",
+     "plan step 1: field 'delta_bytes' must be >= 1"},
     {"[{\"ok\": true, \"text_deltas\": 2, \"delta_bytes\": 3}]",
      "plan step 1: fields 'text_deltas' and 'delta_bytes' cannot be combined"},
     {"[{\"ok\": true, \"text\": 5}]", "plan step 1: field 'text' must be a string"},
     {"[{\"error_event_after\": 1, \"error_type\": 5}]",
      "plan step 1: field 'error_type' must be a string"},
-    {"[{\"status\": 503, \"message\": {}}]", "plan step 1: field 'message' must be a string"},
+    {"[{\"status\": 503, \"message\": {}}]",
+     "plan step 1: field 'message' must be a string"},
     {"[{\"status\": 503, \"headers\": \"Retry-After: 1\"}]",
      "plan step 1: field 'headers' must be an object"},
     {"[{\"status\": 503, \"headers\": {\"Retry-After\": [1]}}]",
@@ -197,7 +204,8 @@ static const bad_case bad[] = {
     {"\"cut\"", "plan: expected a JSON array of steps or an object with 'steps'"},
     {"42", "plan: expected a JSON array of steps or an object with 'steps'"},
     {"[{\"ok\": true},", "plan: invalid JSON near line 1, column 15"},
-    {"[\n  {\"ok\": true},\n  {\"status\": 503,}\n]", "plan: invalid JSON near line 3, column 19"},
+    {"[\n  {\"ok\": true},\n  {\"status\": 503,}\n]",
+     "plan: invalid JSON near line 3, column 19"},
     {"[] trailing", "plan: invalid JSON near line 1, column 4"},
     {"", "plan: invalid JSON near line 1, column 1"},
 };
@@ -217,7 +225,8 @@ static void every_error_names_step_and_field(void **state)
         assert_string_equal(err, bad[i].message);
         /* The public check gives the same verdict and message. */
         char err2[512] = "";
-        assert_int_equal(ah_mock_plan_validate(bad[i].json, err2, sizeof err2), AH_ERR_PARSE);
+        assert_int_equal(ah_mock_plan_validate(bad[i].json, err2, sizeof err2),
+                         AH_ERR_PARSE);
         assert_string_equal(err2, bad[i].message);
     }
 }
