@@ -26,5 +26,6 @@
 #include "agenthost/budget.h"
 #include "agenthost/tool.h"
 #include "agenthost/policy.h"
+#include "agenthost/mock.h"
 
 #endif
