@@ -21,5 +21,7 @@
 #include "agenthost/sse.h"
 #include "agenthost/wire.h"
 #include "agenthost/event.h"
+#include "agenthost/loop.h"
+#include "agenthost/transport.h"
 
 #endif
