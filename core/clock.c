@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-/* ---- the real clock ------------------------------------------------------------------ */
+/* ---- the real clock ---------------------------------------------------------------- */
 
 static int64_t clock_ms(clockid_t id)
 {
@@ -45,7 +45,7 @@ const ah_clock *ah_clock_real(void)
     return &real_clock;
 }
 
-/* ---- the manual clock ---------------------------------------------------------------- */
+/* ---- the manual clock -------------------------------------------------------------- */
 
 struct ah_manual_clock {
     ah_clock view; /* ud points back at this struct */
@@ -96,7 +96,7 @@ const ah_clock *ah_manual_clock_get(ah_manual_clock *c)
     return c ? &c->view : NULL;
 }
 
-/* ---- the seeded RNG (xoshiro256**, seeded through splitmix64) ------------------------ */
+/* ---- the seeded RNG (xoshiro256**, seeded through splitmix64) ---------------------- */
 
 struct ah_seeded_rng {
     ah_rng view; /* ud points back at this struct */
@@ -146,7 +146,8 @@ static uint64_t os_seed(void)
             return v;
     }
     ah__log(AH_LOG_WARN, "rng: no OS randomness, seeding from time");
-    uint64_t mix = (uint64_t)clock_ms(CLOCK_REALTIME) ^ (uint64_t)clock_ms(CLOCK_MONOTONIC);
+    uint64_t mix =
+        (uint64_t)clock_ms(CLOCK_REALTIME) ^ (uint64_t)clock_ms(CLOCK_MONOTONIC);
     return mix ^ (uint64_t)(uintptr_t)&v ^ ((uint64_t)getpid() << 32);
 }
 
@@ -173,7 +174,7 @@ const ah_rng *ah_seeded_rng_get(ah_seeded_rng *r)
     return r ? &r->view : NULL;
 }
 
-/* ---- drawing from any ah_rng --------------------------------------------------------- */
+/* ---- drawing from any ah_rng ------------------------------------------------------- */
 
 int64_t ah_rng_uniform(const ah_rng *rng, int64_t bound)
 {

@@ -21,6 +21,7 @@
 #include "agenthost/sse.h"
 #include "agenthost/wire.h"
 #include "agenthost/event.h"
+#include "agenthost/policy.h"
 #include "agenthost/loop.h"
 #include "agenthost/transport.h"
 
