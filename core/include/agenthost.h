@@ -24,5 +24,6 @@
 #include "agenthost/policy.h"
 #include "agenthost/loop.h"
 #include "agenthost/transport.h"
+#include "agenthost/call.h"
 
 #endif
