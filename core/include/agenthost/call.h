@@ -74,7 +74,8 @@ typedef struct ah_stream_fns {
 } ah_stream_fns;
 
 /* Called once, when the call reaches a terminal state (DONE, INTERRUPTED, GAVE_UP,
- * CANCELLED), on the loop thread. It may free the call. */
+ * CANCELLED), on the loop thread. It may free the call, except under ah_call_run(),
+ * which reads the call's state after each step. */
 typedef void (*ah_call_finish_fn)(void *ud, ah_call *call);
 
 typedef struct ah_call_config {
