@@ -25,5 +25,6 @@
 #include "agenthost/loop.h"
 #include "agenthost/transport.h"
 #include "agenthost/call.h"
+#include "agenthost/mock.h"
 
 #endif

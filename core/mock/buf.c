@@ -1,0 +1,175 @@
+/* buf.c - the mock's growable byte buffer and JSON string escaping.
+ *
+ * The SSE writers append hundreds of thousands of small events per reply, so appends are
+ * memcpy into amortised-doubling storage and escaping copies runs of safe bytes at once.
+ * Invariant: data[len] == '\0' whenever data != NULL; `failed` is sticky. */
+#include "mock_internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int ah__mock_buf_reserve(ah__mock_buf *b, size_t extra)
+{
+    if (b->failed)
+        return -1;
+    if (b->len + extra + 1 <= b->cap)
+        return 0;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + extra + 1) {
+        if (cap > SIZE_MAX / 2) {
+            b->failed = 1;
+            return -1;
+        }
+        cap *= 2;
+    }
+    char *p = realloc(b->data, cap);
+    if (!p) {
+        b->failed = 1;
+        return -1;
+    }
+    b->data = p;
+    b->cap = cap;
+    return 0;
+}
+
+void ah__mock_buf_put(ah__mock_buf *b, const char *s, size_t n)
+{
+    if (ah__mock_buf_reserve(b, n) != 0)
+        return;
+    if (n)
+        memcpy(b->data + b->len, s, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+}
+
+void ah__mock_buf_puts(ah__mock_buf *b, const char *s)
+{
+    ah__mock_buf_put(b, s, strlen(s));
+}
+
+void ah__mock_buf_printf(ah__mock_buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    va_list ap2;
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0 || ah__mock_buf_reserve(b, (size_t)n) != 0) {
+        b->failed = 1;
+        va_end(ap2);
+        return;
+    }
+    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap2);
+    va_end(ap2);
+    b->len += (size_t)n;
+}
+
+void ah__mock_buf_json_str(ah__mock_buf *b, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    /* Worst case every byte becomes \u00XX: reserve once, then write without checks. */
+    if (n > (SIZE_MAX - 2) / 6 || ah__mock_buf_reserve(b, n * 6 + 2) != 0) {
+        b->failed = 1;
+        return;
+    }
+    char *o = b->data + b->len;
+    *o++ = '"';
+    size_t run = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c != '"' && c != '\\')
+            continue;
+        memcpy(o, s + run, i - run);
+        o += i - run;
+        run = i + 1;
+        *o++ = '\\';
+        switch (c) {
+        case '"': *o++ = '"'; break;
+        case '\\': *o++ = '\\'; break;
+        case '\n': *o++ = 'n'; break;
+        case '\r': *o++ = 'r'; break;
+        case '\t': *o++ = 't'; break;
+        case '\b': *o++ = 'b'; break;
+        case '\f': *o++ = 'f'; break;
+        default:
+            *o++ = 'u';
+            *o++ = '0';
+            *o++ = '0';
+            *o++ = hex[c >> 4];
+            *o++ = hex[c & 15];
+        }
+    }
+    memcpy(o, s + run, n - run);
+    o += n - run;
+    *o++ = '"';
+    *o = '\0';
+    b->len = (size_t)(o - b->data);
+}
+
+void ah__mock_buf_json_cstr(ah__mock_buf *b, const char *s)
+{
+    if (s)
+        ah__mock_buf_json_str(b, s, strlen(s));
+    else
+        ah__mock_buf_put(b, "null", 4);
+}
+
+void ah__mock_buf_reset(ah__mock_buf *b)
+{
+    b->len = 0;
+    if (b->data)
+        b->data[0] = '\0';
+}
+
+void ah__mock_buf_free(ah__mock_buf *b)
+{
+    free(b->data);
+    memset(b, 0, sizeof *b);
+}
+
+char *ah__mock_buf_take(ah__mock_buf *b)
+{
+    char *p = NULL;
+    if (!b->failed) {
+        if (!b->data)
+            ah__mock_buf_put(b, "", 0);
+        p = b->failed ? NULL : b->data;
+        if (p)
+            b->data = NULL;
+    }
+    ah__mock_buf_free(b);
+    return p;
+}
+
+size_t ah__mock_utf8_floor(const char *s, size_t n)
+{
+    /* Find the lead byte of the last sequence (at most 3 continuation bytes back) and
+     * drop that sequence if it is incomplete. Invalid UTF-8 keeps the cut as is. */
+    size_t i = n;
+    int back = 0;
+    while (i > 0 && back < 3 && ((unsigned char)s[i - 1] & 0xC0) == 0x80) {
+        i--;
+        back++;
+    }
+    if (i == 0)
+        return n;
+    unsigned char lead = (unsigned char)s[i - 1];
+    size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+    size_t have = n - (i - 1);
+    if (need == 1 || have >= need)
+        return n;
+    return i - 1;
+}
+
+uint64_t ah__mock_fnv1a(uint64_t h, const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}

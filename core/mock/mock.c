@@ -1,0 +1,943 @@
+/* mock.c - the mock provider's HTTP server: libmicrohttpd, fault injection, request log.
+ *
+ * One MHD daemon on 127.0.0.1 with a thread per connection, so a delay or a stall simply
+ * blocks that connection's thread. Every wait is a timed wait on the mock's condition
+ * variable in short slices: ah_mock_free sets `closing` and broadcasts, and a slice also
+ * notices a client that hung up, so no thread ever sleeps past either.
+ *
+ * Per request: the body is collected, the next plan step is taken (under the lock, with a
+ * reference on the plan so ah_mock_set_plan cannot free it underneath), the request is
+ * logged (secrets redacted), then the step decides: reset (return MHD_NO before any
+ * header), a status, a 400 for a bad body, or the model's reply. Stream faults act in the
+ * content reader, counting whole events: MHD calls the reader again only after it has
+ * sent what the reader returned, so "K events, then cut/stall" means K events on the
+ * wire. */
+#include "mock_internal.h"
+
+#include <errno.h>
+#include <microhttpd.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+enum {
+    MAX_BODY = 64 << 20,  /* larger request bodies get a 413 */
+    MAX_PLAN_FILE = 16 << 20,
+    FILL_TARGET = 16384,  /* bytes of events generated per reader refill */
+    BLOCK_SIZE = 32768,
+    SLICE_MS = 50,        /* how often a wait checks for a hung-up client */
+};
+
+#define REDACTED "[REDACTED]"
+
+/* A plan shared by the mock and the requests still using one of its steps. */
+typedef struct planbox {
+    ah__mock_plan *plan;
+    unsigned refs;
+} planbox;
+
+typedef struct record {
+    ah_mock_request pub;
+    char *method, *path, *body;
+    ah_header *headers;
+    size_t header_cap;
+} record;
+
+struct ah_mock {
+    struct MHD_Daemon *daemon;
+    int port;
+    char url[48];
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int closing;
+    planbox *box;     /* current plan, NULL = none */
+    size_t next_step; /* index of the next step of box->plan */
+    unsigned long long seq;
+    record **log;
+    size_t log_len, log_cap;
+    char *text;
+    size_t text_deltas, delta_bytes;
+};
+
+/* Per-connection request state (MHD's con_cls). */
+typedef struct req_ctx {
+    ah_mock *m;
+    ah__mock_buf body;
+    int too_large;
+} req_ctx;
+
+/* The content reader's state for one response. */
+typedef struct stream_ctx {
+    ah_mock *m;
+    planbox *box; /* keeps the step's strings alive */
+    const ah__mock_step *step;
+    ah__mock_reply reply;
+    ah__mock_writer *w; /* NULL: a non-streaming body sent in two halves */
+    ah__mock_buf body;
+    size_t piece;
+    ah__mock_buf out;
+    size_t off;
+    size_t units; /* events (or body halves) placed in `out` so far */
+    size_t k;     /* the fault fires after this many units */
+    int fault_pending, done, abort;
+    int fd;
+} stream_ctx;
+
+static const ah__mock_step default_ok = {.kind = AH__MOCK_OK, .stall_ms = -1};
+
+/* ---- time and waiting -------------------------------------------------------------- */
+
+static struct timespec mono_after(long long ms)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    t.tv_sec += (time_t)(ms / 1000);
+    t.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (t.tv_nsec >= 1000000000L) {
+        t.tv_sec++;
+        t.tv_nsec -= 1000000000L;
+    }
+    return t;
+}
+
+static int ts_before(const struct timespec *a, const struct timespec *b)
+{
+    return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec);
+}
+
+/* 1 when the peer closed its side (an orderly FIN or a reset). */
+static int peer_gone(int fd)
+{
+    if (fd < 0)
+        return 0;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, 0) <= 0)
+        return 0;
+    if (p.revents & (POLLHUP | POLLERR))
+        return 1;
+    char c;
+    ssize_t n = recv(fd, &c, 1, MSG_PEEK);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+/* Wait ms (-1 = without end). 0 when the time passed; -1 when the mock is closing or the
+ * client went away first. */
+static int wait_ms(ah_mock *m, long long ms, int fd)
+{
+    struct timespec deadline = mono_after(ms < 0 ? 0 : ms);
+    int rc = -1;
+    pthread_mutex_lock(&m->mu);
+    while (!m->closing) {
+        struct timespec slice = mono_after(SLICE_MS);
+        if (ms >= 0 && ts_before(&deadline, &slice))
+            slice = deadline;
+        pthread_cond_timedwait(&m->cv, &m->mu, &slice);
+        if (m->closing)
+            break;
+        struct timespec now = mono_after(0);
+        if (ms >= 0 && !ts_before(&now, &deadline)) {
+            rc = 0;
+            break;
+        }
+        pthread_mutex_unlock(&m->mu);
+        int gone = peer_gone(fd);
+        pthread_mutex_lock(&m->mu);
+        if (gone)
+            break;
+    }
+    pthread_mutex_unlock(&m->mu);
+    return rc;
+}
+
+/* ---- plan references --------------------------------------------------------------- */
+
+static void box_release(ah_mock *m, planbox *b)
+{
+    if (!b)
+        return;
+    pthread_mutex_lock(&m->mu);
+    int last = --b->refs == 0;
+    pthread_mutex_unlock(&m->mu);
+    if (last) {
+        ah__mock_plan_free(b->plan);
+        free(b);
+    }
+}
+
+/* Take the next step; *box gets a reference the caller releases (NULL: no plan). */
+static const ah__mock_step *take_step(ah_mock *m, planbox **box, size_t *index)
+{
+    const ah__mock_step *s = &default_ok;
+    *box = NULL;
+    *index = 0;
+    pthread_mutex_lock(&m->mu);
+    if (m->box) {
+        ah__mock_plan *p = m->box->plan;
+        if (m->next_step < p->count) {
+            s = &p->steps[m->next_step++];
+            *index = m->next_step;
+        } else {
+            s = &p->then;
+        }
+        *box = m->box;
+        m->box->refs++;
+    }
+    pthread_mutex_unlock(&m->mu);
+    return s;
+}
+
+/* ---- request log ------------------------------------------------------------------- */
+
+static int is_secret_header(const char *name)
+{
+    static const char *const secret[] = {"authorization", "proxy-authorization",
+                                         "x-api-key",     "api-key",
+                                         "x-goog-api-key", "cookie"};
+    for (size_t i = 0; i < sizeof secret / sizeof secret[0]; i++)
+        if (strcasecmp(name, secret[i]) == 0)
+            return 1;
+    return 0;
+}
+
+static void record_free(record *r)
+{
+    if (!r)
+        return;
+    for (size_t i = 0; i < r->pub.header_count; i++) {
+        free((char *)r->headers[i].name);
+        free((char *)r->headers[i].value);
+    }
+    free(r->headers);
+    free(r->method);
+    free(r->path);
+    free(r->body);
+    free(r);
+}
+
+static enum MHD_Result collect_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                      const char *value)
+{
+    record *r = cls;
+    (void)kind;
+    if (r->pub.header_count == r->header_cap) {
+        size_t cap = r->header_cap ? r->header_cap * 2 : 16;
+        ah_header *h = realloc(r->headers, cap * sizeof *h);
+        if (!h)
+            return MHD_NO;
+        r->headers = h;
+        r->header_cap = cap;
+    }
+    /* The secret never reaches our memory: only the placeholder is copied. */
+    char *n = ah__strdup(key ? key : "");
+    char *v = ah__strdup(is_secret_header(key ? key : "") ? REDACTED : value ? value : "");
+    if (!n || !v) {
+        free(n);
+        free(v);
+        return MHD_NO;
+    }
+    r->headers[r->pub.header_count].name = n;
+    r->headers[r->pub.header_count].value = v;
+    r->pub.header_count++;
+    return MHD_YES;
+}
+
+static void log_request(ah_mock *m, struct MHD_Connection *conn, const char *method,
+                        const char *path, int wire, int stream, const req_ctx *rc,
+                        const char *step, size_t step_index, int status)
+{
+    record *r = calloc(1, sizeof *r);
+    if (!r)
+        goto fail;
+    r->method = ah__strdup(method);
+    r->path = ah__strdup(path);
+    r->body = ah__strndup(rc->body.data ? rc->body.data : "", rc->body.len);
+    if (!r->method || !r->path || !r->body)
+        goto fail;
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, collect_header, r);
+    r->pub.method = r->method;
+    r->pub.path = r->path;
+    r->pub.wire = wire;
+    r->pub.stream = stream;
+    r->pub.step = step;
+    r->pub.step_index = step_index;
+    r->pub.status = status;
+    r->pub.body = r->body;
+    r->pub.body_len = rc->body.len;
+    r->pub.headers = r->headers;
+    pthread_mutex_lock(&m->mu);
+    if (m->log_len == m->log_cap) {
+        size_t cap = m->log_cap ? m->log_cap * 2 : 32;
+        record **l = realloc(m->log, cap * sizeof *l);
+        if (!l) {
+            pthread_mutex_unlock(&m->mu);
+            goto fail;
+        }
+        m->log = l;
+        m->log_cap = cap;
+    }
+    m->log[m->log_len++] = r;
+    pthread_mutex_unlock(&m->mu);
+    return;
+fail:
+    ah__log(AH_LOG_WARN, "mock: out of memory recording a request");
+    record_free(r);
+}
+
+/* ---- responses --------------------------------------------------------------------- */
+
+static void format_http_date(long long in_seconds, char *out, size_t size)
+{
+    static const char *const days[] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
+    static const char *const months[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                         "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+    time_t t = time(NULL) + (time_t)in_seconds;
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    snprintf(out, size, "%s, %02d %s %04d %02d:%02d:%02d GMT", days[tm.tm_wday], tm.tm_mday,
+             months[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
+}
+
+static void add_headers(struct MHD_Response *resp, ah_wire wire, const char *request_id,
+                        const char *content_type, const ah__mock_step *step)
+{
+    MHD_add_response_header(resp, "Content-Type", content_type);
+    MHD_add_response_header(resp, wire == AH_WIRE_ANTHROPIC ? "request-id" : "x-request-id",
+                            request_id);
+    for (size_t i = 0; step && i < step->header_count; i++) {
+        const ah__mock_header *h = &step->headers[i];
+        char date[64];
+        const char *v = h->value;
+        if (!v) {
+            format_http_date(h->date_in, date, sizeof date);
+            v = date;
+        }
+        if (MHD_add_response_header(resp, h->name, v) != MHD_YES)
+            ah__log(AH_LOG_WARN, "mock: header '%s' refused by the HTTP server", h->name);
+    }
+}
+
+static struct MHD_Response *buffer_response(const char *data, size_t len)
+{
+    return MHD_create_response_from_buffer(len, (void *)data, MHD_RESPMEM_MUST_COPY);
+}
+
+static struct MHD_Response *error_response(ah_wire wire, int status, const char *type,
+                                           const char *message, const char *request_id,
+                                           const ah__mock_step *step)
+{
+    ah__mock_buf b = {0};
+    ah__mock_error_body(wire, status, type, message, request_id, &b);
+    struct MHD_Response *resp = b.failed ? NULL : buffer_response(b.data, b.len);
+    ah__mock_buf_free(&b);
+    if (resp)
+        add_headers(resp, wire, request_id, "application/json", step);
+    return resp;
+}
+
+static void stream_free(void *cls)
+{
+    stream_ctx *s = cls;
+    if (!s)
+        return;
+    ah__mock_writer_free(s->w);
+    ah__mock_reply_free(&s->reply);
+    ah__mock_buf_free(&s->body);
+    ah__mock_buf_free(&s->out);
+    box_release(s->m, s->box);
+    free(s);
+}
+
+/* Append the next unit (an event, or half of a non-streaming body). 0 when none left. */
+static int next_unit(stream_ctx *s)
+{
+    if (s->w)
+        return ah__mock_writer_next(s->w, &s->out);
+    if (s->piece >= 2)
+        return 0;
+    size_t half = ah__mock_utf8_floor(s->body.data, s->body.len / 2);
+    if (s->piece == 0)
+        ah__mock_buf_put(&s->out, s->body.data, half);
+    else
+        ah__mock_buf_put(&s->out, s->body.data + half, s->body.len - half);
+    s->piece++;
+    return 1;
+}
+
+/* Generate events into `out` until it is big enough, the stream ends, or the fault is
+ * due. A cut or a stall waits until `out` has been handed over (and so sent) first. */
+static void fill(stream_ctx *s)
+{
+    while (s->out.len < FILL_TARGET && !s->done && !s->abort && !s->out.failed) {
+        if (s->fault_pending && s->units >= s->k) {
+            ah__mock_step_kind kind = s->step->kind;
+            if ((kind == AH__MOCK_CUT || kind == AH__MOCK_STALL) && s->out.len)
+                return;
+            s->fault_pending = 0;
+            switch (kind) {
+            case AH__MOCK_CUT:
+                s->abort = 1;
+                return;
+            case AH__MOCK_STALL:
+                if (wait_ms(s->m, s->step->stall_ms, s->fd) != 0) {
+                    s->abort = 1;
+                    return;
+                }
+                continue;
+            case AH__MOCK_MALFORMED:
+                ah__mock_writer_malformed(s->w, &s->out);
+                s->done = 1;
+                return;
+            default:
+                ah__mock_writer_error(s->w, &s->out, s->step->error_type, s->step->message);
+                s->done = 1;
+                return;
+            }
+        }
+        if (!next_unit(s)) {
+            if (s->fault_pending) { /* K past the end: the fault comes after the last one */
+                s->k = s->units;
+                continue;
+            }
+            s->done = 1;
+            return;
+        }
+        s->units++;
+    }
+}
+
+static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    stream_ctx *s = cls;
+    (void)pos;
+    if (s->off == s->out.len) {
+        ah__mock_buf_reset(&s->out);
+        s->off = 0;
+        if (!s->abort && !s->done)
+            fill(s);
+        if (s->out.failed)
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (s->out.len == 0)
+            return s->abort ? MHD_CONTENT_READER_END_WITH_ERROR
+                            : MHD_CONTENT_READER_END_OF_STREAM;
+    }
+    size_t n = s->out.len - s->off;
+    if (n > max)
+        n = max;
+    memcpy(buf, s->out.data + s->off, n);
+    s->off += n;
+    return (ssize_t)n;
+}
+
+/* The model's reply: SSE or JSON, with the step's stream fault if any. Returns the MHD
+ * response and its status in *status, or NULL. */
+static struct MHD_Response *reply_response(ah_mock *m, struct MHD_Connection *conn,
+                                           ah_wire wire, const cJSON *req, size_t body_len,
+                                           int stream, const ah__mock_step *step,
+                                           planbox **box, const char *request_id,
+                                           int *status)
+{
+    char err[256];
+    ah__mock_text_opts opts = {m->text, m->text_deltas, m->delta_bytes};
+    if (step->text || step->text_deltas || step->delta_bytes) {
+        opts.text = step->text ? step->text : m->text;
+        opts.text_deltas = step->text_deltas;
+        opts.delta_bytes = step->delta_bytes;
+        if (!step->text_deltas && !step->delta_bytes) {
+            opts.text_deltas = m->text_deltas;
+            opts.delta_bytes = m->delta_bytes;
+        }
+    }
+    stream_ctx *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->m = m;
+    s->step = step;
+    s->fd = -1;
+    ah_status st = ah__mock_model_reply(wire, req, body_len, &opts, &s->reply, err, sizeof err);
+    if (st != AH_OK) {
+        free(s);
+        *status = st == AH_ERR_INVALID ? 400 : 500;
+        return error_response(wire, *status, NULL, err, request_id, step);
+    }
+    ah__mock_step_kind kind = step->kind;
+    int fault = kind == AH__MOCK_CUT || kind == AH__MOCK_STALL || kind == AH__MOCK_MALFORMED ||
+                kind == AH__MOCK_ERROR_EVENT;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (ci)
+        s->fd = ci->connect_fd;
+
+    struct MHD_Response *resp = NULL;
+    *status = step->kind == AH__MOCK_STATUS ? step->status : 200;
+    if (stream) {
+        s->w = ah__mock_writer_new(wire, &s->reply, request_id);
+        if (!s->w)
+            goto fail;
+        s->fault_pending = fault;
+        s->k = (size_t)step->after_events;
+        resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, BLOCK_SIZE, reader, s,
+                                                 stream_free);
+        if (!resp)
+            goto fail;
+        add_headers(resp, wire, request_id, "text/event-stream; charset=utf-8", step);
+        MHD_add_response_header(resp, "Cache-Control", "no-cache");
+        s->box = *box; /* the stream now holds the request's plan reference */
+        *box = NULL;
+        return resp;
+    }
+
+    /* Non-streaming: no events, so faults act on the body (see docs/mock.md). */
+    if (kind == AH__MOCK_ERROR_EVENT) {
+        *status = ah__mock_error_status(wire, step->error_type);
+        resp = error_response(wire, *status, step->error_type ? step->error_type
+                                                              : ah__mock_default_error_type(wire),
+                              step->message, request_id, step);
+        stream_free(s);
+        return resp;
+    }
+    ah__mock_reply_body(wire, &s->reply, &s->body);
+    if (s->body.failed)
+        goto fail;
+    if (kind == AH__MOCK_MALFORMED) {
+        size_t half = ah__mock_utf8_floor(s->body.data, s->body.len / 2);
+        resp = buffer_response(s->body.data, half);
+        if (resp)
+            add_headers(resp, wire, request_id, "application/json", step);
+        stream_free(s);
+        return resp;
+    }
+    s->fault_pending = kind == AH__MOCK_CUT || kind == AH__MOCK_STALL;
+    s->k = step->after_events > 0 ? 1 : 0;
+    resp = MHD_create_response_from_callback(s->body.len, BLOCK_SIZE, reader, s, stream_free);
+    if (!resp)
+        goto fail;
+    add_headers(resp, wire, request_id, "application/json", step);
+    s->box = *box;
+    *box = NULL;
+    return resp;
+fail:
+    stream_free(s);
+    return NULL;
+}
+
+/* ---- the request handler ----------------------------------------------------------- */
+
+static int wire_of_path(const char *path)
+{
+    for (int w = 0; w < AH_WIRE_COUNT_; w++)
+        if (strcmp(path, ah_wire_path((ah_wire)w)) == 0)
+            return w;
+    return -1;
+}
+
+/* For an unknown path, answer in the shape of the provider the client seems to target. */
+static ah_wire guess_wire(struct MHD_Connection *conn, const char *path)
+{
+    if (MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "anthropic-version") ||
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "x-api-key") ||
+        strncmp(path, "/v1/messages", 12) == 0)
+        return AH_WIRE_ANTHROPIC;
+    return AH_WIRE_OPENAI;
+}
+
+static enum MHD_Result queue(struct MHD_Connection *conn, int status,
+                             struct MHD_Response *resp)
+{
+    if (!resp)
+        return MHD_NO;
+    enum MHD_Result r = MHD_queue_response(conn, (unsigned)status, resp);
+    MHD_destroy_response(resp);
+    return r;
+}
+
+static enum MHD_Result handle(ah_mock *m, req_ctx *rc, struct MHD_Connection *conn,
+                              const char *path, const char *method)
+{
+    char request_id[48];
+    pthread_mutex_lock(&m->mu);
+    unsigned long long seq = ++m->seq;
+    pthread_mutex_unlock(&m->mu);
+    snprintf(request_id, sizeof request_id, "req_mock%016llx", seq);
+
+    int wire = wire_of_path(path);
+    if (wire < 0 || strcmp(method, "POST") != 0) {
+        int status = wire < 0 ? 404 : 405;
+        ah_wire shape = wire < 0 ? guess_wire(conn, path) : (ah_wire)wire;
+        char msg[160];
+        if (wire < 0)
+            snprintf(msg, sizeof msg, "Invalid URL (%.20s %.100s)", method, path);
+        else
+            snprintf(msg, sizeof msg, "Method %.20s not allowed; use POST", method);
+        log_request(m, conn, method, path, wire, 0, rc, "none", 0, status);
+        struct MHD_Response *resp =
+            error_response(shape, status, shape == AH_WIRE_ANTHROPIC
+                                              ? (wire < 0 ? "not_found_error"
+                                                          : "invalid_request_error")
+                                              : "invalid_request_error",
+                           msg, request_id, NULL);
+        if (resp && wire >= 0)
+            MHD_add_response_header(resp, "Allow", "POST");
+        return queue(conn, status, resp);
+    }
+
+    cJSON *req = rc->too_large ? NULL
+                               : cJSON_ParseWithLength(rc->body.data ? rc->body.data : "",
+                                                       rc->body.len);
+    int stream = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req, "stream"));
+    planbox *box = NULL;
+    size_t index = 0;
+    const ah__mock_step *step = take_step(m, &box, &index);
+    struct MHD_Response *resp = NULL;
+    int status = 0;
+    enum MHD_Result result = MHD_NO;
+
+    if (step->kind == AH__MOCK_RESET) {
+        status = 0;
+    } else if (step->kind == AH__MOCK_STATUS && (step->has_body || step->status >= 300)) {
+        status = step->status;
+        if (step->has_body) {
+            resp = buffer_response(step->body, step->body_len);
+            if (resp)
+                add_headers(resp, (ah_wire)wire, request_id, "application/json", step);
+        } else {
+            resp = error_response((ah_wire)wire, status, step->error_type, step->message,
+                                  request_id, step);
+        }
+    } else if (rc->too_large) {
+        status = 413;
+        resp = error_response((ah_wire)wire, status, NULL, NULL, request_id, step);
+    } else if (!req) {
+        status = 400;
+        resp = error_response((ah_wire)wire, status, NULL,
+                              wire == AH_WIRE_ANTHROPIC
+                                  ? "There was an error parsing the body of your request: "
+                                    "invalid JSON"
+                                  : "We could not parse the JSON body of your request.",
+                              request_id, step);
+    } else {
+        resp = reply_response(m, conn, (ah_wire)wire, req, rc->body.len, stream, step, &box,
+                              request_id, &status);
+    }
+    log_request(m, conn, method, path, wire, stream, rc, ah__mock_step_kind_name(step->kind),
+                index, status);
+
+    if (step->delay_headers_ms > 0) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (wait_ms(m, step->delay_headers_ms, ci ? ci->connect_fd : -1) != 0)
+            goto cleanup; /* closing, or the client gave up: just drop the connection */
+    }
+    if (step->kind == AH__MOCK_RESET)
+        goto cleanup; /* MHD_NO: MHD closes the connection without a response */
+    result = queue(conn, status, resp);
+    resp = NULL;
+cleanup:
+    if (resp)
+        MHD_destroy_response(resp);
+    box_release(m, box);
+    cJSON_Delete(req);
+    return result;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls)
+{
+    ah_mock *m = cls;
+    req_ctx *rc = *con_cls;
+    (void)version;
+    if (!rc) {
+        rc = calloc(1, sizeof *rc);
+        if (!rc)
+            return MHD_NO;
+        rc->m = m;
+        *con_cls = rc;
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        if (rc->body.len + *upload_data_size > MAX_BODY)
+            rc->too_large = 1;
+        else
+            ah__mock_buf_put(&rc->body, upload_data, *upload_data_size);
+        if (rc->body.failed)
+            return MHD_NO;
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    return handle(m, rc, conn, url, method);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    req_ctx *rc = *con_cls;
+    (void)cls;
+    (void)conn;
+    (void)toe;
+    if (rc) {
+        ah__mock_buf_free(&rc->body);
+        free(rc);
+        *con_cls = NULL;
+    }
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    char line[512];
+    (void)cls;
+    vsnprintf(line, sizeof line, fmt, ap);
+    size_t n = strlen(line);
+    while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+        line[--n] = '\0';
+    ah__log(AH_LOG_DEBUG, "mock: microhttpd: %s", line);
+}
+
+/* ---- public API -------------------------------------------------------------------- */
+
+void ah_mock_config_init(ah_mock_config *cfg)
+{
+    if (cfg)
+        memset(cfg, 0, sizeof *cfg);
+}
+
+static char *read_file(const char *path, char *err, size_t errsize)
+{
+    FILE *f = fopen(path, "rb");
+    ah__mock_buf b = {0};
+    if (!f) {
+        ah__bufprintf(err, errsize, "cannot open plan file '%s': %s", path, strerror(errno));
+        return NULL;
+    }
+    char chunk[8192];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        if (b.len + n > MAX_PLAN_FILE) {
+            ah__bufprintf(err, errsize, "plan file '%s' is larger than %d bytes", path,
+                          MAX_PLAN_FILE);
+            fclose(f);
+            ah__mock_buf_free(&b);
+            return NULL;
+        }
+        ah__mock_buf_put(&b, chunk, n);
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        ah__bufprintf(err, errsize, "cannot read plan file '%s'", path);
+        ah__mock_buf_free(&b);
+        return NULL;
+    }
+    char *text = ah__mock_buf_take(&b);
+    if (!text)
+        ah__bufprintf(err, errsize, "out of memory reading plan file '%s'", path);
+    return text;
+}
+
+static ah_status make_box(const char *json, planbox **out, char *err, size_t errsize)
+{
+    *out = NULL;
+    if (!json)
+        return AH_OK;
+    ah__mock_plan *p = NULL;
+    ah_status st = ah__mock_plan_parse(json, &p, err, errsize);
+    if (st != AH_OK)
+        return st;
+    planbox *b = calloc(1, sizeof *b);
+    if (!b) {
+        ah__mock_plan_free(p);
+        ah__bufprintf(err, errsize, "out of memory");
+        return AH_ERR_NOMEM;
+    }
+    b->plan = p;
+    b->refs = 1;
+    *out = b;
+    return AH_OK;
+}
+
+ah_status ah_mock_plan_validate(const char *plan_json, char *err, size_t errsize)
+{
+    ah__mock_plan *p = NULL;
+    ah_status st = ah__mock_plan_parse(plan_json, &p, err, errsize);
+    ah__mock_plan_free(p);
+    return st;
+}
+
+ah_mock *ah_mock_new(const ah_mock_config *cfg, char *err, size_t errsize)
+{
+    ah_mock_config defaults;
+    char *file_text = NULL;
+    char perr[256];
+    ah_mock *m = NULL;
+    int locks = 0;
+
+    if (!cfg) {
+        ah_mock_config_init(&defaults);
+        cfg = &defaults;
+    }
+    if (cfg->port < 0 || cfg->port > 65535) {
+        ah__bufprintf(err, errsize, "mock: port %d out of range", cfg->port);
+        return NULL;
+    }
+    m = calloc(1, sizeof *m);
+    if (!m)
+        goto nomem;
+    const char *plan_json = cfg->plan_json;
+    if (!plan_json && cfg->plan_path) {
+        file_text = read_file(cfg->plan_path, err, errsize);
+        if (!file_text)
+            goto fail;
+        plan_json = file_text;
+    }
+    if (make_box(plan_json, &m->box, perr, sizeof perr) != AH_OK) {
+        if (cfg->plan_path && !cfg->plan_json)
+            ah__bufprintf(err, errsize, "%s: %s", cfg->plan_path, perr);
+        else
+            ah__bufprintf(err, errsize, "%s", perr);
+        goto fail;
+    }
+    m->text = cfg->text ? ah__strdup(cfg->text) : NULL;
+    if (cfg->text && !m->text)
+        goto nomem;
+    m->text_deltas = cfg->text_deltas;
+    m->delta_bytes = cfg->text_deltas ? 0 : cfg->delta_bytes;
+
+    pthread_condattr_t ca;
+    if (pthread_mutex_init(&m->mu, NULL) != 0)
+        goto nomem;
+    if (pthread_condattr_init(&ca) != 0) {
+        pthread_mutex_destroy(&m->mu);
+        goto nomem;
+    }
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    int cv_rc = pthread_cond_init(&m->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (cv_rc != 0) {
+        pthread_mutex_destroy(&m->mu);
+        goto nomem;
+    }
+    locks = 1;
+
+    struct sockaddr_in addr;
+    memset(&addr, 0, sizeof addr);
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons((uint16_t)cfg->port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    errno = 0;
+    m->daemon = MHD_start_daemon(
+        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
+            MHD_USE_ERROR_LOG,
+        0, NULL, NULL, on_request, m, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, m, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log,
+        m, MHD_OPTION_END);
+    if (!m->daemon) {
+        int e = errno;
+        ah__bufprintf(err, errsize, "mock: cannot listen on 127.0.0.1:%d%s%s", cfg->port,
+                      e ? ": " : "", e ? strerror(e) : "");
+        goto fail;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(m->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    m->port = di ? (int)di->port : cfg->port;
+    snprintf(m->url, sizeof m->url, "http://127.0.0.1:%d", m->port);
+    free(file_text);
+    ah__log(AH_LOG_INFO, "mock: listening on %s", m->url);
+    return m;
+
+nomem:
+    ah__bufprintf(err, errsize, "mock: out of memory");
+fail:
+    free(file_text);
+    if (m) {
+        if (m->box) {
+            ah__mock_plan_free(m->box->plan);
+            free(m->box);
+        }
+        if (locks) {
+            pthread_cond_destroy(&m->cv);
+            pthread_mutex_destroy(&m->mu);
+        }
+        free(m->text);
+        free(m);
+    }
+    return NULL;
+}
+
+void ah_mock_free(ah_mock *m)
+{
+    if (!m)
+        return;
+    pthread_mutex_lock(&m->mu);
+    m->closing = 1;
+    pthread_cond_broadcast(&m->cv);
+    pthread_mutex_unlock(&m->mu);
+    /* Joins the listener and every connection thread; their waits see `closing`. */
+    MHD_stop_daemon(m->daemon);
+    box_release(m, m->box);
+    for (size_t i = 0; i < m->log_len; i++)
+        record_free(m->log[i]);
+    free(m->log);
+    free(m->text);
+    pthread_cond_destroy(&m->cv);
+    pthread_mutex_destroy(&m->mu);
+    free(m);
+}
+
+const char *ah_mock_url(const ah_mock *m)
+{
+    return m ? m->url : "";
+}
+
+int ah_mock_port(const ah_mock *m)
+{
+    return m ? m->port : 0;
+}
+
+ah_status ah_mock_set_plan(ah_mock *m, const char *plan_json, char *err, size_t errsize)
+{
+    if (!m)
+        return AH_ERR_INVALID;
+    planbox *nb = NULL;
+    ah_status st = make_box(plan_json, &nb, err, errsize);
+    if (st != AH_OK)
+        return st;
+    pthread_mutex_lock(&m->mu);
+    planbox *old = m->box;
+    m->box = nb;
+    m->next_step = 0;
+    pthread_mutex_unlock(&m->mu);
+    box_release(m, old);
+    return AH_OK;
+}
+
+size_t ah_mock_request_count(ah_mock *m)
+{
+    if (!m)
+        return 0;
+    pthread_mutex_lock(&m->mu);
+    size_t n = m->log_len;
+    pthread_mutex_unlock(&m->mu);
+    return n;
+}
+
+ah_status ah_mock_request_get(ah_mock *m, size_t i, ah_mock_request *out)
+{
+    if (!m || !out)
+        return AH_ERR_INVALID;
+    ah_status st = AH_ERR_NOT_FOUND;
+    pthread_mutex_lock(&m->mu);
+    if (i < m->log_len) {
+        *out = m->log[i]->pub; /* records never move or change once logged */
+        st = AH_OK;
+    }
+    pthread_mutex_unlock(&m->mu);
+    return st;
+}

@@ -1,0 +1,174 @@
+/* mock_internal.h - pieces of the mock provider shared between its files, never installed.
+ *
+ *   buf.c    growable byte buffer with JSON string escaping (the writers' hot path)
+ *   plan.c   fault plan: JSON -> validated steps, errors name the step and the field
+ *   model.c  the deterministic model: request JSON -> one reply (text, tool call, usage)
+ *   reply.c  per-format writers: SSE events one at a time, JSON bodies, error shapes
+ *   mock.c   the libmicrohttpd server, fault injection, request log, public API
+ *
+ * Everything here is prefixed ah__mock_ so it cannot collide with other core modules.
+ */
+#ifndef AH_MOCK_INTERNAL_H
+#define AH_MOCK_INTERNAL_H
+
+#include "agenthost.h"
+#include "internal.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+/* ---- buf.c ---------------------------------------------------------------------------- */
+
+/* A growable buffer. Once an allocation fails, `failed` sticks and further appends are
+ * dropped, so writers check once at the end instead of after every append. */
+typedef struct ah__mock_buf {
+    char *data;
+    size_t len, cap;
+    int failed;
+} ah__mock_buf;
+
+int ah__mock_buf_reserve(ah__mock_buf *b, size_t extra); /* 0 ok, -1 failed */
+void ah__mock_buf_put(ah__mock_buf *b, const char *s, size_t n);
+void ah__mock_buf_puts(ah__mock_buf *b, const char *s);
+void ah__mock_buf_printf(ah__mock_buf *b, const char *fmt, ...) AH__PRINTF(2, 3);
+/* Append s[0..n) as a JSON string literal, quotes included. */
+void ah__mock_buf_json_str(ah__mock_buf *b, const char *s, size_t n);
+/* Append a NUL-terminated string as a JSON literal; NULL becomes null. */
+void ah__mock_buf_json_cstr(ah__mock_buf *b, const char *s);
+void ah__mock_buf_reset(ah__mock_buf *b); /* len = 0, keeps the memory */
+void ah__mock_buf_free(ah__mock_buf *b);
+/* Hand the NUL-terminated contents to the caller (NULL if failed); the buffer is empty. */
+char *ah__mock_buf_take(ah__mock_buf *b);
+
+/* Length of the longest prefix of s[0..n) that does not end inside a UTF-8 sequence. */
+size_t ah__mock_utf8_floor(const char *s, size_t n);
+uint64_t ah__mock_fnv1a(uint64_t h, const void *data, size_t n);
+#define AH__MOCK_FNV_INIT 0xcbf29ce484222325ULL
+
+/* ---- plan.c --------------------------------------------------------------------------- */
+
+#define AH__MOCK_STEP_KIND_MAP(X)                                                         \
+    X(OK, "ok")                                                                           \
+    X(STATUS, "status")                                                                   \
+    X(RESET, "reset")                                                                     \
+    X(DELAY, "delay")                                                                     \
+    X(CUT, "cut")                                                                         \
+    X(STALL, "stall")                                                                     \
+    X(MALFORMED, "malformed")                                                             \
+    X(ERROR_EVENT, "error_event")
+
+typedef enum ah__mock_step_kind {
+#define AH__MOCK_KIND_ENUM(name, s) AH__MOCK_##name,
+    AH__MOCK_STEP_KIND_MAP(AH__MOCK_KIND_ENUM)
+#undef AH__MOCK_KIND_ENUM
+        AH__MOCK_KIND_COUNT_
+} ah__mock_step_kind;
+
+const char *ah__mock_step_kind_name(ah__mock_step_kind k);
+
+typedef struct ah__mock_header {
+    char *name;
+    char *value;       /* NULL when the value is a relative date */
+    long long date_in; /* seconds from now, formatted as an HTTP-date when sent */
+} ah__mock_header;
+
+/* Text options of the model; 0 / NULL = unset (fall back to the config, then the model). */
+typedef struct ah__mock_text_opts {
+    const char *text;
+    size_t text_deltas;
+    size_t delta_bytes;
+} ah__mock_text_opts;
+
+typedef struct ah__mock_step {
+    ah__mock_step_kind kind;
+    int status;                /* STATUS: 200..599 */
+    ah__mock_header *headers;  /* extra response headers, any kind but RESET */
+    size_t header_count;
+    char *body;                /* STATUS: raw body to send instead of the default */
+    size_t body_len;
+    int has_body;
+    char *error_type;          /* STATUS / ERROR_EVENT: override the error type */
+    char *message;             /* STATUS / ERROR_EVENT: override the error message */
+    long long delay_headers_ms; /* any kind; 0 = none */
+    long long after_events;    /* CUT / STALL / MALFORMED / ERROR_EVENT: K */
+    long long stall_ms;        /* STALL: -1 = until the client or the mock goes away */
+    char *text;                /* reply text options (OK, DELAY and the stream faults) */
+    size_t text_deltas;
+    size_t delta_bytes;
+} ah__mock_step;
+
+typedef struct ah__mock_plan {
+    ah__mock_step *steps;
+    size_t count;
+    ah__mock_step then; /* applied once the steps are used up (default: ok) */
+} ah__mock_plan;
+
+/* Parse and validate a plan: a JSON array of steps, or {"steps": [...], "then": step}.
+ * On failure returns AH_ERR_PARSE (or AH_ERR_NOMEM) with "plan step N: ..." in err. */
+ah_status ah__mock_plan_parse(const char *json, ah__mock_plan **out, char *err,
+                              size_t errsize);
+void ah__mock_plan_free(ah__mock_plan *p);
+
+/* ---- model.c -------------------------------------------------------------------------- */
+
+/* What the model says in one reply. Text deltas are [cuts[i], cuts[i+1]) of text; for a
+ * continuation `text` is only what is left to say. */
+typedef struct ah__mock_reply {
+    char *model;           /* echoed from the request, or "mock-model" */
+    char *text;            /* the full reply text (owned) */
+    size_t text_len;
+    size_t *cuts;          /* ndeltas + 1 offsets into text */
+    size_t ndeltas;
+    int has_tool;
+    char *tool_name;
+    char *tool_args;       /* compact JSON object */
+    size_t args_len;
+    size_t *arg_cuts;      /* nargs + 1 offsets into tool_args */
+    size_t nargs;
+    char *tools_json;      /* the request's tools array, compact (Responses echoes it) */
+    int include_usage;     /* Chat: stream_options.include_usage */
+    int continuation;      /* the request ended with an assistant message */
+    long long input_tokens, output_tokens;
+    char msg_id[48], tool_id[48], call_id[48], item_id[48];
+} ah__mock_reply;
+
+/* Build the reply for a parsed request body. On an invalid request returns
+ * AH_ERR_INVALID with a provider-style message in err (sent as a 400). */
+ah_status ah__mock_model_reply(ah_wire wire, const cJSON *req, size_t body_len,
+                               const ah__mock_text_opts *opts, ah__mock_reply *out,
+                               char *err, size_t errsize);
+void ah__mock_reply_free(ah__mock_reply *r);
+
+/* ---- reply.c -------------------------------------------------------------------------- */
+
+/* Streams one reply as SSE events, one at a time, in the byte layout of the real API. */
+typedef struct ah__mock_writer ah__mock_writer;
+
+ah__mock_writer *ah__mock_writer_new(ah_wire wire, const ah__mock_reply *r,
+                                     const char *request_id);
+void ah__mock_writer_free(ah__mock_writer *w);
+size_t ah__mock_writer_event_count(const ah__mock_writer *w);
+/* Append the next event to out; returns 0 when there are none left. */
+int ah__mock_writer_next(ah__mock_writer *w, ah__mock_buf *out);
+/* Append an event whose data is not JSON (the next event cut in half). */
+void ah__mock_writer_malformed(ah__mock_writer *w, ah__mock_buf *out);
+/* Append the in-stream error event(s) of the format. */
+void ah__mock_writer_error(ah__mock_writer *w, ah__mock_buf *out, const char *type,
+                           const char *message);
+
+/* The non-streaming JSON body of a reply. */
+void ah__mock_reply_body(ah_wire wire, const ah__mock_reply *r, ah__mock_buf *out);
+
+/* The provider's error body for an HTTP status (type/message NULL = the defaults for that
+ * status), e.g. Anthropic 529 {"type":"error","error":{"type":"overloaded_error",...}}. */
+void ah__mock_error_body(ah_wire wire, int status, const char *type, const char *message,
+                         const char *request_id, ah__mock_buf *out);
+/* The error type of an error_event step without one: Anthropic "overloaded_error",
+ * OpenAI formats "server_error" (what each sends mid-stream in practice). */
+const char *ah__mock_default_error_type(ah_wire wire);
+/* The HTTP status a provider would use for an error type (non-streaming error_event). */
+int ah__mock_error_status(ah_wire wire, const char *type);
+
+#endif
