@@ -308,6 +308,7 @@ static ah_status curl_start(void *self, ah_loop *loop, const ah_http_request *re
     curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(e, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 102400L);
     /* No CURLOPT_ACCEPT_ENCODING: the stream arrives as identity, byte for byte. */
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, a->req_headers);
     if (strcmp(method, "POST") == 0) {

@@ -14,11 +14,24 @@ BIN=$BUILD_DIR/tests/bench/stream_bench
 [ -x "$BIN" ] || { echo "run.sh: $BIN not built (configure with tests on)" >&2; exit 1; }
 command -v curl >/dev/null || { echo "run.sh: curl not found" >&2; exit 1; }
 
-# The server: its stdin is a pipe we hold open; closing it stops the mock.
-coproc SERVER { exec "$BIN" serve "$DELTAS"; }
-exec {server_in}>&"${SERVER[1]}"
-trap 'exec {server_in}>&-; wait "$SERVER_PID" 2>/dev/null || true' EXIT
-read -r URL <&"${SERVER[0]}"
+# The server reads its stdin until EOF: a FIFO we hold open; closing it stops the mock.
+tmp=$(mktemp -d)
+mkfifo "$tmp/in"
+"$BIN" serve "$DELTAS" <"$tmp/in" >"$tmp/url" &
+server_pid=$!
+exec {server_in}>"$tmp/in"
+stop_server() {
+    exec {server_in}>&-
+    wait "$server_pid" 2>/dev/null || true
+    rm -rf "$tmp"
+}
+trap stop_server EXIT
+for _ in $(seq 100); do
+    [ -s "$tmp/url" ] && break
+    kill -0 "$server_pid" 2>/dev/null || break
+    sleep 0.05
+done
+URL=$(head -n1 "$tmp/url")
 [ -n "$URL" ] || { echo "run.sh: the mock did not start" >&2; exit 1; }
 
 BODY='{"model":"mock-bench","max_tokens":64000,"stream":true,"messages":[{"role":"user","content":"stream a long answer"}]}'
@@ -29,12 +42,16 @@ CURL=(curl -sN -o /dev/null -H 'content-type: application/json'
 curl_bytes=$(curl -sN -o /dev/null -w '%{size_download}' -H 'content-type: application/json' \
     -H 'anthropic-version: 2023-06-01' -H 'x-api-key: bench' -d "$BODY" "$URL/v1/messages")
 
-field() { sed -n "s/.*$1=\([0-9.]*\).*/\1/p"; }
+field() { sed -n "s/.*\b$1=\([0-9.]*\).*/\1/p"; }
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
-ah_lines=() curl_lines=()
+ah_lines=() curl_lines=() ahbase_lines=() curlbase_lines=()
 for ((i = 0; i < RUNS; i++)); do
-    ah_lines+=("$("$BIN" client "$URL")")
+    # Process start-up alone (libraries, TLS init), subtracted for the per-event cost.
+    ahbase_lines+=("$("$BIN" exec "$BIN" startup)")
+    curlbase_lines+=("$("$BIN" exec curl -s -o /dev/null file:///dev/null)")
+    # Both measured the same way: the whole client process, from wait4().
+    ah_lines+=("$("$BIN" exec "$BIN" client "$URL" | tr '\n' ' ')")
     curl_lines+=("$("$BIN" exec "${CURL[@]}")")
 done
 
@@ -49,25 +66,36 @@ events=$(stat ah events)
     echo "run.sh: warning: agenthost got $bytes bytes, curl $curl_bytes" >&2
 
 row() { # label which
-    local wall cpu rss
+    local wall cpu rss base
     wall=$(stat "$2" wall_s) cpu=$(stat "$2" cpu_s) rss=$(stat "$2" rss_kb)
-    awk -v l="$1" -v w="$wall" -v c="$cpu" -v r="$rss" -v b="$bytes" -v e="$events" 'BEGIN {
-        printf "| %s | %.1f | %.0f | %.3f | %.3f | %.2f | %.1f |\n",
-            l, b / w / 1e6, e / w, w, c, c / e * 1e6, r / 1024 }'
+    base=$(stat "${2}base" cpu_s)
+    awk -v l="$1" -v w="$wall" -v c="$cpu" -v s="$base" -v r="$rss" -v b="$bytes" \
+        -v e="$events" 'BEGIN {
+        printf "| %s | %.1f | %.0f | %.3f | %.3f | %.3f | %.3f | %.3f | %.1f |\n",
+            l, b / w / 1e6, e / w, w, c, s, c - s, (c - s) / e * 1e6, r / 1024 }'
 }
 
-ratio() { # field
-    awk -v a="$(stat ah "$1")" -v c="$(stat curl "$1")" 'BEGIN { printf "%.2f", a / c }'
+ratio() { # field [which-suffix]
+    awk -v a="$(stat "ah${2:-}" "$1")" -v c="$(stat "curl${2:-}" "$1")" 'BEGIN { printf "%.2f", a / c }'
+}
+
+net_ratio() {
+    awk -v a="$(stat ah cpu_s)" -v sa="$(stat ahbase cpu_s)" \
+        -v c="$(stat curl cpu_s)" -v sc="$(stat curlbase cpu_s)" \
+        'BEGIN { printf "%.2f", (a - sa) / (c - sc) }'
 }
 
 echo "### Streaming: ${DELTAS} text deltas over loopback (median of ${RUNS} runs)"
 echo
 echo "Stream: $bytes bytes, $events SSE events (Anthropic Messages format, from the mock)."
 echo
-echo "| client | MB/s | events/s | wall s | CPU s | CPU µs/event | peak RSS MiB |"
-echo "|---|---:|---:|---:|---:|---:|---:|"
+echo "| client | MB/s | events/s | wall s | CPU s | start-up CPU s | stream CPU s | CPU µs/event | peak RSS MiB |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 row "agenthost: transport + SSE parser" ah
 row "curl -sN > /dev/null" curl
-echo "| ratio agenthost / curl | | | $(ratio wall_s) | $(ratio cpu_s) | $(ratio cpu_s) | $(ratio rss_kb) |"
+nr=$(net_ratio)
+echo "| ratio agenthost / curl | | | $(ratio wall_s) | $(ratio cpu_s) | $(ratio cpu_s base) | $nr | $nr | $(ratio rss_kb) |"
 echo
-echo "CPU = user + system of the client process only (the mock runs in its own process)."
+echo "Whole client processes measured alike (wait4 rusage; the mock runs in its own process)."
+echo "CPU = user + system. Stream CPU = CPU minus the median start-up CPU of the same program"
+echo "doing nothing (\`stream_bench startup\`, \`curl file:///dev/null\`); µs/event uses it."
