@@ -26,7 +26,12 @@
 
 enum { ERROR_BODY_MAX = 64 * 1024 }; /* bytes of a non-2xx body kept for the error */
 
-typedef enum timer_role { ROLE_NONE, ROLE_WAIT, ROLE_ATTEMPT_TIMEOUT, ROLE_DEADLINE } timer_role;
+typedef enum timer_role {
+    ROLE_NONE,
+    ROLE_WAIT,
+    ROLE_ATTEMPT_TIMEOUT,
+    ROLE_DEADLINE
+} timer_role;
 
 struct ah_call {
     ah_loop *loop;
@@ -120,7 +125,7 @@ static void emit(ah_call *c, const ah_event *ev)
         c->on_event(c->event_ud, ev);
 }
 
-/* ---- per-attempt scratch -------------------------------------------------------------- */
+/* ---- per-attempt scratch --------------------------------------------------------- */
 
 static void clear_error_response(ah_call *c)
 {
@@ -178,7 +183,7 @@ static void keep_error_body(ah_call *c, const char *buf, size_t len)
     c->elen += len;
 }
 
-/* ---- terminal states ------------------------------------------------------------------ */
+/* ---- terminal states ------------------------------------------------------------- */
 
 static void abort_attempt(ah_call *c)
 {
@@ -241,7 +246,7 @@ static void finish_interrupted(ah_call *c, ah_error *e, const char *why)
     finish(c, AH_CALL_INTERRUPTED, e, why);
 }
 
-/* ---- attempts and waits --------------------------------------------------------------- */
+/* ---- attempts and waits ---------------------------------------------------------- */
 
 static void begin_attempt(ah_call *c);
 
@@ -274,10 +279,11 @@ static void attempt_failed(ah_call *c, const ah_error *e)
         return;
     }
     char what[64];
-    ah__log(AH_LOG_WARN, "LLM request %d: %s (attempt %d/%d), retrying in %lld ms (%s): %s",
+    ah__log(AH_LOG_WARN,
+            "LLM request %d: %s (attempt %d/%d), retrying in %lld ms (%s): %s",
             c->llm_call, describe(&c->err, what, sizeof what), c->attempts,
-            c->policy.max_attempts, (long long)d.wait_ms, ah_wait_source_name(d.wait_source),
-            c->err.message);
+            c->policy.max_attempts, (long long)d.wait_ms,
+            ah_wait_source_name(d.wait_source), c->err.message);
     /* The event goes out BEFORE the wait starts, so a display can show it at once. */
     ah_event ev = {.type = AH_EV_LLM_RETRY};
     ev.u.llm_retry.llm_call = c->llm_call;
@@ -316,7 +322,8 @@ static void on_timer(void *ud)
     case ROLE_ATTEMPT_TIMEOUT:
         abort_attempt(c); /* removed from the loop now: no dangling request */
         if (c->policy.deadline_ms > 0 && elapsed(c) >= c->policy.deadline_ms)
-            ah_error_set(&e, AH_EK_TIMEOUT, 0, "deadline of %lld ms reached during attempt %d",
+            ah_error_set(&e, AH_EK_TIMEOUT, 0,
+                         "deadline of %lld ms reached during attempt %d",
                          (long long)c->policy.deadline_ms, c->attempts);
         else
             ah_error_set(&e, AH_EK_TIMEOUT, 0, "attempt %d timed out after %lld ms",
@@ -358,7 +365,7 @@ static void on_async(void *ud)
         finish_cancelled(c);
 }
 
-/* ---- transport sink ------------------------------------------------------------------- */
+/* ---- transport sink -------------------------------------------------------------- */
 
 static int sink_head(void *ud, int status, const ah_header *h, size_t n)
 {
@@ -387,7 +394,8 @@ static int sink_head(void *ud, int status, const ah_header *h, size_t n)
         if (c->stream.on_open(c->stream.ud, status, h, n, &c->consumer_err) != 0) {
             if (c->consumer_err.kind == AH_EK_NONE)
                 ah_error_set(&c->consumer_err, AH_EK_STREAM, 0,
-                             "the stream consumer rejected the response (HTTP %d)", status);
+                             "the stream consumer rejected the response (HTTP %d)",
+                             status);
             c->consumer_failed = 1;
             return 1;
         }
@@ -501,7 +509,8 @@ static void begin_attempt(ah_call *c)
     ah_error e;
     ah_error_clear(&e);
     void *a = NULL;
-    if (c->tr->ops->start(c->tr->self, c->loop, &c->req, &call_sink, c, &a, &e) != AH_OK) {
+    if (c->tr->ops->start(c->tr->self, c->loop, &c->req, &call_sink, c, &a, &e) !=
+        AH_OK) {
         if (e.kind == AH_EK_NONE)
             ah_error_set(&e, AH_EK_CONNECT, 0, "cannot start the request");
         attempt_failed(c, &e);
@@ -510,7 +519,7 @@ static void begin_attempt(ah_call *c)
     c->attempt = a;
 }
 
-/* ---- construction --------------------------------------------------------------------- */
+/* ---- construction ---------------------------------------------------------------- */
 
 static int add_secret(char ***list, size_t *n, const char *s, size_t len)
 {
@@ -530,15 +539,16 @@ static int add_secret(char ***list, size_t *n, const char *s, size_t len)
 static int is_secret_header(const char *name)
 {
     return strcasecmp(name, "authorization") == 0 || strcasecmp(name, "x-api-key") == 0 ||
-           strcasecmp(name, "api-key") == 0 || strcasecmp(name, "proxy-authorization") == 0;
+           strcasecmp(name, "api-key") == 0 ||
+           strcasecmp(name, "proxy-authorization") == 0;
 }
 
 /* Copy the request into one buffer the call owns, and collect the secrets. */
 static ah_status copy_request(ah_call *c, const ah_call_config *cfg)
 {
     const ah_http_request *r = &cfg->request;
-    size_t total = strlen(r->method ? r->method : "POST") + 1 + strlen(r->url) + 1 +
-                   r->body_len + 1;
+    size_t total =
+        strlen(r->method ? r->method : "POST") + 1 + strlen(r->url) + 1 + r->body_len + 1;
     for (size_t i = 0; i < r->n_headers; i++) {
         if (!r->headers[i].name || !r->headers[i].value)
             return AH_ERR_INVALID;
@@ -549,12 +559,12 @@ static ah_status copy_request(ah_call *c, const ah_call_config *cfg)
     if (!c->reqbuf || (r->n_headers && !c->req_headers))
         return AH_ERR_NOMEM;
     char *p = c->reqbuf;
-#define COPY(dst, src, len)                                                               \
-    do {                                                                                  \
-        memcpy(p, (src), (len));                                                          \
-        p[(len)] = '\0';                                                                  \
-        (dst) = p;                                                                        \
-        p += (len) + 1;                                                                   \
+#define COPY(dst, src, len)                                                              \
+    do {                                                                                 \
+        memcpy(p, (src), (len));                                                         \
+        p[(len)] = '\0';                                                                 \
+        (dst) = p;                                                                       \
+        p += (len) + 1;                                                                  \
     } while (0)
     const char *m = r->method ? r->method : "POST";
     COPY(c->req.method, m, strlen(m));
@@ -590,7 +600,8 @@ static ah_status copy_request(ah_call *c, const ah_call_config *cfg)
     return AH_OK;
 }
 
-ah_status ah_call_new(const ah_call_config *cfg, ah_call **out, char *errbuf, size_t errsize)
+ah_status ah_call_new(const ah_call_config *cfg, ah_call **out, char *errbuf,
+                      size_t errsize)
 {
     ah_status st = AH_ERR_NOMEM;
     if (errbuf && errsize)

@@ -2,8 +2,8 @@
  * injected clock.
  *
  * Invariants:
- *   - heap[0..n_heap) is a binary min-heap ordered by (due, seq); every active timer is in
- *     it exactly once and knows its index (idx == NOT_IN_HEAP when inactive).
+ *   - heap[0..n_heap) is a binary min-heap ordered by (due, seq); every active timer is
+ * in it exactly once and knows its index (idx == NOT_IN_HEAP when inactive).
  *   - A timer fires only if it was armed before the current firing pass began (its seq is
  *     below the pass's seq mark), so a callback that re-arms with delay 0 cannot starve
  *     the loop.
@@ -51,16 +51,16 @@ struct ah_loop {
     size_t n_easy;
     ah_async *asyncs; /* doubly linked, loop thread only */
     atomic_int async_pending;
-    int in_curl;      /* inside curl_multi_perform(): curl forbids removals now */
+    int in_curl; /* inside curl_multi_perform(): curl forbids removals now */
     struct discard {
         CURL *easy;
         void (*release)(void *ud);
         void *ud;
-    } *discards;      /* removals deferred until curl_multi_perform() returns */
+    } * discards; /* removals deferred until curl_multi_perform() returns */
     size_t n_discards, cap_discards;
 };
 
-/* ---- process-wide libcurl initialisation ---------------------------------------------- */
+/* ---- process-wide libcurl initialisation ----------------------------------------- */
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static CURLcode curl_init_result = CURLE_FAILED_INIT;
@@ -70,7 +70,7 @@ static void curl_init_once(void)
     curl_init_result = curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
-/* ---- the heap ------------------------------------------------------------------------- */
+/* ---- the heap -------------------------------------------------------------------- */
 
 static int timer_before(const ah_timer *a, const ah_timer *b)
 {
@@ -127,7 +127,7 @@ static void heap_remove(ah_loop *l, ah_timer *t)
         sift_down(l, i);
 }
 
-/* ---- timers --------------------------------------------------------------------------- */
+/* ---- timers ---------------------------------------------------------------------- */
 
 ah_timer *ah_timer_new(ah_loop *loop, ah_timer_fn fn, void *ud)
 {
@@ -215,7 +215,7 @@ static void fire_timers(ah_loop *l)
     }
 }
 
-/* ---- async ---------------------------------------------------------------------------- */
+/* ---- async ----------------------------------------------------------------------- */
 
 ah_async *ah_async_new(ah_loop *loop, ah_async_fn fn, void *ud)
 {
@@ -274,7 +274,7 @@ static void run_asyncs(ah_loop *l)
     }
 }
 
-/* ---- the loop ------------------------------------------------------------------------- */
+/* ---- the loop -------------------------------------------------------------------- */
 
 ah_loop *ah_loop_new(const ah_clock *clock, const ah_rng *rng)
 {
@@ -467,7 +467,8 @@ ah_status ah_loop_run_once(ah_loop *loop, int max_wait_ms)
         mc = curl_multi_perform(loop->multi, &running);
         loop->in_curl = 0;
         if (mc != CURLM_OK) {
-            ah__log(AH_LOG_ERROR, "loop: curl_multi_perform: %s", curl_multi_strerror(mc));
+            ah__log(AH_LOG_ERROR, "loop: curl_multi_perform: %s",
+                    curl_multi_strerror(mc));
             st = AH_ERR_TRANSPORT;
         }
         run_discards(loop);

@@ -1,11 +1,11 @@
-/* transport_curl.c - the libcurl transport: one easy handle per HTTP attempt, driven by the
- * loop's multi handle, reporting head, body and a classified completion (SPEC §1).
+/* transport_curl.c - the libcurl transport: one easy handle per HTTP attempt, driven by
+ * the loop's multi handle, reporting head, body and a classified completion (SPEC §1).
  *
  * Invariants:
  *   - The head (status + headers) reaches the sink once, when the blank line ending the
  *     final (non-1xx) header block arrives, and always before the first body byte.
- *   - libcurl's own retry-ish behaviour stays off: no redirects, no 100-continue, and only
- *     http/https. TLS peer and host verification stay on.
+ *   - libcurl's own retry-ish behaviour stays off: no redirects, no 100-continue, and
+ * only http/https. TLS peer and host verification stay on.
  *   - After abort() or on_done() the attempt is gone; no sink call follows either.
  *   - Errors name the curl failure only; never the request's headers or body.
  */
@@ -53,7 +53,7 @@ static void attempt_release(void *ud)
     free(a);
 }
 
-/* ---- the response head ---------------------------------------------------------------- */
+/* ---- the response head ----------------------------------------------------------- */
 
 static int hbuf_append(attempt *a, const char *s, size_t n)
 {
@@ -158,7 +158,7 @@ static size_t on_write(char *buf, size_t size, size_t nitems, void *ud)
     return total;
 }
 
-/* ---- completion ----------------------------------------------------------------------- */
+/* ---- completion ------------------------------------------------------------------ */
 
 static int is_connect_failure(CURLcode rc)
 {
@@ -223,7 +223,7 @@ static void on_done(void *ud, CURLcode rc)
         sink.on_done(sud, &err);
 }
 
-/* ---- start / abort -------------------------------------------------------------------- */
+/* ---- start / abort --------------------------------------------------------------- */
 
 static int header_is_safe(const ah_header *h)
 {

@@ -1,18 +1,16 @@
 /* stream_bench.c - streaming throughput of the transport + SSE parser, measured beside
  * plain curl on the same loopback stream (SPEC §9). Driven by tests/bench/run.sh.
  *
- *   stream_bench serve DELTAS       start the mock (one long Anthropic reply of DELTAS text
- *                                   deltas for every request), print its URL, serve until
- *                                   stdin closes. A separate process, so its CPU is not
- *                                   billed to the clients.
- *   stream_bench client URL         one streamed request through ah_call (libcurl multi,
- *                                   the loop) feeding ah_sse; prints
+ *   stream_bench serve DELTAS       start the mock (one long Anthropic reply of DELTAS
+ * text deltas for every request), print its URL, serve until stdin closes. A separate
+ * process, so its CPU is not billed to the clients. stream_bench client URL         one
+ * streamed request through ah_call (libcurl multi, the loop) feeding ah_sse; prints
  *                                   "client bytes=B events=E call_s=S".
  *   stream_bench startup            create and free a loop, nothing else: the process
  *                                   start-up cost (libraries, curl_global_init).
- *   stream_bench exec CMD [ARGS]    run CMD and print "exec wall_s=W cpu_s=C rss_kb=R" for
- *                                   it, from wait4()'s rusage of the child: the same
- *                                   whole-process measure for our client and for curl.
+ *   stream_bench exec CMD [ARGS]    run CMD and print "exec wall_s=W cpu_s=C rss_kb=R"
+ * for it, from wait4()'s rusage of the child: the same whole-process measure for our
+ * client and for curl.
  */
 #define _DEFAULT_SOURCE /* wait4() */
 #include "agenthost.h"
@@ -176,6 +174,8 @@ int main(int argc, char **argv)
     }
     if (argc >= 3 && strcmp(argv[1], "exec") == 0)
         return exec_child(argv + 2);
-    fprintf(stderr, "usage: stream_bench serve DELTAS | client URL | startup | exec CMD [ARGS...]\n");
+    fprintf(
+        stderr,
+        "usage: stream_bench serve DELTAS | client URL | startup | exec CMD [ARGS...]\n");
     return 2;
 }

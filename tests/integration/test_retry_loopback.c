@@ -174,7 +174,7 @@ static size_t requests(harness *h)
     return ah_mock_request_count(h->mock);
 }
 
-/* ---- tests ----------------------------------------------------------------------------- */
+/* ---- tests ----------------------------------------------------------------------- */
 
 static void retries_503_twice_then_succeeds(void **state)
 {
@@ -220,7 +220,8 @@ static void retry_after_seconds_from_a_529_is_honoured(void **state)
 static void retry_after_ms_from_a_429_is_honoured(void **state)
 {
     harness *h = *state;
-    start_mock(h, "[{\"status\":429,\"headers\":{\"retry-after-ms\":\"300\"}},{\"ok\":true}]");
+    start_mock(
+        h, "[{\"status\":429,\"headers\":{\"retry-after-ms\":\"300\"}},{\"ok\":true}]");
     make_call(h);
     assert_int_equal(ah_call_run(h->call), AH_CALL_DONE);
     assert_int_equal(h->retries, 1);
@@ -334,7 +335,8 @@ static void stalled_stream_hits_the_idle_timeout(void **state)
     assert_true(h->bytes > 0);
     assert_int_equal(h->retries, 0);
     assert_int_equal(requests(h), 1);
-    assert_int_equal(ah_loop_transfer_count(h->loop), 0); /* the stalled transfer is gone */
+    assert_int_equal(ah_loop_transfer_count(h->loop),
+                     0); /* the stalled transfer is gone */
 }
 
 static void *cancel_when_waiting(void *ud)
@@ -354,7 +356,8 @@ static void cancel_from_another_thread_during_a_long_wait(void **state)
 {
     harness *h = *state;
     h->policy.max_retry_after_ms = 60000;
-    start_mock(h, "[{\"status\":503,\"headers\":{\"Retry-After\":\"30\"}},{\"ok\":true}]");
+    start_mock(h,
+               "[{\"status\":503,\"headers\":{\"Retry-After\":\"30\"}},{\"ok\":true}]");
     make_call(h);
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, cancel_when_waiting, h), 0);

@@ -15,15 +15,15 @@
 #include "agenthost.h"
 #include "agenthost/call.h"
 
-/* ---- the fake transport ---------------------------------------------------------------- */
+/* ---- the fake transport ---------------------------------------------------------- */
 
 enum { END_CLEAN, END_CUT, END_STALL };
 
 typedef struct fake_step {
-    ah_error_kind fail;   /* fail before any head with this kind (CONNECT, TIMEOUT) */
-    int hang;             /* never answer (until aborted) */
-    int64_t delay_ms;     /* before the head (or the failure) */
-    int status;           /* the head's status */
+    ah_error_kind fail; /* fail before any head with this kind (CONNECT, TIMEOUT) */
+    int hang;           /* never answer (until aborted) */
+    int64_t delay_ms;   /* before the head (or the failure) */
+    int status;         /* the head's status */
     const char *headers[4][2];
     const char *chunks[8];
     int64_t gap_ms; /* between chunks */
@@ -145,7 +145,7 @@ static void fake_abort(void *self, void *handle)
 
 static const ah_transport_ops fake_ops = {"fake", fake_start, fake_abort};
 
-/* ---- recording events and the stream --------------------------------------------------- */
+/* ---- recording events and the stream --------------------------------------------- */
 
 typedef struct rec_event {
     ah_event_type type;
@@ -171,8 +171,9 @@ typedef struct harness {
     char data[256];
     size_t data_len;
     int opens, ends, finishes;
-    int cancel_on_retry;  /* call ah_call_cancel from inside the llm_retry callback */
-    int consumer_abort_at; /* on_data returns nonzero at this chunk (1-based), 0 = never */
+    int cancel_on_retry;   /* call ah_call_cancel from inside the llm_retry callback */
+    int consumer_abort_at; /* on_data returns nonzero at this chunk (1-based), 0 = never
+                            */
     int end_incomplete;    /* on_end reports an incomplete stream */
     int chunks_seen;
 } harness;
@@ -376,11 +377,19 @@ static const rec_event *nth(const harness *h, ah_event_type t, int k)
     return NULL;
 }
 
-#define S503 {.status = 503, .delay_ms = 20, .chunks = {"{\"error\":\"busy\"}"}}
-#define SOK                                                                               \
-    {.status = 200, .delay_ms = 20, .gap_ms = 5, .chunks = {"data: a\n\n", "data: b\n\n"}}
+#define S503                                                                             \
+    {                                                                                    \
+        .status = 503, .delay_ms = 20, .chunks = { "{\"error\":\"busy\"}" }              \
+    }
+#define SOK                                                                              \
+    {                                                                                    \
+        .status = 200, .delay_ms = 20, .gap_ms = 5, .chunks = {                          \
+            "data: a\n\n",                                                               \
+            "data: b\n\n"                                                                \
+        }                                                                                \
+    }
 
-/* ---- tests ----------------------------------------------------------------------------- */
+/* ---- tests ----------------------------------------------------------------------- */
 
 static void retries_503_503_then_streams(void **state)
 {
@@ -415,7 +424,8 @@ static void retries_503_503_then_streams(void **state)
         assert_int_equal(h->f.started_at[k + 1], r->at + r->wait_ms);
         assert_int_equal(nth(h, AH_EV_LLM_CALL_START, k + 1)->attempt, k + 2);
     }
-    /* The request went out as given, with the key header (it is only kept out of logs). */
+    /* The request went out as given, with the key header (it is only kept out of logs).
+     */
     assert_string_equal(h->f.last_url, "http://fake.invalid/v1/messages");
     assert_int_equal(h->f.last_body_len, strlen("{\"model\":\"m\"}"));
     assert_true(h->f.saw_api_key_header);
@@ -474,7 +484,8 @@ static void not_retryable_400_gives_up_after_one_attempt(void **state)
     assert_int_equal(g->reason, AH_GIVEUP_NOT_RETRYABLE);
     assert_int_equal(g->attempts, 1);
     assert_int_equal(g->status, 400);
-    assert_int_equal(h->opens, 0); /* an error response never reaches the stream consumer */
+    assert_int_equal(h->opens,
+                     0); /* an error response never reaches the stream consumer */
     assert_int_equal(h->data_len, 0);
     assert_int_equal(h->finishes, 1);
 }
@@ -524,7 +535,8 @@ static void deadline_bounds_a_hung_attempt(void **state)
 {
     harness *h = *state;
     h->policy.deadline_ms = 1500;
-    h->policy.attempt_timeout_ms = 0; /* no per-attempt limit: the deadline must bound it */
+    h->policy.attempt_timeout_ms =
+        0; /* no per-attempt limit: the deadline must bound it */
     const fake_step steps[] = {{.hang = 1}};
     make_call(h, steps, 1, NULL);
     assert_int_equal(drive(h), AH_CALL_GAVE_UP);
@@ -588,7 +600,7 @@ static void cancel_during_backoff_wait(void **state)
     assert_int_equal(ah_loop_now_ms(h->loop), t0);
     assert_int_equal(ah_call_error(h->call)->kind, AH_EK_CANCELLED);
     assert_int_equal(ah_loop_next_timer_ms(h->loop), -1); /* the wait's timer is gone */
-    assert_int_equal(h->f.started, 1); /* no further attempt */
+    assert_int_equal(h->f.started, 1);                    /* no further attempt */
     assert_int_equal(count(h, AH_EV_LLM_GAVE_UP), 0);
     assert_int_equal(h->finishes, 1);
     /* Cancelling again, or after the end, changes nothing. */
@@ -612,7 +624,8 @@ static void cancel_from_the_retry_event(void **state)
 static void cancel_while_streaming_is_not_an_interruption(void **state)
 {
     harness *h = *state;
-    const fake_step steps[] = {{.status = 200, .chunks = {"data: a\n\n"}, .end = END_STALL}};
+    const fake_step steps[] = {
+        {.status = 200, .chunks = {"data: a\n\n"}, .end = END_STALL}};
     make_call(h, steps, 1, NULL);
     drive_until(h, AH_CALL_STREAMING);
     ah_loop_run_once(h->loop, 0); /* the chunk */
@@ -656,10 +669,8 @@ static void attempt_timeout_stops_at_the_head(void **state)
     harness *h = *state;
     /* A stream that runs longer than attempt_timeout_ms is fine once its head arrived. */
     h->policy.attempt_timeout_ms = 100;
-    const fake_step steps[] = {{.status = 200,
-                                .delay_ms = 50,
-                                .gap_ms = 80,
-                                .chunks = {"a", "b", "c", "d"}}};
+    const fake_step steps[] = {
+        {.status = 200, .delay_ms = 50, .gap_ms = 80, .chunks = {"a", "b", "c", "d"}}};
     make_call(h, steps, 1, NULL);
     assert_int_equal(drive(h), AH_CALL_DONE);
     assert_true(ah_call_elapsed_ms(h->call) > 100);
@@ -670,7 +681,8 @@ static void idle_timeout_interrupts_a_silent_stream(void **state)
 {
     harness *h = *state;
     h->policy.idle_timeout_ms = 1000;
-    /* Head at 10, chunks at 910, 1810, 2710 (900 ms apart keep it alive), then silence. */
+    /* Head at 10, chunks at 910, 1810, 2710 (900 ms apart keep it alive), then silence.
+     */
     const fake_step steps[] = {{.status = 200,
                                 .delay_ms = 10,
                                 .gap_ms = 900,
@@ -782,7 +794,8 @@ static void capture(void *ud, ah_log_level level, const char *line)
 {
     (void)ud;
     char from[32], to[32];
-    if (level == AH_LOG_DEBUG && sscanf(line, "llm_call 1: %31s -> %31s", from, to) == 2) {
+    if (level == AH_LOG_DEBUG &&
+        sscanf(line, "llm_call 1: %31s -> %31s", from, to) == 2) {
         size_t n = strlen(trace);
         snprintf(trace + n, sizeof trace - n, "%s>%s;", from, to);
     }

@@ -132,9 +132,9 @@ static void stopped_and_restarted_timers(void **state)
     ah_timer_start(a.t, 100);
     ah_timer_start(b.t, 200);
     ah_timer_start(c.t, 300);
-    ah_timer_stop(b.t);   /* never fires */
+    ah_timer_stop(b.t);       /* never fires */
     ah_timer_start(a.t, 500); /* moved later, past c */
-    ah_timer_stop(b.t);   /* stopping twice is harmless */
+    ah_timer_stop(b.t);       /* stopping twice is harmless */
     assert_true(ah_timer_active(a.t));
     assert_false(ah_timer_active(b.t));
     assert_int_equal(ah_timer_due_ms(a.t), 1500);

@@ -4,7 +4,8 @@
  *   ATTEMPT ──head 2xx──▶ STREAMING ──complete──▶ DONE
  *      │                      └──cut / idle / consumer error / deadline──▶ INTERRUPTED
  *      └──error before the stream──▶ decide ──retry──▶ WAIT (a timer) ──▶ ATTEMPT
- *                                      └──no──▶ GAVE_UP      (any state) ──cancel──▶ CANCELLED
+ *                                      └──no──▶ GAVE_UP
+ *   (any state) ──cancel──▶ CANCELLED
  *
  * The call never retries once the stream is open: a failure after the response head
  * reaches the caller as a `stream` error (INTERRUPTED) so the worker can continue from
@@ -67,7 +68,8 @@ typedef struct ah_call ah_call;
  *            (INTERRUPTED).
  * They run on the loop thread and may call ah_call_cancel(), never ah_call_free(). */
 typedef struct ah_stream_fns {
-    int (*on_open)(void *ud, int status, const ah_header *headers, size_t n, ah_error *err);
+    int (*on_open)(void *ud, int status, const ah_header *headers, size_t n,
+                   ah_error *err);
     int (*on_data)(void *ud, const char *buf, size_t len, ah_error *err);
     int (*on_end)(void *ud, ah_error *err);
     void *ud;

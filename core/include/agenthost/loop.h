@@ -60,7 +60,7 @@ int64_t ah_loop_next_timer_ms(const ah_loop *loop);
  * an aborted attempt leaves none behind). */
 size_t ah_loop_transfer_count(const ah_loop *loop);
 
-/* ---- timers ------------------------------------------------------------------------- */
+/* ---- timers ---------------------------------------------------------------------- */
 
 /* A timer is owned by its creator and reusable: start it, stop it, restart it. The callback
  * runs on the loop thread during ah_loop_run_once(); it may start, stop or free any timer,
@@ -79,7 +79,7 @@ int ah_timer_active(const ah_timer *t);
 /* Absolute due time on the loop's clock (only meaningful while active). */
 int64_t ah_timer_due_ms(const ah_timer *t);
 
-/* ---- async: wake the loop from another thread ---------------------------------------- */
+/* ---- async: wake the loop from another thread ------------------------------------ */
 
 /* ah_async_send() (any thread) makes the loop run fn(ud) once on its own thread at the
  * next step; several sends before that step coalesce into one call. An async handle does
