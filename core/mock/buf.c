@@ -86,6 +86,7 @@ void ah__mock_buf_json_str(ah__mock_buf *b, const char *s, size_t n)
         o += i - run;
         run = i + 1;
         *o++ = '\\';
+        /* clang-format off */
         switch (c) {
         case '"': *o++ = '"'; break;
         case '\\': *o++ = '\\'; break;
@@ -101,6 +102,7 @@ void ah__mock_buf_json_str(ah__mock_buf *b, const char *s, size_t n)
             *o++ = hex[c >> 4];
             *o++ = hex[c & 15];
         }
+        /* clang-format on */
     }
     memcpy(o, s + run, n - run);
     o += n - run;

@@ -30,11 +30,11 @@
 #include <netinet/in.h>
 
 enum {
-    MAX_BODY = 64 << 20,  /* larger request bodies get a 413 */
+    MAX_BODY = 64 << 20, /* larger request bodies get a 413 */
     MAX_PLAN_FILE = 16 << 20,
-    FILL_TARGET = 16384,  /* bytes of events generated per reader refill */
+    FILL_TARGET = 16384, /* bytes of events generated per reader refill */
     BLOCK_SIZE = 32768,
-    SLICE_MS = 50,        /* how often a wait checks for a hung-up client */
+    SLICE_MS = 50, /* how often a wait checks for a hung-up client */
 };
 
 #define REDACTED "[REDACTED]"
@@ -199,8 +199,8 @@ static const ah__mock_step *take_step(ah_mock *m, planbox **box, size_t *index)
 
 static int is_secret_header(const char *name)
 {
-    static const char *const secret[] = {"authorization", "proxy-authorization",
-                                         "x-api-key",     "api-key",
+    static const char *const secret[] = {"authorization",  "proxy-authorization",
+                                         "x-api-key",      "api-key",
                                          "x-goog-api-key", "cookie"};
     for (size_t i = 0; i < sizeof secret / sizeof secret[0]; i++)
         if (strcasecmp(name, secret[i]) == 0)
@@ -238,7 +238,9 @@ static enum MHD_Result collect_header(void *cls, enum MHD_ValueKind kind, const 
     }
     /* The secret never reaches our memory: only the placeholder is copied. */
     char *n = ah__strdup(key ? key : "");
-    char *v = ah__strdup(is_secret_header(key ? key : "") ? REDACTED : value ? value : "");
+    char *v = ah__strdup(is_secret_header(key ? key : "") ? REDACTED
+                         : value                          ? value
+                                                          : "");
     if (!n || !v) {
         free(n);
         free(v);
@@ -302,16 +304,17 @@ static void format_http_date(long long in_seconds, char *out, size_t size)
     time_t t = time(NULL) + (time_t)in_seconds;
     struct tm tm;
     gmtime_r(&t, &tm);
-    snprintf(out, size, "%s, %02d %s %04d %02d:%02d:%02d GMT", days[tm.tm_wday], tm.tm_mday,
-             months[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
+    snprintf(out, size, "%s, %02d %s %04d %02d:%02d:%02d GMT", days[tm.tm_wday],
+             tm.tm_mday, months[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min,
+             tm.tm_sec);
 }
 
 static void add_headers(struct MHD_Response *resp, ah_wire wire, const char *request_id,
                         const char *content_type, const ah__mock_step *step)
 {
     MHD_add_response_header(resp, "Content-Type", content_type);
-    MHD_add_response_header(resp, wire == AH_WIRE_ANTHROPIC ? "request-id" : "x-request-id",
-                            request_id);
+    MHD_add_response_header(
+        resp, wire == AH_WIRE_ANTHROPIC ? "request-id" : "x-request-id", request_id);
     for (size_t i = 0; step && i < step->header_count; i++) {
         const ah__mock_header *h = &step->headers[i];
         char date[64];
@@ -397,13 +400,14 @@ static void fill(stream_ctx *s)
                 s->done = 1;
                 return;
             default:
-                ah__mock_writer_error(s->w, &s->out, s->step->error_type, s->step->message);
+                ah__mock_writer_error(s->w, &s->out, s->step->error_type,
+                                      s->step->message);
                 s->done = 1;
                 return;
             }
         }
         if (!next_unit(s)) {
-            if (s->fault_pending) { /* K past the end: the fault comes after the last one */
+            if (s->fault_pending) { /* K past the end: fire after the last event */
                 s->k = s->units;
                 continue;
             }
@@ -440,10 +444,10 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
 /* The model's reply: SSE or JSON, with the step's stream fault if any. Returns the MHD
  * response and its status in *status, or NULL. */
 static struct MHD_Response *reply_response(ah_mock *m, struct MHD_Connection *conn,
-                                           ah_wire wire, const cJSON *req, size_t body_len,
-                                           int stream, const ah__mock_step *step,
-                                           planbox **box, const char *request_id,
-                                           int *status)
+                                           ah_wire wire, const cJSON *req,
+                                           size_t body_len, int stream,
+                                           const ah__mock_step *step, planbox **box,
+                                           const char *request_id, int *status)
 {
     char err[256];
     ah__mock_text_opts opts = {m->text, m->text_deltas, m->delta_bytes};
@@ -462,15 +466,16 @@ static struct MHD_Response *reply_response(ah_mock *m, struct MHD_Connection *co
     s->m = m;
     s->step = step;
     s->fd = -1;
-    ah_status st = ah__mock_model_reply(wire, req, body_len, &opts, &s->reply, err, sizeof err);
+    ah_status st =
+        ah__mock_model_reply(wire, req, body_len, &opts, &s->reply, err, sizeof err);
     if (st != AH_OK) {
         free(s);
         *status = st == AH_ERR_INVALID ? 400 : 500;
         return error_response(wire, *status, NULL, err, request_id, step);
     }
     ah__mock_step_kind kind = step->kind;
-    int fault = kind == AH__MOCK_CUT || kind == AH__MOCK_STALL || kind == AH__MOCK_MALFORMED ||
-                kind == AH__MOCK_ERROR_EVENT;
+    int fault = kind == AH__MOCK_CUT || kind == AH__MOCK_STALL ||
+                kind == AH__MOCK_MALFORMED || kind == AH__MOCK_ERROR_EVENT;
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (ci)
@@ -498,8 +503,9 @@ static struct MHD_Response *reply_response(ah_mock *m, struct MHD_Connection *co
     /* Non-streaming: no events, so faults act on the body (see docs/mock.md). */
     if (kind == AH__MOCK_ERROR_EVENT) {
         *status = ah__mock_error_status(wire, step->error_type);
-        resp = error_response(wire, *status, step->error_type ? step->error_type
-                                                              : ah__mock_default_error_type(wire),
+        resp = error_response(wire, *status,
+                              step->error_type ? step->error_type
+                                               : ah__mock_default_error_type(wire),
                               step->message, request_id, step);
         stream_free(s);
         return resp;
@@ -517,7 +523,8 @@ static struct MHD_Response *reply_response(ah_mock *m, struct MHD_Connection *co
     }
     s->fault_pending = kind == AH__MOCK_CUT || kind == AH__MOCK_STALL;
     s->k = step->after_events > 0 ? 1 : 0;
-    resp = MHD_create_response_from_callback(s->body.len, BLOCK_SIZE, reader, s, stream_free);
+    resp = MHD_create_response_from_callback(s->body.len, BLOCK_SIZE, reader, s,
+                                             stream_free);
     if (!resp)
         goto fail;
     add_headers(resp, wire, request_id, "application/json", step);
@@ -579,10 +586,10 @@ static enum MHD_Result handle(ah_mock *m, req_ctx *rc, struct MHD_Connection *co
             snprintf(msg, sizeof msg, "Method %.20s not allowed; use POST", method);
         log_request(m, conn, method, path, wire, 0, rc, "none", 0, status);
         struct MHD_Response *resp =
-            error_response(shape, status, shape == AH_WIRE_ANTHROPIC
-                                              ? (wire < 0 ? "not_found_error"
-                                                          : "invalid_request_error")
-                                              : "invalid_request_error",
+            error_response(shape, status,
+                           shape == AH_WIRE_ANTHROPIC
+                               ? (wire < 0 ? "not_found_error" : "invalid_request_error")
+                               : "invalid_request_error",
                            msg, request_id, NULL);
         if (resp && wire >= 0)
             MHD_add_response_header(resp, "Allow", "POST");
@@ -617,18 +624,19 @@ static enum MHD_Result handle(ah_mock *m, req_ctx *rc, struct MHD_Connection *co
         resp = error_response((ah_wire)wire, status, NULL, NULL, request_id, step);
     } else if (!req) {
         status = 400;
-        resp = error_response((ah_wire)wire, status, NULL,
-                              wire == AH_WIRE_ANTHROPIC
-                                  ? "There was an error parsing the body of your request: "
-                                    "invalid JSON"
-                                  : "We could not parse the JSON body of your request.",
-                              request_id, step);
+        resp =
+            error_response((ah_wire)wire, status, NULL,
+                           wire == AH_WIRE_ANTHROPIC
+                               ? "There was an error parsing the body of your request: "
+                                 "invalid JSON"
+                               : "We could not parse the JSON body of your request.",
+                           request_id, step);
     } else {
-        resp = reply_response(m, conn, (ah_wire)wire, req, rc->body.len, stream, step, &box,
-                              request_id, &status);
+        resp = reply_response(m, conn, (ah_wire)wire, req, rc->body.len, stream, step,
+                              &box, request_id, &status);
     }
-    log_request(m, conn, method, path, wire, stream, rc, ah__mock_step_kind_name(step->kind),
-                index, status);
+    log_request(m, conn, method, path, wire, stream, rc,
+                ah__mock_step_kind_name(step->kind), index, status);
 
     if (step->delay_headers_ms > 0) {
         const union MHD_ConnectionInfo *ci =
@@ -715,7 +723,8 @@ static char *read_file(const char *path, char *err, size_t errsize)
     FILE *f = fopen(path, "rb");
     ah__mock_buf b = {0};
     if (!f) {
-        ah__bufprintf(err, errsize, "cannot open plan file '%s': %s", path, strerror(errno));
+        ah__bufprintf(err, errsize, "cannot open plan file '%s': %s", path,
+                      strerror(errno));
         return NULL;
     }
     char chunk[8192];
@@ -837,15 +846,16 @@ ah_mock *ah_mock_new(const ah_mock_config *cfg, char *err, size_t errsize)
         MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
             MHD_USE_ERROR_LOG,
         0, NULL, NULL, on_request, m, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, m, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log,
-        m, MHD_OPTION_END);
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, m, MHD_OPTION_EXTERNAL_LOGGER,
+        on_mhd_log, m, MHD_OPTION_END);
     if (!m->daemon) {
         int e = errno;
         ah__bufprintf(err, errsize, "mock: cannot listen on 127.0.0.1:%d%s%s", cfg->port,
                       e ? ": " : "", e ? strerror(e) : "");
         goto fail;
     }
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(m->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    const union MHD_DaemonInfo *di =
+        MHD_get_daemon_info(m->daemon, MHD_DAEMON_INFO_BIND_PORT);
     m->port = di ? (int)di->port : cfg->port;
     snprintf(m->url, sizeof m->url, "http://127.0.0.1:%d", m->port);
     free(file_text);

@@ -1,4 +1,4 @@
-/* mock_internal.h - pieces of the mock provider shared between its files, never installed.
+/* mock_internal.h - the mock provider's pieces shared between its files, never installed.
  *
  *   buf.c    growable byte buffer with JSON string escaping (the writers' hot path)
  *   plan.c   fault plan: JSON -> validated steps, errors name the step and the field
@@ -19,7 +19,7 @@
 
 #include <cjson/cJSON.h>
 
-/* ---- buf.c ---------------------------------------------------------------------------- */
+/* ---- buf.c ------------------------------------------------------------------------- */
 
 /* A growable buffer. Once an allocation fails, `failed` sticks and further appends are
  * dropped, so writers check once at the end instead of after every append. */
@@ -39,7 +39,7 @@ void ah__mock_buf_json_str(ah__mock_buf *b, const char *s, size_t n);
 void ah__mock_buf_json_cstr(ah__mock_buf *b, const char *s);
 void ah__mock_buf_reset(ah__mock_buf *b); /* len = 0, keeps the memory */
 void ah__mock_buf_free(ah__mock_buf *b);
-/* Hand the NUL-terminated contents to the caller (NULL if failed); the buffer is empty. */
+/* Hand the NUL-terminated contents to the caller (NULL if failed); leaves b empty. */
 char *ah__mock_buf_take(ah__mock_buf *b);
 
 /* Length of the longest prefix of s[0..n) that does not end inside a UTF-8 sequence. */
@@ -47,16 +47,16 @@ size_t ah__mock_utf8_floor(const char *s, size_t n);
 uint64_t ah__mock_fnv1a(uint64_t h, const void *data, size_t n);
 #define AH__MOCK_FNV_INIT 0xcbf29ce484222325ULL
 
-/* ---- plan.c --------------------------------------------------------------------------- */
+/* ---- plan.c ------------------------------------------------------------------------ */
 
-#define AH__MOCK_STEP_KIND_MAP(X)                                                         \
-    X(OK, "ok")                                                                           \
-    X(STATUS, "status")                                                                   \
-    X(RESET, "reset")                                                                     \
-    X(DELAY, "delay")                                                                     \
-    X(CUT, "cut")                                                                         \
-    X(STALL, "stall")                                                                     \
-    X(MALFORMED, "malformed")                                                             \
+#define AH__MOCK_STEP_KIND_MAP(X)                                                        \
+    X(OK, "ok")                                                                          \
+    X(STATUS, "status")                                                                  \
+    X(RESET, "reset")                                                                    \
+    X(DELAY, "delay")                                                                    \
+    X(CUT, "cut")                                                                        \
+    X(STALL, "stall")                                                                    \
+    X(MALFORMED, "malformed")                                                            \
     X(ERROR_EVENT, "error_event")
 
 typedef enum ah__mock_step_kind {
@@ -74,7 +74,7 @@ typedef struct ah__mock_header {
     long long date_in; /* seconds from now, formatted as an HTTP-date when sent */
 } ah__mock_header;
 
-/* Text options of the model; 0 / NULL = unset (fall back to the config, then the model). */
+/* Text options of the model; 0 / NULL = unset (fall back to the config, then model). */
 typedef struct ah__mock_text_opts {
     const char *text;
     size_t text_deltas;
@@ -83,18 +83,18 @@ typedef struct ah__mock_text_opts {
 
 typedef struct ah__mock_step {
     ah__mock_step_kind kind;
-    int status;                /* STATUS: 200..599 */
-    ah__mock_header *headers;  /* extra response headers, any kind but RESET */
+    int status;               /* STATUS: 200..599 */
+    ah__mock_header *headers; /* extra response headers, any kind but RESET */
     size_t header_count;
-    char *body;                /* STATUS: raw body to send instead of the default */
+    char *body; /* STATUS: raw body to send instead of the default */
     size_t body_len;
     int has_body;
-    char *error_type;          /* STATUS / ERROR_EVENT: override the error type */
-    char *message;             /* STATUS / ERROR_EVENT: override the error message */
+    char *error_type;           /* STATUS / ERROR_EVENT: override the error type */
+    char *message;              /* STATUS / ERROR_EVENT: override the error message */
     long long delay_headers_ms; /* any kind; 0 = none */
-    long long after_events;    /* CUT / STALL / MALFORMED / ERROR_EVENT: K */
-    long long stall_ms;        /* STALL: -1 = until the client or the mock goes away */
-    char *text;                /* reply text options (OK, DELAY and the stream faults) */
+    long long after_events;     /* CUT / STALL / MALFORMED / ERROR_EVENT: K */
+    long long stall_ms;         /* STALL: -1 = until the client or the mock goes away */
+    char *text;                 /* reply text options (OK, DELAY and the stream faults) */
     size_t text_deltas;
     size_t delta_bytes;
 } ah__mock_step;
@@ -111,25 +111,25 @@ ah_status ah__mock_plan_parse(const char *json, ah__mock_plan **out, char *err,
                               size_t errsize);
 void ah__mock_plan_free(ah__mock_plan *p);
 
-/* ---- model.c -------------------------------------------------------------------------- */
+/* ---- model.c ----------------------------------------------------------------------- */
 
 /* What the model says in one reply. Text deltas are [cuts[i], cuts[i+1]) of text; for a
  * continuation `text` is only what is left to say. */
 typedef struct ah__mock_reply {
-    char *model;           /* echoed from the request, or "mock-model" */
-    char *text;            /* the full reply text (owned) */
+    char *model; /* echoed from the request, or "mock-model" */
+    char *text;  /* the full reply text (owned) */
     size_t text_len;
-    size_t *cuts;          /* ndeltas + 1 offsets into text */
+    size_t *cuts; /* ndeltas + 1 offsets into text */
     size_t ndeltas;
     int has_tool;
     char *tool_name;
-    char *tool_args;       /* compact JSON object */
+    char *tool_args; /* compact JSON object */
     size_t args_len;
-    size_t *arg_cuts;      /* nargs + 1 offsets into tool_args */
+    size_t *arg_cuts; /* nargs + 1 offsets into tool_args */
     size_t nargs;
-    char *tools_json;      /* the request's tools array, compact (Responses echoes it) */
-    int include_usage;     /* Chat: stream_options.include_usage */
-    int continuation;      /* the request ended with an assistant message */
+    char *tools_json;  /* the request's tools array, compact (Responses echoes it) */
+    int include_usage; /* Chat: stream_options.include_usage */
+    int continuation;  /* the request ended with an assistant message */
     long long input_tokens, output_tokens;
     char msg_id[48], tool_id[48], call_id[48], item_id[48];
 } ah__mock_reply;
@@ -141,7 +141,7 @@ ah_status ah__mock_model_reply(ah_wire wire, const cJSON *req, size_t body_len,
                                char *err, size_t errsize);
 void ah__mock_reply_free(ah__mock_reply *r);
 
-/* ---- reply.c -------------------------------------------------------------------------- */
+/* ---- reply.c ----------------------------------------------------------------------- */
 
 /* Streams one reply as SSE events, one at a time, in the byte layout of the real API. */
 typedef struct ah__mock_writer ah__mock_writer;
@@ -162,7 +162,7 @@ void ah__mock_writer_error(ah__mock_writer *w, ah__mock_buf *out, const char *ty
 void ah__mock_reply_body(ah_wire wire, const ah__mock_reply *r, ah__mock_buf *out);
 
 /* The provider's error body for an HTTP status (type/message NULL = the defaults for that
- * status), e.g. Anthropic 529 {"type":"error","error":{"type":"overloaded_error",...}}. */
+ * status), e.g. Anthropic 529 {"type":"error","error":{"type":"overloaded_error"..}}. */
 void ah__mock_error_body(ah_wire wire, int status, const char *type, const char *message,
                          const char *request_id, ah__mock_buf *out);
 /* The error type of an error_event step without one: Anthropic "overloaded_error",

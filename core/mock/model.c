@@ -7,9 +7,10 @@
  *                                          with arguments built from its schema;
  *   - otherwise                         -> "You said: \"<digest>\". ..." text;
  *   - last message is the assistant's   -> a continuation: the reply R the model gives
- *     (a partial)                          for the conversation without it; if the partial
- *                                          is a prefix of R, only the rest of R (so partial
- *                                          + continuation == R), else "[continued] ..."
+ *     (a partial)                          for the conversation without it; if the
+ *                                          partial is a prefix of R, only the rest of R
+ *                                          (so partial + continuation == R), else
+ *                                          "[continued] ..."
  * Everything (text, delta boundaries, ids, usage) depends on the request alone, so the
  * same request always gets the same bytes. Delta boundaries are computed on R, so a
  * continuation streams exactly the deltas an uninterrupted reply would have had left. */
@@ -151,7 +152,11 @@ static int conv_anthropic(const cJSON *req, conv *c, char *err, size_t errsize)
                 results |= str_is(b, "type", "tool_result");
             }
         }
-        nmsg *n = conv_push(c, !user ? M_ASSISTANT : results ? M_TOOL_RESULTS : M_USER, m);
+        nmsg *n = conv_push(c,
+                            !user     ? M_ASSISTANT
+                            : results ? M_TOOL_RESULTS
+                                      : M_USER,
+                            m);
         if (!n)
             return -2;
         if (!results) {
@@ -424,8 +429,8 @@ static cJSON *value_for(const char *name, const cJSON *schema, int depth)
 }
 
 /* Delta boundaries of text per the options. Returns the number of deltas, or -1. */
-static const char *const filler[] = {"lorem", "ipsum", "dolor", "sit",
-                                     "amet", "consectetur", "adipiscing", "elit"};
+static const char *const filler[] = {"lorem", "ipsum",       "dolor",      "sit",
+                                     "amet",  "consectetur", "adipiscing", "elit"};
 
 static size_t *word_starts(const char *t, size_t len, size_t *nwords)
 {
@@ -580,9 +585,9 @@ ah_status ah__mock_model_reply(ah_wire wire, const cJSON *req, size_t body_len,
     }
     const char *model = get_str(req, "model");
     if (!model) {
-        ah__bufprintf(err, errsize, wire == AH_WIRE_ANTHROPIC
-                                        ? "model: Field required"
-                                        : "you must provide a model parameter");
+        ah__bufprintf(err, errsize,
+                      wire == AH_WIRE_ANTHROPIC ? "model: Field required"
+                                                : "you must provide a model parameter");
         return AH_ERR_INVALID;
     }
     int rc = wire == AH_WIRE_ANTHROPIC ? conv_anthropic(req, &c, err, errsize)
@@ -672,14 +677,15 @@ ah_status ah__mock_model_reply(ah_wire wire, const cJSON *req, size_t body_len,
             goto cleanup;
         out->has_tool = 1;
         out->args_len = strlen(args);
-        out->arg_cuts = malloc((out->args_len / ARG_FRAGMENT + 2) * sizeof *out->arg_cuts);
+        out->arg_cuts =
+            malloc((out->args_len / ARG_FRAGMENT + 2) * sizeof *out->arg_cuts);
         if (!out->arg_cuts)
             goto cleanup;
         size_t pos = 0;
         while (pos < out->args_len) {
             out->arg_cuts[out->nargs++] = pos;
-            size_t take = out->args_len - pos < ARG_FRAGMENT ? out->args_len - pos
-                                                              : ARG_FRAGMENT;
+            size_t take =
+                out->args_len - pos < ARG_FRAGMENT ? out->args_len - pos : ARG_FRAGMENT;
             size_t fl = ah__mock_utf8_floor(args + pos, take);
             pos += fl ? fl : take;
         }

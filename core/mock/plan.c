@@ -3,8 +3,8 @@
  * A plan is a JSON array of steps, or {"steps": [...], "then": STEP} where "then" is
  * applied to every request once the steps are used up (default: ok). A step has exactly
  * one kind field (ok, status, reset, cut_after_events, stall_after_events,
- * malformed_event_after, error_event_after) or only delay_headers_ms, plus the fields that
- * kind allows. Validation is strict: an unknown or duplicate field, a wrong type, a
+ * malformed_event_after, error_event_after) or only delay_headers_ms, plus the fields
+ * that kind allows. Validation is strict: an unknown or duplicate field, a wrong type, a
  * negative number or a field the kind does not take is an error naming the step (1-based,
  * as a Lua table would count it) and the field. Nothing of a rejected plan survives. */
 #include "mock_internal.h"
@@ -28,8 +28,8 @@ const char *ah__mock_step_kind_name(ah__mock_step_kind k)
 }
 
 /* Which step kinds take a field: one bit per ah__mock_step_kind. */
-#define K(kind) (1u << AH__MOCK_##kind)
-#define ALL_KINDS ((1u << AH__MOCK_KIND_COUNT_) - 1)
+#define K(kind)    (1u << AH__MOCK_##kind)
+#define ALL_KINDS  ((1u << AH__MOCK_KIND_COUNT_) - 1)
 #define TEXT_KINDS (K(OK) | K(DELAY) | K(CUT) | K(STALL) | K(MALFORMED) | K(ERROR_EVENT))
 
 typedef enum { F_TRUE, F_INT, F_STRING, F_OBJECT, F_ANY } field_type;
@@ -37,8 +37,8 @@ typedef enum { F_TRUE, F_INT, F_STRING, F_OBJECT, F_ANY } field_type;
 typedef struct field {
     const char *name;
     field_type type;
-    int kind;          /* the step kind this field selects, or -1 */
-    unsigned allowed;  /* kinds that accept this field */
+    int kind;         /* the step kind this field selects, or -1 */
+    unsigned allowed; /* kinds that accept this field */
     long long min, max;
 } field;
 
@@ -138,7 +138,8 @@ static int parse_headers(const cJSON *obj, ah__mock_step *s, const char *where, 
     for (const cJSON *h = obj->child; h; h = h->next) {
         const char *name = h->string;
         if (!*name || strlen(name) > 256) {
-            ah__bufprintf(err, errsize, "%s: header name '%.64s' is not valid", where, name);
+            ah__bufprintf(err, errsize, "%s: header name '%.64s' is not valid", where,
+                          name);
             return -1;
         }
         for (const char *c = name; *c; c++)
@@ -155,8 +156,9 @@ static int parse_headers(const cJSON *obj, ah__mock_step *s, const char *where, 
             value = h->valuestring;
             for (const char *c = value; *c; c++)
                 if (*c == '\r' || *c == '\n') {
-                    ah__bufprintf(err, errsize, "%s: header '%.64s' value contains a line break",
-                                  where, name);
+                    ah__bufprintf(err, errsize,
+                                  "%s: header '%.64s' value contains a line break", where,
+                                  name);
                     return -1;
                 }
         } else if (get_int(h, &iv)) {
@@ -229,7 +231,8 @@ static int parse_step(const cJSON *obj, ah__mock_step *s, const char *where, cha
         switch (f->type) {
         case F_TRUE:
             if (!cJSON_IsTrue(v)) {
-                ah__bufprintf(err, errsize, "%s: field '%s' must be true", where, f->name);
+                ah__bufprintf(err, errsize, "%s: field '%s' must be true", where,
+                              f->name);
                 return -1;
             }
             break;
@@ -240,19 +243,20 @@ static int parse_step(const cJSON *obj, ah__mock_step *s, const char *where, cha
                 return -1;
             }
             if (iv < f->min) {
-                ah__bufprintf(err, errsize, "%s: field '%s' must be >= %lld", where, f->name,
-                              f->min);
+                ah__bufprintf(err, errsize, "%s: field '%s' must be >= %lld", where,
+                              f->name, f->min);
                 return -1;
             }
             if (iv > f->max) {
-                ah__bufprintf(err, errsize, "%s: field '%s' must be <= %lld", where, f->name,
-                              f->max);
+                ah__bufprintf(err, errsize, "%s: field '%s' must be <= %lld", where,
+                              f->name, f->max);
                 return -1;
             }
             break;
         case F_STRING:
             if (!cJSON_IsString(v)) {
-                ah__bufprintf(err, errsize, "%s: field '%s' must be a string", where, f->name);
+                ah__bufprintf(err, errsize, "%s: field '%s' must be a string", where,
+                              f->name);
                 return -1;
             }
             break;
@@ -291,15 +295,16 @@ static int parse_step(const cJSON *obj, ah__mock_step *s, const char *where, cha
     s->kind = (ah__mock_step_kind)kind;
     for (int i = 0; i < NFIELDS; i++) {
         if (seen[i] && !(fields[i].allowed & (1u << kind))) {
-            ah__bufprintf(err, errsize, "%s: field '%s' is not allowed in a '%s' step", where,
-                          fields[i].name, kind_field(s->kind));
+            ah__bufprintf(err, errsize, "%s: field '%s' is not allowed in a '%s' step",
+                          where, fields[i].name, kind_field(s->kind));
             return -1;
         }
     }
     const cJSON *text_deltas = cJSON_GetObjectItemCaseSensitive(obj, "text_deltas");
     const cJSON *delta_bytes = cJSON_GetObjectItemCaseSensitive(obj, "delta_bytes");
     if (text_deltas && delta_bytes) {
-        ah__bufprintf(err, errsize, "%s: fields 'text_deltas' and 'delta_bytes' cannot be combined",
+        ah__bufprintf(err, errsize,
+                      "%s: fields 'text_deltas' and 'delta_bytes' cannot be combined",
                       where);
         return -1;
     }
@@ -308,7 +313,8 @@ static int parse_step(const cJSON *obj, ah__mock_step *s, const char *where, cha
     const cJSON *v;
     if ((v = cJSON_GetObjectItemCaseSensitive(obj, "status")) && get_int(v, &iv))
         s->status = (int)iv;
-    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "delay_headers_ms")) && get_int(v, &iv))
+    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "delay_headers_ms")) &&
+        get_int(v, &iv))
         s->delay_headers_ms = iv;
     if ((v = cJSON_GetObjectItemCaseSensitive(obj, kind_field(s->kind))) &&
         s->kind >= AH__MOCK_CUT && get_int(v, &iv))
@@ -329,7 +335,8 @@ static int parse_step(const cJSON *obj, ah__mock_step *s, const char *where, cha
         set_string(&s->message, v->valuestring, where, err, errsize) != 0)
         return -1;
     if ((v = cJSON_GetObjectItemCaseSensitive(obj, "body"))) {
-        char *body = cJSON_IsString(v) ? ah__strdup(v->valuestring) : cJSON_PrintUnformatted(v);
+        char *body =
+            cJSON_IsString(v) ? ah__strdup(v->valuestring) : cJSON_PrintUnformatted(v);
         if (!body) {
             ah__bufprintf(err, errsize, "%s: out of memory", where);
             return -1;
@@ -386,7 +393,7 @@ ah_status ah__mock_plan_parse(const char *json, ah__mock_plan **out, char *err,
     if (!root) {
         char pos[64];
         describe_offset(json, end ? (size_t)(end - json) : 0, pos, sizeof pos);
-        ah__bufprintf(err, errsize, "plan: invalid JSON at %s", pos);
+        ah__bufprintf(err, errsize, "plan: invalid JSON near %s", pos);
         goto cleanup;
     }
     p = calloc(1, sizeof *p);

@@ -14,6 +14,7 @@
 
 #define CREATED_AT "1700000000"
 
+/* clang-format off */
 typedef enum {
     A_MSG_START, A_TEXT_START, A_PING, A_TEXT_DELTA, A_TEXT_STOP, A_TOOL_START,
     A_TOOL_DELTA, A_TOOL_STOP, A_MSG_DELTA, A_MSG_STOP,
@@ -22,6 +23,7 @@ typedef enum {
     R_PART_DONE, R_MSG_DONE, R_FC_ADDED, R_ARGS_DELTA, R_ARGS_DONE, R_FC_DONE,
     R_COMPLETED
 } ev_kind;
+/* clang-format on */
 
 typedef struct seg {
     ev_kind kind;
@@ -258,8 +260,9 @@ static void resp_object(ah__mock_buf *o, const ah__mock_reply *r, resp_state st,
     } else {
         PUT(o, "null");
     }
-    PUT(o, ",\"incomplete_details\":null,\"instructions\":null,\"max_output_tokens\":null,"
-           "\"model\":");
+    PUT(o,
+        ",\"incomplete_details\":null,\"instructions\":null,\"max_output_tokens\":null,"
+        "\"model\":");
     ah__mock_buf_json_cstr(o, r->model);
     PUT(o, ",\"output\":[");
     if (st == RS_COMPLETED) {
@@ -274,10 +277,11 @@ static void resp_object(ah__mock_buf *o, const ah__mock_reply *r, resp_state st,
             resp_fc_item(o, r, 1);
         }
     }
-    PUT(o, "],\"parallel_tool_calls\":true,\"previous_response_id\":null,"
-           "\"reasoning\":{\"effort\":null,\"summary\":null},\"service_tier\":\"default\","
-           "\"store\":false,\"temperature\":1.0,\"text\":{\"format\":{\"type\":\"text\"}},"
-           "\"tool_choice\":\"auto\",\"tools\":");
+    PUT(o,
+        "],\"parallel_tool_calls\":true,\"previous_response_id\":null,"
+        "\"reasoning\":{\"effort\":null,\"summary\":null},\"service_tier\":\"default\","
+        "\"store\":false,\"temperature\":1.0,\"text\":{\"format\":{\"type\":\"text\"}},"
+        "\"tool_choice\":\"auto\",\"tools\":");
     ah__mock_buf_puts(o, r->tools_json);
     PUT(o, ",\"top_p\":1.0,\"truncation\":\"disabled\",\"usage\":");
     if (st == RS_COMPLETED) {
@@ -471,8 +475,9 @@ static void emit(ah__mock_writer *w, ah__mock_buf *o, ev_kind k, size_t j)
         break;
     case R_MSG_ADDED:
     case R_MSG_DONE:
-        begin(w, o, k == R_MSG_ADDED ? "response.output_item.added"
-                                     : "response.output_item.done");
+        begin(w, o,
+              k == R_MSG_ADDED ? "response.output_item.added"
+                               : "response.output_item.done");
         PUT(o, "{\"type\":");
         ah__mock_buf_puts(o, k == R_MSG_ADDED ? "\"response.output_item.added\""
                                               : "\"response.output_item.done\"");
@@ -483,15 +488,17 @@ static void emit(ah__mock_writer *w, ah__mock_buf *o, ev_kind k, size_t j)
         break;
     case R_PART_ADDED:
     case R_PART_DONE:
-        begin(w, o, k == R_PART_ADDED ? "response.content_part.added"
-                                      : "response.content_part.done");
+        begin(w, o,
+              k == R_PART_ADDED ? "response.content_part.added"
+                                : "response.content_part.done");
         PUT(o, "{\"type\":");
         ah__mock_buf_puts(o, k == R_PART_ADDED ? "\"response.content_part.added\""
                                                : "\"response.content_part.done\"");
         PUT(o, ",\"content_index\":0,\"item_id\":");
         ah__mock_buf_json_cstr(o, r->item_id);
-        PUT(o, ",\"output_index\":0,\"part\":{\"type\":\"output_text\",\"annotations\":[],"
-               "\"logprobs\":[],\"text\":");
+        PUT(o,
+            ",\"output_index\":0,\"part\":{\"type\":\"output_text\",\"annotations\":[],"
+            "\"logprobs\":[],\"text\":");
         if (k == R_PART_DONE)
             ah__mock_buf_json_str(o, r->text, r->text_len);
         else
@@ -510,7 +517,8 @@ static void emit(ah__mock_writer *w, ah__mock_buf *o, ev_kind k, size_t j)
         break;
     case R_TEXT_DONE:
         begin(w, o, "response.output_text.done");
-        PUT(o, "{\"type\":\"response.output_text.done\",\"content_index\":0,\"item_id\":");
+        PUT(o,
+            "{\"type\":\"response.output_text.done\",\"content_index\":0,\"item_id\":");
         ah__mock_buf_json_cstr(o, r->item_id);
         PUT(o, ",\"logprobs\":[],\"output_index\":0,\"sequence_number\":");
         put_size(o, w->seq);
@@ -520,8 +528,9 @@ static void emit(ah__mock_writer *w, ah__mock_buf *o, ev_kind k, size_t j)
         break;
     case R_FC_ADDED:
     case R_FC_DONE:
-        begin(w, o, k == R_FC_ADDED ? "response.output_item.added"
-                                    : "response.output_item.done");
+        begin(w, o,
+              k == R_FC_ADDED ? "response.output_item.added"
+                              : "response.output_item.done");
         PUT(o, "{\"type\":");
         ah__mock_buf_puts(o, k == R_FC_ADDED ? "\"response.output_item.added\""
                                              : "\"response.output_item.done\"");
@@ -735,6 +744,7 @@ void ah__mock_reply_body(ah_wire wire, const ah__mock_reply *r, ah__mock_buf *o)
 
 /* ---- HTTP error bodies ------------------------------------------------------------- */
 
+/* clang-format off */
 static const char *anthropic_type(int status)
 {
     switch (status) {
@@ -773,6 +783,8 @@ static const char *openai_message(int status)
     }
 }
 
+/* clang-format on */
+
 void ah__mock_error_body(ah_wire wire, int status, const char *type, const char *message,
                          const char *request_id, ah__mock_buf *out)
 {
@@ -791,8 +803,9 @@ void ah__mock_error_body(ah_wire wire, int status, const char *type, const char 
     const char *code = NULL;
     if (!type) {
         type = openai_type(status);
-        code = status == 429 ? "rate_limit_exceeded" : status == 401 ? "invalid_api_key"
-                                                                      : NULL;
+        code = status == 429   ? "rate_limit_exceeded"
+               : status == 401 ? "invalid_api_key"
+                               : NULL;
         if (!message)
             message = openai_message(status);
     }
@@ -816,13 +829,20 @@ int ah__mock_error_status(ah_wire wire, const char *type)
         const char *type;
         int status;
     } t[] = {
-        {"invalid_request_error", 400}, {"authentication_error", 401},
-        {"billing_error", 402},         {"permission_error", 403},
-        {"not_found_error", 404},       {"request_too_large", 413},
-        {"rate_limit_error", 429},      {"requests", 429},
-        {"tokens", 429},                {"rate_limit_exceeded", 429},
-        {"insufficient_quota", 429},    {"api_error", 500},
-        {"server_error", 500},          {"timeout_error", 504},
+        {"invalid_request_error", 400},
+        {"authentication_error", 401},
+        {"billing_error", 402},
+        {"permission_error", 403},
+        {"not_found_error", 404},
+        {"request_too_large", 413},
+        {"rate_limit_error", 429},
+        {"requests", 429},
+        {"tokens", 429},
+        {"rate_limit_exceeded", 429},
+        {"insufficient_quota", 429},
+        {"api_error", 500},
+        {"server_error", 500},
+        {"timeout_error", 504},
     };
     if (!type)
         type = ah__mock_default_error_type(wire);

@@ -15,11 +15,13 @@ check() { # description, expected exit code, command...
 }
 check "--help exits 0" 0 "$bin" --help
 "$bin" --help | grep -q '^usage: agenthost' || { echo "FAIL: --help prints usage"; fail=$((fail+1)); }
+"$bin" --help | grep -q '^       agenthost mock ' ||
+    { echo "FAIL: --help documents the mock command"; fail=$((fail+1)); }
 check "--version exits 0" 0 "$bin" --version
 "$bin" --version | grep -Eq '^agenthost [0-9]+\.[0-9]+\.[0-9]+$' ||
     { echo "FAIL: --version format"; fail=$((fail+1)); }
 check "no arguments is a usage error" 2 "$bin"
 check "unknown option is a usage error" 2 "$bin" --no-such-flag
 rm -f /tmp/ah_cli_out.$$
-echo "$(( 5 - fail )) passed, $fail failed"
+echo "$(( 6 - fail )) passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -24,13 +24,13 @@ extern "C" {
 typedef struct ah_mock ah_mock;
 
 typedef struct ah_mock_config {
-    int port;               /* 0 = any free port */
-    const char *plan_json;  /* the fault plan as JSON text, or NULL */
-    const char *plan_path;  /* or a file holding it (used when plan_json is NULL) */
+    int port;              /* 0 = any free port */
+    const char *plan_json; /* the fault plan as JSON text, or NULL */
+    const char *plan_path; /* or a file holding it (used when plan_json is NULL) */
     /* Model defaults, overridable per plan step (see docs/mock.md). 0 / NULL = unset. */
-    const char *text;       /* fixed reply text instead of the model's */
-    size_t text_deltas;     /* stream the text in exactly this many deltas */
-    size_t delta_bytes;     /* or split it every this many bytes (UTF-8 safe) */
+    const char *text;   /* fixed reply text instead of the model's */
+    size_t text_deltas; /* stream the text in exactly this many deltas */
+    size_t delta_bytes; /* or split it every this many bytes (UTF-8 safe) */
 } ah_mock_config;
 
 /* Zero the config: port 0, no plan, model defaults. */
@@ -63,24 +63,24 @@ ah_status ah_mock_set_plan(ah_mock *m, const char *plan_json, char *err, size_t 
  * ah_mock_free. Header values of Authorization, Proxy-Authorization, x-api-key, api-key,
  * x-goog-api-key and Cookie are replaced by "[REDACTED]" before anything is stored. */
 typedef struct ah_mock_request {
-    const char *method;       /* "POST" */
-    const char *path;         /* "/v1/messages" */
-    int wire;                 /* an ah_wire, or -1 for an unknown path */
-    int stream;               /* 1 when the body held "stream": true */
-    const char *step;         /* kind of the plan step applied: "ok", "status", "reset",
-                                 "delay", "cut", "stall", "malformed", "error_event";
-                                 "none" when no step was consumed (unknown path/method) */
-    size_t step_index;        /* 1-based index of that step in the plan; 0 when the plan
-                                 was exhausted (its 'then' step or ok) or none applied */
-    int status;               /* HTTP status answered; 0 when reset before headers */
-    const char *body;         /* the request body as received, NUL-terminated */
+    const char *method; /* "POST" */
+    const char *path;   /* "/v1/messages" */
+    int wire;           /* an ah_wire, or -1 for an unknown path */
+    int stream;         /* 1 when the body held "stream": true */
+    const char *step;   /* kind of the plan step applied: "ok", "status", "reset",
+                           "delay", "cut", "stall", "malformed", "error_event";
+                           "none" when no step was consumed (unknown path/method) */
+    size_t step_index;  /* 1-based index of that step in the plan; 0 when the plan
+                           was exhausted (its 'then' step or ok) or none applied */
+    int status;         /* HTTP status answered; 0 when reset before headers */
+    const char *body;   /* the request body as received, NUL-terminated */
     size_t body_len;
     const ah_header *headers; /* request headers in arrival order, redacted */
     size_t header_count;
 } ah_mock_request;
 
 size_t ah_mock_request_count(ah_mock *m);
-/* Fill *out with request i (0-based, arrival order). AH_ERR_NOT_FOUND when out of range. */
+/* Fill *out with request i (0-based, arrival order). AH_ERR_NOT_FOUND if out of range. */
 ah_status ah_mock_request_get(ah_mock *m, size_t i, ah_mock_request *out);
 
 #ifdef __cplusplus
