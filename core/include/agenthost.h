@@ -26,6 +26,9 @@
 #include "agenthost/budget.h"
 #include "agenthost/tool.h"
 #include "agenthost/policy.h"
+#include "agenthost/loop.h"
+#include "agenthost/transport.h"
+#include "agenthost/call.h"
 #include "agenthost/mock.h"
 
 #endif

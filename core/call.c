@@ -1,0 +1,745 @@
+/* call.c - one LLM request: the ATTEMPT -> (WAIT -> ATTEMPT)* -> STREAMING -> terminal
+ * state machine (SPEC §2; docs/transport-and-retry.md).
+ *
+ * Invariants:
+ *   - Every state change goes through set_state(), which logs it at debug level.
+ *   - At most one attempt is in flight (c->attempt), only in ATTEMPT or STREAMING.
+ *   - c->timer has one meaning at a time (c->timer_role): the end of a backoff wait
+ *     (WAIT), the attempt's timeout (ATTEMPT), or the deadline (STREAMING).
+ *   - Retrying is decided only by ah_backoff_decide(), only before the stream opened.
+ *     Once a 2xx head arrived the call ends DONE, INTERRUPTED or CANCELLED: never resent.
+ *   - finish() is the last thing any handler does: on_finish may free the call.
+ *   - A cancel request is an atomic flag plus an async wake-up; it is honoured at the
+ *     next loop step and checked again after every callback into user code, so no
+ *     attempt starts after it.
+ *   - The transport is aborted only from timer and async handlers, never from inside a
+ *     transport callback (there we return nonzero and let the attempt complete).
+ */
+#include "internal.h"
+
+#include "agenthost/call.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+enum { ERROR_BODY_MAX = 64 * 1024 }; /* bytes of a non-2xx body kept for the error */
+
+typedef enum timer_role {
+    ROLE_NONE,
+    ROLE_WAIT,
+    ROLE_ATTEMPT_TIMEOUT,
+    ROLE_DEADLINE
+} timer_role;
+
+struct ah_call {
+    ah_loop *loop;
+    const ah_transport *tr;
+    ah_policy policy;
+    ah_retry_budget *budget;
+    ah_stream_fns stream;
+    ah_event_fn on_event;
+    void *event_ud;
+    ah_call_finish_fn on_finish;
+    void *finish_ud;
+    int llm_call, continuation;
+
+    /* The request, owned: strings live in reqbuf. */
+    ah_http_request req;
+    ah_header *req_headers;
+    char *reqbuf;
+    char **secrets; /* NULL-terminated, owned */
+
+    ah_call_state state;
+    void *attempt;
+    ah_timer *timer;
+    timer_role timer_role;
+    ah_timer *idle;
+    ah_async *async;
+    atomic_int cancel_requested;
+
+    int attempts;
+    int64_t start_ms, end_ms;
+    int64_t prev_wait_ms;
+    int64_t last_rx_ms;
+    int status;
+    ah_error err; /* the terminal error, or the last attempt's while retrying */
+    ah_giveup_reason reason;
+
+    /* A stream consumer's verdict, recorded in a transport callback, acted on at done. */
+    int consumer_failed;
+    ah_error consumer_err;
+
+    /* A non-2xx response being read: its headers (copied) and capped body. */
+    ah_header *eh;
+    size_t neh;
+    char *ehbuf;
+    char *ebody;
+    size_t elen, ecap;
+};
+
+const char *ah_call_state_name(ah_call_state s)
+{
+    static const char *const names[] = {
+#define AH__CS_NAME(name, str) str,
+        AH_CALL_STATE_MAP(AH__CS_NAME)
+#undef AH__CS_NAME
+    };
+    return (unsigned)s < (unsigned)AH_CALL_STATE_COUNT_ ? names[s] : "unknown";
+}
+
+static int is_terminal(ah_call_state s)
+{
+    return s == AH_CALL_DONE || s == AH_CALL_INTERRUPTED || s == AH_CALL_GAVE_UP ||
+           s == AH_CALL_CANCELLED;
+}
+
+static int64_t now_ms(const ah_call *c)
+{
+    return ah_loop_now_ms(c->loop);
+}
+
+static int64_t elapsed(const ah_call *c)
+{
+    return now_ms(c) - c->start_ms;
+}
+
+static int cancel_pending(ah_call *c)
+{
+    return atomic_load(&c->cancel_requested) != 0;
+}
+
+/* The one place a state changes: traceable at debug level. */
+static void set_state(ah_call *c, ah_call_state s, const char *why)
+{
+    if (ah__log_enabled(AH_LOG_DEBUG))
+        ah__log(AH_LOG_DEBUG, "llm_call %d: %s -> %s (attempt %d, %s)", c->llm_call,
+                ah_call_state_name(c->state), ah_call_state_name(s), c->attempts, why);
+    c->state = s;
+}
+
+static void emit(ah_call *c, const ah_event *ev)
+{
+    if (c->on_event)
+        c->on_event(c->event_ud, ev);
+}
+
+/* ---- per-attempt scratch --------------------------------------------------------- */
+
+static void clear_error_response(ah_call *c)
+{
+    free(c->eh);
+    free(c->ehbuf);
+    c->eh = NULL;
+    c->ehbuf = NULL;
+    c->neh = 0;
+    c->elen = 0;
+}
+
+/* Copy a non-2xx head so ah_error_from_http can read its hints once the body is in. */
+static void keep_error_head(ah_call *c, const ah_header *h, size_t n)
+{
+    clear_error_response(c);
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += strlen(h[i].name) + strlen(h[i].value) + 2;
+    c->eh = n ? malloc(n * sizeof *c->eh) : NULL;
+    c->ehbuf = total ? malloc(total) : NULL;
+    if ((n && !c->eh) || (total && !c->ehbuf)) {
+        clear_error_response(c); /* the status alone still makes a usable error */
+        return;
+    }
+    char *p = c->ehbuf;
+    for (size_t i = 0; i < n; i++) {
+        size_t nl = strlen(h[i].name) + 1, vl = strlen(h[i].value) + 1;
+        memcpy(p, h[i].name, nl);
+        c->eh[i].name = p;
+        p += nl;
+        memcpy(p, h[i].value, vl);
+        c->eh[i].value = p;
+        p += vl;
+    }
+    c->neh = n;
+}
+
+static void keep_error_body(ah_call *c, const char *buf, size_t len)
+{
+    if (c->elen >= ERROR_BODY_MAX)
+        return;
+    if (len > ERROR_BODY_MAX - c->elen)
+        len = ERROR_BODY_MAX - c->elen;
+    if (c->elen + len > c->ecap) {
+        size_t cap = c->ecap ? c->ecap : 1024;
+        while (cap < c->elen + len)
+            cap *= 2;
+        char *p = realloc(c->ebody, cap);
+        if (!p)
+            return;
+        c->ebody = p;
+        c->ecap = cap;
+    }
+    memcpy(c->ebody + c->elen, buf, len);
+    c->elen += len;
+}
+
+/* ---- terminal states ------------------------------------------------------------- */
+
+static void abort_attempt(ah_call *c)
+{
+    if (c->attempt) {
+        void *a = c->attempt;
+        c->attempt = NULL;
+        c->tr->ops->abort(c->tr->self, a);
+    }
+}
+
+static void stop_timers(ah_call *c)
+{
+    ah_timer_stop(c->timer);
+    c->timer_role = ROLE_NONE;
+    ah_timer_stop(c->idle);
+}
+
+/* Enter a terminal state. Must be the last statement of its caller's path: on_finish may
+ * free the call. */
+static void finish(ah_call *c, ah_call_state s, const ah_error *err, const char *why)
+{
+    abort_attempt(c);
+    stop_timers(c);
+    clear_error_response(c);
+    if (err && err != &c->err)
+        c->err = *err;
+    else if (!err)
+        ah_error_clear(&c->err);
+    c->end_ms = now_ms(c);
+    set_state(c, s, why);
+    if (s == AH_CALL_GAVE_UP) {
+        ah__log(AH_LOG_WARN, "LLM request %d gave up after %d attempt(s) (%s): %s",
+                c->llm_call, c->attempts, ah_giveup_reason_name(c->reason),
+                c->err.message[0] ? c->err.message : ah_error_kind_name(c->err.kind));
+        ah_event ev = {.type = AH_EV_LLM_GAVE_UP};
+        ev.u.llm_gave_up.llm_call = c->llm_call;
+        ev.u.llm_gave_up.attempts = c->attempts;
+        ev.u.llm_gave_up.elapsed_ms = c->end_ms - c->start_ms;
+        ev.u.llm_gave_up.status = c->err.status;
+        ev.u.llm_gave_up.error = &c->err;
+        ev.u.llm_gave_up.reason = c->reason;
+        emit(c, &ev);
+    }
+    if (c->on_finish)
+        c->on_finish(c->finish_ud, c);
+}
+
+static void finish_cancelled(ah_call *c)
+{
+    ah_error e;
+    ah_error_set(&e, AH_EK_CANCELLED, 0, "LLM request cancelled");
+    finish(c, AH_CALL_CANCELLED, &e, "cancel requested");
+}
+
+static void finish_interrupted(ah_call *c, ah_error *e, const char *why)
+{
+    if (e->kind == AH_EK_NONE || e->kind == AH_EK_CANCELLED)
+        ah_error_set(e, AH_EK_STREAM, 0, "response stream ended abnormally");
+    ah_error_redact(e, (const char *const *)c->secrets);
+    finish(c, AH_CALL_INTERRUPTED, e, why);
+}
+
+/* ---- attempts and waits ---------------------------------------------------------- */
+
+static void begin_attempt(ah_call *c);
+
+static const char *describe(const ah_error *e, char *buf, size_t size)
+{
+    if (e->kind == AH_EK_HTTP)
+        ah__bufprintf(buf, size, "HTTP %d", e->status);
+    else
+        ah__bufprintf(buf, size, "%s error", ah_error_kind_name(e->kind));
+    return buf;
+}
+
+/* An attempt failed before any stream opened: decide, then WAIT or GAVE_UP. */
+static void attempt_failed(ah_call *c, const ah_error *e)
+{
+    ah_timer_stop(c->timer);
+    c->timer_role = ROLE_NONE;
+    clear_error_response(c);
+    c->err = *e;
+    ah_error_redact(&c->err, (const char *const *)c->secrets);
+    if (cancel_pending(c)) {
+        finish_cancelled(c);
+        return;
+    }
+    ah_decision d = ah_backoff_decide(&c->policy, &c->err, c->attempts, elapsed(c),
+                                      c->prev_wait_ms, ah_loop_rng(c->loop), c->budget);
+    if (!d.retry) {
+        c->reason = d.reason;
+        finish(c, AH_CALL_GAVE_UP, &c->err, ah_giveup_reason_name(d.reason));
+        return;
+    }
+    char what[64];
+    ah__log(AH_LOG_WARN,
+            "LLM request %d: %s (attempt %d/%d), retrying in %lld ms (%s): %s",
+            c->llm_call, describe(&c->err, what, sizeof what), c->attempts,
+            c->policy.max_attempts, (long long)d.wait_ms,
+            ah_wait_source_name(d.wait_source), c->err.message);
+    /* The event goes out BEFORE the wait starts, so a display can show it at once. */
+    ah_event ev = {.type = AH_EV_LLM_RETRY};
+    ev.u.llm_retry.llm_call = c->llm_call;
+    ev.u.llm_retry.failed_attempt = c->attempts;
+    ev.u.llm_retry.max_attempts = c->policy.max_attempts;
+    ev.u.llm_retry.wait_ms = d.wait_ms;
+    ev.u.llm_retry.wait_source = d.wait_source;
+    ev.u.llm_retry.elapsed_ms = elapsed(c);
+    ev.u.llm_retry.status = c->err.status;
+    ev.u.llm_retry.error = &c->err;
+    emit(c, &ev);
+    if (cancel_pending(c)) {
+        finish_cancelled(c);
+        return;
+    }
+    c->prev_wait_ms = d.wait_ms;
+    set_state(c, AH_CALL_WAIT, ah_wait_source_name(d.wait_source));
+    c->timer_role = ROLE_WAIT;
+    ah_timer_start(c->timer, d.wait_ms);
+}
+
+static void on_timer(void *ud)
+{
+    ah_call *c = ud;
+    timer_role role = c->timer_role;
+    c->timer_role = ROLE_NONE;
+    if (cancel_pending(c)) {
+        finish_cancelled(c);
+        return;
+    }
+    ah_error e;
+    switch (role) {
+    case ROLE_WAIT:
+        begin_attempt(c);
+        return;
+    case ROLE_ATTEMPT_TIMEOUT:
+        abort_attempt(c); /* removed from the loop now: no dangling request */
+        if (c->policy.deadline_ms > 0 && elapsed(c) >= c->policy.deadline_ms)
+            ah_error_set(&e, AH_EK_TIMEOUT, 0,
+                         "deadline of %lld ms reached during attempt %d",
+                         (long long)c->policy.deadline_ms, c->attempts);
+        else
+            ah_error_set(&e, AH_EK_TIMEOUT, 0, "attempt %d timed out after %lld ms",
+                         c->attempts, (long long)c->policy.attempt_timeout_ms);
+        attempt_failed(c, &e);
+        return;
+    case ROLE_DEADLINE:
+        ah_error_set(&e, AH_EK_STREAM, 0, "deadline of %lld ms reached while streaming",
+                     (long long)c->policy.deadline_ms);
+        finish_interrupted(c, &e, "deadline");
+        return;
+    case ROLE_NONE:
+        return;
+    }
+}
+
+/* The idle timer is lazy: chunks only record their arrival time; when the timer fires
+ * early it re-arms for the rest, so the hot path costs one clock read per chunk. */
+static void on_idle(void *ud)
+{
+    ah_call *c = ud;
+    if (c->state != AH_CALL_STREAMING)
+        return;
+    int64_t silent = now_ms(c) - c->last_rx_ms;
+    if (silent < c->policy.idle_timeout_ms) {
+        ah_timer_start(c->idle, c->policy.idle_timeout_ms - silent);
+        return;
+    }
+    ah_error e;
+    ah_error_set(&e, AH_EK_STREAM, 0, "stream idle for %lld ms (idle_timeout_ms %lld)",
+                 (long long)silent, (long long)c->policy.idle_timeout_ms);
+    finish_interrupted(c, &e, "idle timeout");
+}
+
+static void on_async(void *ud)
+{
+    ah_call *c = ud;
+    if (cancel_pending(c) && !is_terminal(c->state) && c->state != AH_CALL_IDLE)
+        finish_cancelled(c);
+}
+
+/* ---- transport sink -------------------------------------------------------------- */
+
+static int sink_head(void *ud, int status, const ah_header *h, size_t n)
+{
+    ah_call *c = ud;
+    c->status = status;
+    if (status < 200 || status > 299) {
+        keep_error_head(c, h, n); /* the body follows; the attempt timer still runs */
+        return cancel_pending(c);
+    }
+    /* The commit point: from here on this request is never resent. */
+    ah_timer_stop(c->timer);
+    c->timer_role = ROLE_NONE;
+    if (c->budget)
+        ah_retry_budget_on_success(c->budget);
+    set_state(c, AH_CALL_STREAMING, "response head");
+    if (c->policy.deadline_ms > 0) {
+        c->timer_role = ROLE_DEADLINE;
+        ah_timer_start(c->timer, c->policy.deadline_ms - elapsed(c));
+    }
+    if (c->policy.idle_timeout_ms > 0) {
+        c->last_rx_ms = now_ms(c);
+        ah_timer_start(c->idle, c->policy.idle_timeout_ms);
+    }
+    if (c->stream.on_open) {
+        ah_error_clear(&c->consumer_err);
+        if (c->stream.on_open(c->stream.ud, status, h, n, &c->consumer_err) != 0) {
+            if (c->consumer_err.kind == AH_EK_NONE)
+                ah_error_set(&c->consumer_err, AH_EK_STREAM, 0,
+                             "the stream consumer rejected the response (HTTP %d)",
+                             status);
+            c->consumer_failed = 1;
+            return 1;
+        }
+    }
+    return cancel_pending(c);
+}
+
+static int sink_body(void *ud, const char *buf, size_t len)
+{
+    ah_call *c = ud;
+    if (c->state != AH_CALL_STREAMING) {
+        keep_error_body(c, buf, len);
+        return cancel_pending(c);
+    }
+    if (c->policy.idle_timeout_ms > 0)
+        c->last_rx_ms = now_ms(c);
+    if (c->stream.on_data) {
+        ah_error_clear(&c->consumer_err);
+        if (c->stream.on_data(c->stream.ud, buf, len, &c->consumer_err) != 0) {
+            if (c->consumer_err.kind == AH_EK_NONE)
+                ah_error_set(&c->consumer_err, AH_EK_STREAM, 0,
+                             "the stream consumer stopped the stream");
+            c->consumer_failed = 1;
+            return 1;
+        }
+    }
+    return cancel_pending(c);
+}
+
+static void sink_done(void *ud, const ah_error *terr)
+{
+    ah_call *c = ud;
+    c->attempt = NULL; /* the transport has released it */
+    if (cancel_pending(c)) {
+        finish_cancelled(c);
+        return;
+    }
+    ah_error e;
+    if (c->state == AH_CALL_STREAMING) {
+        if (c->consumer_failed) {
+            e = c->consumer_err;
+            finish_interrupted(c, &e, "stream consumer");
+        } else if (terr->kind != AH_EK_NONE) {
+            e = *terr;
+            finish_interrupted(c, &e, "transport");
+        } else {
+            ah_error_clear(&e);
+            if (c->stream.on_end && c->stream.on_end(c->stream.ud, &e) != 0) {
+                if (e.kind == AH_EK_NONE)
+                    ah_error_set(&e, AH_EK_STREAM, 0, "the stream ended incomplete");
+                finish_interrupted(c, &e, "stream incomplete");
+            } else {
+                finish(c, AH_CALL_DONE, NULL, "complete");
+            }
+        }
+        return;
+    }
+    if (terr->kind == AH_EK_NONE) {
+        /* A complete non-2xx response: classify it with its hints and body. */
+        ah_error_from_http(&e, c->status, c->eh, c->neh, c->ebody, c->elen,
+                           ah_loop_wall_ms(c->loop), (const char *const *)c->secrets);
+    } else {
+        e = *terr;
+    }
+    attempt_failed(c, &e);
+}
+
+static const ah_transport_sink call_sink = {sink_head, sink_body, sink_done};
+
+static void begin_attempt(ah_call *c)
+{
+    if (cancel_pending(c)) {
+        finish_cancelled(c);
+        return;
+    }
+    int64_t remaining = -1;
+    if (c->policy.deadline_ms > 0) {
+        remaining = c->policy.deadline_ms - elapsed(c);
+        if (remaining <= 0) {
+            /* A wait ended (late) on the deadline: no attempt could finish in time. */
+            if (c->err.kind == AH_EK_NONE)
+                ah_error_set(&c->err, AH_EK_TIMEOUT, 0, "deadline of %lld ms reached",
+                             (long long)c->policy.deadline_ms);
+            c->reason = AH_GIVEUP_DEADLINE;
+            finish(c, AH_CALL_GAVE_UP, &c->err, "deadline");
+            return;
+        }
+    }
+    c->attempts++;
+    c->status = 0;
+    c->consumer_failed = 0;
+    clear_error_response(c);
+    set_state(c, AH_CALL_ATTEMPT, "start");
+    ah_event ev = {.type = AH_EV_LLM_CALL_START};
+    ev.u.llm_call_start.llm_call = c->llm_call;
+    ev.u.llm_call_start.attempt = c->attempts;
+    ev.u.llm_call_start.continuation = c->continuation;
+    emit(c, &ev);
+    if (cancel_pending(c)) {
+        finish_cancelled(c);
+        return;
+    }
+    /* The attempt's timeout, bounded by what is left of the deadline. */
+    int64_t t = c->policy.attempt_timeout_ms > 0 ? c->policy.attempt_timeout_ms : -1;
+    if (remaining > 0 && (t < 0 || remaining < t))
+        t = remaining;
+    if (t > 0) {
+        c->timer_role = ROLE_ATTEMPT_TIMEOUT;
+        ah_timer_start(c->timer, t);
+    }
+    ah_error e;
+    ah_error_clear(&e);
+    void *a = NULL;
+    if (c->tr->ops->start(c->tr->self, c->loop, &c->req, &call_sink, c, &a, &e) !=
+        AH_OK) {
+        if (e.kind == AH_EK_NONE)
+            ah_error_set(&e, AH_EK_CONNECT, 0, "cannot start the request");
+        attempt_failed(c, &e);
+        return;
+    }
+    c->attempt = a;
+}
+
+/* ---- construction ---------------------------------------------------------------- */
+
+static int add_secret(char ***list, size_t *n, const char *s, size_t len)
+{
+    if (len == 0)
+        return 0;
+    char **l = realloc(*list, (*n + 2) * sizeof *l);
+    if (!l)
+        return -1;
+    *list = l;
+    l[*n] = ah__strndup(s, len);
+    if (!l[*n])
+        return -1;
+    l[++*n] = NULL;
+    return 0;
+}
+
+static int is_secret_header(const char *name)
+{
+    return strcasecmp(name, "authorization") == 0 || strcasecmp(name, "x-api-key") == 0 ||
+           strcasecmp(name, "api-key") == 0 ||
+           strcasecmp(name, "proxy-authorization") == 0;
+}
+
+/* Copy the request into one buffer the call owns, and collect the secrets. */
+static ah_status copy_request(ah_call *c, const ah_call_config *cfg)
+{
+    const ah_http_request *r = &cfg->request;
+    size_t total =
+        strlen(r->method ? r->method : "POST") + 1 + strlen(r->url) + 1 + r->body_len + 1;
+    for (size_t i = 0; i < r->n_headers; i++) {
+        if (!r->headers[i].name || !r->headers[i].value)
+            return AH_ERR_INVALID;
+        total += strlen(r->headers[i].name) + strlen(r->headers[i].value) + 2;
+    }
+    c->reqbuf = malloc(total);
+    c->req_headers = r->n_headers ? calloc(r->n_headers, sizeof *c->req_headers) : NULL;
+    if (!c->reqbuf || (r->n_headers && !c->req_headers))
+        return AH_ERR_NOMEM;
+    char *p = c->reqbuf;
+#define COPY(dst, src, len)                                                              \
+    do {                                                                                 \
+        memcpy(p, (src), (len));                                                         \
+        p[(len)] = '\0';                                                                 \
+        (dst) = p;                                                                       \
+        p += (len) + 1;                                                                  \
+    } while (0)
+    const char *m = r->method ? r->method : "POST";
+    COPY(c->req.method, m, strlen(m));
+    COPY(c->req.url, r->url, strlen(r->url));
+    if (r->body) {
+        char *b;
+        COPY(b, r->body, r->body_len);
+        c->req.body = b;
+        c->req.body_len = r->body_len;
+    }
+    size_t nsec = 0;
+    c->secrets = calloc(1, sizeof *c->secrets);
+    if (!c->secrets)
+        return AH_ERR_NOMEM;
+    for (size_t i = 0; i < r->n_headers; i++) {
+        const ah_header *h = &r->headers[i];
+        COPY(c->req_headers[i].name, h->name, strlen(h->name));
+        COPY(c->req_headers[i].value, h->value, strlen(h->value));
+        if (is_secret_header(h->name)) {
+            /* The whole value, and the token after a scheme ("Bearer sk-..."). */
+            const char *sp = strchr(h->value, ' ');
+            if (add_secret(&c->secrets, &nsec, h->value, strlen(h->value)) != 0 ||
+                (sp && add_secret(&c->secrets, &nsec, sp + 1, strlen(sp + 1)) != 0))
+                return AH_ERR_NOMEM;
+        }
+    }
+#undef COPY
+    c->req.headers = c->req_headers;
+    c->req.n_headers = r->n_headers;
+    for (const char *const *s = cfg->secrets; s && *s; s++)
+        if (add_secret(&c->secrets, &nsec, *s, strlen(*s)) != 0)
+            return AH_ERR_NOMEM;
+    return AH_OK;
+}
+
+ah_status ah_call_new(const ah_call_config *cfg, ah_call **out, char *errbuf,
+                      size_t errsize)
+{
+    ah_status st = AH_ERR_NOMEM;
+    if (errbuf && errsize)
+        errbuf[0] = '\0';
+    if (!out)
+        return AH_ERR_INVALID;
+    *out = NULL;
+    if (!cfg || !cfg->loop || !cfg->request.url) {
+        if (errbuf && errsize)
+            ah__bufprintf(errbuf, errsize, "call: %s is required",
+                          !cfg || !cfg->loop ? "loop" : "request.url");
+        return AH_ERR_INVALID;
+    }
+    ah_call *c = calloc(1, sizeof *c);
+    if (!c)
+        return AH_ERR_NOMEM;
+    atomic_init(&c->cancel_requested, 0);
+    c->loop = cfg->loop;
+    c->tr = cfg->transport ? cfg->transport : ah_transport_curl();
+    if (cfg->policy)
+        c->policy = *cfg->policy;
+    else
+        ah_policy_init(&c->policy);
+    st = ah_policy_validate(&c->policy, errbuf, errsize);
+    if (st != AH_OK)
+        goto fail;
+    c->budget = cfg->retry_budget;
+    c->stream = cfg->stream;
+    c->on_event = cfg->on_event;
+    c->event_ud = cfg->event_ud;
+    c->on_finish = cfg->on_finish;
+    c->finish_ud = cfg->finish_ud;
+    c->llm_call = cfg->llm_call;
+    c->continuation = cfg->continuation;
+    c->state = AH_CALL_IDLE;
+    c->reason = AH_GIVEUP_COUNT_;
+    ah_error_clear(&c->err);
+    ah_error_clear(&c->consumer_err);
+    st = copy_request(c, cfg);
+    if (st != AH_OK) {
+        if (st == AH_ERR_INVALID && errbuf && errsize)
+            ah__bufprintf(errbuf, errsize, "call: a request header has no name or value");
+        goto fail;
+    }
+    st = AH_ERR_NOMEM;
+    c->timer = ah_timer_new(c->loop, on_timer, c);
+    c->idle = ah_timer_new(c->loop, on_idle, c);
+    c->async = ah_async_new(c->loop, on_async, c);
+    if (!c->timer || !c->idle || !c->async)
+        goto fail;
+    *out = c;
+    return AH_OK;
+fail:
+    ah_call_free(c);
+    return st;
+}
+
+void ah_call_free(ah_call *c)
+{
+    if (!c)
+        return;
+    abort_attempt(c);
+    ah_timer_free(c->timer);
+    ah_timer_free(c->idle);
+    ah_async_free(c->async);
+    clear_error_response(c);
+    free(c->ebody);
+    for (char **s = c->secrets; s && *s; s++)
+        free(*s);
+    free(c->secrets);
+    free(c->req_headers);
+    free(c->reqbuf);
+    free(c);
+}
+
+ah_status ah_call_start(ah_call *c)
+{
+    if (!c)
+        return AH_ERR_INVALID;
+    if (c->state != AH_CALL_IDLE)
+        return AH_ERR_STATE;
+    c->start_ms = now_ms(c);
+    begin_attempt(c);
+    return AH_OK;
+}
+
+ah_call_state ah_call_run(ah_call *c)
+{
+    if (c->state == AH_CALL_IDLE && ah_call_start(c) != AH_OK)
+        return c->state;
+    while (!is_terminal(c->state)) {
+        if (ah_loop_run_once(c->loop, -1) != AH_OK)
+            break; /* the loop failed (logged); the call is left as it is */
+    }
+    return c->state;
+}
+
+void ah_call_cancel(ah_call *c)
+{
+    if (!c)
+        return;
+    atomic_store(&c->cancel_requested, 1);
+    ah_async_send(c->async);
+}
+
+ah_call_state ah_call_get_state(const ah_call *c)
+{
+    return c->state;
+}
+
+int ah_call_finished(const ah_call *c)
+{
+    return is_terminal(c->state);
+}
+
+const ah_error *ah_call_error(const ah_call *c)
+{
+    return &c->err;
+}
+
+int ah_call_attempts(const ah_call *c)
+{
+    return c->attempts;
+}
+
+int ah_call_http_status(const ah_call *c)
+{
+    return c->status;
+}
+
+int64_t ah_call_elapsed_ms(const ah_call *c)
+{
+    if (c->state == AH_CALL_IDLE)
+        return 0;
+    return (is_terminal(c->state) ? c->end_ms : now_ms(c)) - c->start_ms;
+}
+
+ah_giveup_reason ah_call_giveup_reason(const ah_call *c)
+{
+    return c->state == AH_CALL_GAVE_UP ? c->reason : AH_GIVEUP_COUNT_;
+}

@@ -1,0 +1,138 @@
+/* agenthost/call.h - one LLM request as a state machine: attempts, backoff waits, the
+ * stream, and exactly one terminal state (SPEC §1, §2, §6).
+ *
+ *   ATTEMPT ──head 2xx──▶ STREAMING ──complete──▶ DONE
+ *      │                      └──cut / idle / consumer error / deadline──▶ INTERRUPTED
+ *      └──error before the stream──▶ decide ──retry──▶ WAIT (a timer) ──▶ ATTEMPT
+ *                                      └──no──▶ GAVE_UP
+ *   (any state) ──cancel──▶ CANCELLED
+ *
+ * The call never retries once the stream is open: a failure after the response head
+ * reaches the caller as a `stream` error (INTERRUPTED) so the worker can continue from
+ * what was committed. It does not parse provider formats: the stream's bytes go to the
+ * caller's ah_stream_fns (the decoder plugs in there).
+ *
+ * Two drivers over the same steps: a non-blocking one (ah_call_start, then step the loop;
+ * on_finish tells when it is over) and a blocking wrapper, ah_call_run().
+ *
+ * Threads: everything on the loop's thread, except ah_call_cancel() (any thread).
+ */
+#ifndef AGENTHOST_CALL_H
+#define AGENTHOST_CALL_H
+
+#include "agenthost/error.h"
+#include "agenthost/event.h"
+#include "agenthost/loop.h"
+#include "agenthost/policy.h"
+#include "agenthost/status.h"
+#include "agenthost/transport.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* X(NAME, "name") */
+#define AH_CALL_STATE_MAP(X)                                                              \
+    X(IDLE, "idle")                                                                       \
+    X(ATTEMPT, "attempt")                                                                 \
+    X(WAIT, "wait")                                                                       \
+    X(STREAMING, "streaming")                                                             \
+    X(DONE, "done")                                                                       \
+    X(INTERRUPTED, "interrupted")                                                         \
+    X(GAVE_UP, "gave_up")                                                                 \
+    X(CANCELLED, "cancelled")
+
+typedef enum ah_call_state {
+#define AH__CS_ENUM(name, s) AH_CALL_##name,
+    AH_CALL_STATE_MAP(AH__CS_ENUM)
+#undef AH__CS_ENUM
+        AH_CALL_STATE_COUNT_
+} ah_call_state;
+
+const char *ah_call_state_name(ah_call_state s); /* "unknown" out of range */
+
+typedef struct ah_call ah_call;
+
+/* The stream consumer. All optional. Data passed in is borrowed for the call only.
+ *   on_open  the 2xx head arrived: the stream is open (the commit point). Nonzero ends
+ *            the call as INTERRUPTED with *err (e.g. a proxy's text/html 200).
+ *   on_data  body bytes of the open stream. Return 0 to go on; nonzero ends the call as
+ *            INTERRUPTED with the error the consumer wrote to *err (kind `stream` is
+ *            filled in when it left err untouched), e.g. a malformed or an in-stream
+ *            provider error event.
+ *   on_end   the response ended cleanly at the HTTP level. Return 0 if the stream was
+ *            complete (DONE), nonzero with *err if the format says it was cut short
+ *            (INTERRUPTED).
+ * They run on the loop thread and may call ah_call_cancel(), never ah_call_free(). */
+typedef struct ah_stream_fns {
+    int (*on_open)(void *ud, int status, const ah_header *headers, size_t n,
+                   ah_error *err);
+    int (*on_data)(void *ud, const char *buf, size_t len, ah_error *err);
+    int (*on_end)(void *ud, ah_error *err);
+    void *ud;
+} ah_stream_fns;
+
+/* Called once, when the call reaches a terminal state (DONE, INTERRUPTED, GAVE_UP,
+ * CANCELLED), on the loop thread. It may free the call, except under ah_call_run(),
+ * which reads the call's state after each step. */
+typedef void (*ah_call_finish_fn)(void *ud, ah_call *call);
+
+typedef struct ah_call_config {
+    ah_loop *loop;                 /* required; borrowed, must outlive the call */
+    const ah_transport *transport; /* NULL = ah_transport_curl() */
+    ah_http_request request;       /* copied (url, headers, body) at ah_call_new */
+    const ah_policy *policy;       /* copied; NULL = ah_policy_init() defaults */
+    ah_retry_budget *retry_budget; /* shared across calls; optional, borrowed */
+    /* Strings never to appear in an error message (the API key): NULL-terminated list,
+     * copied. Header values named authorization / x-api-key / api-key are added
+     * automatically from the request. */
+    const char *const *secrets;
+    ah_stream_fns stream;
+    ah_event_fn on_event; /* llm_call_start, llm_retry, llm_gave_up; optional */
+    void *event_ud;
+    ah_call_finish_fn on_finish; /* optional */
+    void *finish_ud;
+    int llm_call;     /* this request's number within its run, for events */
+    int continuation; /* 0 for a fresh request, n for the n-th continuation */
+} ah_call_config;
+
+/* Create a call in state IDLE. Validates the policy: AH_ERR_INVALID with a message naming
+ * the field in errbuf (may be NULL). AH_ERR_NOMEM on allocation failure. */
+ah_status ah_call_new(const ah_call_config *cfg, ah_call **out, char *errbuf,
+                      size_t errsize);
+/* Abort whatever is in flight (no callbacks) and free. NULL is a no-op. Not from inside
+ * the call's own stream/event callbacks (on_finish is fine). */
+void ah_call_free(ah_call *call);
+
+/* IDLE -> ATTEMPT 1. The first request goes out during the next loop step.
+ * AH_ERR_STATE if already started. */
+ah_status ah_call_start(ah_call *call);
+
+/* Blocking driver: start the call if needed and step its loop until the call is finished.
+ * Returns the terminal state. With a manual clock this advances nothing; use the
+ * non-blocking driver there. */
+ah_call_state ah_call_run(ah_call *call);
+
+/* Request cancellation. Thread-safe and idempotent; callable from any callback. The call
+ * reaches CANCELLED at the loop's next step (it wakes the loop), from any state: the
+ * transfer is torn down, a backoff wait ends, no further attempt starts. A call that has
+ * already finished is unaffected. */
+void ah_call_cancel(ah_call *call);
+
+ah_call_state ah_call_get_state(const ah_call *call);
+int ah_call_finished(const ah_call *call); /* 1 in a terminal state */
+/* The terminal error (kind NONE while running and after DONE). Borrowed. */
+const ah_error *ah_call_error(const ah_call *call);
+int ah_call_attempts(const ah_call *call);       /* attempts started so far */
+int ah_call_http_status(const ah_call *call);    /* status of the last head, or 0 */
+int64_t ah_call_elapsed_ms(const ah_call *call); /* since start (frozen when finished) */
+/* Why the call gave up (GAVE_UP only; AH_GIVEUP_COUNT_ otherwise). */
+ah_giveup_reason ah_call_giveup_reason(const ah_call *call);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

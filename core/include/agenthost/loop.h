@@ -1,0 +1,97 @@
+/* agenthost/loop.h - the event loop: curl multi + a timer heap + the injected clock.
+ *
+ * One ah_loop runs every transfer, timer and cross-thread wake-up of the calls attached
+ * to it, on the one thread that steps it. Nothing in the core sleeps: a backoff wait is a
+ * timer, a stream is a transfer, a cancel is a flag plus a wake-up (ah_async).
+ *
+ * Threads: every function here must be called on the loop's thread, except
+ * ah_loop_wakeup() and ah_async_send(), which may be called from any thread.
+ *
+ * Virtual time: with a manual clock (ah_manual_clock) the loop never advances time by
+ * itself. Drive it with ah_loop_run_once(loop, 0), read ah_loop_next_timer_ms() and advance
+ * the clock: a 30 s backoff is then tested in microseconds.
+ */
+#ifndef AGENTHOST_LOOP_H
+#define AGENTHOST_LOOP_H
+
+#include "agenthost/clock.h"
+#include "agenthost/status.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ah_loop ah_loop;
+
+/* Create a loop. clock NULL = the real clock; rng NULL = a private RNG seeded from the OS.
+ * Both are borrowed and must outlive the loop. Returns NULL on allocation failure (or if
+ * libcurl cannot be initialised). */
+ah_loop *ah_loop_new(const ah_clock *clock, const ah_rng *rng);
+/* Free the loop. Every timer, async handle and transfer attached to it must have been
+ * freed first (calls own theirs: free the calls, then the loop). NULL is a no-op. */
+void ah_loop_free(ah_loop *loop);
+
+/* One step: wait for socket activity, the next timer or a wake-up, at most max_wait_ms
+ * (< 0 = no bound but the next timer; 0 = do not block), then deliver pending
+ * async signals, drive the transfers and fire the timers that are due. Returns AH_OK, or
+ * AH_ERR_TRANSPORT if curl's multi interface failed (logged). */
+ah_status ah_loop_run_once(ah_loop *loop, int max_wait_ms);
+/* Step until the loop has no work left (no active timer and no transfer). */
+ah_status ah_loop_run(ah_loop *loop);
+/* 1 while an active timer or a transfer exists. */
+int ah_loop_alive(const ah_loop *loop);
+
+/* Wake a blocked ah_loop_run_once(). Thread-safe, async-signal-unsafe. */
+void ah_loop_wakeup(ah_loop *loop);
+
+/* The loop's clock and RNG (borrowed). ah_loop_now_ms() reads the monotonic time. */
+const ah_clock *ah_loop_clock(const ah_loop *loop);
+const ah_rng *ah_loop_rng(const ah_loop *loop);
+int64_t ah_loop_now_ms(const ah_loop *loop);
+int64_t ah_loop_wall_ms(const ah_loop *loop);
+
+/* Milliseconds until the earliest active timer is due (0 if already due), or -1 when no
+ * timer is active. For drivers on virtual time. */
+int64_t ah_loop_next_timer_ms(const ah_loop *loop);
+/* Transfers currently attached to the loop's curl multi handle (a leak check for tests:
+ * an aborted attempt leaves none behind). */
+size_t ah_loop_transfer_count(const ah_loop *loop);
+
+/* ---- timers ---------------------------------------------------------------------- */
+
+/* A timer is owned by its creator and reusable: start it, stop it, restart it. The callback
+ * runs on the loop thread during ah_loop_run_once(); it may start, stop or free any timer,
+ * including its own. Timers due at the same time fire in the order they were started. */
+typedef struct ah_timer ah_timer;
+typedef void (*ah_timer_fn)(void *ud);
+
+ah_timer *ah_timer_new(ah_loop *loop, ah_timer_fn fn, void *ud);
+/* Stops it first. NULL is a no-op. */
+void ah_timer_free(ah_timer *t);
+/* (Re)arm: fire once, delay_ms (clamped to >= 0) from now. A timer (re)started during the
+ * step that fires timers is not fired before the next step. */
+void ah_timer_start(ah_timer *t, int64_t delay_ms);
+void ah_timer_stop(ah_timer *t);
+int ah_timer_active(const ah_timer *t);
+/* Absolute due time on the loop's clock (only meaningful while active). */
+int64_t ah_timer_due_ms(const ah_timer *t);
+
+/* ---- async: wake the loop from another thread ------------------------------------ */
+
+/* ah_async_send() (any thread) makes the loop run fn(ud) once on its own thread at the
+ * next step; several sends before that step coalesce into one call. An async handle does
+ * not keep the loop alive. The creator must guarantee no send races with ah_async_free. */
+typedef struct ah_async ah_async;
+typedef void (*ah_async_fn)(void *ud);
+
+ah_async *ah_async_new(ah_loop *loop, ah_async_fn fn, void *ud);
+void ah_async_free(ah_async *a); /* NULL is a no-op; loop thread only */
+void ah_async_send(ah_async *a); /* thread-safe */
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,30 @@
+/* loop_curl.h - the private seam between the loop (loop.c) and the libcurl transport
+ * (transport_curl.c): the loop owns the CURLM handle and routes each finished transfer
+ * back to the transport through the link stored as the easy handle's CURLOPT_PRIVATE. */
+#ifndef AH_LOOP_CURL_H
+#define AH_LOOP_CURL_H
+
+#include "agenthost/loop.h"
+
+#include <curl/curl.h>
+
+/* Called on the loop thread once the transfer finished; the easy handle has already been
+ * removed from the multi handle, so the callee may clean it up. */
+typedef void (*ah__easy_done_fn)(void *ud, CURLcode result);
+
+typedef struct ah__easy_link {
+    ah__easy_done_fn done;
+    void *ud;
+} ah__easy_link;
+
+/* Attach an easy handle (sets its CURLOPT_PRIVATE to link, which must outlive the
+ * transfer). Returns AH_OK or AH_ERR_TRANSPORT. */
+ah_status ah__loop_add_easy(ah_loop *loop, CURL *easy, ah__easy_link *link);
+/* Abandon an unfinished transfer: its link is disarmed at once (no done callback), the
+ * handle leaves the multi handle and then release(ud) runs. When called from inside a
+ * curl callback (where curl forbids removal), both are deferred to the end of the current
+ * curl_multi_perform(); otherwise they happen before this returns. */
+void ah__loop_discard_easy(ah_loop *loop, CURL *easy, ah__easy_link *link,
+                           void (*release)(void *ud), void *ud);
+
+#endif

@@ -1,0 +1,360 @@
+/* transport_curl.c - the libcurl transport: one easy handle per HTTP attempt, driven by
+ * the loop's multi handle, reporting head, body and a classified completion (SPEC §1).
+ *
+ * Invariants:
+ *   - The head (status + headers) reaches the sink once, when the blank line ending the
+ *     final (non-1xx) header block arrives, and always before the first body byte.
+ *   - libcurl's own retry-ish behaviour stays off: no redirects, no 100-continue, and
+ * only http/https. TLS peer and host verification stay on.
+ *   - After abort() or on_done() the attempt is gone; no sink call follows either.
+ *   - Errors name the curl failure only; never the request's headers or body.
+ */
+#include "internal.h"
+#include "loop_curl.h"
+
+#include "agenthost/transport.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+enum {
+    HEAD_MAX = 256 * 1024, /* raw bytes of response header lines kept; the rest dropped */
+    HEADERS_MAX = 256      /* header fields kept */
+};
+
+typedef struct attempt {
+    ah__easy_link link; /* first: the loop finds us through CURLOPT_PRIVATE */
+    ah_loop *loop;
+    CURL *easy;
+    struct curl_slist *req_headers;
+    ah_transport_sink sink;
+    void *ud;
+    int head_done;
+    int sink_abort; /* the sink returned nonzero */
+    int status;
+    /* The current header block: "name\0value\0" pairs in hbuf, offsets in hoff. */
+    char *hbuf;
+    size_t hlen, hcap;
+    size_t hoff[HEADERS_MAX][2];
+    size_t nh;
+    char errbuf[CURL_ERROR_SIZE];
+} attempt;
+
+static void attempt_release(void *ud)
+{
+    attempt *a = ud;
+    if (!a)
+        return;
+    if (a->easy)
+        curl_easy_cleanup(a->easy);
+    curl_slist_free_all(a->req_headers);
+    free(a->hbuf);
+    free(a);
+}
+
+/* ---- the response head ----------------------------------------------------------- */
+
+static int hbuf_append(attempt *a, const char *s, size_t n)
+{
+    if (a->hlen + n + 1 > HEAD_MAX)
+        return -1;
+    if (a->hlen + n + 1 > a->hcap) {
+        size_t cap = a->hcap ? a->hcap : 1024;
+        while (cap < a->hlen + n + 1)
+            cap *= 2;
+        char *p = realloc(a->hbuf, cap);
+        if (!p)
+            return -1;
+        a->hbuf = p;
+        a->hcap = cap;
+    }
+    memcpy(a->hbuf + a->hlen, s, n);
+    a->hbuf[a->hlen + n] = '\0';
+    a->hlen += n + 1;
+    return 0;
+}
+
+static void store_header(attempt *a, const char *line, size_t len)
+{
+    const char *colon = memchr(line, ':', len);
+    if (!colon || colon == line || a->nh == HEADERS_MAX)
+        return;
+    size_t nlen = (size_t)(colon - line);
+    const char *v = colon + 1, *end = line + len;
+    while (v < end && (*v == ' ' || *v == '\t'))
+        v++;
+    while (end > v && (end[-1] == ' ' || end[-1] == '\t'))
+        end--;
+    size_t save = a->hlen;
+    if (hbuf_append(a, line, nlen) != 0 || hbuf_append(a, v, (size_t)(end - v)) != 0) {
+        a->hlen = save; /* over the cap: this field is dropped, the head still arrives */
+        return;
+    }
+    a->hoff[a->nh][0] = save;
+    a->hoff[a->nh][1] = save + nlen + 1;
+    a->nh++;
+}
+
+/* Deliver the head to the sink. Returns nonzero if the sink asked to abort. */
+static int deliver_head(attempt *a)
+{
+    long code = 0;
+    curl_easy_getinfo(a->easy, CURLINFO_RESPONSE_CODE, &code);
+    a->status = (int)code;
+    a->head_done = 1;
+    if (!a->sink.on_head)
+        return 0;
+    ah_header h[HEADERS_MAX];
+    for (size_t i = 0; i < a->nh; i++) {
+        h[i].name = a->hbuf + a->hoff[i][0];
+        h[i].value = a->hbuf + a->hoff[i][1];
+    }
+    if (a->sink.on_head(a->ud, a->status, h, a->nh) != 0) {
+        a->sink_abort = 1;
+        return 1;
+    }
+    return 0;
+}
+
+static size_t on_header(char *buf, size_t size, size_t nitems, void *ud)
+{
+    attempt *a = ud;
+    size_t total = size * nitems, len = total;
+    if (a->head_done)
+        return total; /* trailers: not part of the head we report */
+    while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
+        len--;
+    if (len == 0) {
+        long code = 0;
+        curl_easy_getinfo(a->easy, CURLINFO_RESPONSE_CODE, &code);
+        if (code >= 100 && code < 200) { /* an interim response: the real head follows */
+            a->hlen = a->nh = 0;
+            return total;
+        }
+        return deliver_head(a) ? 0 : total;
+    }
+    if (len >= 5 && memcmp(buf, "HTTP/", 5) == 0) {
+        a->hlen = a->nh = 0; /* a new status line starts a new header block */
+        return total;
+    }
+    if (buf[0] != ' ' && buf[0] != '\t') /* obsolete line folding is ignored */
+        store_header(a, buf, len);
+    return total;
+}
+
+static size_t on_write(char *buf, size_t size, size_t nitems, void *ud)
+{
+    attempt *a = ud;
+    size_t total = size * nitems;
+    if (!a->head_done && deliver_head(a))
+        return 0;
+    if (total == 0 || !a->sink.on_body)
+        return total;
+    if (a->sink.on_body(a->ud, buf, total) != 0) {
+        a->sink_abort = 1;
+        return 0; /* curl ends the transfer with CURLE_WRITE_ERROR */
+    }
+    return total;
+}
+
+/* ---- completion ------------------------------------------------------------------ */
+
+static int is_connect_failure(CURLcode rc)
+{
+    switch (rc) {
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY:
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CIPHER:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_ISSUER_ERROR:
+    case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+    case CURLE_SSL_INVALIDCERTSTATUS:
+    case CURLE_PROXY:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* Map a curl result to the error kinds of SPEC §1. A failure after the head was delivered
+ * is always `stream`: the response had started, so it is never resent as is. */
+static void classify(const attempt *a, CURLcode rc, ah_error *err)
+{
+    ah_error_clear(err);
+    if (rc == CURLE_OK)
+        return;
+    const char *detail = a->errbuf[0] ? a->errbuf : curl_easy_strerror(rc);
+    if (a->sink_abort || rc == CURLE_ABORTED_BY_CALLBACK) {
+        ah_error_set(err, AH_EK_CANCELLED, 0, "attempt aborted by its consumer");
+    } else if (rc == CURLE_URL_MALFORMAT || rc == CURLE_UNSUPPORTED_PROTOCOL) {
+        ah_error_set(err, AH_EK_CONNECT, 0, "cannot start the request: %s", detail);
+        err->should_retry = 0; /* a bad URL stays bad: explicit "do not retry" */
+    } else if (a->head_done) {
+        ah_error_set(err, AH_EK_STREAM, 0, "response stream broken: %s", detail);
+    } else if (rc == CURLE_OPERATION_TIMEDOUT) {
+        ah_error_set(err, AH_EK_TIMEOUT, 0, "timed out before the response: %s", detail);
+    } else if (is_connect_failure(rc)) {
+        ah_error_set(err, AH_EK_CONNECT, 0, "connection failed: %s", detail);
+    } else {
+        /* Reset, closed or garbled before any response head: the request may not have
+         * reached the server's application; treat it as a failed connection. */
+        ah_error_set(err, AH_EK_CONNECT, 0, "connection lost before the response: %s",
+                     detail);
+    }
+}
+
+static void on_done(void *ud, CURLcode rc)
+{
+    attempt *a = ud;
+    ah_error err;
+    /* A body-less response still has a head; make sure the sink saw it. */
+    if (rc == CURLE_OK && !a->head_done && deliver_head(a))
+        rc = CURLE_WRITE_ERROR;
+    classify(a, rc, &err);
+    ah_transport_sink sink = a->sink;
+    void *sud = a->ud;
+    attempt_release(a); /* gone before the sink runs: it may start the next attempt */
+    if (sink.on_done)
+        sink.on_done(sud, &err);
+}
+
+/* ---- start / abort --------------------------------------------------------------- */
+
+static int header_is_safe(const ah_header *h)
+{
+    if (!h->name || !h->value || !h->name[0])
+        return 0;
+    for (const char *p = h->name; *p; p++)
+        if (*p == ':' || *p == '\r' || *p == '\n' || *p == ' ')
+            return 0;
+    return strpbrk(h->value, "\r\n") == NULL;
+}
+
+static ah_status add_req_header(attempt *a, const ah_header *h)
+{
+    size_t nl = strlen(h->name), vl = strlen(h->value);
+    char *line = malloc(nl + vl + 3);
+    if (!line)
+        return AH_ERR_NOMEM;
+    /* curl sends "Name;" as a header with an empty value ("Name:" would remove it). */
+    if (vl == 0)
+        ah__bufprintf(line, nl + vl + 3, "%s;", h->name);
+    else
+        ah__bufprintf(line, nl + vl + 3, "%s: %s", h->name, h->value);
+    struct curl_slist *l = curl_slist_append(a->req_headers, line);
+    free(line);
+    if (!l)
+        return AH_ERR_NOMEM;
+    a->req_headers = l;
+    return AH_OK;
+}
+
+static ah_status curl_start(void *self, ah_loop *loop, const ah_http_request *req,
+                            const ah_transport_sink *sink, void *sink_ud, void **out,
+                            ah_error *err)
+{
+    (void)self;
+    ah_status st = AH_ERR_NOMEM;
+    ah_error_clear(err);
+    *out = NULL;
+    if (!loop || !req || !req->url || !sink) {
+        ah_error_set(err, AH_EK_CONNECT, 0, "invalid request: no URL");
+        err->should_retry = 0;
+        return AH_ERR_INVALID;
+    }
+    attempt *a = calloc(1, sizeof *a);
+    if (!a)
+        goto fail;
+    a->link.done = on_done;
+    a->link.ud = a;
+    a->loop = loop;
+    a->sink = *sink;
+    a->ud = sink_ud;
+    a->easy = curl_easy_init();
+    if (!a->easy)
+        goto fail;
+
+    for (size_t i = 0; i < req->n_headers; i++) {
+        if (!header_is_safe(&req->headers[i])) {
+            /* The name only: a value may be a secret. */
+            ah_error_set(err, AH_EK_CONNECT, 0, "invalid request header %zu (%s)", i,
+                         req->headers[i].name ? req->headers[i].name : "(null)");
+            err->should_retry = 0;
+            st = AH_ERR_INVALID;
+            goto fail;
+        }
+        if (add_req_header(a, &req->headers[i]) != AH_OK)
+            goto fail;
+    }
+    /* "Expect:" (empty) suppresses 100-continue: the body goes out at once. */
+    struct curl_slist *l = curl_slist_append(a->req_headers, "Expect:");
+    if (!l)
+        goto fail;
+    a->req_headers = l;
+
+    CURL *e = a->easy;
+    const char *method = req->method ? req->method : "POST";
+    curl_easy_setopt(e, CURLOPT_URL, req->url);
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
+    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(e, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
+    curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 102400L);
+    /* No CURLOPT_ACCEPT_ENCODING: the stream arrives as identity, byte for byte. */
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, a->req_headers);
+    if (strcmp(method, "POST") == 0) {
+        curl_easy_setopt(e, CURLOPT_POST, 1L);
+    } else if (strcmp(method, "GET") == 0) {
+        curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+    } else {
+        curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
+    }
+    if (req->body || strcmp(method, "POST") == 0) {
+        curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len);
+        curl_easy_setopt(e, CURLOPT_POSTFIELDS, req->body ? req->body : "");
+    }
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, a);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, a);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, a->errbuf);
+
+    st = ah__loop_add_easy(loop, e, &a->link);
+    if (st != AH_OK) {
+        ah_error_set(err, AH_EK_CONNECT, 0, "cannot attach the transfer to the loop");
+        goto fail;
+    }
+    *out = a;
+    return AH_OK;
+fail:
+    if (err->kind == AH_EK_NONE)
+        ah_error_set(err, AH_EK_CONNECT, 0, "cannot start the request: %s",
+                     ah_status_message(st));
+    attempt_release(a);
+    return st;
+}
+
+static void curl_abort(void *self, void *handle)
+{
+    (void)self;
+    attempt *a = handle;
+    if (a)
+        ah__loop_discard_easy(a->loop, a->easy, &a->link, attempt_release, a);
+}
+
+static const ah_transport_ops curl_ops = {"curl", curl_start, curl_abort};
+static const ah_transport curl_transport = {&curl_ops, NULL};
+
+const ah_transport *ah_transport_curl(void)
+{
+    return &curl_transport;
+}
