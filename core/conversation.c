@@ -16,7 +16,7 @@
 typedef struct message {
     ah_role role;
     int partial;
-    ah_block *blocks; /* strings owned (cast from const on free) */
+    ah_msg_block *blocks; /* strings owned (cast from const on free) */
     size_t n, cap;
 } message;
 
@@ -28,7 +28,7 @@ struct ah_conversation {
 
 static const char *const kind_names[] = {
 #define X(name, s) s,
-    AH_BLOCK_KIND_MAP(X)
+    AH_MSG_KIND_MAP(X)
 #undef X
 };
 
@@ -43,14 +43,14 @@ const char *ah_role_name(ah_role role)
     return "unknown";
 }
 
-const char *ah_block_kind_name(ah_block_kind kind)
+const char *ah_msg_kind_name(ah_msg_kind kind)
 {
-    return (unsigned)kind < (unsigned)AH_BLOCK_KIND_COUNT_ ? kind_names[kind] : "unknown";
+    return (unsigned)kind < (unsigned)AH_MSG_KIND_COUNT_ ? kind_names[kind] : "unknown";
 }
 
 /* ---- storage ---------------------------------------------------------------------- */
 
-static void block_clear(ah_block *b)
+static void block_clear(ah_msg_block *b)
 {
     free((void *)b->text);
     free((void *)b->id);
@@ -111,15 +111,15 @@ static int is_empty(const char *s)
 }
 
 /* Check that *b is complete for its kind; never touches storage. */
-static ah_status block_validate(const ah_block *b)
+static ah_status block_validate(const ah_msg_block *b)
 {
     switch (b->kind) {
-    case AH_BLOCK_TEXT:
-    case AH_BLOCK_REASONING:
+    case AH_MSG_TEXT:
+    case AH_MSG_REASONING:
         return AH_OK;
-    case AH_BLOCK_TOOL_USE:
+    case AH_MSG_TOOL_USE:
         return is_empty(b->id) || is_empty(b->name) ? AH_ERR_INVALID : AH_OK;
-    case AH_BLOCK_TOOL_RESULT:
+    case AH_MSG_TOOL_RESULT:
         return is_empty(b->tool_use_id) ? AH_ERR_INVALID : AH_OK;
     default:
         return AH_ERR_INVALID;
@@ -127,27 +127,27 @@ static ah_status block_validate(const ah_block *b)
 }
 
 /* Deep-copy the fields b's kind uses into *dst (zeroed first). On OOM *dst is cleared. */
-static ah_status block_copy(ah_block *dst, const ah_block *b)
+static ah_status block_copy(ah_msg_block *dst, const ah_msg_block *b)
 {
     int ok = 1;
     memset(dst, 0, sizeof *dst);
     dst->kind = b->kind;
     switch (b->kind) {
-    case AH_BLOCK_TEXT:
+    case AH_MSG_TEXT:
         ok = dup_field(&dst->text, b->text, 1);
         break;
-    case AH_BLOCK_REASONING:
+    case AH_MSG_REASONING:
         ok = dup_field(&dst->text, b->text, 1) &&
              dup_field(&dst->signature, b->signature, 0) &&
              dup_field(&dst->item_id, b->item_id, 0) &&
              dup_field(&dst->encrypted_content, b->encrypted_content, 0);
         dst->redacted = b->redacted ? 1 : 0;
         break;
-    case AH_BLOCK_TOOL_USE:
+    case AH_MSG_TOOL_USE:
         ok = dup_field(&dst->id, b->id, 1) && dup_field(&dst->name, b->name, 1) &&
              dup_field(&dst->arguments, b->arguments, 1);
         break;
-    case AH_BLOCK_TOOL_RESULT:
+    case AH_MSG_TOOL_RESULT:
         ok = dup_field(&dst->tool_use_id, b->tool_use_id, 1) &&
              dup_field(&dst->text, b->text, 1);
         dst->is_error = b->is_error ? 1 : 0;
@@ -190,7 +190,7 @@ ah_status ah_conversation_begin_assistant(ah_conversation *c)
     return begin_message(c, AH_ROLE_ASSISTANT);
 }
 
-ah_status ah_conversation_add_block(ah_conversation *c, const ah_block *b)
+ah_status ah_conversation_add_block(ah_conversation *c, const ah_msg_block *b)
 {
     if (!c || !b)
         return AH_ERR_INVALID;
@@ -200,12 +200,12 @@ ah_status ah_conversation_add_block(ah_conversation *c, const ah_block *b)
     if (st != AH_OK)
         return st;
     message *m = &c->msgs[c->n - 1];
-    if ((b->kind == AH_BLOCK_TOOL_USE && m->role != AH_ROLE_ASSISTANT) ||
-        (b->kind == AH_BLOCK_TOOL_RESULT && m->role != AH_ROLE_USER))
+    if ((b->kind == AH_MSG_TOOL_USE && m->role != AH_ROLE_ASSISTANT) ||
+        (b->kind == AH_MSG_TOOL_RESULT && m->role != AH_ROLE_USER))
         return AH_ERR_STATE;
     if (m->n == m->cap) {
         size_t cap = m->cap ? m->cap * 2 : 4;
-        ah_block *nb = realloc(m->blocks, cap * sizeof *nb);
+        ah_msg_block *nb = realloc(m->blocks, cap * sizeof *nb);
         if (!nb)
             return AH_ERR_NOMEM;
         m->blocks = nb;
@@ -225,7 +225,7 @@ ah_status ah_conversation_add_text(ah_conversation *c, const char *text, size_t 
     char *tmp = ah__strndup(text ? text : "", len);
     if (!tmp)
         return AH_ERR_NOMEM;
-    ah_block b = {.kind = AH_BLOCK_TEXT, .text = tmp};
+    ah_msg_block b = {.kind = AH_MSG_TEXT, .text = tmp};
     ah_status st = ah_conversation_add_block(c, &b);
     free(tmp);
     return st;
@@ -235,7 +235,7 @@ ah_status ah_conversation_add_reasoning(ah_conversation *c, const char *text,
                                         const char *signature, const char *item_id,
                                         const char *encrypted_content, int redacted)
 {
-    ah_block b = {.kind = AH_BLOCK_REASONING,
+    ah_msg_block b = {.kind = AH_MSG_REASONING,
                   .text = text,
                   .signature = signature,
                   .item_id = item_id,
@@ -247,8 +247,8 @@ ah_status ah_conversation_add_reasoning(ah_conversation *c, const char *text,
 ah_status ah_conversation_add_tool_use(ah_conversation *c, const char *id,
                                        const char *name, const char *arguments)
 {
-    ah_block b = {
-        .kind = AH_BLOCK_TOOL_USE, .id = id, .name = name, .arguments = arguments};
+    ah_msg_block b = {
+        .kind = AH_MSG_TOOL_USE, .id = id, .name = name, .arguments = arguments};
     return ah_conversation_add_block(c, &b);
 }
 
@@ -270,7 +270,7 @@ static int only_tool_results(const message *m)
     if (m->role != AH_ROLE_USER || m->n == 0)
         return 0;
     for (size_t i = 0; i < m->n; i++)
-        if (m->blocks[i].kind != AH_BLOCK_TOOL_RESULT)
+        if (m->blocks[i].kind != AH_MSG_TOOL_RESULT)
             return 0;
     return 1;
 }
@@ -287,7 +287,7 @@ ah_status ah_conversation_add_tool_result(ah_conversation *c, const char *tool_u
             return st;
         began = 1;
     }
-    ah_block b = {.kind = AH_BLOCK_TOOL_RESULT,
+    ah_msg_block b = {.kind = AH_MSG_TOOL_RESULT,
                   .tool_use_id = tool_use_id,
                   .text = content,
                   .is_error = is_error};
@@ -369,7 +369,7 @@ size_t ah_conversation_block_count(const ah_conversation *c, size_t msg)
     return c && msg < c->n ? c->msgs[msg].n : 0;
 }
 
-const ah_block *ah_conversation_block(const ah_conversation *c, size_t msg, size_t i)
+const ah_msg_block *ah_conversation_block(const ah_conversation *c, size_t msg, size_t i)
 {
     if (!c || msg >= c->n || i >= c->msgs[msg].n)
         return NULL;
@@ -384,27 +384,27 @@ static int put_str(cJSON *obj, const char *key, const char *s)
     return !s || cJSON_AddStringToObject(obj, key, s) != NULL;
 }
 
-static cJSON *block_to_json(const ah_block *b)
+static cJSON *block_to_json(const ah_msg_block *b)
 {
     cJSON *o = cJSON_CreateObject();
-    if (!o || !put_str(o, "type", ah_block_kind_name(b->kind)))
+    if (!o || !put_str(o, "type", ah_msg_kind_name(b->kind)))
         goto fail;
     int ok = 1;
     switch (b->kind) {
-    case AH_BLOCK_TEXT:
+    case AH_MSG_TEXT:
         ok = put_str(o, "text", b->text);
         break;
-    case AH_BLOCK_REASONING:
+    case AH_MSG_REASONING:
         ok = put_str(o, "text", b->text) && put_str(o, "signature", b->signature) &&
              put_str(o, "item_id", b->item_id) &&
              put_str(o, "encrypted_content", b->encrypted_content) &&
              (!b->redacted || cJSON_AddTrueToObject(o, "redacted"));
         break;
-    case AH_BLOCK_TOOL_USE:
+    case AH_MSG_TOOL_USE:
         ok = put_str(o, "id", b->id) && put_str(o, "name", b->name) &&
              put_str(o, "arguments", b->arguments);
         break;
-    case AH_BLOCK_TOOL_RESULT:
+    case AH_MSG_TOOL_RESULT:
         ok = put_str(o, "tool_use_id", b->tool_use_id) &&
              put_str(o, "content", b->text) &&
              (!b->is_error || cJSON_AddTrueToObject(o, "is_error"));
@@ -515,7 +515,7 @@ static ah_status import_block(ah_conversation *c, const cJSON *bo, char *err,
     const char *type = NULL;
     char *args_text = NULL;
     ah_status st = AH_ERR_INVALID;
-    ah_block b = {0};
+    ah_msg_block b = {0};
 
     if (!cJSON_IsObject(bo)) {
         ah__bufprintf(err, errsize, "messages[%zu].content[%zu]: expected an object", mi,
@@ -529,12 +529,12 @@ static ah_status import_block(ah_conversation *c, const cJSON *bo, char *err,
     }
     const char *bad = NULL; /* the member that has the wrong type */
     if (strcmp(type, "text") == 0) {
-        b.kind = AH_BLOCK_TEXT;
+        b.kind = AH_MSG_TEXT;
         allowed = text_keys;
         if (!opt_string(bo, "text", &b.text) || !b.text)
             bad = "text";
     } else if (strcmp(type, "reasoning") == 0) {
-        b.kind = AH_BLOCK_REASONING;
+        b.kind = AH_MSG_REASONING;
         allowed = reasoning_keys;
         if (!opt_string(bo, "text", &b.text))
             bad = "text";
@@ -547,7 +547,7 @@ static ah_status import_block(ah_conversation *c, const cJSON *bo, char *err,
         else if (!opt_bool(bo, "redacted", &b.redacted))
             bad = "redacted";
     } else if (strcmp(type, "tool_use") == 0) {
-        b.kind = AH_BLOCK_TOOL_USE;
+        b.kind = AH_MSG_TOOL_USE;
         allowed = tool_use_keys;
         const cJSON *args = cJSON_GetObjectItemCaseSensitive(bo, "arguments");
         if (!opt_string(bo, "id", &b.id) || is_empty(b.id))
@@ -564,7 +564,7 @@ static ah_status import_block(ah_conversation *c, const cJSON *bo, char *err,
         } else if (!opt_string(bo, "arguments", &b.arguments))
             bad = "arguments";
     } else if (strcmp(type, "tool_result") == 0) {
-        b.kind = AH_BLOCK_TOOL_RESULT;
+        b.kind = AH_MSG_TOOL_RESULT;
         allowed = tool_result_keys;
         if (!opt_string(bo, "tool_use_id", &b.tool_use_id) || is_empty(b.tool_use_id))
             bad = "tool_use_id";

@@ -126,7 +126,7 @@ cJSON *ah__json_raw(const char *json)
     return raw;
 }
 
-const char *ah__enc_arguments(ah__enc *e, size_t msg, size_t blk, const ah_block *b)
+const char *ah__enc_arguments(ah__enc *e, size_t msg, size_t blk, const ah_msg_block *b)
 {
     const char *args = b->arguments;
     if (is_blank(args))

@@ -88,15 +88,15 @@ static ah_status encode_user(ah__enc *e, size_t mi, cJSON *content)
     /* Two passes: the API wants every tool_result before any text in the message. */
     for (size_t pass = 0; pass < 2; pass++) {
         for (size_t bi = 0; bi < n; bi++) {
-            const ah_block *b = ah_conversation_block(e->conv, mi, bi);
-            if (pass == 0 && b->kind == AH_BLOCK_TOOL_RESULT) {
+            const ah_msg_block *b = ah_conversation_block(e->conv, mi, bi);
+            if (pass == 0 && b->kind == AH_MSG_TOOL_RESULT) {
                 cJSON *o = ah__json_push_object(content);
                 if (!o || !ah__json_put_str(o, "type", "tool_result") ||
                     !ah__json_put_str(o, "tool_use_id", b->tool_use_id) ||
                     (*b->text && !ah__json_put_str(o, "content", b->text)) ||
                     (b->is_error && !ah__json_put_bool(o, "is_error", 1)))
                     return nomem(e);
-            } else if (pass == 1 && b->kind == AH_BLOCK_TEXT && *b->text) {
+            } else if (pass == 1 && b->kind == AH_MSG_TEXT && *b->text) {
                 cJSON *o = ah__json_push_object(content);
                 if (!o || !ah__json_put_str(o, "type", "text") ||
                     !ah__json_put_str(o, "text", b->text))
@@ -111,10 +111,10 @@ static ah_status encode_assistant(ah__enc *e, size_t mi, cJSON *content, int tra
 {
     size_t n = ah_conversation_block_count(e->conv, mi);
     for (size_t bi = 0; bi < n; bi++) {
-        const ah_block *b = ah_conversation_block(e->conv, mi, bi);
+        const ah_msg_block *b = ah_conversation_block(e->conv, mi, bi);
         cJSON *o = NULL;
         switch (b->kind) {
-        case AH_BLOCK_TEXT:
+        case AH_MSG_TEXT:
             if (!*b->text)
                 break;
             if (!(o = ah__json_push_object(content)) ||
@@ -122,7 +122,7 @@ static ah_status encode_assistant(ah__enc *e, size_t mi, cJSON *content, int tra
                 !ah__json_put_str(o, "text", b->text))
                 return nomem(e);
             break;
-        case AH_BLOCK_REASONING:
+        case AH_MSG_REASONING:
             if (trailing)
                 break;
             if (b->redacted) {
@@ -140,7 +140,7 @@ static ah_status encode_assistant(ah__enc *e, size_t mi, cJSON *content, int tra
                     return nomem(e);
             }
             break;
-        case AH_BLOCK_TOOL_USE: {
+        case AH_MSG_TOOL_USE: {
             const char *args = ah__enc_arguments(e, mi, bi, b);
             if (!args)
                 return AH_ERR_INVALID;

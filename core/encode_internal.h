@@ -37,7 +37,7 @@ cJSON *ah__enc_tool_schema(ah__enc *e, size_t i, ah_status *st_out);
 /* The arguments of tool_use block (msg, blk), validated to be a JSON object. Returns the
  * text to send ("{}" when the block's arguments are empty or blank), borrowed from the
  * block or static; NULL with e->err set when they are not a JSON object. */
-const char *ah__enc_arguments(ah__enc *e, size_t msg, size_t blk, const ah_block *b);
+const char *ah__enc_arguments(ah__enc *e, size_t msg, size_t blk, const ah_msg_block *b);
 
 /* 1 when message msg is an assistant message and the last message of the conversation
  * (Anthropic treats it as a prefill; the OpenAI formats as already-said text). */

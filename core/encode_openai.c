@@ -85,10 +85,10 @@ static ah_status encode_user(ah__enc *e, size_t mi, cJSON *msgs)
     size_t n = ah_conversation_block_count(e->conv, mi);
     size_t n_text = 0;
     for (size_t bi = 0; bi < n; bi++) {
-        const ah_block *b = ah_conversation_block(e->conv, mi, bi);
-        if (b->kind == AH_BLOCK_TEXT && *b->text)
+        const ah_msg_block *b = ah_conversation_block(e->conv, mi, bi);
+        if (b->kind == AH_MSG_TEXT && *b->text)
             n_text++;
-        if (b->kind != AH_BLOCK_TOOL_RESULT)
+        if (b->kind != AH_MSG_TOOL_RESULT)
             continue;
         cJSON *m = ah__json_push_object(msgs);
         if (!m || !ah__json_put_str(m, "role", "tool") ||
@@ -103,8 +103,8 @@ static ah_status encode_user(ah__enc *e, size_t mi, cJSON *msgs)
         return nomem(e);
     if (n_text == 1) { /* the plain string form every compatible server accepts */
         for (size_t bi = 0; bi < n; bi++) {
-            const ah_block *b = ah_conversation_block(e->conv, mi, bi);
-            if (b->kind == AH_BLOCK_TEXT && *b->text)
+            const ah_msg_block *b = ah_conversation_block(e->conv, mi, bi);
+            if (b->kind == AH_MSG_TEXT && *b->text)
                 return ah__json_put_str(m, "content", b->text) ? AH_OK : nomem(e);
         }
     }
@@ -112,8 +112,8 @@ static ah_status encode_user(ah__enc *e, size_t mi, cJSON *msgs)
     if (!parts)
         return nomem(e);
     for (size_t bi = 0; bi < n; bi++) {
-        const ah_block *b = ah_conversation_block(e->conv, mi, bi);
-        if (b->kind != AH_BLOCK_TEXT || !*b->text)
+        const ah_msg_block *b = ah_conversation_block(e->conv, mi, bi);
+        if (b->kind != AH_MSG_TEXT || !*b->text)
             continue;
         cJSON *p = ah__json_push_object(parts);
         if (!p || !ah__json_put_str(p, "type", "text") ||
@@ -128,10 +128,10 @@ static ah_status encode_assistant(ah__enc *e, size_t mi, cJSON *msgs)
     size_t n = ah_conversation_block_count(e->conv, mi);
     size_t text_len = 0, n_calls = 0;
     for (size_t bi = 0; bi < n; bi++) {
-        const ah_block *b = ah_conversation_block(e->conv, mi, bi);
-        if (b->kind == AH_BLOCK_TEXT)
+        const ah_msg_block *b = ah_conversation_block(e->conv, mi, bi);
+        if (b->kind == AH_MSG_TEXT)
             text_len += strlen(b->text);
-        else if (b->kind == AH_BLOCK_TOOL_USE)
+        else if (b->kind == AH_MSG_TOOL_USE)
             n_calls++;
     }
     /* Only reasoning, or nothing: Chat Completions has no message to send for it. */
@@ -149,8 +149,8 @@ static ah_status encode_assistant(ah__enc *e, size_t mi, cJSON *msgs)
             goto oom;
         size_t off = 0;
         for (size_t bi = 0; bi < n; bi++) {
-            const ah_block *b = ah_conversation_block(e->conv, mi, bi);
-            if (b->kind == AH_BLOCK_TEXT) {
+            const ah_msg_block *b = ah_conversation_block(e->conv, mi, bi);
+            if (b->kind == AH_MSG_TEXT) {
                 size_t l = strlen(b->text);
                 memcpy(text + off, b->text, l);
                 off += l;
@@ -167,8 +167,8 @@ static ah_status encode_assistant(ah__enc *e, size_t mi, cJSON *msgs)
         if (!calls)
             goto oom;
         for (size_t bi = 0; bi < n; bi++) {
-            const ah_block *b = ah_conversation_block(e->conv, mi, bi);
-            if (b->kind != AH_BLOCK_TOOL_USE)
+            const ah_msg_block *b = ah_conversation_block(e->conv, mi, bi);
+            if (b->kind != AH_MSG_TOOL_USE)
                 continue;
             const char *args = ah__enc_arguments(e, mi, bi, b);
             if (!args) {

@@ -95,8 +95,8 @@ static ah_status encode_user(ah__enc *e, size_t mi, cJSON *input)
 {
     size_t n = ah_conversation_block_count(e->conv, mi);
     for (size_t bi = 0; bi < n; bi++) {
-        const ah_block *b = ah_conversation_block(e->conv, mi, bi);
-        if (b->kind != AH_BLOCK_TOOL_RESULT)
+        const ah_msg_block *b = ah_conversation_block(e->conv, mi, bi);
+        if (b->kind != AH_MSG_TOOL_RESULT)
             continue;
         cJSON *it = ah__json_push_object(input);
         if (!it || !ah__json_put_str(it, "type", "function_call_output") ||
@@ -106,8 +106,8 @@ static ah_status encode_user(ah__enc *e, size_t mi, cJSON *input)
     }
     cJSON *content = NULL;
     for (size_t bi = 0; bi < n; bi++) {
-        const ah_block *b = ah_conversation_block(e->conv, mi, bi);
-        if (b->kind != AH_BLOCK_TEXT || !*b->text)
+        const ah_msg_block *b = ah_conversation_block(e->conv, mi, bi);
+        if (b->kind != AH_MSG_TEXT || !*b->text)
             continue;
         if (!content && !(content = push_message(input, "user")))
             return nomem(e);
@@ -124,10 +124,10 @@ static ah_status encode_assistant(ah__enc *e, size_t mi, cJSON *input)
     size_t n = ah_conversation_block_count(e->conv, mi);
     cJSON *content = NULL; /* the open assistant message item, while texts follow texts */
     for (size_t bi = 0; bi < n; bi++) {
-        const ah_block *b = ah_conversation_block(e->conv, mi, bi);
+        const ah_msg_block *b = ah_conversation_block(e->conv, mi, bi);
         cJSON *it = NULL;
         switch (b->kind) {
-        case AH_BLOCK_TEXT: {
+        case AH_MSG_TEXT: {
             if (!*b->text)
                 break;
             if (!content && !(content = push_message(input, "assistant")))
@@ -139,7 +139,7 @@ static ah_status encode_assistant(ah__enc *e, size_t mi, cJSON *input)
                 return nomem(e);
             break;
         }
-        case AH_BLOCK_REASONING: {
+        case AH_MSG_REASONING: {
             if (b->redacted || !b->encrypted_content || !*b->encrypted_content)
                 break;
             cJSON *summary = NULL;
@@ -159,7 +159,7 @@ static ah_status encode_assistant(ah__enc *e, size_t mi, cJSON *input)
                 return nomem(e);
             break;
         }
-        case AH_BLOCK_TOOL_USE: {
+        case AH_MSG_TOOL_USE: {
             const char *args = ah__enc_arguments(e, mi, bi, b);
             if (!args)
                 return AH_ERR_INVALID;

@@ -17,7 +17,7 @@ static int str_eq(const char *a, const char *b)
     return strcmp(a, b) == 0;
 }
 
-static void assert_block_eq(const ah_block *a, const ah_block *b)
+static void assert_block_eq(const ah_msg_block *a, const ah_msg_block *b)
 {
     assert_int_equal(a->kind, b->kind);
     assert_true(str_eq(a->text, b->text));
@@ -89,18 +89,18 @@ static void builds_and_reads_back(void **state)
     assert_int_equal(ah_conversation_is_partial(c, 3), 1);
 
     assert_int_equal(ah_conversation_block_count(c, 1), 5);
-    const ah_block *r = ah_conversation_block(c, 1, 0);
-    assert_int_equal(r->kind, AH_BLOCK_REASONING);
+    const ah_msg_block *r = ah_conversation_block(c, 1, 0);
+    assert_int_equal(r->kind, AH_MSG_REASONING);
     assert_string_equal(r->text, "Two tools.");
     assert_string_equal(r->signature, "sig-1");
     assert_string_equal(r->item_id, "rs_1");
     assert_string_equal(r->encrypted_content, "enc-1");
     assert_int_equal(r->redacted, 0);
-    const ah_block *rd = ah_conversation_block(c, 1, 1);
+    const ah_msg_block *rd = ah_conversation_block(c, 1, 1);
     assert_int_equal(rd->redacted, 1);
     assert_null(rd->signature);
-    const ah_block *tu = ah_conversation_block(c, 1, 3);
-    assert_int_equal(tu->kind, AH_BLOCK_TOOL_USE);
+    const ah_msg_block *tu = ah_conversation_block(c, 1, 3);
+    assert_int_equal(tu->kind, AH_MSG_TOOL_USE);
     assert_string_equal(tu->id, "call_1");
     assert_string_equal(tu->name, "add");
     assert_string_equal(tu->arguments, "{\"a\":2,\"b\":3}");
@@ -109,8 +109,8 @@ static void builds_and_reads_back(void **state)
 
     /* Both results joined one user message (parallel calls travel together). */
     assert_int_equal(ah_conversation_block_count(c, 2), 2);
-    const ah_block *tr = ah_conversation_block(c, 2, 1);
-    assert_int_equal(tr->kind, AH_BLOCK_TOOL_RESULT);
+    const ah_msg_block *tr = ah_conversation_block(c, 2, 1);
+    assert_int_equal(tr->kind, AH_MSG_TOOL_RESULT);
     assert_string_equal(tr->tool_use_id, "call_2");
     assert_string_equal(tr->text, "overflow \"quoted\"");
     assert_int_equal(tr->is_error, 1);
@@ -120,8 +120,8 @@ static void builds_and_reads_back(void **state)
     assert_null(ah_conversation_block(c, 9, 0));
     assert_null(ah_conversation_block(c, 0, 9));
     assert_int_equal(ah_conversation_block_count(c, 9), 0);
-    assert_string_equal(ah_block_kind_name(AH_BLOCK_TOOL_RESULT), "tool_result");
-    assert_string_equal(ah_block_kind_name((ah_block_kind)99), "unknown");
+    assert_string_equal(ah_msg_kind_name(AH_MSG_TOOL_RESULT), "tool_result");
+    assert_string_equal(ah_msg_kind_name((ah_msg_kind)99), "unknown");
     assert_string_equal(ah_role_name(AH_ROLE_ASSISTANT), "assistant");
     ah_conversation_free(c);
 }
@@ -184,11 +184,11 @@ static void enforces_roles_and_required_fields(void **state)
     assert_int_equal(ah_conversation_add_tool_use(c, "id", "name", "{}"), AH_ERR_STATE);
     assert_int_equal(ah_conversation_set_partial(c, 1), AH_ERR_STATE);
     assert_int_equal(ah_conversation_begin_assistant(c), AH_OK);
-    ah_block tr = {.kind = AH_BLOCK_TOOL_RESULT, .tool_use_id = "id", .text = "r"};
+    ah_msg_block tr = {.kind = AH_MSG_TOOL_RESULT, .tool_use_id = "id", .text = "r"};
     assert_int_equal(ah_conversation_add_block(c, &tr), AH_ERR_STATE);
     assert_int_equal(ah_conversation_add_tool_use(c, "", "name", "{}"), AH_ERR_INVALID);
     assert_int_equal(ah_conversation_add_tool_use(c, "id", NULL, "{}"), AH_ERR_INVALID);
-    ah_block bad = {.kind = (ah_block_kind)42, .text = "x"};
+    ah_msg_block bad = {.kind = (ah_msg_kind)42, .text = "x"};
     assert_int_equal(ah_conversation_add_block(c, &bad), AH_ERR_INVALID);
     assert_int_equal(ah_conversation_add_tool_result(c, "", "r", 0), AH_ERR_INVALID);
     /* Failed adds left nothing behind. */

@@ -262,7 +262,7 @@ static void anthropic_tool_results_come_before_text(void **state)
     ah_conversation_add_tool_use(c, "t1", "add", "{}");
     ah_conversation_begin_user(c);
     ah_conversation_add_text(c, "also, hurry", 11);
-    ah_block tr = {.kind = AH_BLOCK_TOOL_RESULT, .tool_use_id = "t1", .text = ""};
+    ah_msg_block tr = {.kind = AH_MSG_TOOL_RESULT, .tool_use_id = "t1", .text = ""};
     assert_int_equal(ah_conversation_add_block(c, &tr), AH_OK);
     ah_request_opts o;
     base_opts(&o);
@@ -512,7 +512,7 @@ static void chat_message_details(void **state)
     ah_conversation_add_tool_use(c, "c1", "add", "{\"a\":1}");
     ah_conversation_begin_user(c);
     ah_conversation_add_text(c, "and text", 8);
-    ah_block tr = {.kind = AH_BLOCK_TOOL_RESULT, .tool_use_id = "c1", .text = "1"};
+    ah_msg_block tr = {.kind = AH_MSG_TOOL_RESULT, .tool_use_id = "c1", .text = "1"};
     ah_conversation_add_block(c, &tr);
     ah_conversation_begin_assistant(c); /* only reasoning: nothing to send */
     ah_conversation_add_reasoning(c, "hmm", "S", NULL, NULL, 0);

@@ -30,18 +30,18 @@ typedef struct ah_conversation ah_conversation;
 typedef enum ah_role { AH_ROLE_USER = 0, AH_ROLE_ASSISTANT = 1 } ah_role;
 
 /* X(NAME, "json name") */
-#define AH_BLOCK_KIND_MAP(X)                                                             \
+#define AH_MSG_KIND_MAP(X)                                                             \
     X(TEXT, "text")                                                                      \
     X(REASONING, "reasoning")                                                            \
     X(TOOL_USE, "tool_use")                                                              \
     X(TOOL_RESULT, "tool_result")
 
-typedef enum ah_block_kind {
-#define AH__BK_ENUM(name, s) AH_BLOCK_##name,
-    AH_BLOCK_KIND_MAP(AH__BK_ENUM)
-#undef AH__BK_ENUM
-        AH_BLOCK_KIND_COUNT_
-} ah_block_kind;
+typedef enum ah_msg_kind {
+#define AH__MK_ENUM(name, s) AH_MSG_##name,
+    AH_MSG_KIND_MAP(AH__MK_ENUM)
+#undef AH__MK_ENUM
+        AH_MSG_KIND_COUNT_
+} ah_msg_kind;
 
 /* One block. As input (ah_conversation_add_block) it is copied; as output
  * (ah_conversation_block) it is a borrowed view. Fields a kind does not use are NULL / 0.
@@ -57,8 +57,8 @@ typedef enum ah_block_kind {
  *                  (a JSON object; "" is treated as "{}")
  *   TOOL_RESULT  tool_use_id (non-empty), text: the result content, is_error
  */
-typedef struct ah_block {
-    ah_block_kind kind;
+typedef struct ah_msg_block {
+    ah_msg_kind kind;
     const char *text;
     const char *id;
     const char *name;
@@ -69,10 +69,10 @@ typedef struct ah_block {
     const char *encrypted_content;
     int redacted;
     int is_error;
-} ah_block;
+} ah_msg_block;
 
 const char *ah_role_name(ah_role role);             /* "user" / "assistant" / "unknown" */
-const char *ah_block_kind_name(ah_block_kind kind); /* "text" ... / "unknown" */
+const char *ah_msg_kind_name(ah_msg_kind kind); /* "text" ... / "unknown" */
 
 /* ---- lifetime --------------------------------------------------------------------- */
 
@@ -94,7 +94,7 @@ ah_status ah_conversation_begin_assistant(ah_conversation *c);
 /* Append a copy of *b to the LAST message. AH_ERR_STATE when there is no message or the
  * kind does not fit the role (tool_use only in assistant messages; tool_result only in
  * user messages); AH_ERR_INVALID when a required field is missing. */
-ah_status ah_conversation_add_block(ah_conversation *c, const ah_block *b);
+ah_status ah_conversation_add_block(ah_conversation *c, const ah_msg_block *b);
 
 /* Convenience forms of ah_conversation_add_block(), all on the last message.
  * add_text takes a length so stream deltas need no NUL-terminated copy. */
@@ -129,7 +129,7 @@ size_t ah_conversation_count(const ah_conversation *c);
 ah_role ah_conversation_role(const ah_conversation *c, size_t msg);
 int ah_conversation_is_partial(const ah_conversation *c, size_t msg);
 size_t ah_conversation_block_count(const ah_conversation *c, size_t msg);
-const ah_block *ah_conversation_block(const ah_conversation *c, size_t msg, size_t i);
+const ah_msg_block *ah_conversation_block(const ah_conversation *c, size_t msg, size_t i);
 
 /* ---- neutral JSON (docs/providers-encoding.md, "Conversation JSON") --------------- */
 
