@@ -21,5 +21,6 @@
 #include "agenthost/sse.h"
 #include "agenthost/wire.h"
 #include "agenthost/event.h"
+#include "agenthost/timeline.h"
 
 #endif
