@@ -59,6 +59,13 @@ const char *ah_sse_errmsg(const ah_sse *p);
 /* Total bytes fed so far. */
 uint64_t ah_sse_bytes_fed(const ah_sse *p);
 
+/* Stream-level state that also changes in blocks that are never dispatched (for example a
+ * lone "retry: 3000" or "id: 7" block), which a reconnecting client needs:
+ * the reconnection time from the last valid retry: field, or -1 if none was seen; and the
+ * last event ID buffer ("" if none). The string is borrowed like event fields. */
+int64_t ah_sse_retry_ms(const ah_sse *p);
+const char *ah_sse_last_id(const ah_sse *p);
+
 /* Forget all buffered state and errors (keeps the limits). */
 void ah_sse_reset(ah_sse *p);
 
