@@ -273,8 +273,9 @@ static cJSON *du_to_expect(ah_wire wire, const ah_timeline *tl)
         cJSON_Delete(server);
     if (ah_timeline_citations(tl) > 0)
         cJSON_AddNumberToObject(o, "citations", ah_timeline_citations(tl));
+    /* expect.py records in-stream errors for Anthropic and Responses only */
     const char *ej = ah_timeline_error_json(tl);
-    if (ej)
+    if (ej && wire != AH_WIRE_OPENAI)
         cJSON_AddItemToObject(o, "error", cJSON_Parse(ej));
     return o;
 }
@@ -350,6 +351,175 @@ static size_t du_event_ends(const char *s, size_t len, size_t *ends, size_t max)
         if (s[i] == '\n' && s[i - 1] == '\n')
             ends[n++] = i + 1;
     return n;
+}
+
+/* ---- whole-stream checks ------------------------------------------------------------------ */
+
+/* A recorded or hand-written stream and its expected decode (expect.py schema). */
+typedef struct du_stream {
+    const char *name;
+    ah_wire wire;
+    char *sse;
+    size_t len;
+    cJSON *expect;
+    /* The provider error the stream must end with: from the expectation's "error" (type,
+     * or code for a flat error event), or set by the caller for Chat, whose reference
+     * decoder does not record errors. NULL = must end cleanly. */
+    const char *provider_type;
+} du_stream;
+
+/* Load <path>.sse and <path>.expect.json. */
+static du_stream du_load(const char *path, const char *name, ah_wire wire)
+{
+    du_stream l = {name, wire, NULL, 0, NULL, NULL};
+    char p[700];
+    size_t n;
+    snprintf(p, sizeof p, "%s.sse", path);
+    l.sse = du_read_file(p, &l.len);
+    if (!l.sse)
+        print_error("cannot read %s\n", p);
+    assert_non_null(l.sse);
+    snprintf(p, sizeof p, "%s.expect.json", path);
+    char *js = du_read_file(p, &n);
+    if (!js)
+        print_error("cannot read %s\n", p);
+    assert_non_null(js);
+    l.expect = cJSON_Parse(js);
+    free(js);
+    assert_non_null(l.expect);
+    const cJSON *e = cJSON_GetObjectItem(l.expect, "error");
+    if (e) {
+        l.provider_type = cJSON_GetStringValue(cJSON_GetObjectItem(e, "type"));
+        if (!l.provider_type || strcmp(l.provider_type, "error") == 0)
+            l.provider_type = cJSON_GetStringValue(cJSON_GetObjectItem(e, "code"));
+        assert_non_null(l.provider_type);
+    }
+    return l;
+}
+
+static void du_unload(du_stream *l)
+{
+    free(l->sse);
+    cJSON_Delete(l->expect);
+    memset(l, 0, sizeof *l);
+}
+
+/* One decode in `mode`, checked against the expectation and the hook contract. A stream
+ * whose expectation has no "error" must finish cleanly with every block closed; one with an
+ * error must report it from ah_decoder_finish as the provider's. */
+static void du_check_decode(const du_stream *l, uint64_t mode)
+{
+    du_rec rec = {0};
+    ah_status fin;
+    ah_error err;
+    ah_timeline *tl = du_decode(l->wire, l->sse, l->len, mode, &rec, &fin, &err);
+    char what[256];
+    snprintf(what, sizeof what, "%s (split mode %llu)", l->name, (unsigned long long)mode);
+    cJSON *got = du_to_expect(l->wire, tl);
+    du_assert_json_equal(l->expect, got, what);
+    cJSON_Delete(got);
+    du_rec_check(&rec, tl);
+    if (l->provider_type) {
+        assert_int_equal(fin, AH_ERR_TRANSPORT);
+        assert_int_equal(err.kind, AH_EK_STREAM);
+        assert_string_equal(err.provider_type, l->provider_type);
+        assert_non_null(ah_timeline_error(tl));
+        assert_string_equal(ah_timeline_error(tl)->provider_type, l->provider_type);
+    } else {
+        if (fin != AH_OK)
+            print_error("%s: finish: %s\n", what, err.message);
+        assert_int_equal(fin, AH_OK);
+        assert_int_equal(err.kind, AH_EK_NONE);
+        assert_null(ah_timeline_error(tl));
+        assert_true(ah_timeline_finished(tl));
+        for (size_t i = 0; i < ah_timeline_count(tl); i++)
+            assert_true(ah_timeline_block(tl, i)->closed);
+    }
+    du_rec_free(&rec);
+    ah_timeline_free(tl);
+}
+
+/* Whole, byte by byte, and `seeds` seeded random splittings. */
+static void du_check_all_splits(const du_stream *l, int seeds)
+{
+    du_check_decode(l, DU_WHOLE);
+    du_check_decode(l, DU_BYTES);
+    for (uint64_t seed = 2; seed < 2 + (uint64_t)seeds; seed++)
+        du_check_decode(l, seed * 7919);
+}
+
+/* The same stream through a caller-owned SSE parser and ah_decoder_feed_event. */
+static void du_check_feed_event(const du_stream *l)
+{
+    ah_timeline *tl = ah_timeline_new();
+    ah_decoder *d = ah_decoder_new(l->wire, tl, NULL, NULL);
+    ah_sse *sse = ah_sse_new(NULL);
+    assert_true(tl && d && sse);
+    assert_int_equal(ah_sse_feed(sse, l->sse, l->len), AH_OK);
+    ah_sse_event ev;
+    int r;
+    while ((r = ah_sse_next(sse, &ev)) == 1)
+        assert_int_equal(ah_decoder_feed_event(d, &ev), AH_OK);
+    assert_int_equal(r, 0);
+    ah_decoder_finish(d, NULL);
+    cJSON *got = du_to_expect(l->wire, tl);
+    du_assert_json_equal(l->expect, got, l->name);
+    cJSON_Delete(got);
+    ah_sse_free(sse);
+    ah_decoder_free(d);
+    ah_timeline_free(tl);
+}
+
+/* Cut the stream after every event and at `mid_cuts` random offsets: each prefix decodes to
+ * a prefix of the full timeline, drains only complete final text/reasoning (never a tool
+ * call), and an unfinished prefix is a STREAM error at finish. */
+static void du_check_truncations(const du_stream *l, int mid_cuts)
+{
+    ah_timeline *full = du_decode(l->wire, l->sse, l->len, DU_WHOLE, NULL, NULL, NULL);
+    size_t *ends = malloc(4096 * sizeof *ends);
+    assert_non_null(ends);
+    size_t n = du_event_ends(l->sse, l->len, ends, 4096);
+    assert_true(n >= 2);
+    size_t drained_total = 0;
+    uint64_t seed = 0xC0FFEE ^ l->len;
+    for (size_t k = 0; k <= n + (size_t)mid_cuts; k++) {
+        size_t cut = k == 0 ? 0 : k <= n ? ends[k - 1] : (size_t)(du_rand(&seed) % l->len);
+        du_rec rec = {0};
+        ah_status fin;
+        ah_error err;
+        ah_timeline *part = du_decode(l->wire, l->sse, cut, DU_WHOLE, &rec, &fin, &err);
+        du_rec_check(&rec, part);
+        drained_total += du_check_drain(part, full);
+        if (fin == AH_OK) {
+            assert_true(ah_timeline_finished(part));
+        } else {
+            /* an interrupted stream is a STREAM error with a message */
+            assert_int_equal(err.kind, AH_EK_STREAM);
+            assert_true(strlen(err.message) > 0);
+        }
+        if (!ah_timeline_finished(part))
+            assert_int_not_equal(fin, AH_OK);
+        du_rec_free(&rec);
+        ah_timeline_free(part);
+    }
+    /* the stream cut after its last event equals the full decode */
+    ah_timeline *last = du_decode(l->wire, l->sse, ends[n - 1], DU_WHOLE, NULL, NULL, NULL);
+    cJSON *a = du_to_expect(l->wire, last), *b = du_to_expect(l->wire, full);
+    du_assert_json_equal(b, a, l->name);
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+    ah_timeline_free(last);
+    /* a stream with a closed text or reasoning block drains something at some cut */
+    int has_content = 0;
+    for (size_t i = 0; i < ah_timeline_count(full); i++) {
+        const ah_block *fb = ah_timeline_block(full, i);
+        has_content |= fb->closed && ((fb->kind == AH_BLOCK_TEXT && fb->text_len > 0) ||
+                                      fb->kind == AH_BLOCK_REASONING);
+    }
+    if (has_content)
+        assert_true(drained_total > 0);
+    free(ends);
+    ah_timeline_free(full);
 }
 
 #endif
