@@ -1,0 +1,234 @@
+/* redact.c - mask secrets in text that may be shown, logged or put in events.
+ *
+ * One left-to-right pass over a NUL-terminated buffer. At each position the first rule
+ * that matches (a listed secret, a credential name with its value, "Bearer <token>", an
+ * "sk-" key) masks its value and the scan resumes AFTER the mask, so a mask is never
+ * scanned again and the pass always terminates.
+ * Invariants: the string stays NUL-terminated within `size`; text is never dropped (when
+ * "[REDACTED]" would not fit, the value is overwritten with the same number of '*');
+ * no allocation.
+ */
+#include "agenthost/error.h"
+
+#include <string.h>
+
+enum { MIN_SECRET_LEN = 4, MIN_SK_BODY = 8 };
+
+/* A credential name and whether it may be followed by ':' (header / JSON style) as well
+ * as '='. "key" and "token" are only taken as query parameters: "key: x" is too common
+ * in ordinary error text to mask. need_boundary: the name must not continue a word. */
+static const struct cred_name {
+    const char *name;
+    size_t len;
+    int colon_ok;
+    int need_boundary;
+} cred_names[] = {
+    {"authorization", 13, 1, 0},
+    {"x-api-key", 9, 1, 0},
+    {"api-key", 7, 1, 0},
+    {"api_key", 7, 1, 1},
+    {"apikey", 6, 1, 1},
+    {"access_token", 12, 1, 1},
+    {"key", 3, 0, 1},
+    {"token", 5, 0, 1},
+};
+
+typedef struct rbuf {
+    char *buf;
+    size_t size; /* capacity including the NUL */
+    size_t len;  /* strlen(buf) */
+} rbuf;
+
+static int lower(int c)
+{
+    return (c >= 'A' && c <= 'Z') ? c + ('a' - 'A') : c;
+}
+
+static int is_alnum(int c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+static int is_word(int c)
+{
+    return is_alnum(c) || c == '_' || c == '-';
+}
+
+static int is_token68(int c)
+{
+    return is_alnum(c) || c == '-' || c == '.' || c == '_' || c == '~' || c == '+' ||
+           c == '/' || c == '=';
+}
+
+static int is_eol(int c)
+{
+    return c == '\0' || c == '\r' || c == '\n';
+}
+
+/* Case-insensitive prefix test of an ASCII name at s (s is NUL-terminated). */
+static int has_name_ci(const char *s, const char *name, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if (s[i] == '\0' || lower((unsigned char)s[i]) != name[i])
+            return 0;
+    return 1;
+}
+
+/* Whether [at, at+n) already is a mask (so redacting twice counts nothing). */
+static int is_masked(const rbuf *b, size_t at, size_t n)
+{
+    size_t m = sizeof AH_REDACTED - 1;
+    if (n == m && memcmp(b->buf + at, AH_REDACTED, m) == 0)
+        return 1;
+    for (size_t i = 0; i < n; i++)
+        if (b->buf[at + i] != '*')
+            return 0;
+    return 1;
+}
+
+/* Replace [at, at+n) (n >= 1) with the mask; returns where the scan resumes. */
+static size_t mask_range(rbuf *b, size_t at, size_t n, size_t *count)
+{
+    size_t m = sizeof AH_REDACTED - 1;
+    if (is_masked(b, at, n))
+        return at + n;
+    (*count)++;
+    if (n >= m || b->len - n + m < b->size) {
+        memmove(b->buf + at + m, b->buf + at + n, b->len - at - n + 1);
+        memcpy(b->buf + at, AH_REDACTED, m);
+        b->len = b->len - n + m;
+        return at + m;
+    }
+    memset(b->buf + at, '*', n);
+    return at + n;
+}
+
+/* Longest listed secret starting at i, or 0. */
+static size_t match_secret(const rbuf *b, size_t i, const char *const *secrets)
+{
+    size_t best = 0;
+    if (!secrets)
+        return 0;
+    for (const char *const *s = secrets; *s; s++) {
+        size_t n = strlen(*s);
+        if (n >= MIN_SECRET_LEN && n > best && n <= b->len - i &&
+            memcmp(b->buf + i, *s, n) == 0)
+            best = n;
+    }
+    return best;
+}
+
+/* A credential name at i followed by a separator and a non-empty value: sets the value
+ * range and returns 1. */
+static int match_cred(const rbuf *b, size_t i, size_t *vs, size_t *ve)
+{
+    const char *s = b->buf;
+    for (size_t k = 0; k < sizeof cred_names / sizeof cred_names[0]; k++) {
+        const struct cred_name *cn = &cred_names[k];
+        if (!has_name_ci(s + i, cn->name, cn->len))
+            continue;
+        if (cn->need_boundary && i > 0 && is_word((unsigned char)s[i - 1]))
+            continue;
+        size_t j = i + cn->len;
+        int quoted_name = 0;
+        if (s[j] == '"' || s[j] == '\'') {
+            quoted_name = 1;
+            j++;
+        }
+        while (s[j] == ' ' || s[j] == '\t')
+            j++;
+        char sep = s[j];
+        if (sep == ':' && !cn->colon_ok && !quoted_name)
+            continue;
+        if (sep != '=' && sep != ':')
+            continue;
+        j++;
+        while (s[j] == ' ' || s[j] == '\t')
+            j++;
+        char q = 0;
+        if (s[j] == '"' || s[j] == '\'')
+            q = s[j++];
+        size_t start = j;
+        if (q) {
+            while (!is_eol(s[j]) && s[j] != q)
+                j++;
+        } else if (sep == ':') {
+            while (!is_eol(s[j]))
+                j++;
+        } else {
+            while (!is_eol(s[j]) && !strchr("&# \t\"'<>", s[j]))
+                j++;
+        }
+        if (j == start)
+            continue;
+        *vs = start;
+        *ve = j;
+        return 1;
+    }
+    return 0;
+}
+
+/* "Bearer <token68>" at i. */
+static int match_bearer(const rbuf *b, size_t i, size_t *vs, size_t *ve)
+{
+    const char *s = b->buf;
+    if (!has_name_ci(s + i, "bearer", 6))
+        return 0;
+    if (i > 0 && is_alnum((unsigned char)s[i - 1]))
+        return 0;
+    size_t j = i + 6;
+    if (s[j] != ' ' && s[j] != '\t')
+        return 0;
+    while (s[j] == ' ' || s[j] == '\t')
+        j++;
+    size_t start = j;
+    while (is_token68((unsigned char)s[j]))
+        j++;
+    if (j == start)
+        return 0;
+    *vs = start;
+    *ve = j;
+    return 1;
+}
+
+/* "sk-" + at least MIN_SK_BODY key characters, as a whole token. */
+static size_t match_sk(const rbuf *b, size_t i)
+{
+    const char *s = b->buf;
+    if (s[i] != 's' || s[i + 1] != 'k' || s[i + 2] != '-')
+        return 0;
+    if (i > 0 && is_alnum((unsigned char)s[i - 1]))
+        return 0;
+    size_t j = i + 3;
+    while (is_word((unsigned char)s[j]))
+        j++;
+    return j - (i + 3) >= MIN_SK_BODY ? j - i : 0;
+}
+
+size_t ah_redact(char *buf, size_t size, const char *const *secrets)
+{
+    if (!buf || size == 0)
+        return 0;
+    rbuf b = {buf, size, strnlen(buf, size)};
+    if (b.len == size) { /* not terminated within size: terminate rather than overrun */
+        b.len = size - 1;
+        buf[b.len] = '\0';
+    }
+    size_t count = 0;
+    size_t i = 0;
+    while (i < b.len) {
+        size_t n, vs, ve;
+        if (strncmp(buf + i, AH_REDACTED, sizeof AH_REDACTED - 1) == 0)
+            i += sizeof AH_REDACTED -
+                 1; /* an earlier pass's mask: keeps this idempotent */
+        else if ((n = match_secret(&b, i, secrets)) > 0)
+            i = mask_range(&b, i, n, &count);
+        else if (match_cred(&b, i, &vs, &ve) || match_bearer(&b, i, &vs, &ve))
+            i = mask_range(&b, vs, ve - vs, &count);
+        else if ((n = match_sk(&b, i)) > 0)
+            i = mask_range(&b, i, n, &count);
+        else
+            i++;
+    }
+    return count;
+}
