@@ -50,16 +50,6 @@ const cJSON *ah__jarr(const cJSON *o, const char *key)
 
 /* ---- errors ----------------------------------------------------------------------------------- */
 
-void ah__dec_error_reset(ah_error *e)
-{
-    /* The same reset as ah_error_clear(), local so the decoder does not depend on the
-     * error module's implementation order. */
-    memset(e, 0, sizeof *e);
-    e->kind = AH_EK_NONE;
-    e->retry_after_ms = -1;
-    e->should_retry = -1;
-}
-
 ah_status ah__dec_fail(ah_decoder *d, ah_status st, const char *fmt, ...)
 {
     if (d->status != AH_OK)
@@ -70,20 +60,19 @@ ah_status ah__dec_fail(ah_decoder *d, ah_status st, const char *fmt, ...)
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
     d->status = st;
-    ah__dec_error_reset(&d->err);
-    d->err.kind = d->nonstream ? AH_EK_DECODE : AH_EK_STREAM;
+    /* ah_error_set makes the text single-line UTF-8 and redacted: it may quote what the
+     * model or the provider sent (a tool name, an event type). */
+    ah_error_kind kind = d->nonstream ? AH_EK_DECODE : AH_EK_STREAM;
     if (d->nonstream)
-        ah__bufprintf(d->err.message, sizeof d->err.message, "%s response body: %s",
-                      ah_wire_name(d->wire), what);
+        ah_error_set(&d->err, kind, 0, "%s response body: %s", ah_wire_name(d->wire), what);
     else if (d->ev_end >= 0)
-        ah__bufprintf(d->err.message, sizeof d->err.message,
-                      "%s stream: %s (event '%s', #%llu, ending at byte %lld)",
-                      ah_wire_name(d->wire), what, d->ev_type ? d->ev_type : "?",
-                      (unsigned long long)d->events, (long long)d->ev_end);
+        ah_error_set(&d->err, kind, 0, "%s stream: %s (event '%s', #%llu, ending at byte %lld)",
+                     ah_wire_name(d->wire), what, d->ev_type ? d->ev_type : "?",
+                     (unsigned long long)d->events, (long long)d->ev_end);
     else
-        ah__bufprintf(d->err.message, sizeof d->err.message,
-                      "%s stream: %s (event '%s', #%llu)", ah_wire_name(d->wire), what,
-                      d->ev_type ? d->ev_type : "?", (unsigned long long)d->events);
+        ah_error_set(&d->err, kind, 0, "%s stream: %s (event '%s', #%llu)",
+                     ah_wire_name(d->wire), what, d->ev_type ? d->ev_type : "?",
+                     (unsigned long long)d->events);
     ah__log(AH_LOG_DEBUG, "%s", d->err.message);
     return st;
 }
@@ -187,7 +176,7 @@ static void decoder_init(ah_decoder *d, ah_wire wire, ah_timeline *tl,
         d->hooks = *hooks;
     d->ud = ud;
     d->status = AH_OK;
-    ah__dec_error_reset(&d->err);
+    ah_error_clear(&d->err);
     d->ev_end = -1;
     d->chat_open = AH__NONE;
 }
@@ -348,7 +337,7 @@ ah_status ah_decoder_finish(ah_decoder *d, ah_error *err)
         return AH_ERR_INVALID;
     if (!d->finish_called) {
         d->finish_called = 1;
-        ah__dec_error_reset(&d->finish_err);
+        ah_error_clear(&d->finish_err);
         if (d->status == AH_OK && d->wire == AH_WIRE_OPENAI)
             ah__openai_end(d);
         const ah_error *pe = ah_timeline_error(d->tl);
@@ -360,18 +349,17 @@ ah_status ah_decoder_finish(ah_decoder *d, ah_error *err)
             d->finish_err = *pe;
         } else if (!ah_timeline_finished(d->tl)) {
             d->finish_status = AH_ERR_TRANSPORT;
-            d->finish_err.kind = AH_EK_STREAM;
-            ah__bufprintf(d->finish_err.message, sizeof d->finish_err.message,
-                          "%s stream ended before %s (after %llu bytes, %llu events)",
-                          ah_wire_name(d->wire), end_marker(d->wire),
-                          (unsigned long long)d->bytes, (unsigned long long)d->events);
+            ah_error_set(&d->finish_err, AH_EK_STREAM, 0,
+                         "%s stream ended before %s (after %llu bytes, %llu events)",
+                         ah_wire_name(d->wire), end_marker(d->wire),
+                         (unsigned long long)d->bytes, (unsigned long long)d->events);
         } else {
             d->finish_status = AH_OK;
         }
     }
     if (err) {
         if (d->finish_status == AH_OK)
-            ah__dec_error_reset(err);
+            ah_error_clear(err);
         else
             *err = d->finish_err;
     }
@@ -404,14 +392,14 @@ ah_status ah_decode_response(ah_wire wire, const char *body, size_t len, ah_time
     if (st == AH_OK && ah_timeline_error(tl)) {
         /* The body is the provider's error object (HTTP 200 with an error, or a caller
          * decoding an error body): classify it as the provider's, not as a decode failure. */
-        ah__dec_error_reset(&d.err);
+        ah_error_clear(&d.err);
         d.err = *ah_timeline_error(tl);
         d.err.kind = AH_EK_HTTP;
         st = AH_ERR_TRANSPORT;
     }
     if (err) {
         if (st == AH_OK)
-            ah__dec_error_reset(err);
+            ah_error_clear(err);
         else
             *err = d.err;
     }

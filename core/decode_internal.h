@@ -110,9 +110,6 @@ ah_status ah__dec_close_all(ah_decoder *d);
 /* Record a provider error object (any of its shapes: {type,message}, {code,message}). */
 ah_status ah__dec_provider_error(ah_decoder *d, const cJSON *err_obj);
 
-/* ah_error_clear() without depending on the error module's implementation. */
-void ah__dec_error_reset(ah_error *e);
-
 /* Small cJSON accessors: NULL / 0 when absent or of another type. */
 const char *ah__jstr(const cJSON *o, const char *key);
 int ah__jint(const cJSON *o, const char *key, int64_t *out);

@@ -129,7 +129,7 @@ ah_timeline *ah_timeline_new(void)
     if (!tl)
         return NULL;
     tl->input_tokens = tl->output_tokens = -1;
-    ah__dec_error_reset(&tl->error);
+    ah_error_clear(&tl->error);
     return tl;
 }
 
@@ -147,7 +147,7 @@ void ah_timeline_reset(ah_timeline *tl)
     tl->has_refusal = 0;
     tl->citations = 0;
     tl->finished = 0;
-    ah__dec_error_reset(&tl->error);
+    ah_error_clear(&tl->error);
     tl->has_error = 0;
     tl->error_json.len = 0;
 }
@@ -435,14 +435,19 @@ ah_status ah__tl_set_error(ah_timeline *tl, const char *provider_type, const cha
     if (tl->has_error)
         return AH_OK;
     tl->has_error = 1;
-    ah__dec_error_reset(&tl->error);
-    tl->error.kind = AH_EK_STREAM;
-    ah__bufprintf(tl->error.provider_type, sizeof tl->error.provider_type, "%s",
-                  provider_type ? provider_type : "");
-    ah__bufprintf(tl->error.message, sizeof tl->error.message,
-                  "in-stream provider error (%s): %s",
-                  provider_type && *provider_type ? provider_type : "no type",
-                  message && *message ? message : "no message");
+    /* The provider's text can quote anything (OpenAI's 401 echoes part of the key): the
+     * record is built redacted and single-line, and the raw JSON is redacted too. */
+    ah_error_set(&tl->error, AH_EK_STREAM, 0, "in-stream provider error (%s): %s",
+                 provider_type && *provider_type ? provider_type : "no type",
+                 message && *message ? message : "no message");
+    ah_error_set_provider_type(&tl->error, provider_type);
     tl->error_json.len = 0;
-    return json ? buf_append(&tl->error_json, json, strlen(json)) : AH_OK;
+    if (!json)
+        return AH_OK;
+    ah_status st = buf_append(&tl->error_json, json, strlen(json));
+    if (st == AH_OK) {
+        ah_redact(tl->error_json.p, tl->error_json.len + 1, NULL);
+        tl->error_json.len = strlen(tl->error_json.p);
+    }
+    return st;
 }

@@ -1380,6 +1380,31 @@ static void anthropic_overloaded_error_event(void **state)
     du_unload(&l);
 }
 
+/* A provider error that quotes a key (OpenAI's 401 does) is redacted in the record, and in
+ * the raw error JSON kept by the timeline; the message stays one line. */
+static void provider_error_text_is_redacted(void **state)
+{
+    (void)state;
+    const char *s = EV("error", "{\"type\":\"error\",\"error\":{\"type\":\"authentication_error\","
+                                "\"message\":\"Incorrect API key provided: sk-proj-abcdefghijklmnop."
+                                "\\nSecond line.\"}}");
+    ah_status fin;
+    ah_error err;
+    ah_timeline *tl = du_decode(AH_WIRE_ANTHROPIC, s, strlen(s), DU_WHOLE, NULL, &fin, &err);
+    assert_int_equal(fin, AH_ERR_TRANSPORT);
+    assert_string_equal(err.provider_type, "authentication_error");
+    assert_null(strstr(err.message, "abcdefghijklmnop"));
+    assert_non_null(strstr(err.message, "Incorrect API key provided"));
+    assert_null(strchr(err.message, '\n'));
+    const char *ej = ah_timeline_error_json(tl);
+    assert_non_null(ej);
+    assert_null(strstr(ej, "abcdefghijklmnop"));
+    cJSON *j = cJSON_Parse(ej); /* still JSON after redaction */
+    assert_non_null(j);
+    cJSON_Delete(j);
+    ah_timeline_free(tl);
+}
+
 /* ---- non-stream bodies ----------------------------------------------------------------------- */
 
 static ah_timeline *body_ok(ah_wire wire, const char *body)
@@ -1608,6 +1633,7 @@ int main(void)
         cmocka_unit_test(anthropic_ping_anywhere),
         cmocka_unit_test(anthropic_thinking_signature_and_redacted),
         cmocka_unit_test(anthropic_overloaded_error_event),
+        cmocka_unit_test(provider_error_text_is_redacted),
         cmocka_unit_test(chat_empty_choices_chunks),
         cmocka_unit_test(chat_usage_placement_variants),
         cmocka_unit_test(chat_tool_fragments_merge_by_index),
