@@ -26,6 +26,9 @@ static ah_status chat_content(ah_decoder *d, ah_block_kind kind, const char *s)
     ah_status st;
     if (n == 0)
         return AH_OK; /* the role chunk's "content": "" opens nothing */
+    if (d->chat_finish_seen)
+        return ah__dec_fail(d, AH_ERR_PARSE, "%s after finish_reason",
+                            kind == AH_BLOCK_TEXT ? "content" : "reasoning");
     if (d->chat_open != AH__NONE && ah__tl_kind(d->tl, d->chat_open) != kind) {
         if ((st = ah__dec_close(d, d->chat_open)) != AH_OK)
             return st;

@@ -1133,6 +1133,8 @@ static void malformed_known_events_are_errors(void **state)
                  "\"arguments\":\"{}\"}}]}") C_FINISH("tool_calls")
          C_DELTA("{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"x\"}}]}"),
          "after it closed"},
+        {AH_WIRE_OPENAI, C_DELTA("{\"content\":\"a\"}") C_FINISH("stop") C_DELTA("{\"content\":\"b\"}"),
+         "content after finish_reason"},
         {AH_WIRE_RESPONSES, DATA("{\"type\":\"response.output_text.delta\",\"output_index\":0}"),
          "\"delta\""},
         {AH_WIRE_RESPONSES, DATA("{\"type\":\"response.output_text.delta\",\"delta\":\"x\"}"),
