@@ -1,16 +1,16 @@
-/* decode.c - the decoder core: SSE framing, one JSON parse per event, dispatch to the format,
- * sticky errors, hooks, end-of-stream verdict, and the non-stream entry point.
+/* decode.c - the decoder core: SSE framing, one JSON parse per event, dispatch to the
+ * format, sticky errors, hooks, end-of-stream verdict, and the non-stream entry point.
  *
  * Invariants:
- *   - each event's data is parsed exactly once (cJSON) and the tree is freed before the next
- *     event; format code borrows it and copies only what the timeline keeps;
+ *   - each event's data is parsed exactly once (cJSON) and the tree is freed before the
+ * next event; format code borrows it and copies only what the timeline keeps;
  *   - after the first decoder error every feed returns the same sticky status and nothing
  *     more reaches the timeline or the hooks;
  *   - "[DONE]" is the end-of-data sentinel in every format (Chat always sends it, some
  *     Responses servers do too); later events are ignored;
- *   - bytes are handed to the SSE parser one line at a time so that the byte offset named in
- *     an error is the end of the offending event (exact for LF/CRLF streams; a CR-only stream
- *     reports the end of the chunk).
+ *   - bytes are handed to the SSE parser one line at a time so that the byte offset named
+ * in an error is the end of the offending event (exact for LF/CRLF streams; a CR-only
+ * stream reports the end of the chunk).
  */
 #include "decode_internal.h"
 
@@ -19,7 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- cJSON accessors ------------------------------------------------------------------------ */
+/* ---- cJSON accessors
+ * ------------------------------------------------------------------------ */
 
 const char *ah__jstr(const cJSON *o, const char *key)
 {
@@ -48,7 +49,8 @@ const cJSON *ah__jarr(const cJSON *o, const char *key)
     return cJSON_IsArray(v) ? v : NULL;
 }
 
-/* ---- errors ----------------------------------------------------------------------------------- */
+/* ---- errors
+ * ----------------------------------------------------------------------------------- */
 
 ah_status ah__dec_fail(ah_decoder *d, ah_status st, const char *fmt, ...)
 {
@@ -64,9 +66,11 @@ ah_status ah__dec_fail(ah_decoder *d, ah_status st, const char *fmt, ...)
      * model or the provider sent (a tool name, an event type). */
     ah_error_kind kind = d->nonstream ? AH_EK_DECODE : AH_EK_STREAM;
     if (d->nonstream)
-        ah_error_set(&d->err, kind, 0, "%s response body: %s", ah_wire_name(d->wire), what);
+        ah_error_set(&d->err, kind, 0, "%s response body: %s", ah_wire_name(d->wire),
+                     what);
     else if (d->ev_end >= 0)
-        ah_error_set(&d->err, kind, 0, "%s stream: %s (event '%s', #%llu, ending at byte %lld)",
+        ah_error_set(&d->err, kind, 0,
+                     "%s stream: %s (event '%s', #%llu, ending at byte %lld)",
                      ah_wire_name(d->wire), what, d->ev_type ? d->ev_type : "?",
                      (unsigned long long)d->events, (long long)d->ev_end);
     else
@@ -102,7 +106,8 @@ ah_status ah__dec_provider_error(ah_decoder *d, const cJSON *e)
     return AH_OK;
 }
 
-/* ---- block helpers (fire the hooks) -------------------------------------------------------- */
+/* ---- block helpers (fire the hooks)
+ * -------------------------------------------------------- */
 
 ah_status ah__dec_open(ah_decoder *d, ah_block_kind kind, int64_t key, int64_t sub,
                        const char *id, const char *name, size_t *index)
@@ -141,10 +146,11 @@ ah_status ah__dec_close(ah_decoder *d, size_t i)
     ah_status st = ah__tl_close(d->tl, i);
     if (st == AH_ERR_PARSE) {
         const ah_block *b = ah_timeline_block(d->tl, i);
-        return ah__dec_fail(d, AH_ERR_PARSE,
-                            "arguments of tool call '%s' (id '%s', block %zu) are not valid "
-                            "JSON at close (%zu bytes)",
-                            b->name, b->id, i, b->arguments_len);
+        return ah__dec_fail(
+            d, AH_ERR_PARSE,
+            "arguments of tool call '%s' (id '%s', block %zu) are not valid "
+            "JSON at close (%zu bytes)",
+            b->name, b->id, i, b->arguments_len);
     }
     if (st != AH_OK)
         return ah__dec_fail(d, st, "out of memory");
@@ -164,7 +170,8 @@ ah_status ah__dec_close_all(ah_decoder *d)
     return AH_OK;
 }
 
-/* ---- lifecycle ---------------------------------------------------------------------------- */
+/* ---- lifecycle
+ * ---------------------------------------------------------------------------- */
 
 static void decoder_init(ah_decoder *d, ah_wire wire, ah_timeline *tl,
                          const ah_decoder_hooks *hooks, void *ud)
@@ -211,13 +218,15 @@ const ah_error *ah_decoder_error(const ah_decoder *d)
     return d && d->status != AH_OK ? &d->err : NULL;
 }
 
-/* ---- events ----------------------------------------------------------------------------------- */
+/* ---- events
+ * ----------------------------------------------------------------------------------- */
 
 static int is_done(const char *s, size_t n)
 {
     while (n && (*s == ' ' || *s == '\t' || *s == '\r' || *s == '\n'))
         s++, n--;
-    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r' || s[n - 1] == '\n'))
+    while (n &&
+           (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r' || s[n - 1] == '\n'))
         n--;
     return n == 6 && memcmp(s, "[DONE]", 6) == 0;
 }
@@ -251,7 +260,8 @@ static ah_status feed_event(ah_decoder *d, const ah_sse_event *ev, int64_t end)
     d->ev_end = end;
     d->ev_type = ev->type;
     if (d->done_seen) {
-        ah__log(AH_LOG_DEBUG, "%s stream: event after [DONE] ignored", ah_wire_name(d->wire));
+        ah__log(AH_LOG_DEBUG, "%s stream: event after [DONE] ignored",
+                ah_wire_name(d->wire));
         return AH_OK;
     }
     if (is_done(ev->data, ev->data_len)) {
@@ -324,10 +334,14 @@ ah_status ah_decoder_feed(ah_decoder *d, const void *bytes, size_t len)
 static const char *end_marker(ah_wire w)
 {
     switch (w) {
-    case AH_WIRE_ANTHROPIC: return "message_stop";
-    case AH_WIRE_OPENAI: return "a finish_reason";
-    case AH_WIRE_RESPONSES: return "response.completed/incomplete/failed";
-    default: return "its end";
+    case AH_WIRE_ANTHROPIC:
+        return "message_stop";
+    case AH_WIRE_OPENAI:
+        return "a finish_reason";
+    case AH_WIRE_RESPONSES:
+        return "response.completed/incomplete/failed";
+    default:
+        return "its end";
     }
 }
 
@@ -366,7 +380,8 @@ ah_status ah_decoder_finish(ah_decoder *d, ah_error *err)
     return d->finish_status;
 }
 
-/* ---- non-stream bodies ---------------------------------------------------------------------- */
+/* ---- non-stream bodies
+ * ---------------------------------------------------------------------- */
 
 ah_status ah_decode_response(ah_wire wire, const char *body, size_t len, ah_timeline *tl,
                              ah_error *err)
@@ -391,7 +406,8 @@ ah_status ah_decode_response(ah_wire wire, const char *body, size_t len, ah_time
     cJSON_Delete(root);
     if (st == AH_OK && ah_timeline_error(tl)) {
         /* The body is the provider's error object (HTTP 200 with an error, or a caller
-         * decoding an error body): classify it as the provider's, not as a decode failure. */
+         * decoding an error body): classify it as the provider's, not as a decode
+         * failure. */
         ah_error_clear(&d.err);
         d.err = *ah_timeline_error(tl);
         d.err.kind = AH_EK_HTTP;

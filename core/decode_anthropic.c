@@ -2,15 +2,16 @@
  *
  * Stream: message_start (usage placeholder), content_block_start/delta/stop keyed by
  * "index", message_delta (stop_reason; usage is cumulative and overrides message_start
- * field by field, input_tokens included), message_stop (the end), ping (anywhere, ignored),
- * error (the provider's in-stream error). Dispatch is on the payload's "type" and fields
- * are read from parsed JSON, never matched as strings: the API pads its JSON with
- * whitespace.
+ * field by field, input_tokens included), message_stop (the end), ping (anywhere,
+ * ignored), error (the provider's in-stream error). Dispatch is on the payload's "type"
+ * and fields are read from parsed JSON, never matched as strings: the API pads its JSON
+ * with whitespace.
  *
- * Invariants: a block is closed only by its content_block_stop; tool input is buffered raw
- * and parsed once at close ("" means {}; a server_tool_use that arrives whole keeps its
- * "input"); server tool blocks are recorded, never treated as client tool calls; unknown
- * event, block and delta types are ignored, a known event missing what it needs is an error.
+ * Invariants: a block is closed only by its content_block_stop; tool input is buffered
+ * raw and parsed once at close ("" means {}; a server_tool_use that arrives whole keeps
+ * its "input"); server tool blocks are recorded, never treated as client tool calls;
+ * unknown event, block and delta types are ignored, a known event missing what it needs
+ * is an error.
  */
 #include "decode_internal.h"
 
@@ -44,9 +45,9 @@ static int has_members(const cJSON *o)
     return cJSON_IsObject(o) && o->child != NULL;
 }
 
-/* Open the block described by `cb` (a content_block_start's content_block, or one element of
- * a non-stream body's content[]). whole = 1 for a non-stream body: tool input goes straight
- * into the arguments and citations are counted from the block. */
+/* Open the block described by `cb` (a content_block_start's content_block, or one element
+ * of a non-stream body's content[]). whole = 1 for a non-stream body: tool input goes
+ * straight into the arguments and citations are counted from the block. */
 static ah_status open_block(ah_decoder *d, int64_t idx, const cJSON *cb, int whole,
                             size_t *out)
 {
@@ -84,11 +85,13 @@ static ah_status open_block(ah_decoder *d, int64_t idx, const cJSON *cb, int who
             return ah__dec_fail(d, AH_ERR_NOMEM, "out of memory");
     } else if (strcmp(type, "tool_use") == 0 || strcmp(type, "server_tool_use") == 0 ||
                strcmp(type, "mcp_tool_use") == 0) {
-        ah_block_kind kind = type[0] == 't' ? AH_BLOCK_TOOL_USE : AH_BLOCK_SERVER_TOOL_USE;
+        ah_block_kind kind =
+            type[0] == 't' ? AH_BLOCK_TOOL_USE : AH_BLOCK_SERVER_TOOL_USE;
         const char *id = ah__jstr(cb, "id"), *name = ah__jstr(cb, "name");
         if (!id || !name)
-            return ah__dec_fail(d, AH_ERR_PARSE, "%s block %lld without \"id\" and \"name\"",
-                                type, (long long)idx);
+            return ah__dec_fail(d, AH_ERR_PARSE,
+                                "%s block %lld without \"id\" and \"name\"", type,
+                                (long long)idx);
         if ((st = ah__dec_open(d, kind, idx, -1, id, name, &i)) != AH_OK)
             return st;
         const cJSON *input = cJSON_GetObjectItemCaseSensitive(cb, "input");
@@ -103,8 +106,8 @@ static ah_status open_block(ah_decoder *d, int64_t idx, const cJSON *cb, int who
         /* *_tool_result blocks of server tools, and types added after this was written:
          * kept verbatim, never executed, never committed by a partial drain. */
         if (!ends_with(type, "_tool_result"))
-            ah__log(AH_LOG_DEBUG, "anthropic: unknown content block type '%s' kept opaque",
-                    type);
+            ah__log(AH_LOG_DEBUG,
+                    "anthropic: unknown content block type '%s' kept opaque", type);
         if ((st = ah__dec_open(d, AH_BLOCK_OPAQUE, idx, -1, NULL, NULL, &i)) != AH_OK)
             return st;
         if (ah__tl_set(d->tl, i, AH__F_TYPE, type, strlen(type)) != AH_OK ||
@@ -160,12 +163,14 @@ static ah_status on_block_delta(ah_decoder *d, const cJSON *root)
         const cJSON *pj = cJSON_GetObjectItemCaseSensitive(delta, "partial_json");
         if (pj && !cJSON_IsString(pj))
             return ah__dec_fail(d, AH_ERR_PARSE, "\"partial_json\" is not a string");
-        return pj ? ah__dec_content(d, i, pj->valuestring, strlen(pj->valuestring)) : AH_OK;
+        return pj ? ah__dec_content(d, i, pj->valuestring, strlen(pj->valuestring))
+                  : AH_OK;
     } else if (strcmp(dt, "signature_delta") == 0) {
         const char *sig = ah__jstr(delta, "signature");
         if (!sig || kind != AH_BLOCK_REASONING)
-            return ah__dec_fail(d, AH_ERR_PARSE, "signature_delta without a signature or "
-                                                 "for a non-thinking block");
+            return ah__dec_fail(d, AH_ERR_PARSE,
+                                "signature_delta without a signature or "
+                                "for a non-thinking block");
         if (ah__tl_append(d->tl, i, AH__F_SIGNATURE, sig, strlen(sig)) != AH_OK)
             return ah__dec_fail(d, AH_ERR_NOMEM, "out of memory");
         return AH_OK;
@@ -194,8 +199,10 @@ static ah_status on_block_stop(ah_decoder *d, const cJSON *root)
         return st;
     size_t i = ah__tl_find(d->tl, idx, -1, 1);
     if (i == AH__NONE)
-        return ah__dec_fail(d, AH_ERR_PARSE, "content_block_stop for block %lld, which is "
-                                             "not open", (long long)idx);
+        return ah__dec_fail(d, AH_ERR_PARSE,
+                            "content_block_stop for block %lld, which is "
+                            "not open",
+                            (long long)idx);
     return ah__dec_close(d, i);
 }
 
@@ -204,7 +211,8 @@ static ah_status set_stop_reason(ah_decoder *d, const cJSON *holder)
     const cJSON *sr = cJSON_GetObjectItemCaseSensitive(holder, "stop_reason");
     if (!sr)
         return AH_OK;
-    if (ah__tl_set_stop_reason(d->tl, cJSON_IsString(sr) ? sr->valuestring : NULL) != AH_OK)
+    if (ah__tl_set_stop_reason(d->tl, cJSON_IsString(sr) ? sr->valuestring : NULL) !=
+        AH_OK)
         return ah__dec_fail(d, AH_ERR_NOMEM, "out of memory");
     return AH_OK;
 }

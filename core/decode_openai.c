@@ -74,7 +74,8 @@ static ah_status tool_fragment(ah_decoder *d, const cJSON *tc, int64_t pos)
     const char *name = nonempty(ah__jstr(fn, "name"));
     size_t i = ah__tl_find(d->tl, tidx, CHAT_TOOL_SUB, 0);
     if (i != AH__NONE && !ah__tl_is_open(d->tl, i))
-        return ah__dec_fail(d, AH_ERR_PARSE, "fragment for tool call %lld after it closed",
+        return ah__dec_fail(d, AH_ERR_PARSE,
+                            "fragment for tool call %lld after it closed",
                             (long long)tidx);
     if (i == AH__NONE) {
         /* A tool call starting closes the open text/reasoning block. */
@@ -83,8 +84,8 @@ static ah_status tool_fragment(ah_decoder *d, const cJSON *tc, int64_t pos)
                 return st;
             d->chat_open = AH__NONE;
         }
-        if ((st = ah__dec_open(d, AH_BLOCK_TOOL_USE, tidx, CHAT_TOOL_SUB, id, name, &i)) !=
-            AH_OK)
+        if ((st = ah__dec_open(d, AH_BLOCK_TOOL_USE, tidx, CHAT_TOOL_SUB, id, name,
+                               &i)) != AH_OK)
             return st;
     } else {
         if (id && ah__tl_len(d->tl, i, AH__F_ID) == 0 &&
@@ -206,7 +207,8 @@ ah_status ah__openai_body(ah_decoder *d, const cJSON *root)
     if (!choices && err)
         return ah__dec_provider_error(d, err);
     if (!choices)
-        return ah__dec_fail(d, AH_ERR_PARSE, "not a chat completion: no \"choices\" array");
+        return ah__dec_fail(d, AH_ERR_PARSE,
+                            "not a chat completion: no \"choices\" array");
     const cJSON *c, *choice = NULL;
     int64_t pos = 0;
     cJSON_ArrayForEach(c, choices)

@@ -10,10 +10,10 @@
  *   - state is keyed by output_index (+ content_index for text parts), never by item_id:
  *     some servers rotate item ids on every event;
  *   - one REASONING block per reasoning item; its summary/content parts are joined by
- *     "\n\n" in order of first content; its encrypted_content and item id are the LAST ones
- *     seen (output_item.added, output_item.done, then response.completed's output[]);
- *   - a TOOL_USE block's id is the call_id (what function_call_output must reference); the
- *     item id (fc_...) is kept as item_id;
+ *     "\n\n" in order of first content; its encrypted_content and item id are the LAST
+ * ones seen (output_item.added, output_item.done, then response.completed's output[]);
+ *   - a TOOL_USE block's id is the call_id (what function_call_output must reference);
+ * the item id (fc_...) is kept as item_id;
  *   - blocks close at output_item.done; response.completed / incomplete also close what a
  *     server left open (the response is final), response.failed does not;
  *   - a .done event that repeats content is used only when no delta delivered it.
@@ -81,13 +81,15 @@ static ah_status reasoning_text(ah_decoder *d, int64_t oi, int part, int64_t pid
         return ah__dec_fail(d, AH_ERR_PARSE, "reasoning text for output %lld, a %s block",
                             (long long)oi, ah_block_kind_name(ah__tl_kind(d->tl, i)));
     }
-    if (ah__tl_part(d->tl, i, part, pidx) && (st = ah__dec_content(d, i, "\n\n", 2)) != AH_OK)
+    if (ah__tl_part(d->tl, i, part, pidx) &&
+        (st = ah__dec_content(d, i, "\n\n", 2)) != AH_OK)
         return st;
     return ah__dec_content(d, i, s, n);
 }
 
-/* Fill an (empty) reasoning block from a whole item's summary[] and content[]. */
-static ah_status reasoning_from_item(ah_decoder *d, size_t i, int64_t oi, const cJSON *item)
+/* Fill the (empty) reasoning block of output oi from a whole item's summary[] and
+ * content[]. */
+static ah_status reasoning_from_item(ah_decoder *d, int64_t oi, const cJSON *item)
 {
     static const char *const arrays[] = {"summary", "content"};
     ah_status st;
@@ -97,12 +99,12 @@ static ah_status reasoning_from_item(ah_decoder *d, size_t i, int64_t oi, const 
         cJSON_ArrayForEach(part, ah__jarr(item, arrays[k]))
         {
             const char *t = ah__jstr(part, "text");
-            if (t && *t && (st = reasoning_text(d, oi, k + 1, idx, NULL, t, strlen(t))) != AH_OK)
+            if (t && *t &&
+                (st = reasoning_text(d, oi, k + 1, idx, NULL, t, strlen(t))) != AH_OK)
                 return st;
             idx++;
         }
     }
-    (void)i;
     return AH_OK;
 }
 
@@ -143,11 +145,13 @@ static ah_status open_item(ah_decoder *d, int64_t oi, const cJSON *item, size_t 
     ah_status st;
     *out = AH__NONE;
     if (!type)
-        return ah__dec_fail(d, AH_ERR_PARSE, "output item %lld has no \"type\"", (long long)oi);
+        return ah__dec_fail(d, AH_ERR_PARSE, "output item %lld has no \"type\"",
+                            (long long)oi);
     if (strcmp(type, "message") == 0)
         return AH_OK; /* its content parts become TEXT blocks as they arrive */
     if (ah__tl_find(d->tl, oi, -1, 0) != AH__NONE)
-        return ah__dec_fail(d, AH_ERR_PARSE, "output item %lld added twice", (long long)oi);
+        return ah__dec_fail(d, AH_ERR_PARSE, "output item %lld added twice",
+                            (long long)oi);
     if (strcmp(type, "reasoning") == 0) {
         if ((st = ah__dec_open(d, AH_BLOCK_REASONING, oi, -1, NULL, NULL, out)) != AH_OK)
             return st;
@@ -156,12 +160,14 @@ static ah_status open_item(ah_decoder *d, int64_t oi, const cJSON *item, size_t 
     if (strcmp(type, "function_call") == 0) {
         const char *call_id = ah__jstr(item, "call_id"), *name = ah__jstr(item, "name");
         const char *args = ah__jstr(item, "arguments");
-        if ((st = ah__dec_open(d, AH_BLOCK_TOOL_USE, oi, -1, call_id, name, out)) != AH_OK ||
+        if ((st = ah__dec_open(d, AH_BLOCK_TOOL_USE, oi, -1, call_id, name, out)) !=
+                AH_OK ||
             (st = set_str(d, *out, AH__F_ITEM_ID, ah__jstr(item, "id"))) != AH_OK)
             return st;
         return args ? ah__dec_content(d, *out, args, strlen(args)) : AH_OK;
     }
-    /* web_search_call, file_search_call, custom tools, future item types: kept verbatim. */
+    /* web_search_call, file_search_call, custom tools, future item types: kept verbatim.
+     */
     if ((st = ah__dec_open(d, AH_BLOCK_OPAQUE, oi, -1, NULL, NULL, out)) != AH_OK ||
         (st = set_str(d, *out, AH__F_TYPE, type)) != AH_OK ||
         (st = set_str(d, *out, AH__F_ITEM_ID, ah__jstr(item, "id"))) != AH_OK)
@@ -179,7 +185,8 @@ static ah_status item_done(ah_decoder *d, int64_t oi, const cJSON *item)
     ah_status st;
     size_t i;
     if (!type)
-        return ah__dec_fail(d, AH_ERR_PARSE, "output item %lld has no \"type\"", (long long)oi);
+        return ah__dec_fail(d, AH_ERR_PARSE, "output item %lld has no \"type\"",
+                            (long long)oi);
     if (strcmp(type, "message") == 0) {
         const cJSON *part;
         int64_t ci = 0;
@@ -205,14 +212,15 @@ static ah_status item_done(ah_decoder *d, int64_t oi, const cJSON *item)
         if ((st = open_item(d, oi, item, &i)) != AH_OK)
             return st;
     } else if (!ah__tl_is_open(d->tl, i)) {
-        return ah__dec_fail(d, AH_ERR_PARSE, "output item %lld done twice", (long long)oi);
+        return ah__dec_fail(d, AH_ERR_PARSE, "output item %lld done twice",
+                            (long long)oi);
     }
     switch (ah__tl_kind(d->tl, i)) {
     case AH_BLOCK_REASONING:
         if ((st = reasoning_meta(d, i, item)) != AH_OK)
             return st;
         if (ah__tl_len(d->tl, i, AH__F_TEXT) == 0 &&
-            (st = reasoning_from_item(d, i, oi, item)) != AH_OK)
+            (st = reasoning_from_item(d, oi, item)) != AH_OK)
             return st;
         break;
     case AH_BLOCK_TOOL_USE: {
@@ -247,15 +255,18 @@ static ah_status on_args_done(ah_decoder *d, const cJSON *root)
     if (st != AH_OK || (st = item_block(d, oi, -1, &i)) != AH_OK)
         return st;
     if (i == AH__NONE || ah__tl_kind(d->tl, i) != AH_BLOCK_TOOL_USE)
-        return ah__dec_fail(d, AH_ERR_PARSE, "no function_call at output %lld", (long long)oi);
+        return ah__dec_fail(d, AH_ERR_PARSE, "no function_call at output %lld",
+                            (long long)oi);
     if (!args)
         return AH_OK;
     if (ah__tl_len(d->tl, i, AH__F_ARGS) == 0)
         return ah__dec_content(d, i, args, strlen(args));
     const ah_block *b = ah_timeline_block(d->tl, i);
-    if (b->arguments_len != strlen(args) || memcmp(b->arguments, args, b->arguments_len) != 0) {
+    if (b->arguments_len != strlen(args) ||
+        memcmp(b->arguments, args, b->arguments_len) != 0) {
         /* The .done event carries the whole arguments: it is authoritative. */
-        ah__log(AH_LOG_DEBUG, "responses: arguments.done differs from the deltas; using it");
+        ah__log(AH_LOG_DEBUG,
+                "responses: arguments.done differs from the deltas; using it");
         if (ah__tl_set(d->tl, i, AH__F_ARGS, args, strlen(args)) != AH_OK)
             return nomem(d);
     }
@@ -297,8 +308,9 @@ static ah_status on_terminal(ah_decoder *d, const cJSON *root, const char *type)
         if (e) {
             if ((st = ah__dec_provider_error(d, e)) != AH_OK)
                 return st;
-        } else if (ah__tl_set_error(d->tl, "response_failed", "response.failed without an "
-                                                              "error object",
+        } else if (ah__tl_set_error(d->tl, "response_failed",
+                                    "response.failed without an "
+                                    "error object",
                                     NULL) != AH_OK) {
             return nomem(d);
         }
@@ -342,7 +354,8 @@ static ah_status on_delta(ah_decoder *d, const cJSON *root, const char *type)
     if ((st = item_block(d, oi, -1, &i)) != AH_OK)
         return st;
     if (i == AH__NONE || ah__tl_kind(d->tl, i) != AH_BLOCK_TOOL_USE)
-        return ah__dec_fail(d, AH_ERR_PARSE, "no function_call at output %lld", (long long)oi);
+        return ah__dec_fail(d, AH_ERR_PARSE, "no function_call at output %lld",
+                            (long long)oi);
     return ah__dec_content(d, i, delta, n);
 }
 
@@ -359,7 +372,8 @@ static ah_status on_reasoning_done(ah_decoder *d, const cJSON *root, int part)
     if (!text || !*text || (i != AH__NONE && ah__tl_len(d->tl, i, AH__F_TEXT) > 0) ||
         (i != AH__NONE && !ah__tl_is_open(d->tl, i)))
         return AH_OK;
-    return reasoning_text(d, oi, part, idx, ah__jstr(root, "item_id"), text, strlen(text));
+    return reasoning_text(d, oi, part, idx, ah__jstr(root, "item_id"), text,
+                          strlen(text));
 }
 
 ah_status ah__responses_event(ah_decoder *d, const cJSON *root, const char *type)
@@ -374,7 +388,8 @@ ah_status ah__responses_event(ah_decoder *d, const cJSON *root, const char *type
     if (strncmp(type, "response.", 9) != 0)
         goto unknown;
     const char *t = type + 9;
-    if (strcmp(t, "output_text.delta") == 0 || strcmp(t, "function_call_arguments.delta") == 0 ||
+    if (strcmp(t, "output_text.delta") == 0 ||
+        strcmp(t, "function_call_arguments.delta") == 0 ||
         strcmp(t, "reasoning_summary_text.delta") == 0 ||
         strcmp(t, "reasoning_text.delta") == 0 || strcmp(t, "refusal.delta") == 0)
         return on_delta(d, root, type);
@@ -405,7 +420,8 @@ ah_status ah__responses_event(ah_decoder *d, const cJSON *root, const char *type
         i = ah__tl_find(d->tl, oi, idx, 0);
         if (i != AH__NONE && !ah__tl_is_open(d->tl, i))
             return AH_OK;
-        return text_part(d, oi, idx, ah__jstr(root, "item_id"), ah__jstr(root, "text"), 1);
+        return text_part(d, oi, idx, ah__jstr(root, "item_id"), ah__jstr(root, "text"),
+                         1);
     }
     if (strcmp(t, "function_call_arguments.done") == 0)
         return on_args_done(d, root);
@@ -418,7 +434,8 @@ ah_status ah__responses_event(ah_decoder *d, const cJSON *root, const char *type
         return on_terminal(d, root, type);
     if (strcmp(t, "created") == 0 || strcmp(t, "in_progress") == 0 ||
         strcmp(t, "queued") == 0 || strcmp(t, "content_part.done") == 0 ||
-        strcmp(t, "refusal.done") == 0 || strcmp(t, "reasoning_summary_part.added") == 0 ||
+        strcmp(t, "refusal.done") == 0 ||
+        strcmp(t, "reasoning_summary_part.added") == 0 ||
         strcmp(t, "reasoning_summary_part.done") == 0 ||
         strcmp(t, "output_text.annotation.added") == 0)
         return AH_OK;
@@ -444,7 +461,8 @@ ah_status ah__responses_body(ah_decoder *d, const cJSON *root)
         if (!cJSON_IsObject(item))
             return ah__dec_fail(d, AH_ERR_PARSE, "output[%lld] is not an object",
                                 (long long)oi);
-        if ((st = open_item(d, oi, item, &i)) != AH_OK || (st = item_done(d, oi, item)) != AH_OK)
+        if ((st = open_item(d, oi, item, &i)) != AH_OK ||
+            (st = item_done(d, oi, item)) != AH_OK)
             return st;
         oi++;
     }

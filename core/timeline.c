@@ -1,8 +1,9 @@
-/* timeline.c - the neutral stream timeline: blocks open/closed, response fields, partial drain.
+/* timeline.c - the neutral stream timeline: blocks open/closed, response fields, partial
+ * drain.
  *
  * Invariants:
- *   - blocks[] is in stream order and only grows until reset; a block's public view (pub) is
- *     re-synced from its buffers after every mutation, so accessors return it as is;
+ *   - blocks[] is in stream order and only grows until reset; a block's public view (pub)
+ * is re-synced from its buffers after every mutation, so accessors return it as is;
  *   - every string field is an owned growable buffer, NUL-terminated, exposed as "" when
  *     empty; text is appended in place (amortised doubling), never re-copied per delta;
  *   - a tool block's arguments are parsed exactly once, when it closes; a block never
@@ -22,8 +23,8 @@ typedef struct tl_block {
     ah_block pub;
     ah__buf f[AH__F_COUNT_];
     cJSON *args;
-    int64_t key, sub;      /* provider indices (Anthropic index, Responses output/content) */
-    int part_kind;         /* Responses reasoning: the part receiving content (0 = none) */
+    int64_t key, sub; /* provider indices (Anthropic index, Responses output/content) */
+    int part_kind;    /* Responses reasoning: the part receiving content (0 = none) */
     int64_t part_idx;
 } tl_block;
 
@@ -55,7 +56,8 @@ const char *ah_block_kind_name(ah_block_kind k)
     return kind_names[k];
 }
 
-/* ---- buffers -------------------------------------------------------------------------------- */
+/* ---- buffers
+ * -------------------------------------------------------------------------------- */
 
 static ah_status buf_append(ah__buf *b, const char *s, size_t n)
 {
@@ -91,7 +93,8 @@ static const char *buf_str(const ah__buf *b)
     return b->p ? b->p : "";
 }
 
-/* ---- blocks ----------------------------------------------------------------------------------- */
+/* ---- blocks
+ * ----------------------------------------------------------------------------------- */
 
 static void block_sync(tl_block *b)
 {
@@ -121,7 +124,8 @@ static void block_free(tl_block *b)
     b->args = NULL;
 }
 
-/* ---- lifecycle ---------------------------------------------------------------------------- */
+/* ---- lifecycle
+ * ---------------------------------------------------------------------------- */
 
 ah_timeline *ah_timeline_new(void)
 {
@@ -164,7 +168,8 @@ void ah_timeline_free(ah_timeline *tl)
     free(tl);
 }
 
-/* ---- accessors ---------------------------------------------------------------------------- */
+/* ---- accessors
+ * ---------------------------------------------------------------------------- */
 
 size_t ah_timeline_count(const ah_timeline *tl)
 {
@@ -225,7 +230,8 @@ const char *ah_timeline_error_json(const ah_timeline *tl)
     return tl && tl->has_error && tl->error_json.len ? buf_str(&tl->error_json) : NULL;
 }
 
-/* ---- partial drain ------------------------------------------------------------------------ */
+/* ---- partial drain
+ * ------------------------------------------------------------------------ */
 
 ah_status ah_timeline_partial_drain(const ah_timeline *tl, ah_partial *out)
 {
@@ -261,7 +267,8 @@ void ah_partial_clear(ah_partial *p)
     memset(p, 0, sizeof *p);
 }
 
-/* ---- mutators (decode_internal.h) ------------------------------------------------------------ */
+/* ---- mutators (decode_internal.h)
+ * ------------------------------------------------------------ */
 
 ah_status ah__tl_open(ah_timeline *tl, ah_block_kind kind, int64_t key, int64_t sub,
                       size_t *index)
@@ -371,10 +378,12 @@ ah_status ah__tl_close(ah_timeline *tl, size_t i)
         ah__buf *a = &b->f[AH__F_ARGS];
         if (all_space(buf_str(a), a->len)) {
             /* A tool without arguments streams only "" (or nothing): that means {}. An
-             * Anthropic block may instead carry its whole input in content_block_start. */
+             * Anthropic block may instead carry its whole input in content_block_start.
+             */
             const ah__buf *in = &b->f[AH__F_INPUT];
             a->len = 0;
-            ah_status st = in->len ? buf_append(a, in->p, in->len) : buf_append(a, "{}", 2);
+            ah_status st =
+                in->len ? buf_append(a, in->p, in->len) : buf_append(a, "{}", 2);
             if (st != AH_OK) {
                 block_sync(b);
                 return st;
@@ -429,8 +438,8 @@ void ah__tl_set_finished(ah_timeline *tl)
     tl->finished = 1;
 }
 
-ah_status ah__tl_set_error(ah_timeline *tl, const char *provider_type, const char *message,
-                           const char *json)
+ah_status ah__tl_set_error(ah_timeline *tl, const char *provider_type,
+                           const char *message, const char *json)
 {
     if (tl->has_error)
         return AH_OK;

@@ -1,14 +1,16 @@
-/* fuzz_decode.h - the body shared by the three decoder fuzz targets (one wire format each).
+/* fuzz_decode.h - the body shared by the three decoder fuzz targets (one wire format
+ * each).
  *
  * Input: one control byte, then the data. Control bit 7 set: the data is a non-stream
- * response body for ah_decode_response(). Otherwise the data is a stream, decoded whole, in
- * two feeds at a split point chosen by the control byte, and (for inputs up to 4 KiB) byte by
- * byte, each with hooks recording what they see. Checked invariants (a violation calls
+ * response body for ah_decode_response(). Otherwise the data is a stream, decoded whole,
+ * in two feeds at a split point chosen by the control byte, and (for inputs up to 4 KiB)
+ * byte by byte, each with hooks recording what they see. Checked invariants (a violation
+ * calls
  * __builtin_trap() so libFuzzer records the input):
  *   - every split gives the same feed/finish statuses and the same timeline;
  *   - the hook stream agrees with the timeline: one start per block in order, deltas
- *     concatenating to the text of text/reasoning blocks, one end per closed block and none
- *     for an open one, nothing after a block ended;
+ *     concatenating to the text of text/reasoning blocks, one end per closed block and
+ * none for an open one, nothing after a block ended;
  *   - a closed tool block has parsed arguments, an open one has none;
  *   - finish is AH_OK only when the timeline is finished and no error was seen; an error
  *     always carries kind STREAM (DECODE for bodies) and a non-empty message;
@@ -25,10 +27,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHECK(c)                                                                          \
-    do {                                                                                  \
-        if (!(c))                                                                         \
-            __builtin_trap();                                                             \
+#define CHECK(c)                                                                         \
+    do {                                                                                 \
+        if (!(c))                                                                        \
+            __builtin_trap();                                                            \
     } while (0)
 
 enum { FZ_MAX_BLOCKS = 4096 };
@@ -60,7 +62,8 @@ static void fz_grow(fz_rec *r, size_t need)
     r->cap = cap;
 }
 
-static void fz_start(void *ud, size_t i, ah_block_kind k, const char *id, const char *name)
+static void fz_start(void *ud, size_t i, ah_block_kind k, const char *id,
+                     const char *name)
 {
     fz_rec *r = ud;
     CHECK(i == r->started); /* blocks start in order, once */
@@ -164,7 +167,8 @@ static void fz_same(const ah_timeline *a, const ah_timeline *b)
         CHECK(x->arguments_len == y->arguments_len &&
               memcmp(x->arguments, y->arguments, x->arguments_len) == 0);
         CHECK(strcmp(x->id, y->id) == 0 && strcmp(x->name, y->name) == 0);
-        CHECK(strcmp(x->signature, y->signature) == 0 && strcmp(x->encrypted, y->encrypted) == 0);
+        CHECK(strcmp(x->signature, y->signature) == 0 &&
+              strcmp(x->encrypted, y->encrypted) == 0);
         CHECK(strcmp(x->item_id, y->item_id) == 0 && strcmp(x->raw, y->raw) == 0);
     }
     const char *sa = ah_timeline_stop_reason(a), *sb = ah_timeline_stop_reason(b);
@@ -185,8 +189,8 @@ typedef struct fz_run {
 } fz_run;
 
 /* Feed `data` in pieces ending at the offsets in cuts[] (the last must be size). */
-static fz_run fz_decode(ah_wire wire, const uint8_t *data, size_t size, const size_t *cuts,
-                        size_t ncuts, int bytewise)
+static fz_run fz_decode(ah_wire wire, const uint8_t *data, size_t size,
+                        const size_t *cuts, size_t ncuts, int bytewise)
 {
     fz_run r = {ah_timeline_new(), AH_OK, AH_OK};
     fz_rec rec = {0};
@@ -241,7 +245,8 @@ static int fz_decode_input(ah_wire wire, const uint8_t *data, size_t size)
         } else {
             CHECK(st == AH_ERR_PARSE || st == AH_ERR_TRANSPORT || st == AH_ERR_NOMEM);
             CHECK(err.message[0] != '\0');
-            CHECK(st == AH_ERR_TRANSPORT ? err.kind == AH_EK_HTTP : err.kind == AH_EK_DECODE);
+            CHECK(st == AH_ERR_TRANSPORT ? err.kind == AH_EK_HTTP
+                                         : err.kind == AH_EK_DECODE);
         }
         fz_check_timeline(tl, NULL);
         ah_timeline_free(tl);

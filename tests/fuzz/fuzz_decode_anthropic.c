@@ -1,5 +1,5 @@
-/* fuzz_decode_anthropic.c - libFuzzer target for the Anthropic Messages decoder (streams and non-stream
- * bodies). Input format and checked invariants: fuzz_decode.h. Seeds:
+/* fuzz_decode_anthropic.c - libFuzzer target for the Anthropic Messages decoder (streams
+ * and non-stream bodies). Input format and checked invariants: fuzz_decode.h. Seeds:
  * tests/fuzz/corpus/decode_anthropic/. */
 #include "fuzz_decode.h"
 

@@ -1,5 +1,5 @@
-/* fuzz_decode_responses.c - libFuzzer target for the OpenAI Responses decoder (streams and non-stream
- * bodies). Input format and checked invariants: fuzz_decode.h. Seeds:
+/* fuzz_decode_responses.c - libFuzzer target for the OpenAI Responses decoder (streams
+ * and non-stream bodies). Input format and checked invariants: fuzz_decode.h. Seeds:
  * tests/fuzz/corpus/decode_responses/. */
 #include "fuzz_decode.h"
 

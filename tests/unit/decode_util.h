@@ -1,9 +1,11 @@
-/* decode_util.h - helpers shared by the decoder tests (header-only, static; included by one
- * test file each): file loading, feeding a stream in chosen splits with a hook recorder,
- * turning a timeline into the expect.py schema, and the partial-drain invariants.
+/* decode_util.h - helpers shared by the decoder tests (header-only, static; included by
+ * one test file each): file loading, feeding a stream in chosen splits with a hook
+ * recorder, turning a timeline into the expect.py schema, and the partial-drain
+ * invariants.
  *
- * The recorder checks the hook contract on every decode: each block starts once, its deltas
- * concatenate to its final text, and it ends once, after which it receives nothing.
+ * The recorder checks the hook contract on every decode: each block starts once, its
+ * deltas concatenate to its final text, and it ends once, after which it receives
+ * nothing.
  */
 #ifndef AH_TEST_DECODE_UTIL_H
 #define AH_TEST_DECODE_UTIL_H
@@ -21,7 +23,8 @@
 
 #include "agenthost.h"
 
-/* ---- files --------------------------------------------------------------------------------- */
+/* ---- files
+ * --------------------------------------------------------------------------------- */
 
 static char *du_read_file(const char *path, size_t *len)
 {
@@ -44,7 +47,8 @@ static char *du_read_file(const char *path, size_t *len)
     return buf;
 }
 
-/* ---- deterministic RNG (independent of the core's clock module) ----------------------------- */
+/* ---- deterministic RNG (independent of the core's clock module)
+ * ----------------------------- */
 
 static uint64_t du_rand(uint64_t *s)
 {
@@ -55,7 +59,8 @@ static uint64_t du_rand(uint64_t *s)
     return z ^ (z >> 31);
 }
 
-/* ---- hook recorder ------------------------------------------------------------------------- */
+/* ---- hook recorder
+ * ------------------------------------------------------------------------- */
 
 enum { DU_MAX_BLOCKS = 256 };
 
@@ -86,7 +91,8 @@ static void du_on_start(void *ud, size_t index, ah_block_kind kind, const char *
     snprintf(r->start_name[index], sizeof r->start_name[index], "%s", name ? name : "");
 }
 
-static void du_on_delta(void *ud, size_t index, ah_block_kind kind, const char *text, size_t len)
+static void du_on_delta(void *ud, size_t index, ah_block_kind kind, const char *text,
+                        size_t len)
 {
     du_rec *r = ud;
     r->n_delta++;
@@ -142,15 +148,16 @@ static void du_rec_check(const du_rec *r, const ah_timeline *tl)
     }
 }
 
-/* ---- feeding -------------------------------------------------------------------------------- */
+/* ---- feeding
+ * -------------------------------------------------------------------------------- */
 
 /* Split modes for du_decode. */
 enum { DU_WHOLE = 0, DU_BYTES = 1 };
 
-/* Decode `len` bytes of `data` into a fresh timeline (returned; caller frees). mode: DU_WHOLE,
- * DU_BYTES (one byte per feed) or any other value = RNG seed for random split points. Returns
- * the finish status in *fin (and its error in *err when not NULL). When rec is not NULL the
- * hooks are recorded into it. */
+/* Decode `len` bytes of `data` into a fresh timeline (returned; caller frees). mode:
+ * DU_WHOLE, DU_BYTES (one byte per feed) or any other value = RNG seed for random split
+ * points. Returns the finish status in *fin (and its error in *err when not NULL). When
+ * rec is not NULL the hooks are recorded into it. */
 static ah_timeline *du_decode(ah_wire wire, const char *data, size_t len, uint64_t mode,
                               du_rec *rec, ah_status *fin, ah_error *err)
 {
@@ -189,7 +196,8 @@ static ah_timeline *du_decode(ah_wire wire, const char *data, size_t len, uint64
     return tl;
 }
 
-/* ---- the expect.py schema -------------------------------------------------------------------- */
+/* ---- the expect.py schema
+ * -------------------------------------------------------------------- */
 
 static cJSON *du_str_or_null(const char *s)
 {
@@ -252,16 +260,19 @@ static cJSON *du_to_expect(ah_wire wire, const ah_timeline *tl)
     free(reasoning);
     cJSON_AddItemToObject(o, "tool_calls", du_calls(tl, AH_BLOCK_TOOL_USE));
     const char *sr = ah_timeline_stop_reason(tl);
-    cJSON_AddItemToObject(o, "stop_reason", sr ? cJSON_CreateString(sr) : cJSON_CreateNull());
+    cJSON_AddItemToObject(o, "stop_reason",
+                          sr ? cJSON_CreateString(sr) : cJSON_CreateNull());
     int64_t in = ah_timeline_input_tokens(tl), out = ah_timeline_output_tokens(tl);
     if (in < 0 && out < 0) {
         cJSON_AddNullToObject(o, "usage");
     } else {
         cJSON *u = cJSON_AddObjectToObject(o, "usage");
         cJSON_AddItemToObject(u, "input_tokens",
-                              in < 0 ? cJSON_CreateNull() : cJSON_CreateNumber((double)in));
+                              in < 0 ? cJSON_CreateNull()
+                                     : cJSON_CreateNumber((double)in));
         cJSON_AddItemToObject(u, "output_tokens",
-                              out < 0 ? cJSON_CreateNull() : cJSON_CreateNumber((double)out));
+                              out < 0 ? cJSON_CreateNull()
+                                      : cJSON_CreateNumber((double)out));
     }
     const char *refusal = ah_timeline_refusal(tl, NULL);
     if (refusal)
@@ -285,18 +296,21 @@ static void du_assert_json_equal(const cJSON *want, const cJSON *got, const char
 {
     if (!cJSON_Compare(want, got, 1)) {
         char *w = cJSON_Print(want), *g = cJSON_Print(got);
-        print_error("%s: decoded result differs\n--- expected\n%s\n--- got\n%s\n", what, w, g);
+        print_error("%s: decoded result differs\n--- expected\n%s\n--- got\n%s\n", what,
+                    w, g);
         free(w);
         free(g);
         fail();
     }
 }
 
-/* ---- partial drain invariants --------------------------------------------------------------- */
+/* ---- partial drain invariants
+ * --------------------------------------------------------------- */
 
-/* `part` was decoded from a prefix of the stream that decoded to `full`. The drain of `part`
- * keeps only blocks complete in `part`, each identical to the same block of the full decode;
- * every tool_use is dropped; the counts add up. Returns the number of drained blocks. */
+/* `part` was decoded from a prefix of the stream that decoded to `full`. The drain of
+ * `part` keeps only blocks complete in `part`, each identical to the same block of the
+ * full decode; every tool_use is dropped; the counts add up. Returns the number of
+ * drained blocks. */
 static size_t du_check_drain(const ah_timeline *part, const ah_timeline *full)
 {
     ah_partial p;
@@ -308,7 +322,8 @@ static size_t du_check_drain(const ah_timeline *part, const ah_timeline *full)
     for (size_t i = 0; i < n; i++) {
         const ah_block *b = ah_timeline_block(part, i), *fb = ah_timeline_block(full, i);
         assert_int_equal(b->kind, fb->kind); /* a prefix decodes to a prefix */
-        int keep = b->closed && (b->kind == AH_BLOCK_TEXT || b->kind == AH_BLOCK_REASONING);
+        int keep =
+            b->closed && (b->kind == AH_BLOCK_TEXT || b->kind == AH_BLOCK_REASONING);
         if (keep && b->kind == AH_BLOCK_TEXT && b->text_len == 0) {
             empties++;
             continue;
@@ -353,7 +368,8 @@ static size_t du_event_ends(const char *s, size_t len, size_t *ends, size_t max)
     return n;
 }
 
-/* ---- whole-stream checks ------------------------------------------------------------------ */
+/* ---- whole-stream checks
+ * ------------------------------------------------------------------ */
 
 /* A recorded or hand-written stream and its expected decode (expect.py schema). */
 typedef struct du_stream {
@@ -405,8 +421,8 @@ static void du_unload(du_stream *l)
 }
 
 /* One decode in `mode`, checked against the expectation and the hook contract. A stream
- * whose expectation has no "error" must finish cleanly with every block closed; one with an
- * error must report it from ah_decoder_finish as the provider's. */
+ * whose expectation has no "error" must finish cleanly with every block closed; one with
+ * an error must report it from ah_decoder_finish as the provider's. */
 static void du_check_decode(const du_stream *l, uint64_t mode)
 {
     du_rec rec = {0};
@@ -414,7 +430,8 @@ static void du_check_decode(const du_stream *l, uint64_t mode)
     ah_error err;
     ah_timeline *tl = du_decode(l->wire, l->sse, l->len, mode, &rec, &fin, &err);
     char what[256];
-    snprintf(what, sizeof what, "%s (split mode %llu)", l->name, (unsigned long long)mode);
+    snprintf(what, sizeof what, "%s (split mode %llu)", l->name,
+             (unsigned long long)mode);
     cJSON *got = du_to_expect(l->wire, tl);
     du_assert_json_equal(l->expect, got, what);
     cJSON_Delete(got);
@@ -470,9 +487,9 @@ static void du_check_feed_event(const du_stream *l)
     ah_timeline_free(tl);
 }
 
-/* Cut the stream after every event and at `mid_cuts` random offsets: each prefix decodes to
- * a prefix of the full timeline, drains only complete final text/reasoning (never a tool
- * call), and an unfinished prefix is a STREAM error at finish. */
+/* Cut the stream after every event and at `mid_cuts` random offsets: each prefix decodes
+ * to a prefix of the full timeline, drains only complete final text/reasoning (never a
+ * tool call), and an unfinished prefix is a STREAM error at finish. */
 static void du_check_truncations(const du_stream *l, int mid_cuts)
 {
     ah_timeline *full = du_decode(l->wire, l->sse, l->len, DU_WHOLE, NULL, NULL, NULL);
@@ -483,7 +500,9 @@ static void du_check_truncations(const du_stream *l, int mid_cuts)
     size_t drained_total = 0;
     uint64_t seed = 0xC0FFEE ^ l->len;
     for (size_t k = 0; k <= n + (size_t)mid_cuts; k++) {
-        size_t cut = k == 0 ? 0 : k <= n ? ends[k - 1] : (size_t)(du_rand(&seed) % l->len);
+        size_t cut = k == 0   ? 0
+                     : k <= n ? ends[k - 1]
+                              : (size_t)(du_rand(&seed) % l->len);
         du_rec rec = {0};
         ah_status fin;
         ah_error err;
@@ -503,7 +522,8 @@ static void du_check_truncations(const du_stream *l, int mid_cuts)
         ah_timeline_free(part);
     }
     /* the stream cut after its last event equals the full decode */
-    ah_timeline *last = du_decode(l->wire, l->sse, ends[n - 1], DU_WHOLE, NULL, NULL, NULL);
+    ah_timeline *last =
+        du_decode(l->wire, l->sse, ends[n - 1], DU_WHOLE, NULL, NULL, NULL);
     cJSON *a = du_to_expect(l->wire, last), *b = du_to_expect(l->wire, full);
     du_assert_json_equal(b, a, l->name);
     cJSON_Delete(a);

@@ -1,7 +1,7 @@
 /* test_decode_fixtures.c - the 28 recorded provider streams (tests/fixtures/real-streams)
- * decode to exactly their .expect.json, whole, byte by byte, at seeded random split points
- * and through ah_decoder_feed_event; and every prefix of each stream (cut at each event
- * boundary and at random offsets) drains to complete blocks only.
+ * decode to exactly their .expect.json, whole, byte by byte, at seeded random split
+ * points and through ah_decoder_feed_event; and every prefix of each stream (cut at each
+ * event boundary and at random offsets) drains to complete blocks only.
  *
  * One cmocka test per stream and property, registered at run time from the directory
  * listing, so a new recording is picked up without editing this file.
@@ -78,8 +78,8 @@ static void fixture_decodes_via_feed_event(void **state)
     du_unload(&l);
 }
 
-/* Cut the stream after every event (and at random offsets inside events): the partial drain
- * holds only blocks that are complete and final, never a tool call. */
+/* Cut the stream after every event (and at random offsets inside events): the partial
+ * drain holds only blocks that are complete and final, never a tool call. */
 static void fixture_truncations_drain_complete_blocks(void **state)
 {
     du_stream l = load(*state);
@@ -109,9 +109,10 @@ int main(void)
     static const struct {
         const char *label;
         CMUnitTestFunction fn;
-    } kinds[] = {{"decodes_exactly", fixture_decodes_exactly},
-                 {"decodes_via_feed_event", fixture_decodes_via_feed_event},
-                 {"truncations_drain_complete_blocks", fixture_truncations_drain_complete_blocks}};
+    } kinds[] = {
+        {"decodes_exactly", fixture_decodes_exactly},
+        {"decodes_via_feed_event", fixture_decodes_via_feed_event},
+        {"truncations_drain_complete_blocks", fixture_truncations_drain_complete_blocks}};
     for (size_t k = 0; k < 3; k++) {
         for (size_t i = 0; i < n_fixtures; i++) {
             char *name = names[k * MAX_FIXTURES + i];
