@@ -864,6 +864,22 @@ static void responses_summary_parts_join(void **state)
     du_unload(&l);
 }
 
+/* response.incomplete (max_output_tokens) ends the stream cleanly; the truncated message
+ * is complete as far as the format goes, and the stop reason says why. */
+static void responses_incomplete_is_a_clean_end(void **state)
+{
+    (void)state;
+    const char *s = DATA(R_ADDED_MSG(0, "m")) DATA(R_TEXT(0, "m", "Trunc"))
+        DATA("{\"type\":\"response.incomplete\",\"response\":{\"status\":\"incomplete\","
+             "\"incomplete_details\":{\"reason\":\"max_output_tokens\"},\"usage\":{"
+             "\"input_tokens\":9,\"output_tokens\":16}}}");
+    ah_timeline *tl = decode_ok(AH_WIRE_RESPONSES, s);
+    assert_string_equal(ah_timeline_stop_reason(tl), "incomplete");
+    assert_true(blk(tl, 0)->closed);
+    assert_int_equal(ah_timeline_output_tokens(tl), 16);
+    ah_timeline_free(tl);
+}
+
 /* ---- completion rules and hook order
  * --------------------------------------------------------- */
 
@@ -1781,6 +1797,7 @@ int main(void)
         cmocka_unit_test(responses_error_then_failed),
         cmocka_unit_test(responses_raw_reasoning_done_after_later_items),
         cmocka_unit_test(responses_summary_parts_join),
+        cmocka_unit_test(responses_incomplete_is_a_clean_end),
         cmocka_unit_test(chat_text_closes_when_tool_starts),
         cmocka_unit_test(anthropic_blocks_close_at_stop),
         cmocka_unit_test(responses_blocks_close_at_item_done),
