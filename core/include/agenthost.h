@@ -30,5 +30,6 @@
 #include "agenthost/transport.h"
 #include "agenthost/call.h"
 #include "agenthost/mock.h"
+#include "agenthost/timeline.h"
 
 #endif

@@ -1,0 +1,423 @@
+/* decode.c - the decoder core: SSE framing, one JSON parse per event, dispatch to the
+ * format, sticky errors, hooks, end-of-stream verdict, and the non-stream entry point.
+ *
+ * Invariants:
+ *   - each event's data is parsed exactly once (cJSON) and the tree is freed before the
+ * next event; format code borrows it and copies only what the timeline keeps;
+ *   - after the first decoder error every feed returns the same sticky status and nothing
+ *     more reaches the timeline or the hooks;
+ *   - "[DONE]" is the end-of-data sentinel in every format (Chat always sends it, some
+ *     Responses servers do too); later events are ignored;
+ *   - bytes are handed to the SSE parser one line at a time so that the byte offset named
+ * in an error is the end of the offending event (exact for LF/CRLF streams; a CR-only
+ * stream reports the end of the chunk).
+ */
+#include "decode_internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- cJSON accessors
+ * ------------------------------------------------------------------------ */
+
+const char *ah__jstr(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+int ah__jint(const cJSON *o, const char *key, int64_t *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 9.0e15)
+        return 0;
+    *out = (int64_t)v->valuedouble;
+    return 1;
+}
+
+const cJSON *ah__jobj(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsObject(v) ? v : NULL;
+}
+
+const cJSON *ah__jarr(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsArray(v) ? v : NULL;
+}
+
+/* ---- errors
+ * ----------------------------------------------------------------------------------- */
+
+ah_status ah__dec_fail(ah_decoder *d, ah_status st, const char *fmt, ...)
+{
+    if (d->status != AH_OK)
+        return d->status;
+    char what[AH_ERROR_MESSAGE_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    d->status = st;
+    /* ah_error_set makes the text single-line UTF-8 and redacted: it may quote what the
+     * model or the provider sent (a tool name, an event type). */
+    ah_error_kind kind = d->nonstream ? AH_EK_DECODE : AH_EK_STREAM;
+    if (d->nonstream)
+        ah_error_set(&d->err, kind, 0, "%s response body: %s", ah_wire_name(d->wire),
+                     what);
+    else if (d->ev_end >= 0)
+        ah_error_set(&d->err, kind, 0,
+                     "%s stream: %s (event '%s', #%llu, ending at byte %lld)",
+                     ah_wire_name(d->wire), what, d->ev_type ? d->ev_type : "?",
+                     (unsigned long long)d->events, (long long)d->ev_end);
+    else
+        ah_error_set(&d->err, kind, 0, "%s stream: %s (event '%s', #%llu)",
+                     ah_wire_name(d->wire), what, d->ev_type ? d->ev_type : "?",
+                     (unsigned long long)d->events);
+    ah__log(AH_LOG_DEBUG, "%s", d->err.message);
+    return st;
+}
+
+ah_status ah__dec_provider_error(ah_decoder *d, const cJSON *e)
+{
+    /* Shapes seen: Anthropic {"type":"overloaded_error","message":...}; OpenAI Responses
+     * {"type":"insufficient_quota","code":...,"message":...} or a flat event
+     * {"type":"error","code":...,"message":...}; response.error {"code","message"};
+     * Chat gateways {"message":...,"code":502}. */
+    const char *type = ah__jstr(e, "type");
+    if (!type || strcmp(type, "error") == 0) {
+        const char *code = ah__jstr(e, "code");
+        type = code ? code : type;
+    }
+    char numeric[32];
+    const cJSON *code = cJSON_GetObjectItemCaseSensitive(e, "code");
+    if (!type && cJSON_IsNumber(code)) {
+        snprintf(numeric, sizeof numeric, "%lld", (long long)code->valuedouble);
+        type = numeric;
+    }
+    char *json = e ? cJSON_PrintUnformatted(e) : NULL;
+    ah_status st = ah__tl_set_error(d->tl, type, ah__jstr(e, "message"), json);
+    cJSON_free(json);
+    if (st != AH_OK)
+        return ah__dec_fail(d, st, "out of memory");
+    return AH_OK;
+}
+
+/* ---- block helpers (fire the hooks)
+ * -------------------------------------------------------- */
+
+ah_status ah__dec_open(ah_decoder *d, ah_block_kind kind, int64_t key, int64_t sub,
+                       const char *id, const char *name, size_t *index)
+{
+    ah_status st = ah__tl_open(d->tl, kind, key, sub, index);
+    if (st == AH_OK && id)
+        st = ah__tl_set(d->tl, *index, AH__F_ID, id, strlen(id));
+    if (st == AH_OK && name)
+        st = ah__tl_set(d->tl, *index, AH__F_NAME, name, strlen(name));
+    if (st != AH_OK)
+        return ah__dec_fail(d, st, "out of memory");
+    if (d->hooks.block_start)
+        d->hooks.block_start(d->ud, *index, kind, id, name);
+    return AH_OK;
+}
+
+ah_status ah__dec_content(ah_decoder *d, size_t i, const char *s, size_t n)
+{
+    if (n == 0)
+        return AH_OK;
+    ah_block_kind kind = ah__tl_kind(d->tl, i);
+    ah__field f = (kind == AH_BLOCK_TOOL_USE || kind == AH_BLOCK_SERVER_TOOL_USE)
+                      ? AH__F_ARGS
+                      : AH__F_TEXT;
+    if (ah__tl_append(d->tl, i, f, s, n) != AH_OK)
+        return ah__dec_fail(d, AH_ERR_NOMEM, "out of memory");
+    if (d->hooks.delta)
+        d->hooks.delta(d->ud, i, kind, s, n);
+    return AH_OK;
+}
+
+ah_status ah__dec_close(ah_decoder *d, size_t i)
+{
+    if (!ah__tl_is_open(d->tl, i))
+        return AH_OK;
+    ah_status st = ah__tl_close(d->tl, i);
+    if (st == AH_ERR_PARSE) {
+        const ah_block *b = ah_timeline_block(d->tl, i);
+        return ah__dec_fail(
+            d, AH_ERR_PARSE,
+            "arguments of tool call '%s' (id '%s', block %zu) are not valid "
+            "JSON at close (%zu bytes)",
+            b->name, b->id, i, b->arguments_len);
+    }
+    if (st != AH_OK)
+        return ah__dec_fail(d, st, "out of memory");
+    if (d->hooks.block_end)
+        d->hooks.block_end(d->ud, i, ah_timeline_block(d->tl, i));
+    return AH_OK;
+}
+
+ah_status ah__dec_close_all(ah_decoder *d)
+{
+    size_t n = ah_timeline_count(d->tl);
+    for (size_t i = 0; i < n; i++) {
+        ah_status st = ah__dec_close(d, i);
+        if (st != AH_OK)
+            return st;
+    }
+    return AH_OK;
+}
+
+/* ---- lifecycle
+ * ---------------------------------------------------------------------------- */
+
+static void decoder_init(ah_decoder *d, ah_wire wire, ah_timeline *tl,
+                         const ah_decoder_hooks *hooks, void *ud)
+{
+    memset(d, 0, sizeof *d);
+    d->wire = wire;
+    d->tl = tl;
+    if (hooks)
+        d->hooks = *hooks;
+    d->ud = ud;
+    d->status = AH_OK;
+    ah_error_clear(&d->err);
+    d->ev_end = -1;
+    d->chat_open = AH__NONE;
+}
+
+ah_decoder *ah_decoder_new(ah_wire wire, ah_timeline *tl, const ah_decoder_hooks *hooks,
+                           void *ud)
+{
+    if ((unsigned)wire >= AH_WIRE_COUNT_ || !tl)
+        return NULL;
+    ah_decoder *d = malloc(sizeof *d);
+    if (!d)
+        return NULL;
+    decoder_init(d, wire, tl, hooks, ud);
+    d->sse = ah_sse_new(NULL);
+    if (!d->sse) {
+        free(d);
+        return NULL;
+    }
+    return d;
+}
+
+void ah_decoder_free(ah_decoder *d)
+{
+    if (!d)
+        return;
+    ah_sse_free(d->sse);
+    free(d);
+}
+
+const ah_error *ah_decoder_error(const ah_decoder *d)
+{
+    return d && d->status != AH_OK ? &d->err : NULL;
+}
+
+/* ---- events
+ * ----------------------------------------------------------------------------------- */
+
+static int is_done(const char *s, size_t n)
+{
+    while (n && (*s == ' ' || *s == '\t' || *s == '\r' || *s == '\n'))
+        s++, n--;
+    while (n &&
+           (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r' || s[n - 1] == '\n'))
+        n--;
+    return n == 6 && memcmp(s, "[DONE]", 6) == 0;
+}
+
+static ah_status dispatch(ah_decoder *d, const cJSON *root)
+{
+    const char *type = ah__jstr(root, "type");
+    switch (d->wire) {
+    case AH_WIRE_ANTHROPIC:
+    case AH_WIRE_RESPONSES:
+        if (!type)
+            return ah__dec_fail(d, AH_ERR_PARSE, "event data has no \"type\" string");
+        d->ev_type = type;
+        return d->wire == AH_WIRE_ANTHROPIC ? ah__anthropic_event(d, root, type)
+                                            : ah__responses_event(d, root, type);
+    case AH_WIRE_OPENAI:
+        d->ev_type = "chat.completion.chunk";
+        return ah__openai_event(d, root);
+    default:
+        return ah__dec_fail(d, AH_ERR_INVALID, "unknown wire format");
+    }
+}
+
+static ah_status feed_event(ah_decoder *d, const ah_sse_event *ev, int64_t end)
+{
+    if (d->status != AH_OK)
+        return d->status;
+    if (d->finish_called)
+        return AH_ERR_STATE;
+    d->events++;
+    d->ev_end = end;
+    d->ev_type = ev->type;
+    if (d->done_seen) {
+        ah__log(AH_LOG_DEBUG, "%s stream: event after [DONE] ignored",
+                ah_wire_name(d->wire));
+        return AH_OK;
+    }
+    if (is_done(ev->data, ev->data_len)) {
+        d->done_seen = 1;
+        if (d->wire == AH_WIRE_OPENAI)
+            ah__openai_end(d);
+        return d->status;
+    }
+    cJSON *root = cJSON_ParseWithLength(ev->data, ev->data_len);
+    if (!root)
+        return ah__dec_fail(d, AH_ERR_PARSE, "malformed JSON in event data (%zu bytes)",
+                            ev->data_len);
+    ah_status st;
+    if (!cJSON_IsObject(root))
+        st = ah__dec_fail(d, AH_ERR_PARSE, "event data is JSON but not an object");
+    else
+        st = dispatch(d, root);
+    d->ev_type = NULL; /* it pointed into the tree or the borrowed event */
+    if (st != AH_OK && d->status == AH_OK)
+        st = ah__dec_fail(d, st, "failed");
+    cJSON_Delete(root);
+    return st;
+}
+
+ah_status ah_decoder_feed_event(ah_decoder *d, const ah_sse_event *ev)
+{
+    if (!d || !ev)
+        return AH_ERR_INVALID;
+    return feed_event(d, ev, -1);
+}
+
+ah_status ah_decoder_feed(ah_decoder *d, const void *bytes, size_t len)
+{
+    if (!d || (!bytes && len))
+        return AH_ERR_INVALID;
+    if (d->status != AH_OK)
+        return d->status;
+    if (d->finish_called)
+        return AH_ERR_STATE;
+    const char *p = bytes;
+    while (len > 0) {
+        const char *nl = memchr(p, '\n', len);
+        size_t take = nl ? (size_t)(nl - p) + 1 : len;
+        ah_status st = ah_sse_feed(d->sse, p, take);
+        d->bytes += take;
+        p += take;
+        len -= take;
+        ah_sse_event ev;
+        int r;
+        while (st == AH_OK && (r = ah_sse_next(d->sse, &ev)) != 0) {
+            if (r < 0) {
+                st = ah_sse_status(d->sse);
+                break;
+            }
+            st = feed_event(d, &ev, (int64_t)d->bytes);
+        }
+        if (st != AH_OK) {
+            if (d->status == AH_OK) {
+                d->ev_end = (int64_t)d->bytes;
+                d->ev_type = "(framing)";
+                ah__dec_fail(d, st == AH_OK ? AH_ERR_PARSE : st, "SSE framing: %s",
+                             ah_sse_errmsg(d->sse));
+            }
+            return d->status;
+        }
+    }
+    return AH_OK;
+}
+
+static const char *end_marker(ah_wire w)
+{
+    switch (w) {
+    case AH_WIRE_ANTHROPIC:
+        return "message_stop";
+    case AH_WIRE_OPENAI:
+        return "a finish_reason";
+    case AH_WIRE_RESPONSES:
+        return "response.completed/incomplete/failed";
+    default:
+        return "its end";
+    }
+}
+
+ah_status ah_decoder_finish(ah_decoder *d, ah_error *err)
+{
+    if (!d)
+        return AH_ERR_INVALID;
+    if (!d->finish_called) {
+        d->finish_called = 1;
+        ah_error_clear(&d->finish_err);
+        if (d->status == AH_OK && d->wire == AH_WIRE_OPENAI)
+            ah__openai_end(d);
+        const ah_error *pe = ah_timeline_error(d->tl);
+        if (d->status != AH_OK) {
+            d->finish_status = d->status;
+            d->finish_err = d->err;
+        } else if (pe) {
+            d->finish_status = AH_ERR_TRANSPORT;
+            d->finish_err = *pe;
+        } else if (!ah_timeline_finished(d->tl)) {
+            d->finish_status = AH_ERR_TRANSPORT;
+            ah_error_set(&d->finish_err, AH_EK_STREAM, 0,
+                         "%s stream ended before %s (after %llu bytes, %llu events)",
+                         ah_wire_name(d->wire), end_marker(d->wire),
+                         (unsigned long long)d->bytes, (unsigned long long)d->events);
+        } else {
+            d->finish_status = AH_OK;
+        }
+    }
+    if (err) {
+        if (d->finish_status == AH_OK)
+            ah_error_clear(err);
+        else
+            *err = d->finish_err;
+    }
+    return d->finish_status;
+}
+
+/* ---- non-stream bodies
+ * ---------------------------------------------------------------------- */
+
+ah_status ah_decode_response(ah_wire wire, const char *body, size_t len, ah_timeline *tl,
+                             ah_error *err)
+{
+    ah_decoder d;
+    if (!tl || (!body && len) || (unsigned)wire >= AH_WIRE_COUNT_)
+        return AH_ERR_INVALID;
+    decoder_init(&d, wire, tl, NULL, NULL);
+    d.nonstream = 1;
+    cJSON *root = body ? cJSON_ParseWithLength(body, len) : NULL;
+    ah_status st;
+    if (!root)
+        st = ah__dec_fail(&d, AH_ERR_PARSE, "invalid JSON (%zu bytes)", len);
+    else if (!cJSON_IsObject(root))
+        st = ah__dec_fail(&d, AH_ERR_PARSE, "JSON but not an object");
+    else if (wire == AH_WIRE_ANTHROPIC)
+        st = ah__anthropic_body(&d, root);
+    else if (wire == AH_WIRE_OPENAI)
+        st = ah__openai_body(&d, root);
+    else
+        st = ah__responses_body(&d, root);
+    cJSON_Delete(root);
+    if (st == AH_OK && ah_timeline_error(tl)) {
+        /* The body is the provider's error object (HTTP 200 with an error, or a caller
+         * decoding an error body): classify it as the provider's, not as a decode
+         * failure. */
+        ah_error_clear(&d.err);
+        d.err = *ah_timeline_error(tl);
+        d.err.kind = AH_EK_HTTP;
+        st = AH_ERR_TRANSPORT;
+    }
+    if (err) {
+        if (st == AH_OK)
+            ah_error_clear(err);
+        else
+            *err = d.err;
+    }
+    return st;
+}

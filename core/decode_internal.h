@@ -1,0 +1,143 @@
+/* decode_internal.h - what the timeline and the three format decoders share (never
+ * installed).
+ *
+ * The timeline (timeline.c) owns the blocks and their growable buffers; only the
+ * functions here mutate it. The decoder core (decode.c) owns the SSE parser, the sticky
+ * error and the hooks; the format files (decode_anthropic.c, decode_openai.c,
+ * decode_responses.c) turn one parsed event into timeline mutations through the ah__dec_*
+ * helpers, which fire the hooks, so a format file never touches a hook or a buffer
+ * directly.
+ */
+#ifndef AH_DECODE_INTERNAL_H
+#define AH_DECODE_INTERNAL_H
+
+#include "internal.h"
+
+#include <cjson/cJSON.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- timeline mutators (timeline.c)
+ * ------------------------------------------------------ */
+
+/* The string fields of a block, one growable buffer each. */
+typedef enum ah__field {
+    AH__F_TEXT,  /* text / reasoning content */
+    AH__F_ARGS,  /* tool arguments JSON as assembled */
+    AH__F_INPUT, /* Anthropic tool input given whole in content_block_start (fallback) */
+    AH__F_SIGNATURE, /* Anthropic thinking signature */
+    AH__F_ENCRYPTED, /* Responses encrypted_content / Anthropic redacted_thinking data */
+    AH__F_ITEM_ID,   /* Responses item id */
+    AH__F_ID,        /* tool id (Responses call_id) */
+    AH__F_NAME,      /* tool name */
+    AH__F_TYPE,      /* OPAQUE: provider type */
+    AH__F_RAW,       /* OPAQUE: provider JSON */
+    AH__F_COUNT_
+} ah__field;
+
+/* No block found. */
+#define AH__NONE ((size_t)-1)
+
+/* Append a block of `kind`, open, keyed by the provider's (key, sub) indices (-1 = none);
+ * *index receives its position. */
+ah_status ah__tl_open(ah_timeline *tl, ah_block_kind kind, int64_t key, int64_t sub,
+                      size_t *index);
+/* The most recent block with (key, sub), optionally open only; AH__NONE if none. */
+size_t ah__tl_find(const ah_timeline *tl, int64_t key, int64_t sub, int open_only);
+ah_block_kind ah__tl_kind(const ah_timeline *tl, size_t i);
+int64_t ah__tl_key(const ah_timeline *tl, size_t i);
+int ah__tl_is_open(const ah_timeline *tl, size_t i);
+size_t ah__tl_len(const ah_timeline *tl, size_t i, ah__field f);
+
+ah_status ah__tl_append(ah_timeline *tl, size_t i, ah__field f, const char *s, size_t n);
+ah_status ah__tl_set(ah_timeline *tl, size_t i, ah__field f, const char *s, size_t n);
+void ah__tl_set_redacted(ah_timeline *tl, size_t i);
+/* Responses reasoning parts: note that content for part (kind, idx) arrives. Returns 1
+ * when this starts a new part after earlier content (the caller appends the "\n\n"
+ * joint). */
+int ah__tl_part(ah_timeline *tl, size_t i, int part_kind, int64_t part_idx);
+/* Close block i. For a tool block the arguments are parsed here, once: whitespace-only
+ * arguments fall back to AH__F_INPUT, then to "{}". Returns AH_ERR_PARSE (block left
+ * open) when they are not valid JSON, AH_ERR_NOMEM; closing a closed block is a no-op. */
+ah_status ah__tl_close(ah_timeline *tl, size_t i);
+
+ah_status ah__tl_set_stop_reason(ah_timeline *tl, const char *s); /* NULL clears */
+/* -1 leaves a count unchanged. */
+void ah__tl_set_usage(ah_timeline *tl, int64_t input, int64_t output);
+/* Both counts replaced, -1 = not reported. */
+void ah__tl_replace_usage(ah_timeline *tl, int64_t input, int64_t output);
+ah_status ah__tl_refusal_append(ah_timeline *tl, const char *s, size_t n);
+void ah__tl_add_citation(ah_timeline *tl);
+void ah__tl_set_finished(ah_timeline *tl);
+/* Record the provider's in-stream error (the first one wins). json may be NULL. */
+ah_status ah__tl_set_error(ah_timeline *tl, const char *provider_type,
+                           const char *message, const char *json);
+
+/* ---- the decoder core (decode.c)
+ * --------------------------------------------------------- */
+
+struct ah_decoder {
+    ah_wire wire;
+    ah_timeline *tl;
+    ah_decoder_hooks hooks;
+    void *ud;
+    ah_sse *sse;      /* NULL for a non-stream decode */
+    ah_status status; /* sticky */
+    ah_error err;     /* valid when status != AH_OK */
+    int finish_called;
+    ah_status finish_status;
+    ah_error finish_err;
+    uint64_t bytes;      /* stream bytes fed */
+    uint64_t events;     /* events decoded */
+    int64_t ev_end;      /* byte offset where the current event ended, -1 unknown */
+    const char *ev_type; /* type of the event being decoded (for messages) */
+    int done_seen;       /* "data: [DONE]" arrived */
+    int nonstream;       /* decoding a whole body (errors are DECODE) */
+    /* Chat Completions state */
+    size_t chat_open; /* the open text/reasoning block, AH__NONE if none */
+    int chat_finish_seen;
+};
+
+/* Set the sticky error (kind STREAM, or DECODE for a non-stream body), message prefixed
+ * with the format, event type, number and byte offset. Returns st. */
+ah_status ah__dec_fail(ah_decoder *d, ah_status st, const char *fmt, ...)
+    AH__PRINTF(3, 4);
+/* Open a block (fires block_start). */
+ah_status ah__dec_open(ah_decoder *d, ah_block_kind kind, int64_t key, int64_t sub,
+                       const char *id, const char *name, size_t *index);
+/* Append content: text/reasoning text, or an argument fragment for a tool block (fires
+ * delta when n > 0). */
+ah_status ah__dec_content(ah_decoder *d, size_t i, const char *s, size_t n);
+/* Close a block (fires block_end); invalid tool arguments become the sticky error. */
+ah_status ah__dec_close(ah_decoder *d, size_t i);
+/* Close every open block. */
+ah_status ah__dec_close_all(ah_decoder *d);
+/* Record a provider error object (any of its shapes: {type,message}, {code,message}). */
+ah_status ah__dec_provider_error(ah_decoder *d, const cJSON *err_obj);
+
+/* Small cJSON accessors: NULL / 0 when absent or of another type. */
+const char *ah__jstr(const cJSON *o, const char *key);
+int ah__jint(const cJSON *o, const char *key, int64_t *out);
+const cJSON *ah__jobj(const cJSON *o, const char *key);
+const cJSON *ah__jarr(const cJSON *o, const char *key);
+/* A cJSON value as compact JSON into block field f (the rare copy: opaque blocks, a tool
+ * input given whole, error objects). */
+ah_status ah__tl_set_json(ah_timeline *tl, size_t i, ah__field f, const cJSON *v);
+
+/* ---- the formats
+ * -------------------------------------------------------------------------- */
+
+/* One parsed stream event; `type` is the payload's "type" (NULL for Chat chunks). */
+ah_status ah__anthropic_event(ah_decoder *d, const cJSON *root, const char *type);
+ah_status ah__openai_event(ah_decoder *d, const cJSON *root);
+ah_status ah__responses_event(ah_decoder *d, const cJSON *root, const char *type);
+/* The stream's end: applies the format's end rule (Chat: finish_reason seen). */
+void ah__openai_end(ah_decoder *d);
+
+/* Whole non-stream bodies. */
+ah_status ah__anthropic_body(ah_decoder *d, const cJSON *root);
+ah_status ah__openai_body(ah_decoder *d, const cJSON *root);
+ah_status ah__responses_body(ah_decoder *d, const cJSON *root);
+
+#endif

@@ -1,0 +1,11 @@
+/* fuzz_decode_anthropic.c - libFuzzer target for the Anthropic Messages decoder (streams
+ * and non-stream bodies). Input format and checked invariants: fuzz_decode.h. Seeds:
+ * tests/fuzz/corpus/decode_anthropic/. */
+#include "fuzz_decode.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    return fz_decode_input(AH_WIRE_ANTHROPIC, data, size);
+}
