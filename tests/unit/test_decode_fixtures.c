@@ -116,7 +116,7 @@ int main(void)
     for (size_t k = 0; k < 3; k++) {
         for (size_t i = 0; i < n_fixtures; i++) {
             char *name = names[k * MAX_FIXTURES + i];
-            snprintf(name, sizeof names[0], "%s:%s", kinds[k].label, fixtures[i].name);
+            snprintf(name, sizeof names[0], "%s:%.160s", kinds[k].label, fixtures[i].name);
             tests[t++] = (struct CMUnitTest){name, kinds[k].fn, NULL, NULL, &fixtures[i]};
         }
     }

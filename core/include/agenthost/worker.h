@@ -1,0 +1,154 @@
+/* agenthost/worker.h - the agent turn loop (SPEC §4, §6).
+ *
+ *   BUILD_REQUEST ─▶ CALLING ─DONE─▶ COMMIT_RESPONSE ─▶ TOOLS ─▶ BUILD_REQUEST … ─▶ FINISHED
+ *                       └─INTERRUPTED─▶ PARTIAL_COMMIT (continuation n+1) ─▶ BUILD_REQUEST
+ *
+ * A worker owns one run's history (an ah_conversation). Each request is encoded from that
+ * history, so a continuation is nothing more than "history gained a partial assistant
+ * message; encode the next request". The normal path is one path: a response that
+ * completes is committed whole and its tool calls run; only an interrupted response takes
+ * the continuation branch, which commits the closed text/reasoning blocks and nothing
+ * else (never a tool_use; no tool of an interrupted response runs).
+ *
+ * Two drivers: ah_worker_run() blocks (it steps the loop itself); or ah_worker_start()
+ * and step the loop from your own code until ah_worker_finished(). Tools may answer at
+ * once or later (ah_worker_tool_done), so a host can run tool bodies in coroutines.
+ *
+ * Threads: everything on the loop's thread, except ah_worker_cancel() (any thread).
+ */
+#ifndef AGENTHOST_WORKER_H
+#define AGENTHOST_WORKER_H
+
+#include "agenthost/call.h"
+#include "agenthost/conversation.h"
+#include "agenthost/event.h"
+#include "agenthost/loop.h"
+#include "agenthost/policy.h"
+#include "agenthost/status.h"
+#include "agenthost/wire.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- client: where and how to reach a provider ------------------------------------------- */
+
+typedef struct ah_client ah_client;
+
+typedef struct ah_client_config {
+    ah_wire wire;         /* the provider's wire format */
+    const char *base_url; /* e.g. "https://api.anthropic.com"; the format's path is appended
+                             unless the URL already ends with it */
+    const char *api_key;  /* may be NULL (the mock needs none); never logged */
+    const char *model;    /* required */
+    int64_t max_tokens;   /* 0 = 1024 */
+    const char *extra_json; /* merged into every request body (ah_request_opts) or NULL */
+} ah_client_config;
+
+/* Copies everything. NULL with a message naming the field on invalid input. */
+ah_client *ah_client_new(const ah_client_config *cfg, char *err, size_t errsize);
+void ah_client_free(ah_client *c);
+ah_wire ah_client_wire(const ah_client *c);
+const char *ah_client_url(const ah_client *c); /* the full request URL */
+
+/* ---- tools ---------------------------------------------------------------------------------- */
+
+typedef struct ah_worker ah_worker;
+
+/* One tool call of a completed response, borrowed for the exec call only. */
+typedef struct ah_tool_request {
+    size_t index;            /* position among this response's tool calls */
+    const char *id;          /* the provider's tool call id */
+    const char *name;
+    const char *arguments;   /* JSON object text */
+    const char *key;         /* default idempotency key: "<run_id>:<id>" */
+    const char *run_id;
+    int llm_call;
+} ah_tool_request;
+
+/* A tool's answer; strings are copied by the worker at once. */
+typedef struct ah_tool_response {
+    ah_tool_outcome outcome; /* ok, error (shown to the model as an error), budget_exhausted */
+    const char *content;     /* the tool result text for the model (NULL = "") */
+    int duplicate;           /* the ledger returned an earlier receipt */
+    int attempts;            /* body executions (0 for a duplicate or budget) */
+} ah_tool_response;
+
+/* Run one tool call. Return 0 after filling *res (done now), or 1 when the answer will
+ * come later through ah_worker_tool_done(w, req->index, ...). Unknown tool names and
+ * invalid arguments never reach it: the worker answers those itself as tool errors. */
+typedef int (*ah_tool_exec_fn)(void *ud, ah_worker *w, const ah_tool_request *req,
+                               ah_tool_response *res);
+
+/* ---- the worker ----------------------------------------------------------------------------- */
+
+typedef struct ah_worker_config {
+    ah_loop *loop;                 /* required; borrowed */
+    const ah_client *client;       /* required; borrowed, must outlive the worker */
+    const char *system;            /* system prompt or NULL (copied) */
+    int max_steps;                 /* LLM calls per run (continuations excluded); 0 = 20 */
+    const ah_policy *policy;       /* copied; NULL = defaults */
+    ah_retry_budget *retry_budget; /* shared across workers; optional, borrowed */
+    const ah_tool_def *tools;      /* offered to the model; copied */
+    size_t n_tools;
+    ah_tool_exec_fn tool_exec; /* required when n_tools > 0 */
+    void *tool_ud;
+    ah_event_fn on_event; /* every event of the run; optional */
+    void *event_ud;
+    /* Continuation: NULL (default) sends the partial assistant message last, as a
+     * prefill the model continues. A string adds it as a visible user message after the
+     * partial one (for models that reject a trailing assistant message). Copied. */
+    const char *continue_prompt;
+    const ah_transport *transport; /* NULL = libcurl */
+    const char *run_id;            /* NULL = generated */
+} ah_worker_config;
+
+typedef struct ah_worker_stats {
+    int llm_calls;     /* requests started from history (a continuation is one) */
+    int attempts;      /* HTTP attempts, all calls together */
+    int retries;       /* attempts - llm_calls (failed attempts that were retried) */
+    int continuations; /* partial commits */
+    int tool_calls;    /* tool calls answered (including duplicates and budget refusals) */
+    int tool_attempts; /* tool body executions */
+    int steps;         /* LLM calls that were not continuations */
+    int64_t input_tokens, output_tokens;
+} ah_worker_stats;
+
+/* NULL with a message naming the problem on invalid input or allocation failure. */
+ah_worker *ah_worker_new(const ah_worker_config *cfg, char *err, size_t errsize);
+/* Cancels anything in flight (no events) and frees. NULL is a no-op. Not from inside the
+ * worker's own callbacks. */
+void ah_worker_free(ah_worker *w);
+
+/* Add the user's input to history and send the first request (at the loop's next step).
+ * AH_ERR_STATE if the run already started. */
+ah_status ah_worker_start(ah_worker *w, const char *input);
+/* Blocking driver: start (if input != NULL) and step the loop until the run ends.
+ * Returns the outcome. */
+ah_run_outcome ah_worker_run(ah_worker *w, const char *input);
+
+/* The answer to a tool call whose exec returned 1. AH_ERR_STATE if no such call is
+ * pending. May be called from inside the exec callback or later, on the loop thread. */
+ah_status ah_worker_tool_done(ah_worker *w, size_t index, const ah_tool_response *res);
+
+/* Thread-safe, idempotent. Ends the run with outcome cancelled at the loop's next step:
+ * an in-flight request is torn down, a backoff wait ends, no further request is sent. */
+void ah_worker_cancel(ah_worker *w);
+
+int ah_worker_finished(const ah_worker *w);
+ah_run_outcome ah_worker_outcome(const ah_worker *w); /* valid once finished */
+const ah_error *ah_worker_error(const ah_worker *w);  /* kind NONE on success */
+/* The final answer: the text of the assistant messages after the last tool round
+ * (a partial message and its continuation together). Borrowed; "" before the end. */
+const char *ah_worker_text(const ah_worker *w);
+const ah_conversation *ah_worker_history(const ah_worker *w); /* borrowed */
+const char *ah_worker_run_id(const ah_worker *w);
+void ah_worker_get_stats(const ah_worker *w, ah_worker_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,927 @@
+/* worker.c - the agent turn loop: request from history, stream into a timeline, commit,
+ * run tools, repeat; continuation of interrupted streams (SPEC §4).
+ *
+ * Invariants:
+ *  - Every request is encoded from the history and nothing else: a continuation changes
+ *    the history (a partial assistant message, optionally a visible user prompt) and then
+ *    takes the same path as any other request.
+ *  - The normal path commits a completed response whole; only an INTERRUPTED call takes
+ *    the continuation branch, and it commits only the timeline's partial drain (closed
+ *    text / reasoning). Tool calls run only from a completed response.
+ *  - The next request is always sent from a zero-delay timer ("kick"), never from inside
+ *    a call's callback, so no call is created or freed re-entrantly.
+ *  - Cancellation is routed through an ah_async to the loop thread and beats everything.
+ */
+#include "internal.h"
+
+#include "agenthost/timeline.h"
+#include "agenthost/worker.h"
+
+#include <cjson/cJSON.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- client ------------------------------------------------------------------------------ */
+
+struct ah_client {
+    ah_wire wire;
+    char *url;
+    char *api_key;
+    char *model;
+    int64_t max_tokens;
+    char *extra_json;
+};
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+ah_client *ah_client_new(const ah_client_config *cfg, char *err, size_t errsize)
+{
+    char dummy[8];
+    if (!err) {
+        err = dummy;
+        errsize = sizeof dummy;
+    }
+    if (!cfg || (unsigned)cfg->wire >= (unsigned)AH_WIRE_COUNT_) {
+        ah__bufprintf(err, errsize, "client.provider: unknown wire format");
+        return NULL;
+    }
+    if (!cfg->base_url || !*cfg->base_url) {
+        ah__bufprintf(err, errsize, "client.base_url is required");
+        return NULL;
+    }
+    if (strncmp(cfg->base_url, "http://", 7) != 0 && strncmp(cfg->base_url, "https://", 8) != 0) {
+        ah__bufprintf(err, errsize, "client.base_url must start with http:// or https://");
+        return NULL;
+    }
+    if (!cfg->model || !*cfg->model) {
+        ah__bufprintf(err, errsize, "client.model is required");
+        return NULL;
+    }
+    if (cfg->max_tokens < 0) {
+        ah__bufprintf(err, errsize, "client.max_tokens must be >= 1 (got %lld)",
+                      (long long)cfg->max_tokens);
+        return NULL;
+    }
+    ah_client *c = calloc(1, sizeof *c);
+    if (!c)
+        goto nomem;
+    c->wire = cfg->wire;
+    c->max_tokens = cfg->max_tokens ? cfg->max_tokens : 1024;
+    const char *path = ah_wire_path(cfg->wire);
+    size_t blen = strlen(cfg->base_url);
+    while (blen > 0 && cfg->base_url[blen - 1] == '/')
+        blen--;
+    char *base = ah__strndup(cfg->base_url, blen);
+    if (!base)
+        goto nomem;
+    if (ends_with(base, path)) {
+        c->url = base;
+    } else {
+        /* A base URL that already names the version ("https://host/v1") gets only the
+         * rest of the path. */
+        const char *rest = ends_with(base, "/v1") ? path + 3 : path;
+        size_t n = strlen(base) + strlen(rest) + 1;
+        c->url = malloc(n);
+        if (c->url)
+            snprintf(c->url, n, "%s%s", base, rest);
+        free(base);
+        if (!c->url)
+            goto nomem;
+    }
+    c->model = ah__strdup(cfg->model);
+    if (!c->model)
+        goto nomem;
+    if (cfg->api_key && *cfg->api_key && !(c->api_key = ah__strdup(cfg->api_key)))
+        goto nomem;
+    if (cfg->extra_json && !(c->extra_json = ah__strdup(cfg->extra_json)))
+        goto nomem;
+    return c;
+nomem:
+    ah__bufprintf(err, errsize, "client: out of memory");
+    ah_client_free(c);
+    return NULL;
+}
+
+void ah_client_free(ah_client *c)
+{
+    if (!c)
+        return;
+    free(c->url);
+    if (c->api_key) {
+        memset(c->api_key, 0, strlen(c->api_key));
+        free(c->api_key);
+    }
+    free(c->model);
+    free(c->extra_json);
+    free(c);
+}
+
+ah_wire ah_client_wire(const ah_client *c)
+{
+    return c->wire;
+}
+
+const char *ah_client_url(const ah_client *c)
+{
+    return c->url;
+}
+
+/* ---- worker state --------------------------------------------------------------------------- */
+
+typedef enum wstate { W_IDLE, W_CALLING, W_TOOLS, W_FINISHED } wstate;
+
+typedef struct pending_tool {
+    char *id, *name;
+    char *content;
+    ah_tool_outcome outcome;
+    int answered;
+} pending_tool;
+
+struct ah_worker {
+    ah_loop *loop;
+    const ah_client *client;
+    ah_conversation *conv;
+    ah_policy policy;
+    ah_retry_budget *retry_budget;
+    ah_tool_def *tools;
+    size_t n_tools;
+    ah_tool_exec_fn tool_exec;
+    void *tool_ud;
+    ah_event_fn on_event;
+    void *event_ud;
+    char *continue_prompt;
+    const ah_transport *transport;
+    int max_steps;
+    char run_id[48];
+
+    wstate state;
+    ah_call *call;      /* the request in flight, or the finished one until the next kick */
+    ah_timeline *tl;
+    ah_decoder *dec;
+    char *body;         /* the request body of `call` (the call keeps its own copy) */
+    ah_timer *kick;
+    ah_async *cancel_async;
+    atomic_int cancel_requested;
+
+    int llm_call;      /* number of the current request, 1-based */
+    int continuations; /* continuations of the current step */
+    int next_is_continuation;
+    size_t answer_start; /* history index where the current answer began */
+
+    pending_tool *pending;
+    size_t n_pending, n_answered;
+
+    ah_run_outcome outcome;
+    ah_error error;
+    char *text;
+    ah_worker_stats stats;
+};
+
+static void emit(ah_worker *w, const ah_event *ev)
+{
+    if (w->on_event)
+        w->on_event(w->event_ud, ev);
+}
+
+static void set_state(ah_worker *w, wstate s)
+{
+    static const char *const names[] = {"idle", "calling", "tools", "finished"};
+    ah__log(AH_LOG_DEBUG, "worker %s: %s -> %s", w->run_id, names[w->state], names[s]);
+    w->state = s;
+}
+
+/* Concatenate the text blocks of the assistant messages of the current answer. */
+static void build_text(ah_worker *w)
+{
+    size_t total = 0, n = ah_conversation_count(w->conv);
+    for (int pass = 0; pass < 2; pass++) {
+        size_t pos = 0;
+        for (size_t m = w->answer_start; m < n; m++) {
+            if (ah_conversation_role(w->conv, m) != AH_ROLE_ASSISTANT)
+                continue;
+            for (size_t i = 0; i < ah_conversation_block_count(w->conv, m); i++) {
+                const ah_msg_block *b = ah_conversation_block(w->conv, m, i);
+                if (b->kind != AH_MSG_TEXT)
+                    continue;
+                size_t len = strlen(b->text);
+                if (pass == 1)
+                    memcpy(w->text + pos, b->text, len);
+                pos += len;
+            }
+        }
+        if (pass == 0) {
+            total = pos;
+            free(w->text);
+            w->text = malloc(total + 1);
+            if (!w->text)
+                return;
+        } else {
+            w->text[total] = '\0';
+        }
+    }
+}
+
+static void finish(ah_worker *w, ah_run_outcome outcome, const ah_error *err)
+{
+    if (w->state == W_FINISHED)
+        return;
+    set_state(w, W_FINISHED);
+    ah_timer_stop(w->kick);
+    w->outcome = outcome;
+    if (err)
+        w->error = *err;
+    else
+        ah_error_clear(&w->error);
+    build_text(w);
+    ah_event ev = {.type = AH_EV_RUN_END};
+    ev.u.run_end.outcome = outcome;
+    ev.u.run_end.error = w->error.kind == AH_EK_NONE ? NULL : &w->error;
+    emit(w, &ev);
+}
+
+static void fail_nomem(ah_worker *w, const char *where)
+{
+    ah_error e;
+    ah_error_set(&e, AH_EK_PERMANENT, 0, "out of memory (%s)", where);
+    finish(w, AH_OUTCOME_FAILED, &e);
+}
+
+/* ---- streaming: decoder hooks and the call's stream consumer -------------------------------- */
+
+static void hook_delta(void *ud, size_t index, ah_block_kind kind, const char *text, size_t len)
+{
+    ah_worker *w = ud;
+    if (kind != AH_BLOCK_TEXT && kind != AH_BLOCK_REASONING)
+        return;
+    ah_event ev = {.type = kind == AH_BLOCK_TEXT ? AH_EV_TEXT_DELTA : AH_EV_REASONING_DELTA};
+    ev.u.delta.llm_call = w->llm_call;
+    ev.u.delta.block = (int)index;
+    ev.u.delta.text = text;
+    ev.u.delta.len = len;
+    emit(w, &ev);
+}
+
+static int stream_data(void *ud, const char *buf, size_t len, ah_error *err)
+{
+    ah_worker *w = ud;
+    if (ah_decoder_feed(w->dec, buf, len) == AH_OK)
+        return 0;
+    const ah_error *de = ah_decoder_error(w->dec);
+    if (de)
+        *err = *de;
+    return 1;
+}
+
+static int stream_end(void *ud, ah_error *err)
+{
+    ah_worker *w = ud;
+    return ah_decoder_finish(w->dec, err) != AH_OK;
+}
+
+static void forward_event(void *ud, const ah_event *ev)
+{
+    ah_worker *w = ud;
+    if (ev->type == AH_EV_LLM_RETRY)
+        w->stats.retries++;
+    else if (ev->type == AH_EV_LLM_CALL_START)
+        w->stats.attempts++;
+    emit(w, ev);
+}
+
+static void on_call_finish(void *ud, ah_call *call);
+
+/* ---- sending a request ------------------------------------------------------------------------ */
+
+static void send_request(ah_worker *w)
+{
+    ah_error e;
+    char msg[256];
+    int continuation = w->next_is_continuation;
+    w->next_is_continuation = 0;
+    if (!continuation) {
+        if (w->stats.steps >= w->max_steps) {
+            ah_error_set(&e, AH_EK_BUDGET, 0, "max_steps (%d) reached", w->max_steps);
+            finish(w, AH_OUTCOME_MAX_STEPS, &e);
+            return;
+        }
+        w->stats.steps++;
+        w->continuations = 0;
+    }
+    ah_request_opts opts;
+    ah_request_opts_init(&opts);
+    opts.model = w->client->model;
+    opts.max_tokens = w->client->max_tokens;
+    opts.tools = w->tools;
+    opts.n_tools = w->n_tools;
+    opts.stream = 1;
+    opts.extra_json = w->client->extra_json;
+    free(w->body);
+    w->body = NULL;
+    size_t body_len = 0;
+    msg[0] = '\0';
+    ah_status st = ah_request_encode(w->client->wire, w->conv, &opts, &w->body, &body_len, msg,
+                                     sizeof msg);
+    if (st != AH_OK) {
+        ah_error_set(&e, AH_EK_PERMANENT, 0, "cannot encode the request: %s",
+                     msg[0] ? msg : ah_status_message(st));
+        finish(w, AH_OUTCOME_FAILED, &e);
+        return;
+    }
+    ah_header_list hl;
+    if (ah_request_headers(w->client->wire, w->client->api_key, 1, &hl) != AH_OK) {
+        ah_error_set(&e, AH_EK_PERMANENT, 0, "invalid API key (control characters)");
+        finish(w, AH_OUTCOME_FAILED, &e);
+        return;
+    }
+    ah_timeline_reset(w->tl);
+    ah_decoder_free(w->dec);
+    ah_decoder_hooks hooks = {.delta = hook_delta};
+    w->dec = ah_decoder_new(w->client->wire, w->tl, &hooks, w);
+    ah_call_free(w->call);
+    w->call = NULL;
+    if (!w->dec) {
+        ah_header_list_free(&hl);
+        fail_nomem(w, "decoder");
+        return;
+    }
+    const char *secrets[] = {w->client->api_key, NULL};
+    ah_call_config cc = {0};
+    cc.loop = w->loop;
+    cc.transport = w->transport;
+    cc.request.method = "POST";
+    cc.request.url = w->client->url;
+    cc.request.headers = hl.items;
+    cc.request.n_headers = hl.count;
+    cc.request.body = w->body;
+    cc.request.body_len = body_len;
+    cc.policy = &w->policy;
+    cc.retry_budget = w->retry_budget;
+    cc.secrets = w->client->api_key ? secrets : NULL;
+    cc.stream.on_data = stream_data;
+    cc.stream.on_end = stream_end;
+    cc.stream.ud = w;
+    cc.on_event = forward_event;
+    cc.event_ud = w;
+    cc.on_finish = on_call_finish;
+    cc.finish_ud = w;
+    cc.llm_call = ++w->llm_call;
+    cc.continuation = continuation ? w->continuations : 0;
+    st = ah_call_new(&cc, &w->call, msg, sizeof msg);
+    ah_header_list_free(&hl);
+    if (st == AH_OK)
+        st = ah_call_start(w->call);
+    if (st != AH_OK) {
+        ah_error_set(&e, AH_EK_PERMANENT, 0, "cannot start the request: %s",
+                     msg[0] ? msg : ah_status_message(st));
+        finish(w, AH_OUTCOME_FAILED, &e);
+        return;
+    }
+    w->stats.llm_calls++;
+    set_state(w, W_CALLING);
+}
+
+static void on_kick(void *ud)
+{
+    ah_worker *w = ud;
+    if (w->state == W_FINISHED)
+        return;
+    if (atomic_load(&w->cancel_requested)) {
+        ah_error e;
+        ah_error_set(&e, AH_EK_CANCELLED, 0, "cancelled");
+        finish(w, AH_OUTCOME_CANCELLED, &e);
+        return;
+    }
+    send_request(w);
+}
+
+/* ---- committing ------------------------------------------------------------------------------- */
+
+/* Append one timeline block to the last (assistant) message. */
+static ah_status commit_block(ah_worker *w, const ah_block *b)
+{
+    switch (b->kind) {
+    case AH_BLOCK_TEXT:
+        if (b->text_len == 0)
+            return AH_OK; /* providers reject empty text blocks; nothing is lost */
+        return ah_conversation_add_text(w->conv, b->text, b->text_len);
+    case AH_BLOCK_REASONING:
+        return ah_conversation_add_reasoning(w->conv, b->text,
+                                             b->signature_len ? b->signature : NULL,
+                                             b->item_id[0] ? b->item_id : NULL,
+                                             b->encrypted_len ? b->encrypted : NULL,
+                                             b->redacted);
+    case AH_BLOCK_TOOL_USE:
+        return ah_conversation_add_tool_use(w->conv, b->id, b->name, b->arguments);
+    default:
+        return AH_OK; /* server-side tool blocks are the provider's; not replayed */
+    }
+}
+
+/* The assistant message to append to: the partial one a continuation left (so a
+ * continued answer stays one message), or a new one. */
+static ah_status open_assistant(ah_worker *w)
+{
+    size_t n = ah_conversation_count(w->conv);
+    if (n > 0 && ah_conversation_role(w->conv, n - 1) == AH_ROLE_ASSISTANT &&
+        ah_conversation_is_partial(w->conv, n - 1))
+        return AH_OK;
+    return ah_conversation_begin_assistant(w->conv);
+}
+
+static void run_tools(ah_worker *w, size_t msg);
+
+static void commit_response(ah_worker *w)
+{
+    if (open_assistant(w) != AH_OK) {
+        fail_nomem(w, "history");
+        return;
+    }
+    size_t msg = ah_conversation_count(w->conv) - 1;
+    size_t n_tools = 0;
+    int has_text = 0;
+    for (size_t i = 0; i < ah_timeline_count(w->tl); i++) {
+        const ah_block *b = ah_timeline_block(w->tl, i);
+        if (!b->closed)
+            continue; /* a "complete" response with an open block: drop it */
+        if (commit_block(w, b) != AH_OK) {
+            fail_nomem(w, "history");
+            return;
+        }
+        n_tools += b->kind == AH_BLOCK_TOOL_USE;
+        has_text |= b->kind == AH_BLOCK_TEXT && b->text_len > 0;
+    }
+    size_t rlen = 0;
+    const char *refusal = ah_timeline_refusal(w->tl, &rlen);
+    if (!has_text && refusal && rlen > 0 && ah_conversation_add_text(w->conv, refusal, rlen) != AH_OK) {
+        fail_nomem(w, "history");
+        return;
+    }
+    if (ah_conversation_is_partial(w->conv, msg))
+        ah_conversation_set_partial(w->conv, 0);
+    if (ah_conversation_block_count(w->conv, msg) == 0)
+        ah_conversation_truncate(w->conv, msg); /* nothing to keep: no empty message */
+
+    int64_t in = ah_timeline_input_tokens(w->tl), out = ah_timeline_output_tokens(w->tl);
+    if (in > 0)
+        w->stats.input_tokens += in;
+    if (out > 0)
+        w->stats.output_tokens += out;
+    ah_event ev = {.type = AH_EV_LLM_CALL_END};
+    ev.u.llm_call_end.llm_call = w->llm_call;
+    ev.u.llm_call_end.stop_reason = ah_timeline_stop_reason(w->tl);
+    ev.u.llm_call_end.input_tokens = in;
+    ev.u.llm_call_end.output_tokens = out;
+    emit(w, &ev);
+    if (w->state == W_FINISHED)
+        return;
+    if (n_tools == 0) {
+        finish(w, AH_OUTCOME_COMPLETED, NULL);
+        return;
+    }
+    run_tools(w, msg);
+}
+
+/* The interrupted branch: keep what was complete, tell, ask again (or give up). */
+static void continue_stream(ah_worker *w, const ah_error *cause)
+{
+    ah_partial p;
+    if (ah_timeline_partial_drain(w->tl, &p) != AH_OK) {
+        fail_nomem(w, "partial drain");
+        return;
+    }
+    ah_status st = AH_OK;
+    if (p.count > 0) {
+        st = open_assistant(w);
+        for (size_t i = 0; st == AH_OK && i < p.count; i++)
+            st = commit_block(w, p.blocks[i]);
+        size_t last = ah_conversation_count(w->conv) - 1;
+        if (st == AH_OK && ah_conversation_block_count(w->conv, last) > 0)
+            st = ah_conversation_set_partial(w->conv, 1);
+        else if (st == AH_OK)
+            ah_conversation_truncate(w->conv, last);
+    }
+    int committed = (int)p.count;
+    int discarded = (int)p.dropped_blocks;
+    int64_t discarded_bytes = (int64_t)p.dropped_bytes;
+    ah_partial_clear(&p);
+    if (st != AH_OK) {
+        fail_nomem(w, "history");
+        return;
+    }
+    if (w->continuations >= w->policy.max_continuations) {
+        finish(w, AH_OUTCOME_FAILED, cause);
+        return;
+    }
+    if (w->continue_prompt && committed > 0 &&
+        ah_conversation_add_user_text(w->conv, w->continue_prompt) != AH_OK) {
+        fail_nomem(w, "history");
+        return;
+    }
+    w->continuations++;
+    w->stats.continuations++;
+    ah_event ev = {.type = AH_EV_LLM_CONTINUATION};
+    ev.u.llm_continuation.llm_call = w->llm_call;
+    ev.u.llm_continuation.continuation = w->continuations;
+    ev.u.llm_continuation.max_continuations = w->policy.max_continuations;
+    ev.u.llm_continuation.committed_blocks = committed;
+    ev.u.llm_continuation.discarded_blocks = discarded;
+    ev.u.llm_continuation.discarded_bytes = discarded_bytes;
+    ev.u.llm_continuation.reason = cause->message;
+    emit(w, &ev);
+    if (w->state == W_FINISHED)
+        return;
+    w->next_is_continuation = 1;
+    ah_timer_start(w->kick, 0);
+}
+
+static void on_call_finish(void *ud, ah_call *call)
+{
+    ah_worker *w = ud;
+    if (w->state != W_CALLING)
+        return;
+    ah_error e;
+    switch (ah_call_get_state(call)) {
+    case AH_CALL_DONE:
+        commit_response(w);
+        break;
+    case AH_CALL_INTERRUPTED:
+        if (atomic_load(&w->cancel_requested)) {
+            ah_error_set(&e, AH_EK_CANCELLED, 0, "cancelled");
+            finish(w, AH_OUTCOME_CANCELLED, &e);
+        } else {
+            continue_stream(w, ah_call_error(call));
+        }
+        break;
+    case AH_CALL_CANCELLED:
+        ah_error_set(&e, AH_EK_CANCELLED, 0, "cancelled");
+        finish(w, AH_OUTCOME_CANCELLED, &e);
+        break;
+    default: /* GAVE_UP */
+        finish(w, AH_OUTCOME_FAILED, ah_call_error(call));
+        break;
+    }
+}
+
+/* ---- tools ---------------------------------------------------------------------------------- */
+
+static void free_pending(ah_worker *w)
+{
+    for (size_t i = 0; i < w->n_pending; i++) {
+        free(w->pending[i].id);
+        free(w->pending[i].name);
+        free(w->pending[i].content);
+    }
+    free(w->pending);
+    w->pending = NULL;
+    w->n_pending = w->n_answered = 0;
+}
+
+static const ah_tool_def *find_tool(const ah_worker *w, const char *name)
+{
+    for (size_t i = 0; i < w->n_tools; i++)
+        if (strcmp(w->tools[i].name, name) == 0)
+            return &w->tools[i];
+    return NULL;
+}
+
+/* All answers are in: results go to history in call order, then the next step. */
+static void tools_complete(ah_worker *w)
+{
+    for (size_t i = 0; i < w->n_pending; i++) {
+        pending_tool *t = &w->pending[i];
+        if (ah_conversation_add_tool_result(w->conv, t->id, t->content ? t->content : "",
+                                            t->outcome != AH_TOOL_OK) != AH_OK) {
+            fail_nomem(w, "tool result");
+            return;
+        }
+    }
+    free_pending(w);
+    w->answer_start = ah_conversation_count(w->conv);
+    if (atomic_load(&w->cancel_requested)) {
+        ah_error e;
+        ah_error_set(&e, AH_EK_CANCELLED, 0, "cancelled");
+        finish(w, AH_OUTCOME_CANCELLED, &e);
+        return;
+    }
+    set_state(w, W_IDLE);
+    ah_timer_start(w->kick, 0);
+}
+
+static ah_status answer(ah_worker *w, size_t index, const ah_tool_response *res)
+{
+    if (w->state != W_TOOLS || index >= w->n_pending || w->pending[index].answered)
+        return AH_ERR_STATE;
+    pending_tool *t = &w->pending[index];
+    t->answered = 1;
+    t->outcome = res->outcome;
+    t->content = ah__strdup(res->content ? res->content : "");
+    w->stats.tool_calls++;
+    w->stats.tool_attempts += res->attempts;
+    ah_event ev = {.type = AH_EV_TOOL_CALL_END};
+    ev.u.tool_call_end.id = t->id;
+    ev.u.tool_call_end.name = t->name;
+    ev.u.tool_call_end.outcome = res->outcome;
+    ev.u.tool_call_end.duplicate = res->duplicate;
+    ev.u.tool_call_end.attempts = res->attempts;
+    emit(w, &ev);
+    if (!t->content) {
+        fail_nomem(w, "tool result");
+        return AH_ERR_NOMEM;
+    }
+    if (++w->n_answered == w->n_pending && w->state == W_TOOLS)
+        tools_complete(w);
+    return AH_OK;
+}
+
+ah_status ah_worker_tool_done(ah_worker *w, size_t index, const ah_tool_response *res)
+{
+    if (!w || !res)
+        return AH_ERR_INVALID;
+    return answer(w, index, res);
+}
+
+static void run_tools(ah_worker *w, size_t msg)
+{
+    size_t n = 0, nb = ah_conversation_block_count(w->conv, msg);
+    for (size_t i = 0; i < nb; i++)
+        n += ah_conversation_block(w->conv, msg, i)->kind == AH_MSG_TOOL_USE;
+    w->pending = calloc(n, sizeof *w->pending);
+    if (!w->pending) {
+        fail_nomem(w, "tools");
+        return;
+    }
+    w->n_pending = n;
+    w->n_answered = 0;
+    size_t k = 0;
+    for (size_t i = 0; i < nb; i++) {
+        const ah_msg_block *b = ah_conversation_block(w->conv, msg, i);
+        if (b->kind != AH_MSG_TOOL_USE)
+            continue;
+        w->pending[k].id = ah__strdup(b->id);
+        w->pending[k].name = ah__strdup(b->name);
+        if (!w->pending[k].id || !w->pending[k].name) {
+            fail_nomem(w, "tools");
+            return;
+        }
+        k++;
+    }
+    set_state(w, W_TOOLS);
+    /* Answer in call order; an exec may answer later (returns 1). Copy what we need
+     * first: an answer may complete the round and change the history. */
+    for (size_t i = 0, idx = 0; i < nb && w->state == W_TOOLS; i++) {
+        const ah_msg_block *b = ah_conversation_block(w->conv, msg, i);
+        if (b->kind != AH_MSG_TOOL_USE)
+            continue;
+        size_t index = idx++;
+        char *args = ah__strdup(b->arguments && *b->arguments ? b->arguments : "{}");
+        if (!args) {
+            fail_nomem(w, "tools");
+            return;
+        }
+        ah_event ev = {.type = AH_EV_TOOL_CALL_START};
+        ev.u.tool_call_start.llm_call = w->llm_call;
+        ev.u.tool_call_start.id = w->pending[index].id;
+        ev.u.tool_call_start.name = w->pending[index].name;
+        emit(w, &ev);
+        ah_tool_response res = {.outcome = AH_TOOL_ERROR};
+        char why[160];
+        cJSON *parsed = cJSON_Parse(args);
+        const ah_tool_def *def = find_tool(w, w->pending[index].name);
+        if (w->state != W_TOOLS) {
+            cJSON_Delete(parsed);
+            free(args);
+            return;
+        }
+        if (!def || !w->tool_exec) {
+            ah__bufprintf(why, sizeof why, "error: unknown tool '%.60s'", w->pending[index].name);
+            res.content = why;
+            answer(w, index, &res);
+        } else if (!cJSON_IsObject(parsed)) {
+            ah__bufprintf(why, sizeof why,
+                          "error: the arguments for tool '%.60s' are not a JSON object",
+                          w->pending[index].name);
+            res.content = why;
+            answer(w, index, &res);
+        } else {
+            char key[160];
+            snprintf(key, sizeof key, "%s:%s", w->run_id, w->pending[index].id);
+            ah_tool_request req = {.index = index,
+                                   .id = w->pending[index].id,
+                                   .name = w->pending[index].name,
+                                   .arguments = args,
+                                   .key = key,
+                                   .run_id = w->run_id,
+                                   .llm_call = w->llm_call};
+            if (w->tool_exec(w->tool_ud, w, &req, &res) == 0)
+                answer(w, index, &res);
+        }
+        cJSON_Delete(parsed);
+        free(args);
+    }
+}
+
+/* ---- lifetime and drivers ----------------------------------------------------------------------- */
+
+static void on_cancel(void *ud)
+{
+    ah_worker *w = ud;
+    if (w->state == W_FINISHED)
+        return;
+    if (w->state == W_CALLING && w->call && !ah_call_finished(w->call)) {
+        ah_call_cancel(w->call); /* ends as CANCELLED -> on_call_finish */
+        return;
+    }
+    if (w->state == W_TOOLS)
+        return; /* tools that are running finish; the round then ends as cancelled */
+    ah_error e;
+    ah_error_set(&e, AH_EK_CANCELLED, 0, "cancelled");
+    finish(w, AH_OUTCOME_CANCELLED, &e);
+}
+
+ah_worker *ah_worker_new(const ah_worker_config *cfg, char *err, size_t errsize)
+{
+    char dummy[8];
+    if (!err) {
+        err = dummy;
+        errsize = sizeof dummy;
+    }
+    if (!cfg || !cfg->loop || !cfg->client) {
+        ah__bufprintf(err, errsize, "worker: loop and client are required");
+        return NULL;
+    }
+    if (cfg->n_tools > 0 && !cfg->tool_exec) {
+        ah__bufprintf(err, errsize, "worker: tools need a tool_exec callback");
+        return NULL;
+    }
+    if (cfg->max_steps < 0) {
+        ah__bufprintf(err, errsize, "max_steps must be >= 1 (got %d)", cfg->max_steps);
+        return NULL;
+    }
+    ah_policy pol;
+    if (cfg->policy)
+        pol = *cfg->policy;
+    else
+        ah_policy_init(&pol);
+    if (ah_policy_validate(&pol, err, errsize) != AH_OK)
+        return NULL;
+    ah_worker *w = calloc(1, sizeof *w);
+    if (!w)
+        goto nomem;
+    w->loop = cfg->loop;
+    w->client = cfg->client;
+    w->policy = pol;
+    w->retry_budget = cfg->retry_budget;
+    w->tool_exec = cfg->tool_exec;
+    w->tool_ud = cfg->tool_ud;
+    w->on_event = cfg->on_event;
+    w->event_ud = cfg->event_ud;
+    w->transport = cfg->transport;
+    w->max_steps = cfg->max_steps ? cfg->max_steps : 20;
+    atomic_init(&w->cancel_requested, 0);
+    ah_error_clear(&w->error);
+    if (cfg->run_id)
+        ah__bufprintf(w->run_id, sizeof w->run_id, "%s", cfg->run_id);
+    else
+        ah__bufprintf(w->run_id, sizeof w->run_id, "run_%016llx",
+                      (unsigned long long)ah_loop_rng(cfg->loop)->next_u64(
+                          ah_loop_rng(cfg->loop)->ud));
+    if (!(w->conv = ah_conversation_new()) || !(w->tl = ah_timeline_new()) ||
+        !(w->kick = ah_timer_new(w->loop, on_kick, w)) ||
+        !(w->cancel_async = ah_async_new(w->loop, on_cancel, w)))
+        goto nomem;
+    if (cfg->system && ah_conversation_set_system(w->conv, cfg->system) != AH_OK)
+        goto nomem;
+    if (cfg->continue_prompt && !(w->continue_prompt = ah__strdup(cfg->continue_prompt)))
+        goto nomem;
+    if (cfg->n_tools) {
+        w->tools = calloc(cfg->n_tools, sizeof *w->tools);
+        if (!w->tools)
+            goto nomem;
+        w->n_tools = cfg->n_tools;
+        for (size_t i = 0; i < cfg->n_tools; i++) {
+            const ah_tool_def *t = &cfg->tools[i];
+            if (!t->name || !*t->name) {
+                ah__bufprintf(err, errsize, "tools[%zu]: name is required", i + 1);
+                goto fail;
+            }
+            w->tools[i].name = ah__strdup(t->name);
+            w->tools[i].description = t->description ? ah__strdup(t->description) : NULL;
+            w->tools[i].schema_json = t->schema_json ? ah__strdup(t->schema_json) : NULL;
+            if (!w->tools[i].name || (t->description && !w->tools[i].description) ||
+                (t->schema_json && !w->tools[i].schema_json))
+                goto nomem;
+        }
+    }
+    return w;
+nomem:
+    ah__bufprintf(err, errsize, "worker: out of memory");
+fail:
+    ah_worker_free(w);
+    return NULL;
+}
+
+void ah_worker_free(ah_worker *w)
+{
+    if (!w)
+        return;
+    ah_call_free(w->call);
+    ah_decoder_free(w->dec);
+    ah_timeline_free(w->tl);
+    ah_timer_free(w->kick);
+    ah_async_free(w->cancel_async);
+    ah_conversation_free(w->conv);
+    free_pending(w);
+    for (size_t i = 0; i < w->n_tools; i++) {
+        free((char *)w->tools[i].name);
+        free((char *)w->tools[i].description);
+        free((char *)w->tools[i].schema_json);
+    }
+    free(w->tools);
+    free(w->continue_prompt);
+    free(w->body);
+    free(w->text);
+    free(w);
+}
+
+ah_status ah_worker_start(ah_worker *w, const char *input)
+{
+    if (!w || !input)
+        return AH_ERR_INVALID;
+    if (w->state != W_IDLE || w->llm_call != 0)
+        return AH_ERR_STATE;
+    if (ah_conversation_add_user_text(w->conv, input) != AH_OK)
+        return AH_ERR_NOMEM;
+    w->answer_start = ah_conversation_count(w->conv);
+    ah_event ev = {.type = AH_EV_RUN_START};
+    ev.u.run_start.run_id = w->run_id;
+    emit(w, &ev);
+    ah_timer_start(w->kick, 0);
+    return AH_OK;
+}
+
+ah_run_outcome ah_worker_run(ah_worker *w, const char *input)
+{
+    if (input && ah_worker_start(w, input) != AH_OK && w->state != W_FINISHED) {
+        ah_error e;
+        ah_error_set(&e, AH_EK_PERMANENT, 0, "the run could not start");
+        finish(w, AH_OUTCOME_FAILED, &e);
+    }
+    while (w->state != W_FINISHED) {
+        if (ah_loop_run_once(w->loop, 1000) != AH_OK && !ah_loop_alive(w->loop) &&
+            w->state != W_TOOLS) {
+            ah_error e;
+            ah_error_set(&e, AH_EK_PERMANENT, 0, "event loop failed");
+            finish(w, AH_OUTCOME_FAILED, &e);
+        }
+    }
+    return w->outcome;
+}
+
+void ah_worker_cancel(ah_worker *w)
+{
+    if (!w)
+        return;
+    atomic_store(&w->cancel_requested, 1);
+    ah_async_send(w->cancel_async);
+}
+
+int ah_worker_finished(const ah_worker *w)
+{
+    return w->state == W_FINISHED;
+}
+
+ah_run_outcome ah_worker_outcome(const ah_worker *w)
+{
+    return w->outcome;
+}
+
+const ah_error *ah_worker_error(const ah_worker *w)
+{
+    return &w->error;
+}
+
+const char *ah_worker_text(const ah_worker *w)
+{
+    return w->text ? w->text : "";
+}
+
+const ah_conversation *ah_worker_history(const ah_worker *w)
+{
+    return w->conv;
+}
+
+const char *ah_worker_run_id(const ah_worker *w)
+{
+    return w->run_id;
+}
+
+void ah_worker_get_stats(const ah_worker *w, ah_worker_stats *out)
+{
+    *out = w->stats;
+}
