@@ -5,7 +5,12 @@
  *   - The head (status + headers) reaches the sink once, when the blank line ending the
  *     final (non-1xx) header block arrives, and always before the first body byte.
  *   - libcurl's own retry-ish behaviour stays off: no redirects, no 100-continue, and
- * only http/https. TLS peer and host verification stay on.
+ * only http/https. TLS peer and host verification stay on. libcurl silently resends a
+ * request whose reused keep-alive connection died before any response byte ("Connection
+ * died, retrying a fresh connect"), which would be a second request the retry policy
+ * never counted (SPEC §2: the core's loop is the one retry owner). The body is therefore
+ * given through a read callback with no seek callback: such a resend needs a rewind,
+ * fails with CURLE_SEND_FAIL_REWIND, and the core decides whether to retry.
  *   - After abort() or on_done() the attempt is gone; no sink call follows either.
  *   - Errors name the curl failure only; never the request's headers or body.
  */
@@ -33,6 +38,10 @@ typedef struct attempt {
     int head_done;
     int sink_abort; /* the sink returned nonzero */
     int status;
+    /* The request body, borrowed from the request (the caller keeps it alive until the
+     * attempt ends), and how much of it curl has read. */
+    const char *body;
+    size_t body_len, body_off;
     /* The current header block: "name\0value\0" pairs in hbuf, offsets in hoff. */
     char *hbuf;
     size_t hlen, hcap;
@@ -143,6 +152,18 @@ static size_t on_header(char *buf, size_t size, size_t nitems, void *ud)
     return total;
 }
 
+/* Hands curl the body. There is deliberately no CURLOPT_SEEKFUNCTION: see the top. */
+static size_t on_read(char *buf, size_t size, size_t nitems, void *ud)
+{
+    attempt *a = ud;
+    size_t n = a->body_len - a->body_off;
+    if (n > size * nitems)
+        n = size * nitems;
+    memcpy(buf, a->body + a->body_off, n);
+    a->body_off += n;
+    return n;
+}
+
 static size_t on_write(char *buf, size_t size, size_t nitems, void *ud)
 {
     attempt *a = ud;
@@ -196,6 +217,11 @@ static void classify(const attempt *a, CURLcode rc, ah_error *err)
         err->should_retry = 0; /* a bad URL stays bad: explicit "do not retry" */
     } else if (a->head_done) {
         ah_error_set(err, AH_EK_STREAM, 0, "response stream broken: %s", detail);
+    } else if (rc == CURLE_SEND_FAIL_REWIND) {
+        /* libcurl wanted to resend on a fresh connection (see the top); the request may
+         * have reached the server, so the retry policy decides, and counts it. */
+        ah_error_set(err, AH_EK_CONNECT, 0,
+                     "connection lost before the response (a reused connection closed)");
     } else if (rc == CURLE_OPERATION_TIMEDOUT) {
         ah_error_set(err, AH_EK_TIMEOUT, 0, "timed out before the response: %s", detail);
     } else if (is_connect_failure(rc)) {
@@ -319,8 +345,14 @@ static ah_status curl_start(void *self, ah_loop *loop, const ah_http_request *re
         curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
     }
     if (req->body || strcmp(method, "POST") == 0) {
-        curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len);
-        curl_easy_setopt(e, CURLOPT_POSTFIELDS, req->body ? req->body : "");
+        a->body = req->body ? req->body : "";
+        a->body_len = req->body ? req->body_len : 0;
+        /* A body is sent as a POST's (CUSTOMREQUEST still names the method), as
+         * CURLOPT_POSTFIELDS would; the read callback makes it non-rewindable. */
+        curl_easy_setopt(e, CURLOPT_POST, 1L);
+        curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)a->body_len);
+        curl_easy_setopt(e, CURLOPT_READFUNCTION, on_read);
+        curl_easy_setopt(e, CURLOPT_READDATA, a);
     }
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, a);

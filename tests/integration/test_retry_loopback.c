@@ -305,6 +305,22 @@ static void reset_before_headers_is_retried(void **state)
     assert_int_equal(requests(h), 2);
 }
 
+/* The 503 leaves a kept-alive connection that the next attempt reuses; the mock resets it
+ * before any response byte. libcurl would resend such a request by itself on a fresh
+ * connection, a request the policy never counted; it must be the policy's retry. */
+static void reset_on_a_reused_connection_is_retried_by_the_policy_only(void **state)
+{
+    harness *h = *state;
+    start_mock(h, "[{\"status\":503},{\"reset\":true},{\"ok\":true}]");
+    make_call(h);
+    assert_int_equal(ah_call_run(h->call), AH_CALL_DONE);
+    assert_int_equal(requests(h), 3);
+    assert_int_equal(ah_call_attempts(h->call), 3); /* every request was an attempt */
+    assert_int_equal(h->retries, 2);
+    assert_int_equal(h->retry_status[0], 503);
+    assert_int_equal(h->retry_kind[1], AH_EK_CONNECT);
+}
+
 static void cut_stream_reaches_the_caller_and_is_not_resent(void **state)
 {
     harness *h = *state;
@@ -385,6 +401,7 @@ int main(void)
         T(connection_refused_uses_every_attempt),
         T(delayed_headers_hit_the_attempt_timeout),
         T(reset_before_headers_is_retried),
+        T(reset_on_a_reused_connection_is_retried_by_the_policy_only),
         T(cut_stream_reaches_the_caller_and_is_not_resent),
         T(stalled_stream_hits_the_idle_timeout),
         T(cancel_from_another_thread_during_a_long_wait),
