@@ -16,9 +16,10 @@
  * status or a Retry-After beyond max_retry_after_ms ends the run at once) and predicts
  * the outcome, the error kind, status and give-up reason, the number of requests, retries
  * and continuations, and whether the tool's step was reached. Every stream fault in a
- * plan fires: a cut or stall past the end of a stream still loses its terminating chunk,
- * and malformed / in-stream error faults are drawn before the shortest stream's end
- * (OpenAI ignores anything after [DONE]).
+ * plan fires: a cut or stall past the end of a stream still loses its terminating chunk;
+ * a malformed or error event after Anthropic's message_stop or Responses' completion is
+ * still an error; only OpenAI rightly ignores anything after [DONE], so there those two
+ * faults are drawn before the shortest stream's end (3 events: a reply with no text).
  *
  * Memory: the heap in use (mallinfo2, or the sanitizer allocator's count under ASan) and
  * the RSS are taken after run CHECKPOINT (100) and after the last run. Every run frees
@@ -230,7 +231,7 @@ static void draw_params(uint64_t seed, size_t run, params *p)
         /* Past the shortest stream (3 events: a reply with no text) the malformed and
          * error faults may land after OpenAI's [DONE], which is rightly ignored. */
         p->k[i] = FAULTS[f].k == K_WIDE   ? draw(&s, 41)
-                  : FAULTS[f].k == K_HEAD ? draw(&s, 3)
+                  : FAULTS[f].k == K_HEAD ? draw(&s, p->wire == AH_WIRE_OPENAI ? 3 : 41)
                                           : HUNG_HEADERS_MS * g_time_scale;
         off += (size_t)snprintf(p->plan + off, sizeof p->plan - off, "%s", i ? "," : "");
         off += (size_t)snprintf(p->plan + off, sizeof p->plan - off, FAULTS[f].json,
