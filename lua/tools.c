@@ -39,6 +39,9 @@ typedef struct tool_ud {
     char *name;
     ah_policy policy; /* validated; retry_on is the Lua function at UV_RETRY_ON */
     int has_retry_on;
+    /* A failing hook is logged once per tool, not on every call (lah_pcall_once). */
+    int retry_on_logged, idempotency_key_logged;
+    char retry_on_what[96], idempotency_key_what[96];
 } tool_ud;
 
 #define CALL_MT "agenthost.toolcall"
@@ -71,8 +74,7 @@ typedef struct call_state {
     lua_State *L;          /* the thread driving the call, for hooks */
     lah_ledger_ud *ledger; /* busy-counted while the call runs */
     char id[128];          /* tool_call_end.id */
-    const char *name;      /* borrowed from the tool at TOOL */
-    int has_retry_on;
+    tool_ud *tool;         /* the tool at TOOL */
 } call_state;
 
 /* An error value built by ah.transient / ah.permanent (lua/util.c). */
@@ -139,6 +141,9 @@ static void tool_push_from_spec(lua_State *L, int spec, const char *name)
     t->name = ah__strdup(name);
     if (!t->name)
         luaL_error(L, "out of memory");
+    ah__bufprintf(t->retry_on_what, sizeof t->retry_on_what, "tool '%s' retry_on", name);
+    ah__bufprintf(t->idempotency_key_what, sizeof t->idempotency_key_what,
+                  "tool '%s' idempotency_key", name);
 
     static const struct {
         const char *field;
@@ -216,22 +221,28 @@ static void push_event(lua_State *L, const ah_event *ev)
     free(json);
 }
 
-/* A bare call's events also go to the host's sink (--events); inside an agent run the
- * agent routes what it is given to its own events, which reach that sink. */
-static void emit(lua_State *L, const ah_event *ev)
+void lah_tools_emit(lua_State *L, int on_event, int to_sink, const ah_event *ev)
 {
-    if (lua_isnil(L, TCID)) {
+    on_event = lua_absindex(L, on_event);
+    if (to_sink) {
         ah_event_fn fn = NULL;
         void *ud = NULL;
         lah_event_sink(L, &fn, &ud);
         if (fn)
             fn(ud, ev);
     }
-    if (lua_type(L, ON_EVENT) == LUA_TFUNCTION) {
-        lua_pushvalue(L, ON_EVENT);
+    if (lua_type(L, on_event) == LUA_TFUNCTION) {
+        lua_pushvalue(L, on_event);
         push_event(L, ev);
         lah_pcall(L, 1, 0, "on_event");
     }
+}
+
+/* A bare call's events also go to the host's sink (--events); inside an agent run the
+ * agent routes what it is given to its own events, which reach that sink. */
+static void emit(lua_State *L, const ah_event *ev)
+{
+    lah_tools_emit(L, ON_EVENT, lua_isnil(L, TCID), ev);
 }
 
 /* The tool's retry_on(err, default) as an ah_tool_retry_on_fn: 1/0 by its truthiness,
@@ -245,7 +256,7 @@ static int call_retry_on(void *ud, const ah_error *err, int default_verdict)
     lua_getiuservalue(L, TOOL, UV_RETRY_ON);
     lah_push_error(L, err);
     lua_pushboolean(L, default_verdict);
-    if (!lah_pcall(L, 2, 1, "retry_on"))
+    if (!lah_pcall_once(L, 2, 1, st->tool->retry_on_what, &st->tool->retry_on_logged))
         return -1;
     int v = lua_toboolean(L, -1);
     lua_pop(L, 1);
@@ -268,13 +279,13 @@ static int64_t call_wait(void *ud, const ah_error *err, int failed_attempt)
                                       st->prev_wait_ms, st->rng, NULL);
     if (!d.retry) {
         ah__log(AH_LOG_INFO, "tool '%s' attempt %d/%d failed (%s: %s); giving up: %s",
-                st->name, failed_attempt, st->backoff.max_attempts,
+                st->tool->name, failed_attempt, st->backoff.max_attempts,
                 ah_error_kind_name(err->kind), err->message,
                 ah_giveup_reason_name(d.reason));
         return -1;
     }
     ah__log(AH_LOG_INFO, "tool '%s' attempt %d/%d failed (%s: %s); retrying in %lld ms",
-            st->name, failed_attempt, st->backoff.max_attempts,
+            st->tool->name, failed_attempt, st->backoff.max_attempts,
             ah_error_kind_name(err->kind), err->message, (long long)d.wait_ms);
     st->prev_wait_ms = d.wait_ms;
     return d.wait_ms;
@@ -354,7 +365,7 @@ static void push_ctx(lua_State *L, call_state *st)
     lua_setfield(L, -2, "attempt");
     lua_pushvalue(L, RUN_ID);
     lua_setfield(L, -2, "run_id");
-    lua_pushstring(L, st->name);
+    lua_pushstring(L, st->tool->name);
     lua_setfield(L, -2, "tool");
     lua_pushvalue(L, TCID);
     lua_setfield(L, -2, "tool_call_id");
@@ -399,7 +410,7 @@ static int finish(lua_State *L, call_state *st)
     }
     /* An agent emits tool_call_start/_end around the call itself. */
     if (lua_isnil(L, TCID)) {
-        ah_tool_call_end_event(c, st->id, st->name, &ev);
+        ah_tool_call_end_event(c, st->id, st->tool->name, &ev);
         emit(L, &ev);
     }
 
@@ -413,7 +424,7 @@ static int finish(lua_State *L, call_state *st)
     lua_setfield(L, -2, "attempts");
     lua_pushboolean(L, ah_tool_call_duplicate(c));
     lua_setfield(L, -2, "duplicate");
-    lua_pushstring(L, st->name);
+    lua_pushstring(L, st->tool->name);
     lua_setfield(L, -2, "tool");
     lua_pushvalue(L, KEY);
     lua_setfield(L, -2, "key");
@@ -501,7 +512,7 @@ static void push_key(lua_State *L, tool_ud *t)
     lua_setfield(L, -2, "run_id");
     lua_pushstring(L, t->name);
     lua_setfield(L, -2, "tool");
-    if (!lah_pcall(L, 2, 1, "idempotency_key"))
+    if (!lah_pcall_once(L, 2, 1, t->idempotency_key_what, &t->idempotency_key_logged))
         return; /* logged; the caller's key stays */
     ty = lua_type(L, -1);
     if (ty == LUA_TSTRING || ty == LUA_TNUMBER) {
@@ -530,7 +541,7 @@ static int l_tool_call(lua_State *L)
     call_state *st = lua_newuserdatauv(L, sizeof *st, 0); /* ST */
     memset(st, 0, sizeof *st);
     luaL_setmetatable(L, CALL_MT);
-    st->name = t->name;
+    st->tool = t;
 
     /* ON_EVENT: the call's hook, else the tool's. */
     if (opt(L, "on_event") == LUA_TNIL) {

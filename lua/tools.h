@@ -26,6 +26,14 @@ void lah_push_canonical_json(lua_State *L, int idx, int strict);
  * becomes nil). Returns 1, or 0 with nothing pushed when the text is not JSON. */
 int lah_push_json_decoded(lua_State *L, const char *json, size_t len);
 
+/* ---- events (tools.c) ----------------------------------------------------------------
+ */
+
+/* Deliver an event of a tool call or a batch: to the host's sink (agenthost --events)
+ * when to_sink, then to the Lua function at stack index on_event (if it is one) as a
+ * table with the SPEC §6 fields, under a protected call (a failing hook is logged). */
+void lah_tools_emit(lua_State *L, int on_event, int to_sink, const ah_event *ev);
+
 /* ---- ledger and budget handles (tools_ledger.c) ------------------------------------ */
 
 typedef struct lah_ledger_ud {

@@ -148,25 +148,15 @@ static void push_key(lua_State *L, lua_Integer i)
     lua_pushinteger(L, i);
 }
 
+/* The first item skipped for the budget reports it (budget "batch"). */
 static void emit_skip(lua_State *L, batch_state *b)
 {
     if (b->skip_event)
         return;
     b->skip_event = 1;
-    if (lua_type(L, ON_EVENT) != LUA_TFUNCTION)
-        return;
-    lah_budget_ud *bu = lah_budget_test(L, BUDGET);
-    lua_pushvalue(L, ON_EVENT);
-    lua_createtable(L, 0, 4);
-    lua_pushliteral(L, "budget_exhausted");
-    lua_setfield(L, -2, "type");
-    lua_pushliteral(L, "batch");
-    lua_setfield(L, -2, "budget");
-    lua_pushinteger(L, (lua_Integer)ah_budget_used(bu->b));
-    lua_setfield(L, -2, "used");
-    lua_pushinteger(L, (lua_Integer)ah_budget_limit(bu->b));
-    lua_setfield(L, -2, "limit");
-    lah_pcall(L, 1, 0, "on_event");
+    ah_event ev;
+    ah_budget_exhausted_event(lah_budget_test(L, BUDGET)->b, "batch", &ev);
+    lah_tools_emit(L, ON_EVENT, 1, &ev);
 }
 
 static void push_list(lua_State *L, batch_state *b, const char *which)
