@@ -218,6 +218,44 @@ T.test("the policy's deadline ends the retries", function()
        "a wait past the deadline gives up at once")
 end)
 
+T.test("a server-style hint on a tool error is a floor; one past the cap gives up", function()
+  local hinted = function(ms)
+    local runs = 0
+    local tool = ah.tool { name = "h", policy = { max_attempts = 3, base_ms = 0, max_retry_after_ms = 100 },
+      run = function()
+        runs = runs + 1
+        if runs == 1 then error({ kind = "transient", message = "slow down", retry_after_ms = ms }) end
+        return runs
+      end }
+    return tool:call({}, { key = "k" }), function() return runs end
+  end
+  local r, runs = hinted(5000)
+  T.eq({ r.outcome, r.attempts, runs(), r.error.retry_after_ms }, { "failed", 1, 1, 5000 },
+       "a hint beyond max_retry_after_ms ends the call")
+  r, runs = hinted(20)
+  T.eq({ r.outcome, r.attempts, runs() }, { "ok", 2, 2 }, "a hint within the cap is waited")
+end)
+
+T.test("a body may call other tools; ctx.budget and ctx.ledger pass on", function()
+  local inner_runs = 0
+  local inner = ah.tool { name = "inner", policy = { max_attempts = 2, base_ms = 1 },
+    run = function(_, ctx)
+      inner_runs = inner_runs + 1
+      if ctx.attempt == 1 then error(ah.transient("again")) end
+      return ctx.key
+    end }
+  local outer = ah.tool { name = "outer", run = function(args, ctx)
+    local r = inner:call(args, { key = ctx.key .. "/inner", budget = ctx.budget, ledger = ctx.ledger })
+    return { inner = r.receipt, attempts = r.attempts }
+  end }
+  local budget, ledger = ah.budget(10), ah.ledger {}
+  local r = outer:call({ x = 1 }, { key = "o", budget = budget, ledger = ledger })
+  T.eq(r.receipt, { inner = "o/inner", attempts = 2 }, "inner result")
+  T.eq({ budget.used, #ledger, inner_runs }, { 3, 2, 2 }, "one budget and ledger for both")
+  local again = outer:call({ x = 1 }, { key = "o", budget = budget, ledger = ledger })
+  T.eq({ again.duplicate, budget.used, inner_runs }, { true, 3, 2 }, "outer duplicate")
+end)
+
 T.test("declarations are checked", function()
   local run = function() end
   T.raises(function() ah.tool { name = "x", run = run, polcy = {} } end, "polcy", "unknown field")
