@@ -326,6 +326,8 @@ int luaopen_agenthost(lua_State *L)
     lah_open_errors(L);
     lah_open_client(L);
     lah_open_mock(L);
+    lah_open_agent_tools(L);
+    lah_open_agent(L);
 #if defined(__GNUC__)
     if (lah_tools_open)
         lah_tools_open(L);

@@ -69,6 +69,12 @@ int lah_step(lua_State *L);
 /* The Lua thread that is running right now (the one a hook must use). */
 lua_State *lah_running(lua_State *L);
 
+/* A Lua API function that calls into the core synchronously (which may fire hooks, e.g.
+ * ah_worker_start emits run_start) brackets the call with these, so lah_running() is
+ * exactly the thread executing it: prev = lah_enter(L); ...; lah_leave(L, prev). */
+lua_State *lah_enter(lua_State *L);
+void lah_leave(lua_State *L, lua_State *prev);
+
 /* ---- protected calls ------------------------------------------------------------------ */
 
 /* Call the function at the top of the stack (below nargs arguments) in protected mode
@@ -165,9 +171,9 @@ ah_client *lah_check_client(lua_State *L, int idx);
 
 /* ---- module parts (each registers its functions into the module table on top) -------- */
 void lah_open_client(lua_State *L);
-void lah_open_agent(lua_State *L);       /* lua/agent.c (next commit) */
+void lah_open_agent(lua_State *L);
 void lah_open_mock(lua_State *L);
-void lah_open_agent_tools(lua_State *L); /* lua/agent_tools.c (next commit) */
+void lah_open_agent_tools(lua_State *L);
 void lah_open_errors(lua_State *L); /* ah.transient, ah.permanent, ah.is_retryable */
 
 /* The registry key (a light userdata address) the host program sets to true before it

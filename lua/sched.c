@@ -96,6 +96,19 @@ lua_State *lah_running(lua_State *L)
     return get_sched(L)->running;
 }
 
+lua_State *lah_enter(lua_State *L)
+{
+    sched *s = get_sched(L);
+    lua_State *prev = s->running;
+    s->running = L;
+    return prev;
+}
+
+void lah_leave(lua_State *L, lua_State *prev)
+{
+    get_sched(L)->running = prev;
+}
+
 void lah_set_event_sink(lua_State *L, ah_event_fn fn, void *ud)
 {
     sched *s = get_sched(L);
