@@ -268,17 +268,9 @@ static int l_batch(lua_State *L)
     luaL_checktype(L, FN, LUA_TFUNCTION);
     lua_settop(L, OPTS);
     if (!lua_isnil(L, OPTS)) {
+        static const char *const known[] = {"budget", "concurrency", "on_event", NULL};
         luaL_checktype(L, OPTS, LUA_TTABLE);
-        lua_pushnil(L);
-        while (lua_next(L, OPTS)) {
-            lua_pop(L, 1);
-            const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
-            if (strcmp(k, "budget") && strcmp(k, "concurrency") && strcmp(k, "on_event"))
-                return luaL_error(L,
-                                  "ah.batch: unknown option '%s' (expected budget, "
-                                  "concurrency, on_event)",
-                                  luaL_tolstring(L, -1, NULL));
-        }
+        lah_check_fields(L, OPTS, "ah.batch", known);
     }
     batch_state *b = lua_newuserdatauv(L, sizeof *b, 0); /* BST */
     memset(b, 0, sizeof *b);

@@ -148,10 +148,7 @@ static void add_number(lua_State *L, enc *e, int idx)
     } else {
         double d = lua_tonumber(L, idx);
         if (!isfinite(d)) {
-            if (e->strict)
-                luaL_error(L, "cannot encode %s as JSON: %s", e->path,
-                           isnan(d) ? "NaN" : "an infinite number");
-            jbuf_adds(L, e->out, "null");
+            unencodable(L, e, idx, isnan(d) ? "NaN" : "an infinite number");
             return;
         }
         /* 1500.0 and 1500 must fingerprint alike. */

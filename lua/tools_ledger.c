@@ -64,14 +64,9 @@ static int l_ledger_new(lua_State *L)
     if (lua_type(L, 1) == LUA_TSTRING) {
         path = lua_tostring(L, 1);
     } else if (!lua_isnoneornil(L, 1)) {
+        static const char *const known[] = {"path", NULL};
         luaL_checktype(L, 1, LUA_TTABLE);
-        lua_pushnil(L);
-        while (lua_next(L, 1)) {
-            lua_pop(L, 1);
-            if (lua_type(L, -1) != LUA_TSTRING || strcmp(lua_tostring(L, -1), "path"))
-                return luaL_error(L, "ah.ledger: unknown field '%s' (expected path)",
-                                  luaL_tolstring(L, -1, NULL));
-        }
+        lah_check_fields(L, 1, "ah.ledger", known);
         if (lua_getfield(L, 1, "path") != LUA_TNIL) {
             if (lua_type(L, -1) != LUA_TSTRING)
                 return luaL_error(L, "ah.ledger: path must be a string (got %s)",

@@ -268,6 +268,8 @@ T.test("declarations are checked", function()
   local tool = ah.tool { name = "x", run = run }
   T.raises(function() tool:call({}, { kye = "a" }) end, "kye", "unknown call option")
   T.raises(function() tool:call({ f = print }, { key = "a" }) end, "$.f", "args must be JSON")
+  T.raises(function() tool:call({ list = { 1, 0 / 0 } }, { key = "a" }) end, "$.list[2]: NaN",
+           "NaN in args, with its path")
   T.raises(function() ah.budget(-1) end, ">= 0", "negative budget")
   T.eq(tool.name, "x", "tool.name")
 end)
@@ -287,6 +289,10 @@ T.test("receipts go through JSON: a first call and its duplicate look the same",
   T.eq(n, 1, "one execution")
   local str = ah.tool { name = "s", run = function() return "plain text" end }
   T.eq(str:call({}, { key = "p" }).receipt, "plain text", "a string receipt")
+  local odd = ah.tool { name = "o", run = function() return { f = print, n = 0 / 0 } end }
+  local ro = odd:call({}, { key = "o" })
+  T.eq({ ro.ok, type(ro.receipt.f), type(ro.receipt.n) }, { true, "string", "string" },
+       "a receipt JSON cannot hold is recorded as text, not lost")
   local none = ah.tool { name = "n", run = function() end }
   local rn = none:call({}, { key = "n" })
   T.eq({ rn.ok, rn.receipt }, { true, nil }, "no receipt")
