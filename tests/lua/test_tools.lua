@@ -268,7 +268,7 @@ T.test("declarations are checked", function()
   local tool = ah.tool { name = "x", run = run }
   T.raises(function() tool:call({}, { kye = "a" }) end, "kye", "unknown call option")
   T.raises(function() tool:call({ f = print }, { key = "a" }) end, "$.f", "args must be JSON")
-  T.raises(function() tool:call({ list = { 1, 0 / 0 } }, { key = "a" }) end, "$.list[2]: NaN",
+  T.raises(function() tool:call({ list = { 1, 0 / 0 } }, { key = "a" }) end, "$.list[2] as JSON: NaN",
            "NaN in args, with its path")
   T.raises(function() ah.budget(-1) end, ">= 0", "negative budget")
   T.eq(tool.name, "x", "tool.name")
