@@ -98,13 +98,14 @@ void lah_set_event_sink(lua_State *L, ah_event_fn fn, void *ud);
 /* The sink of this state (fn NULL when none). */
 void lah_event_sink(lua_State *L, ah_event_fn *fn, void **ud);
 
-/* ---- JSON (lua-cjson, loaded once per state) ----------------------------------------- */
+/* ---- JSON (encode: lua-cjson, loaded once per state; decode: cJSON) -------------------- */
 
 /* Push the JSON text of the value at idx and return 1; or push an error message and
  * return 0 (a function, a sparse array, ...). Never raises (beyond a memory error). */
 int lah_json_encode(lua_State *L, int idx);
-/* Push the decoded value of s[0..len) and return 1 (JSON null is cjson.null); or push
- * an error message and return 0. */
+/* Push the decoded value of s[0..len) and return 1 (JSON null is cjson.null, i.e.
+ * lightuserdata NULL; whole numbers are integers); or push an error message and return
+ * 0 ("invalid JSON at byte N"). */
 int lah_json_decode(lua_State *L, const char *s, size_t len);
 
 /* ---- config tables -------------------------------------------------------------------- */

@@ -1,14 +1,15 @@
-/* util.c - helpers shared by the binding's files: JSON through a private lua-cjson
- * instance, config-table checks with "did you mean" hints, policy tables, and error
+/* util.c - helpers shared by the binding's files: JSON (encoding through a private
+ * lua-cjson instance, decoding through cJSON), config-table checks with "did you mean" hints, policy tables, and error
  * values (the "agenthost.error" metatable).
  *
- * Invariants: the JSON helpers never raise for bad input (they use cjson.safe and return
- * 0 with a message); the cjson instance is created once per state with cjson.safe.new()
+ * Invariants: the JSON helpers never raise for bad input (they return 0 with a message);
+ * the cjson instance is created once per state with cjson.safe.new()
  * so the user's own cjson settings are never changed by us, nor ours by them.
  */
 #include "lah.h"
 #include "internal.h"
 
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -54,24 +55,61 @@ int lah_json_encode(lua_State *L, int idx)
     return 0;
 }
 
+/* cJSON tree -> Lua value. Whole numbers become Lua integers (Lua 5.4 keeps the two
+ * apart, and a tool's {"a": 42} should give 42, not 42.0); null is lightuserdata NULL,
+ * the same value as cjson.null. */
+static void push_json(lua_State *L, const cJSON *j)
+{
+    luaL_checkstack(L, 3, "JSON nesting");
+    if (cJSON_IsObject(j)) {
+        lua_createtable(L, 0, cJSON_GetArraySize(j));
+        for (const cJSON *c = j->child; c; c = c->next) {
+            push_json(L, c);
+            lua_setfield(L, -2, c->string ? c->string : "");
+        }
+    } else if (cJSON_IsArray(j)) {
+        lua_createtable(L, cJSON_GetArraySize(j), 0);
+        lua_Integer i = 1;
+        for (const cJSON *c = j->child; c; c = c->next) {
+            push_json(L, c);
+            lua_rawseti(L, -2, i++);
+        }
+    } else if (cJSON_IsString(j)) {
+        lua_pushstring(L, j->valuestring);
+    } else if (cJSON_IsNumber(j)) {
+        double d = j->valuedouble;
+        if (d == floor(d) && d >= -9007199254740992.0 && d <= 9007199254740992.0)
+            lua_pushinteger(L, (lua_Integer)d);
+        else
+            lua_pushnumber(L, d);
+    } else if (cJSON_IsBool(j)) {
+        lua_pushboolean(L, cJSON_IsTrue(j));
+    } else {
+        lua_pushlightuserdata(L, NULL);
+    }
+}
+
 int lah_json_decode(lua_State *L, const char *s, size_t len)
 {
-    luaL_checkstack(L, 4, "json");
-    push_cjson(L);
-    lua_getfield(L, -1, "decode");
-    lua_remove(L, -2);
-    lua_pushlstring(L, s, len);
-    lua_call(L, 1, 2);
-    if (!lua_isnil(L, -2)) {
-        lua_pop(L, 1);
-        return 1;
+    const char *end = NULL;
+    cJSON *j = cJSON_ParseWithLengthOpts(s, len, &end, 0);
+    if (!j) {
+        size_t at = end && end >= s ? (size_t)(end - s) : 0;
+        lua_pushfstring(L, "invalid JSON at byte %d", (int)at);
+        return 0;
     }
-    lua_remove(L, -2);
-    if (!lua_isstring(L, -1)) {
-        lua_pop(L, 1);
-        lua_pushliteral(L, "invalid JSON");
+    const char *p = end;
+    while (p && p < s + len && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
+        p++;
+    if (p && p < s + len) {
+        cJSON_Delete(j);
+        lua_pushfstring(L, "invalid JSON: unexpected text after the value at byte %d",
+                        (int)(p - s));
+        return 0;
     }
-    return 0;
+    push_json(L, j);
+    cJSON_Delete(j);
+    return 1;
 }
 
 /* ---- config tables ------------------------------------------------------------------------ */

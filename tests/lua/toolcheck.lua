@@ -1,5 +1,6 @@
 -- toolcheck.lua - the tiny assertion helper of the tool/ledger/batch Lua tests
--- (tests/lua/test_tools*.lua, test_ledger*.lua, test_batch*.lua).
+-- (tests/lua/test_tools_call.lua, test_tools_agent.lua, test_ledger.lua, test_batch.lua,
+-- plain_tools.lua).
 -- Each test is a named function; a failed check records a message and the test goes on,
 -- so one run reports every failure. done() raises when anything failed, which makes the
 -- host exit non-zero.
