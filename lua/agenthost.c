@@ -8,6 +8,7 @@
  * has reported.
  */
 #include "lah.h"
+#include "tty.h"
 #include "internal.h"
 
 #include <stdio.h>
@@ -283,12 +284,6 @@ static void add_searcher(lua_State *L)
     lua_pop(L, 2);
 }
 
-static void log_to_stderr(void *ud, ah_log_level level, const char *line)
-{
-    (void)ud;
-    fprintf(stderr, "agenthost: %s: %s\n", ah_log_level_name(level), line);
-}
-
 /* ---- the module ------------------------------------------------------------------------ */
 
 int luaopen_agenthost(lua_State *L);
@@ -300,7 +295,7 @@ int luaopen_agenthost(lua_State *L)
     int hosted = lua_toboolean(L, -1);
     lua_pop(L, 1);
     if (!hosted)
-        ah_log_set_handler(log_to_stderr, NULL, AH_LOG_WARN);
+        ah_log_set_handler(lah_log_to_stderr, NULL, AH_LOG_WARN);
     add_searcher(L);
 
     luaL_newmetatable(L, SLEEPER_MT);
@@ -328,6 +323,7 @@ int luaopen_agenthost(lua_State *L)
     lah_open_mock(L);
     lah_open_agent_tools(L);
     lah_open_agent(L);
+    lah_tty_open(L); /* ah.isatty, ah.status_on_terminal (lua/tty.h) */
 #if defined(__GNUC__)
     if (lah_tools_open)
         lah_tools_open(L);
