@@ -80,7 +80,7 @@ tty_case() { # name: default | explicit
         "cd '$work' && '$bin' '$work/$name.lua'; echo \"[exit \$?]\"; sleep 60"
     if wait_screen "$s" 'retrying LLM request after HTTP 503' 1 100 '^\[exit [0-9]+\]'; then
         ok "$name: the retry line appears on the terminal"
-        echo "   seen: $(grep -E 'retrying' "$work/screen" | head -n1 | sed 's/ *$//')"
+        echo "   seen: $(grep -E 'retrying LLM' "$work/screen" | head -n1 | sed 's/ *$//')"
         grep -q 'server asked' "$work/screen" &&
             ok "$name: it says the server asked for the wait" ||
             bad "$name: the retry line does not say 'server asked'"

@@ -232,5 +232,21 @@ test("tty = nil detects: a regular file is not a terminal", function()
     eq(text, "agenthost: retrying LLM request after HTTP 504 (attempt 2/4 in 1.2s)\n")
 end)
 
+-- ah.isatty comes from the agenthost module (lua/tty.c); a plain lua5.4 without the
+-- module tests the fallback above instead.
+local has_ah, ah = pcall(require, "agenthost")
+if has_ah and type(ah) == "table" and ah.isatty then
+    test("ah.isatty: a file is not a terminal, a closed file neither, misuse raises", function()
+        local path = os.tmpname()
+        local f = assert(io.open(path, "w"))
+        eq(ah.isatty(f), false, "open file")
+        f:close()
+        eq(ah.isatty(f), false, "closed file")
+        os.remove(path)
+        eq(pcall(ah.isatty, "stderr"), false, "a string is refused")
+        eq(type(ah.isatty(io.stderr)), "boolean", "stderr")
+    end)
+end
+
 print(string.format("%d passed, %d failed", passed, failed))
 if failed > 0 then os.exit(1) end
