@@ -870,6 +870,14 @@ static void read_tools(lua_State *L, int t, int agent, lagent *a)
         if (ty != LUA_TNIL && ty != LUA_TFUNCTION)
             luaL_error(L, "%s: idempotency_key must be a function", where);
         lua_pop(L, 1);
+        /* the policy is checked here too, so its errors name the agent's tool whichever
+         * tool object takes it */
+        ah_policy scratch;
+        ah_policy_init(&scratch);
+        lua_getfield(L, spec, "policy");
+        if (lah_policy_from_table(L, -1, where, &scratch))
+            lua_pop(L, 1);
+        lua_pop(L, 1);
         /* the tool object: ah.tool when the module has it, else the built-in one */
         lua_pushvalue(L, lua_upvalueindex(1));
         if (lua_getfield(L, -1, "tool") == LUA_TFUNCTION) {

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifndef AH_SCRIPTS_DIR
 #define AH_SCRIPTS_DIR ""
@@ -283,9 +284,17 @@ static void add_searcher(lua_State *L)
     lua_pop(L, 2);
 }
 
-static void log_to_stderr(void *ud, ah_log_level level, const char *line)
+void lah_log_to_stderr(void *ud, ah_log_level level, const char *line)
 {
     (void)ud;
+    static int tty = -1;
+    if (tty < 0)
+        tty = isatty(2);
+    /* On a terminal the status display shows each retry and give-up as its transient
+     * (or final) line, from the llm_retry / llm_gave_up events; printing the core's log
+     * line for the same thing too would stack lines under it. */
+    if (tty && strncmp(line, "LLM request ", 12) == 0)
+        return;
     fprintf(stderr, "agenthost: %s: %s\n", ah_log_level_name(level), line);
 }
 
@@ -300,7 +309,7 @@ int luaopen_agenthost(lua_State *L)
     int hosted = lua_toboolean(L, -1);
     lua_pop(L, 1);
     if (!hosted)
-        ah_log_set_handler(log_to_stderr, NULL, AH_LOG_WARN);
+        ah_log_set_handler(lah_log_to_stderr, NULL, AH_LOG_WARN);
     add_searcher(L);
 
     luaL_newmetatable(L, SLEEPER_MT);

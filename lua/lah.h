@@ -177,6 +177,11 @@ void lah_open_mock(lua_State *L);
 void lah_open_agent_tools(lua_State *L);
 void lah_open_errors(lua_State *L); /* ah.transient, ah.permanent, ah.is_retryable */
 
+/* The log handler of scripts (host program and plain lua5.4): "agenthost: warning: ..."
+ * on stderr. On a terminal the core's per-request retry / give-up lines are left out:
+ * the status display shows them from the events (SPEC §7: no stacked retry lines). */
+void lah_log_to_stderr(void *ud, ah_log_level level, const char *line);
+
 /* The registry key (a light userdata address) the host program sets to true before it
  * loads the module: the module then leaves the log handler to the host. */
 extern const char lah_host_key;

@@ -227,7 +227,7 @@ static int run_script(int argc, char **argv, int script, const char *events_path
         setvbuf(h.events, NULL, _IOLBF, 0);
     }
     signal(SIGPIPE, SIG_IGN);
-    ah_log_set_handler(log_to_stderr, NULL, AH_LOG_WARN);
+    ah_log_set_handler(lah_log_to_stderr, NULL, AH_LOG_WARN);
     lua_State *L = luaL_newstate();
     if (!L) {
         fprintf(stderr, "agenthost: cannot create a Lua state (out of memory)\n");
