@@ -22,14 +22,15 @@
 #define AH_LMOD_DIR ""
 #endif
 
-/* lua/tools.c (branch luatools) provides it; weak until that file is part of the build. */
+/* lua/tools.c (branch luatools) provides it; weak until that file is part of the build.
+ */
 #if defined(__GNUC__)
 extern void lah_tools_open(lua_State *L) __attribute__((weak));
 #endif
 
 const char lah_host_key = 'H';
 
-/* ---- ah.parallel ---------------------------------------------------------------------- */
+/* ---- ah.parallel ------------------------------------------------------------------- */
 
 typedef struct par_child par_child;
 typedef struct par {
@@ -124,7 +125,7 @@ static int l_parallel(lua_State *L)
     return lah_await(L, &p->wait, (lua_KContext)pidx, par_k);
 }
 
-/* ---- ah.sleep ------------------------------------------------------------------------- */
+/* ---- ah.sleep ---------------------------------------------------------------------- */
 
 typedef struct sleeper {
     lah_wait wait;
@@ -167,7 +168,7 @@ static int l_sleep(lua_State *L)
     return lah_await(L, &s->wait, 0, sleep_k);
 }
 
-/* ---- ah.retry_budget ------------------------------------------------------------------- */
+/* ---- ah.retry_budget --------------------------------------------------------------- */
 
 #define RB_MT "agenthost.retry_budget"
 static const char RB_KEY = 'B';
@@ -230,7 +231,7 @@ ah_retry_budget *lah_push_retry_budget(lua_State *L)
     return box->b;
 }
 
-/* ---- finding the shipped scripts ------------------------------------------------------- */
+/* ---- finding the shipped scripts --------------------------------------------------- */
 
 /* package.searchers entry for agenthost.<name>: $AGENTHOST_SCRIPTS/<name>.lua, then the
  * source tree's scripts/ (a build-tree program or module), then the install dir. It runs
@@ -298,7 +299,7 @@ void lah_log_to_stderr(void *ud, ah_log_level level, const char *line)
     fprintf(stderr, "agenthost: %s: %s\n", ah_log_level_name(level), line);
 }
 
-/* ---- the module ------------------------------------------------------------------------ */
+/* ---- the module -------------------------------------------------------------------- */
 
 int luaopen_agenthost(lua_State *L);
 

@@ -8,7 +8,8 @@
  *    ends; its entry is never freed while a step that may touch it is on the C stack
  *    (entries are compacted only when the outermost step returns).
  *  - A coroutine is resumed only by the scheduler and only when it is not already
- *    running (a step nested inside a blocking lah_await skips the threads on the C stack).
+ *    running (a step nested inside a blocking lah_await skips the threads on the C
+ * stack).
  *  - `current` is the managed entry whose coroutine the scheduler resumed last and that
  *    is still executing; lah_await yields only when the caller IS that coroutine, so a
  *    yield never lands in a resume the user made (coroutine.wrap inside a script).
@@ -123,7 +124,7 @@ void lah_event_sink(lua_State *L, ah_event_fn *fn, void **ud)
     *ud = s->sink_ud;
 }
 
-/* ---- protected calls ------------------------------------------------------------------ */
+/* ---- protected calls --------------------------------------------------------------- */
 
 int lah_traceback(lua_State *L)
 {
@@ -161,7 +162,7 @@ int lah_pcall(lua_State *L, int nargs, int nresults, const char *what)
     return lah_pcall_once(L, nargs, nresults, what, NULL);
 }
 
-/* ---- coroutines ----------------------------------------------------------------------- */
+/* ---- coroutines -------------------------------------------------------------------- */
 
 lua_State *lah_spawn(lua_State *L, int nargs, lah_done_fn on_done, void *ud)
 {
