@@ -47,7 +47,8 @@ ah_loop *lah_loop(lua_State *L);
  *    scheduler resumes it once w->ready and Lua continues in k(L, LUA_YIELD, ctx). The
  *    stack k sees is the stack at the call (values pushed onto it stay anchored).
  *  - otherwise: drives the scheduler (lah_step) until w->ready, then returns
- *    k(L, LUA_OK, ctx). Raises "deadlock" if nothing can ever make w ready. */
+ *    k(L, LUA_OK, ctx). Raises "deadlock" if nothing can ever make w ready, and raises
+ *    at once inside a hook (the loop is running it and is not re-entered). */
 int lah_await(lua_State *L, lah_wait *w, lua_KContext ctx, lua_KFunction k);
 
 /* Run a function in a new coroutine managed by the scheduler: the function and its
