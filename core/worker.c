@@ -158,7 +158,8 @@ struct ah_worker {
     char *continue_prompt;
     const ah_transport *transport;
     int max_steps;
-    int (*check_output)(void *ud, const char *text, int refused, char *why, size_t whysize);
+    int (*check_output)(void *ud, const char *text, int refused, char *why,
+                        size_t whysize);
     void *check_ud;
     int max_output_retries;
     char run_id[48];

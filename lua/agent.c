@@ -21,11 +21,21 @@
 #include <unistd.h>
 
 #define AGENT_MT "agenthost.agent"
-#define RUN_MT "agenthost.run"
+#define RUN_MT   "agenthost.run"
 
 /* agent uservalues */
-enum { A_CLIENT = 1, A_ON_EVENT, A_RETRY_ON, A_STATUS, A_TOOLS, A_SPECS, A_RB, A_LEDGER,
-       A_BUDGET, A_NUV = A_BUDGET };
+enum {
+    A_CLIENT = 1,
+    A_ON_EVENT,
+    A_RETRY_ON,
+    A_STATUS,
+    A_TOOLS,
+    A_SPECS,
+    A_RB,
+    A_LEDGER,
+    A_BUDGET,
+    A_NUV = A_BUDGET
+};
 
 typedef struct lagent {
     ah_client *client; /* borrowed: the client userdata is uservalue A_CLIENT */
@@ -60,7 +70,7 @@ struct tool_op {
     tool_op *next;
 };
 
-/* ---- small helpers ------------------------------------------------------------------------ */
+/* ---- small helpers ----------------------------------------------------------------- */
 
 static char *dup_or_raise(lua_State *L, const char *s)
 {
@@ -99,7 +109,7 @@ static void unref(lua_State *L, int *ref)
     *ref = LUA_NOREF;
 }
 
-/* ---- events as Lua tables (SPEC §6 names; a 0 status is nil) -------------------------------- */
+/* ---- events as Lua tables (SPEC §6 names; a 0 status is nil) ----------------------- */
 
 static void push_event(lua_State *L, const ah_event *ev)
 {
@@ -165,7 +175,8 @@ static void push_event(lua_State *L, const ah_event *ev)
         set_int(L, "max_continuations", ev->u.llm_continuation.max_continuations);
         set_int(L, "committed_blocks", ev->u.llm_continuation.committed_blocks);
         set_int(L, "discarded_blocks", ev->u.llm_continuation.discarded_blocks);
-        set_int(L, "discarded_bytes", (lua_Integer)ev->u.llm_continuation.discarded_bytes);
+        set_int(L, "discarded_bytes",
+                (lua_Integer)ev->u.llm_continuation.discarded_bytes);
         set_str(L, "reason", ev->u.llm_continuation.reason);
         break;
     case AH_EV_LLM_CALL_END:
@@ -191,7 +202,7 @@ static void push_event(lua_State *L, const ah_event *ev)
     }
 }
 
-/* ---- worker callbacks ---------------------------------------------------------------------- */
+/* ---- worker callbacks -------------------------------------------------------------- */
 
 static void run_on_event(void *ud, const ah_event *ev)
 {
@@ -301,8 +312,9 @@ static int run_check_output(void *ud, const char *text, int refused, char *why,
             return 1;
         }
         if (!lua_toboolean(L, -2)) {
-            const char *reason = lua_isstring(L, -1) ? lua_tostring(L, -1)
-                                                     : "it does not have the expected shape";
+            const char *reason = lua_isstring(L, -1)
+                                     ? lua_tostring(L, -1)
+                                     : "it does not have the expected shape";
             ah__bufprintf(why, whysize,
                           "Your previous answer was rejected: %s. Reply with only the "
                           "corrected JSON value.",
@@ -318,7 +330,7 @@ static int run_check_output(void *ud, const char *text, int refused, char *why,
     return 0;
 }
 
-/* ---- tools: the agent's side of the tool seam (lah.h) ------------------------------------- */
+/* ---- tools: the agent's side of the tool seam (lah.h) ------------------------------ */
 
 static void unlink_op(lrun *r, tool_op *op)
 {
@@ -382,7 +394,8 @@ static void tool_done(void *ud, lua_State *co, int ok)
             }
         } else if (outcome && strcmp(outcome, "budget_exhausted") == 0) {
             res.outcome = AH_TOOL_BUDGET_EXHAUSTED;
-            lua_pushliteral(L, "error: the tool-call budget is exhausted; the tool was not run");
+            lua_pushliteral(
+                L, "error: the tool-call budget is exhausted; the tool was not run");
         } else {
             if (lua_getfield(L, rec, "error") == LUA_TNIL) {
                 lua_pushliteral(L, "error: the tool failed");
@@ -405,13 +418,15 @@ static int seam_on_event(lua_State *L)
     lrun *r = lua_touserdata(L, lua_upvalueindex(1));
     luaL_checktype(L, 1, LUA_TTABLE);
     lua_getfield(L, 1, "type");
-    if (!r->w || !lua_isstring(L, -1) || strcmp(lua_tostring(L, -1), "budget_exhausted") != 0)
+    if (!r->w || !lua_isstring(L, -1) ||
+        strcmp(lua_tostring(L, -1), "budget_exhausted") != 0)
         return 0;
     lua_getfield(L, 1, "budget");
     lua_getfield(L, 1, "used");
     lua_getfield(L, 1, "limit");
     ah_event ev = {.type = AH_EV_BUDGET_EXHAUSTED};
-    ev.u.budget_exhausted.budget = lua_isstring(L, -3) ? lua_tostring(L, -3) : "tool_calls";
+    ev.u.budget_exhausted.budget =
+        lua_isstring(L, -3) ? lua_tostring(L, -3) : "tool_calls";
     ev.u.budget_exhausted.used = (int64_t)lua_tointeger(L, -2);
     ev.u.budget_exhausted.limit = (int64_t)lua_tointeger(L, -1);
     lua_State *prev = lah_enter(L);
@@ -456,10 +471,13 @@ static int run_tool_exec(void *ud, ah_worker *w, const ah_tool_request *req,
         res->content = msg;
         return 0;
     }
-    if (!lah_json_decode(L, req->arguments, strlen(req->arguments)) || !lua_istable(L, -1)) {
+    if (!lah_json_decode(L, req->arguments, strlen(req->arguments)) ||
+        !lua_istable(L, -1)) {
         lua_settop(L, top);
-        ah__bufprintf(msg, sizeof msg, "error: the arguments for tool '%.60s' are not a "
-                                       "JSON object", req->name);
+        ah__bufprintf(msg, sizeof msg,
+                      "error: the arguments for tool '%.60s' are not a "
+                      "JSON object",
+                      req->name);
         res->outcome = AH_TOOL_ERROR;
         res->content = msg;
         return 0;
@@ -480,9 +498,10 @@ static int run_tool_exec(void *ud, ah_worker *w, const ah_tool_request *req,
                 lua_pushvalue(L, -1);
                 lua_setfield(L, opts, "key");
             } else if (!a->key_failed) {
-                ah__log(AH_LOG_WARN, "idempotency_key for tool '%s' returned a %s, not a "
-                                     "string; using the default key", req->name,
-                        luaL_typename(L, -1));
+                ah__log(AH_LOG_WARN,
+                        "idempotency_key for tool '%s' returned a %s, not a "
+                        "string; using the default key",
+                        req->name, luaL_typename(L, -1));
                 a->key_failed = 1;
             }
         }
@@ -517,7 +536,7 @@ static int run_tool_exec(void *ud, ah_worker *w, const ah_tool_request *req,
     return 1;
 }
 
-/* ---- results ------------------------------------------------------------------------------ */
+/* ---- results ----------------------------------------------------------------------- */
 
 static void push_history(lua_State *L, const ah_conversation *c)
 {
@@ -546,7 +565,8 @@ static void push_history(lua_State *L, const ah_conversation *c)
             case AH_MSG_TOOL_USE:
                 set_str(L, "id", b->id);
                 set_str(L, "name", b->name);
-                set_str(L, "arguments", b->arguments && *b->arguments ? b->arguments : "{}");
+                set_str(L, "arguments",
+                        b->arguments && *b->arguments ? b->arguments : "{}");
                 if (b->arguments && *b->arguments &&
                     lah_json_decode(L, b->arguments, strlen(b->arguments)))
                     lua_setfield(L, -2, "input");
@@ -758,13 +778,14 @@ static int agent_run(lua_State *L)
     lah_leave(L, prev);
     if (st != AH_OK) {
         release_run(L, r, 0);
-        return luaL_error(L, "agent:run: cannot start the run: %s", ah_status_message(st));
+        return luaL_error(L, "agent:run: cannot start the run: %s",
+                          ah_status_message(st));
     }
     lua_settop(L, run);
     return lah_await(L, &r->wait, (lua_KContext)run, run_k);
 }
 
-/* ---- ah.agent{...} ------------------------------------------------------------------------- */
+/* ---- ah.agent{...} ----------------------------------------------------------------- */
 
 static int agent_gc(lua_State *L)
 {
@@ -791,8 +812,8 @@ static int cmp_names(const void *x, const void *y)
  * object) uservalues. */
 static void read_tools(lua_State *L, int t, int agent, lagent *a)
 {
-    static const char *const known[] = {"name", "description", "schema", "run", "policy",
-                                        "idempotency_key", NULL};
+    static const char *const known[] = {"name",   "description",     "schema", "run",
+                                        "policy", "idempotency_key", NULL};
     if (!lua_istable(L, t))
         luaL_error(L, "ah.agent: tools must be a table, got %s", luaL_typename(L, t));
     lua_newtable(L);
@@ -870,6 +891,14 @@ static void read_tools(lua_State *L, int t, int agent, lagent *a)
         if (ty != LUA_TNIL && ty != LUA_TFUNCTION)
             luaL_error(L, "%s: idempotency_key must be a function", where);
         lua_pop(L, 1);
+        /* the policy is checked here too, so its errors name the agent's tool whichever
+         * tool object takes it */
+        ah_policy scratch;
+        ah_policy_init(&scratch);
+        lua_getfield(L, spec, "policy");
+        if (lah_policy_from_table(L, -1, where, &scratch))
+            lua_pop(L, 1);
+        lua_pop(L, 1);
         /* the tool object: ah.tool when the module has it, else the built-in one */
         lua_pushvalue(L, lua_upvalueindex(1));
         if (lua_getfield(L, -1, "tool") == LUA_TFUNCTION) {
@@ -924,10 +953,9 @@ static void default_status(lua_State *L, int agent, lagent *a)
 
 static int l_agent(lua_State *L)
 {
-    static const char *const known[] = {"client",   "system",   "max_steps",
-                                        "policy",   "tools",    "on_event",
-                                        "ledger",   "budget",   "continue_prompt",
-                                        NULL};
+    static const char *const known[] = {
+        "client",   "system", "max_steps", "policy",          "tools",
+        "on_event", "ledger", "budget",    "continue_prompt", NULL};
     const char *where = "ah.agent";
     luaL_checktype(L, 1, LUA_TTABLE);
     lua_settop(L, 1);
@@ -1006,8 +1034,10 @@ static int l_agent(lua_State *L)
     if (ty == LUA_TSTRING || ty == LUA_TNIL) {
         if (!has_ledger) {
             if (ty == LUA_TSTRING)
-                return luaL_error(L, "%s: ledger = path needs ah.ledger, which this build "
-                                     "lacks", where);
+                return luaL_error(L,
+                                  "%s: ledger = path needs ah.ledger, which this build "
+                                  "lacks",
+                                  where);
             lua_pop(L, 2);
             lua_pushnil(L);
         } else {
@@ -1034,7 +1064,8 @@ static int l_agent(lua_State *L)
         int has_budget = lua_getfield(L, -1, "budget") == LUA_TFUNCTION;
         lua_pop(L, 2);
         if (!has_budget)
-            return luaL_error(L, "%s: budget needs ah.budget, which this build lacks", where);
+            return luaL_error(L, "%s: budget needs ah.budget, which this build lacks",
+                              where);
         if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 0)
             return luaL_error(L, "%s: budget must be a whole number >= 0", where);
     } else if (ty != LUA_TNIL && ty != LUA_TUSERDATA && ty != LUA_TTABLE) {

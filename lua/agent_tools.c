@@ -158,7 +158,8 @@ static int call_k(lua_State *L, int status, lua_KContext ctx)
     for (;;) {
         if (bc->phase == PH_BODY) {
             if (bc->body_ok)
-                ah_tool_call_body_ok(bc->c, "null"); /* no ledger: the value stays in Lua */
+                ah_tool_call_body_ok(bc->c,
+                                     "null"); /* no ledger: the value stays in Lua */
             else
                 ah_tool_call_body_failed(bc->c, &bc->body_err);
         }

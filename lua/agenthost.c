@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifndef AH_SCRIPTS_DIR
 #define AH_SCRIPTS_DIR ""
@@ -22,14 +23,15 @@
 #define AH_LMOD_DIR ""
 #endif
 
-/* lua/tools.c (branch luatools) provides it; weak until that file is part of the build. */
+/* lua/tools.c (branch luatools) provides it; weak until that file is part of the build.
+ */
 #if defined(__GNUC__)
 extern void lah_tools_open(lua_State *L) __attribute__((weak));
 #endif
 
 const char lah_host_key = 'H';
 
-/* ---- ah.parallel ---------------------------------------------------------------------- */
+/* ---- ah.parallel ------------------------------------------------------------------- */
 
 typedef struct par_child par_child;
 typedef struct par {
@@ -124,7 +126,7 @@ static int l_parallel(lua_State *L)
     return lah_await(L, &p->wait, (lua_KContext)pidx, par_k);
 }
 
-/* ---- ah.sleep ------------------------------------------------------------------------- */
+/* ---- ah.sleep ---------------------------------------------------------------------- */
 
 typedef struct sleeper {
     lah_wait wait;
@@ -167,7 +169,7 @@ static int l_sleep(lua_State *L)
     return lah_await(L, &s->wait, 0, sleep_k);
 }
 
-/* ---- ah.retry_budget ------------------------------------------------------------------- */
+/* ---- ah.retry_budget --------------------------------------------------------------- */
 
 #define RB_MT "agenthost.retry_budget"
 static const char RB_KEY = 'B';
@@ -230,7 +232,7 @@ ah_retry_budget *lah_push_retry_budget(lua_State *L)
     return box->b;
 }
 
-/* ---- finding the shipped scripts ------------------------------------------------------- */
+/* ---- finding the shipped scripts --------------------------------------------------- */
 
 /* package.searchers entry for agenthost.<name>: $AGENTHOST_SCRIPTS/<name>.lua, then the
  * source tree's scripts/ (a build-tree program or module), then the install dir. It runs
@@ -284,7 +286,21 @@ static void add_searcher(lua_State *L)
     lua_pop(L, 2);
 }
 
-/* ---- the module ------------------------------------------------------------------------ */
+void lah_log_to_stderr(void *ud, ah_log_level level, const char *line)
+{
+    (void)ud;
+    static int tty = -1;
+    if (tty < 0)
+        tty = isatty(2);
+    /* On a terminal the status display shows each retry and give-up as its transient
+     * (or final) line, from the llm_retry / llm_gave_up events; printing the core's log
+     * line for the same thing too would stack lines under it. */
+    if (tty && strncmp(line, "LLM request ", 12) == 0)
+        return;
+    fprintf(stderr, "agenthost: %s: %s\n", ah_log_level_name(level), line);
+}
+
+/* ---- the module -------------------------------------------------------------------- */
 
 int luaopen_agenthost(lua_State *L);
 
@@ -323,7 +339,7 @@ int luaopen_agenthost(lua_State *L)
     lah_open_mock(L);
     lah_open_agent_tools(L);
     lah_open_agent(L);
-    lah_tty_open(L); /* ah.isatty, ah.status_on_terminal (lua/tty.h) */
+    lah_tty_open(L); /* ah.isatty (lua/tty.h) */
 #if defined(__GNUC__)
     if (lah_tools_open)
         lah_tools_open(L);

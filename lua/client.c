@@ -1,5 +1,5 @@
-/* client.c - ah.client{ provider, model, base_url, api_key, max_tokens, extra }: where and
- * how to reach a provider, as an "agenthost.client" userdata owning an ah_client.
+/* client.c - ah.client{ provider, model, base_url, api_key, max_tokens, extra }: where
+ * and how to reach a provider, as an "agenthost.client" userdata owning an ah_client.
  *
  * Invariants: the API key is copied into the ah_client and never exposed back to Lua
  * (client.api_key is not readable); every config field is checked, unknown ones named.
@@ -61,7 +61,8 @@ static const char *opt_string(lua_State *L, int t, const char *field, const char
         return NULL;
     }
     if (ty != LUA_TSTRING)
-        luaL_error(L, "%s: %s must be a string, got %s", where, field, luaL_typename(L, -1));
+        luaL_error(L, "%s: %s must be a string, got %s", where, field,
+                   luaL_typename(L, -1));
     const char *s = lua_tostring(L, -1);
     lua_pop(L, 1); /* the table keeps the string alive */
     return s;
@@ -69,13 +70,14 @@ static const char *opt_string(lua_State *L, int t, const char *field, const char
 
 static const char *default_base_url(ah_wire w)
 {
-    return w == AH_WIRE_ANTHROPIC ? "https://api.anthropic.com" : "https://api.openai.com";
+    return w == AH_WIRE_ANTHROPIC ? "https://api.anthropic.com"
+                                  : "https://api.openai.com";
 }
 
 static int l_client(lua_State *L)
 {
-    static const char *const known[] = {"provider", "model",      "base_url", "api_key",
-                                        "max_tokens", "extra",    NULL};
+    static const char *const known[] = {"provider",   "model", "base_url", "api_key",
+                                        "max_tokens", "extra", NULL};
     static const char *const providers[] = {"anthropic", "openai", "responses", NULL};
     const char *where = "ah.client";
     luaL_checktype(L, 1, LUA_TTABLE);

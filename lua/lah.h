@@ -1,5 +1,5 @@
-/* lah.h - internals shared by the Lua binding (the files under lua/): the scheduler that runs
- * Lua coroutines over the one core loop, the protected-call helper, JSON and config
+/* lah.h - internals shared by the Lua binding (the files under lua/): the scheduler that
+ * runs Lua coroutines over the one core loop, the protected-call helper, JSON and config
  * helpers, and the seams between the binding's parts (agent.c <-> tools.c, main.c).
  *
  * The model (DESIGN.md "Lua: one code path, two drivers"):
@@ -27,7 +27,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 
-/* ---- the scheduler -------------------------------------------------------------------- */
+/* ---- the scheduler ----------------------------------------------------------------- */
 
 /* A condition a Lua thread waits on. The waiter owns it (inside a userdata that stays on
  * the waiting thread's stack, so it lives as long as the wait); whoever completes the
@@ -47,7 +47,8 @@ ah_loop *lah_loop(lua_State *L);
  *    scheduler resumes it once w->ready and Lua continues in k(L, LUA_YIELD, ctx). The
  *    stack k sees is the stack at the call (values pushed onto it stay anchored).
  *  - otherwise: drives the scheduler (lah_step) until w->ready, then returns
- *    k(L, LUA_OK, ctx). Raises "deadlock" if nothing can ever make w ready. */
+ *    k(L, LUA_OK, ctx). Raises "deadlock" if nothing can ever make w ready, and raises
+ *    at once inside a hook (the loop is running it and is not re-entered). */
 int lah_await(lua_State *L, lah_wait *w, lua_KContext ctx, lua_KFunction k);
 
 /* Run a function in a new coroutine managed by the scheduler: the function and its
@@ -75,7 +76,7 @@ lua_State *lah_running(lua_State *L);
 lua_State *lah_enter(lua_State *L);
 void lah_leave(lua_State *L, lua_State *prev);
 
-/* ---- protected calls ------------------------------------------------------------------ */
+/* ---- protected calls --------------------------------------------------------------- */
 
 /* Call the function at the top of the stack (below nargs arguments) in protected mode
  * with a traceback message handler. On success leaves nresults values and returns 1. On
@@ -90,15 +91,15 @@ int lah_pcall(lua_State *L, int nargs, int nresults, const char *what); /* once 
  * into "message\ntraceback". */
 int lah_traceback(lua_State *L);
 
-/* ---- the host's event sink (main.c --events) ------------------------------------------- */
+/* ---- the host's event sink (main.c --events) --------------------------------------- */
 
 /* Every event of every agent of this state goes to fn (before any Lua hook), e.g. the
- * JSON Lines writer of `agenthost --events`. fn NULL removes it. The event is borrowed. */
+ * JSON Lines writer of `agenthost --events`. fn NULL removes it. Events are borrowed. */
 void lah_set_event_sink(lua_State *L, ah_event_fn fn, void *ud);
 /* The sink of this state (fn NULL when none). */
 void lah_event_sink(lua_State *L, ah_event_fn *fn, void **ud);
 
-/* ---- JSON (encode: lua-cjson, loaded once per state; decode: cJSON) -------------------- */
+/* ---- JSON (encode: lua-cjson, loaded once per state; decode: cJSON) ---------------- */
 
 /* Push the JSON text of the value at idx and return 1; or push an error message and
  * return 0 (a function, a sparse array, ...). Never raises (beyond a memory error). */
@@ -108,7 +109,7 @@ int lah_json_encode(lua_State *L, int idx);
  * 0 ("invalid JSON at byte N"). */
 int lah_json_decode(lua_State *L, const char *s, size_t len);
 
-/* ---- config tables -------------------------------------------------------------------- */
+/* ---- config tables ----------------------------------------------------------------- */
 
 /* Raise "<where>: unknown field 'x' (did you mean 'y'?)" for the first string key of the
  * table at idx that is not in the NULL-terminated list `known`; also raise for a
@@ -136,7 +137,7 @@ void lah_to_error(lua_State *L, int idx, ah_error *e);
  * or push nil and return NULL when none is set. Agents keep the userdata to anchor it. */
 ah_retry_budget *lah_push_retry_budget(lua_State *L);
 
-/* ---- the tool seam (agent.c <-> lua/tools.c) -------------------------------------------
+/* ---- the tool seam (agent.c <-> lua/tools.c) ----------------------------------------
  *
  * lua/tools.c (branch luatools) defines lah_tools_open(); luaopen_agenthost calls it
  * (through a weak reference until that file lands) to add ah.tool, ah.ledger, ah.budget
@@ -170,12 +171,17 @@ void lah_builtin_tool_new(lua_State *L, int idx, const char *name, const char *w
 /* The ah_client of an "agenthost.client" userdata at idx, or NULL when it is not one. */
 ah_client *lah_check_client(lua_State *L, int idx);
 
-/* ---- module parts (each registers its functions into the module table on top) -------- */
+/* ---- module parts (each registers its functions into the module table on top) ------ */
 void lah_open_client(lua_State *L);
 void lah_open_agent(lua_State *L);
 void lah_open_mock(lua_State *L);
 void lah_open_agent_tools(lua_State *L);
 void lah_open_errors(lua_State *L); /* ah.transient, ah.permanent, ah.is_retryable */
+
+/* The log handler of scripts (host program and plain lua5.4): "agenthost: warning: ..."
+ * on stderr. On a terminal the core's per-request retry / give-up lines are left out:
+ * the status display shows them from the events (SPEC §7: no stacked retry lines). */
+void lah_log_to_stderr(void *ud, ah_log_level level, const char *line);
 
 /* The registry key (a light userdata address) the host program sets to true before it
  * loads the module: the module then leaves the log handler to the host. */

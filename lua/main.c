@@ -9,7 +9,6 @@
  * events file that cannot be opened, a bad plan). */
 #include "agenthost.h"
 #include "lah.h"
-#include "tty.h"
 
 #include <lualib.h>
 
@@ -24,30 +23,31 @@ enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
 
 static void usage(FILE *out)
 {
-    fputs("usage: agenthost [OPTIONS] SCRIPT.lua [ARGS...]\n"
-          "       agenthost mock [--port N] [--plan PLAN.json] [--text-deltas N]\n"
-          "                      [--delta-bytes N]\n"
-          "\n"
-          "Runs an agent script written in Lua against an LLM provider, retrying what is\n"
-          "safe to retry and continuing interrupted streams.\n"
-          "\n"
-          "options:\n"
-          "  --events FILE   also write every event as JSON Lines to FILE\n"
-          "                  (or set AGENTHOST_EVENTS=FILE)\n"
-          "  --              end of options (the next argument is the script)\n"
-          "SCRIPT may be - to read it from standard input. The script sees its\n"
-          "arguments in `arg` and `...`, as with lua; require \"agenthost\" needs no setup.\n"
-          "  --help          show this help and exit\n"
-          "  --version       print the version and exit\n"
-          "\n"
-          "mock: serve the Anthropic, OpenAI Chat and OpenAI Responses APIs on 127.0.0.1\n"
-          "with a deterministic model and the faults of PLAN.json (see docs/mock.md).\n"
-          "Prints its URL on one line, then runs until SIGINT or SIGTERM.\n"
-          "  --port N          port to listen on; 0 (the default) picks a free one\n"
-          "  --plan FILE       fault plan: a JSON array of steps, one per request\n"
-          "  --text-deltas N   stream every reply's text in N deltas\n"
-          "  --delta-bytes N   or split it every N bytes\n",
-          out);
+    fputs(
+        "usage: agenthost [OPTIONS] SCRIPT.lua [ARGS...]\n"
+        "       agenthost mock [--port N] [--plan PLAN.json] [--text-deltas N]\n"
+        "                      [--delta-bytes N]\n"
+        "\n"
+        "Runs an agent script written in Lua against an LLM provider, retrying what is\n"
+        "safe to retry and continuing interrupted streams. The script sees its\n"
+        "arguments in `arg` and `...` as with lua (SCRIPT - reads it from stdin);\n"
+        "require \"agenthost\" needs no setup (see docs/lua.md).\n"
+        "\n"
+        "options:\n"
+        "  --events FILE   also write every event as JSON Lines to FILE\n"
+        "                  (or set AGENTHOST_EVENTS=FILE)\n"
+        "  --              end of options: the next argument is the script\n"
+        "  --help          show this help and exit\n"
+        "  --version       print the version and exit\n"
+        "\n"
+        "mock: serve the Anthropic, OpenAI Chat and OpenAI Responses APIs on 127.0.0.1\n"
+        "with a deterministic model and the faults of PLAN.json (see docs/mock.md).\n"
+        "Prints its URL on one line, then runs until SIGINT or SIGTERM.\n"
+        "  --port N          port to listen on; 0 (the default) picks a free one\n"
+        "  --plan FILE       fault plan: a JSON array of steps, one per request\n"
+        "  --text-deltas N   stream every reply's text in N deltas\n"
+        "  --delta-bytes N   or split it every N bytes\n",
+        out);
 }
 
 static void log_to_stderr(void *ud, ah_log_level level, const char *line)
@@ -73,7 +73,8 @@ static char *read_file(const char *path)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        fprintf(stderr, "agenthost: cannot open plan file '%s': %s\n", path, strerror(errno));
+        fprintf(stderr, "agenthost: cannot open plan file '%s': %s\n", path,
+                strerror(errno));
         return NULL;
     }
     size_t len = 0, cap = 4096, n;
@@ -114,8 +115,10 @@ static int run_mock(int argc, char **argv)
             return EXIT_OK;
         }
         if (i + 1 >= argc) {
-            fprintf(stderr, "agenthost mock: unknown option or missing value '%s' (try "
-                            "--help)\n", opt);
+            fprintf(stderr,
+                    "agenthost mock: unknown option or missing value '%s' (try "
+                    "--help)\n",
+                    opt);
             return EXIT_USAGE;
         }
         const char *val = argv[++i];
@@ -174,7 +177,7 @@ static int run_mock(int argc, char **argv)
     return EXIT_OK;
 }
 
-/* ---- the Lua host --------------------------------------------------------------------- */
+/* ---- the Lua host ------------------------------------------------------------------ */
 
 typedef struct host {
     FILE *events;
@@ -263,8 +266,10 @@ static int run_script(int argc, char **argv, int script, const char *events_path
     lah_spawn(L, nargs, main_done, &h);
     while (!h.done) {
         if (lah_step(L) < 0 && !h.done) {
-            fprintf(stderr, "agenthost: %s: the script waits for work that nothing is left "
-                            "to do (deadlock)\n", path);
+            fprintf(stderr,
+                    "agenthost: %s: the script waits for work that nothing is left "
+                    "to do (deadlock)\n",
+                    path);
             break;
         }
     }

@@ -53,8 +53,8 @@ static void push_plan_json(lua_State *L, int idx, const char *where)
 
 static int l_mock(lua_State *L)
 {
-    static const char *const known[] = {"plan",        "plan_json",   "text", "text_deltas",
-                                        "delta_bytes", "port",        NULL};
+    static const char *const known[] = {"plan",        "plan_json", "text", "text_deltas",
+                                        "delta_bytes", "port",      NULL};
     const char *where = "ah.mock";
     ah_mock_config cfg;
     ah_mock_config_init(&cfg);

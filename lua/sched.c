@@ -8,7 +8,10 @@
  *    ends; its entry is never freed while a step that may touch it is on the C stack
  *    (entries are compacted only when the outermost step returns).
  *  - A coroutine is resumed only by the scheduler and only when it is not already
- *    running (a step nested inside a blocking lah_await skips the threads on the C stack).
+ *    running (a step nested inside a blocking lah_await skips the threads on the C
+ * stack).
+ *  - The loop is never re-entered: a wait inside a hook (which runs inside
+ *    ah_loop_run_once, e.g. from a curl callback) is an error, not a nested step.
  *  - `current` is the managed entry whose coroutine the scheduler resumed last and that
  *    is still executing; lah_await yields only when the caller IS that coroutine, so a
  *    yield never lands in a resume the user made (coroutine.wrap inside a script).
@@ -35,6 +38,7 @@ typedef struct sched {
     size_t n, cap;
     size_t live;
     int depth;          /* nesting of lah_step (a blocking await inside a coroutine) */
+    int in_loop;        /* inside ah_loop_run_once: hooks run here and must not wait */
     lua_State *running; /* the thread executing right now */
     entry *current;     /* the managed coroutine being resumed, or NULL */
     ah_event_fn sink;
@@ -123,7 +127,7 @@ void lah_event_sink(lua_State *L, ah_event_fn *fn, void **ud)
     *ud = s->sink_ud;
 }
 
-/* ---- protected calls ------------------------------------------------------------------ */
+/* ---- protected calls --------------------------------------------------------------- */
 
 int lah_traceback(lua_State *L)
 {
@@ -161,7 +165,7 @@ int lah_pcall(lua_State *L, int nargs, int nresults, const char *what)
     return lah_pcall_once(L, nargs, nresults, what, NULL);
 }
 
-/* ---- coroutines ----------------------------------------------------------------------- */
+/* ---- coroutines -------------------------------------------------------------------- */
 
 lua_State *lah_spawn(lua_State *L, int nargs, lah_done_fn on_done, void *ud)
 {
@@ -300,10 +304,12 @@ int lah_step(lua_State *L)
         }
     }
     int result = (int)s->live;
-    if (ran) {
-        ah_loop_run_once(s->loop, 0); /* keep I/O moving while coroutines are busy */
-    } else if (ah_loop_alive(s->loop)) {
-        ah_loop_run_once(s->loop, -1);
+    if (ran || ah_loop_alive(s->loop)) {
+        /* without blocking while coroutines are busy (keep I/O moving), else until the
+         * next timer or socket event */
+        s->in_loop++;
+        ah_loop_run_once(s->loop, ran ? 0 : -1);
+        s->in_loop--;
     } else {
         /* Nothing ran and the loop has nothing that could wake anyone: unless a wait is
          * already ready (set by a callback after our pass), nobody can progress. */
@@ -331,6 +337,9 @@ int lah_await(lua_State *L, lah_wait *w, lua_KContext ctx, lua_KFunction k)
         s->current->wait = w;
         return lua_yieldk(L, 0, ctx, k);
     }
+    if (s->in_loop)
+        return luaL_error(L, "agenthost: cannot wait inside a hook (on_event, retry_on, "
+                             "validate, idempotency_key): the event loop is running it");
     while (!w->ready) {
         if (lah_step(L) < 0 && !w->ready)
             return luaL_error(L, "agenthost: deadlock: this thread waits for work that "

@@ -1,6 +1,6 @@
 /* util.c - helpers shared by the binding's files: JSON (encoding through a private
- * lua-cjson instance, decoding through cJSON), config-table checks with "did you mean" hints, policy tables, and error
- * values (the "agenthost.error" metatable).
+ * lua-cjson instance, decoding through cJSON), config-table checks with "did you mean"
+ * hints, policy tables, and error values (the "agenthost.error" metatable).
  *
  * Invariants: the JSON helpers never raise for bad input (they return 0 with a message);
  * the cjson instance is created once per state with cjson.safe.new()
@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <string.h>
 
-/* ---- JSON --------------------------------------------------------------------------------- */
+/* ---- JSON -------------------------------------------------------------------------- */
 
 static const char CJSON_KEY = 'J';
 
@@ -112,7 +112,7 @@ int lah_json_decode(lua_State *L, const char *s, size_t len)
     return 1;
 }
 
-/* ---- config tables ------------------------------------------------------------------------ */
+/* ---- config tables ----------------------------------------------------------------- */
 
 static size_t edit_distance(const char *a, const char *b)
 {
@@ -170,7 +170,8 @@ void lah_check_fields(lua_State *L, int idx, const char *where, const char *cons
         if (!found) {
             const char *hint = lah_did_you_mean(k, known);
             if (hint)
-                luaL_error(L, "%s: unknown field '%s' (did you mean '%s'?)", where, k, hint);
+                luaL_error(L, "%s: unknown field '%s' (did you mean '%s'?)", where, k,
+                           hint);
             luaL_error(L, "%s: unknown field '%s'", where, k);
         }
     }
@@ -215,7 +216,8 @@ int lah_policy_from_table(lua_State *L, int idx, const char *where, ah_policy *p
             luaL_error(L, "%s: policy.%s: expected a number or a string, got %s", where,
                        field, luaL_typename(L, -1));
         } else {
-            st = ah_policy_set_int(p, field, 0, err, sizeof err); /* the unknown message */
+            st =
+                ah_policy_set_int(p, field, 0, err, sizeof err); /* the unknown message */
         }
         if (st != AH_OK) {
             if (strncmp(err, "policy.", 7) == 0)
@@ -231,7 +233,7 @@ int lah_policy_from_table(lua_State *L, int idx, const char *where, ah_policy *p
     return has_retry_on;
 }
 
-/* ---- error values ------------------------------------------------------------------------- */
+/* ---- error values ------------------------------------------------------------------ */
 
 #define ERROR_MT "agenthost.error"
 
@@ -240,7 +242,8 @@ static int error_tostring(lua_State *L)
     lua_getfield(L, 1, "message");
     if (!lua_isstring(L, -1)) {
         lua_getfield(L, 1, "kind");
-        lua_pushfstring(L, "%s error", lua_isstring(L, -1) ? lua_tostring(L, -1) : "unknown");
+        lua_pushfstring(L, "%s error",
+                        lua_isstring(L, -1) ? lua_tostring(L, -1) : "unknown");
     }
     return 1;
 }
@@ -331,7 +334,8 @@ void lah_to_error(lua_State *L, int idx, ah_error *e)
         lua_pop(L, 2);
     } else {
         lua_pop(L, 1);
-        ah_error_set(e, (ah_error_kind)kind, status, "%s error", ah_error_kind_name(kind));
+        ah_error_set(e, (ah_error_kind)kind, status, "%s error",
+                     ah_error_kind_name(kind));
     }
     if (lua_getfield(L, idx, "retry_after_ms") == LUA_TNUMBER)
         e->retry_after_ms = (int64_t)lua_tointeger(L, -1);

@@ -32,16 +32,11 @@ local PROGRESS = {
 -- Plain Lua has no isatty. The agenthost module provides ah.isatty(file) (lua/tty.c);
 -- without it (a plain lua5.4 with only this file on package.path) the shell's `test -t`
 -- answers for stdout and stderr, whose descriptors a child process inherits.
-local function host()
-    local ok, ah = pcall(require, "agenthost")
-    return ok and type(ah) == "table" and ah or nil
-end
-
 local function isatty(stream)
-    local ah = host()
-    if ah and type(ah.isatty) == "function" then
-        local ok, r = pcall(ah.isatty, stream)
-        if ok then return r == true end
+    local ok, ah = pcall(require, "agenthost")
+    if ok and type(ah) == "table" and type(ah.isatty) == "function" then
+        local called, r = pcall(ah.isatty, stream)
+        if called then return r == true end
     end
     local fd = (stream == io.stderr and 2) or (stream == io.stdout and 1) or nil
     if not fd then return false end
@@ -256,12 +251,6 @@ function M.new(opts)
     self.streaming = opts.streaming and true or false
     self.shown = false
     self.midline = false
-    -- This display now shows LLM retries on stderr's terminal: the host's log handler
-    -- stops printing its own retry warnings there, which would stack up under the line.
-    if self.tty and self.stream == io.stderr then
-        local ah = host()
-        if ah and type(ah.status_on_terminal) == "function" then ah.status_on_terminal(true) end
-    end
     return self
 end
 

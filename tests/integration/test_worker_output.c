@@ -185,8 +185,8 @@ static void test_negative_max_output_retries_is_refused(void **state)
 {
     (void)state;
     ah_loop *loop = ah_loop_new(NULL, NULL);
-    ah_client_config cc = {.wire = AH_WIRE_OPENAI, .base_url = "http://127.0.0.1:1",
-                           .model = "m"};
+    ah_client_config cc = {
+        .wire = AH_WIRE_OPENAI, .base_url = "http://127.0.0.1:1", .model = "m"};
     char err[256];
     ah_client *client = ah_client_new(&cc, err, sizeof err);
     assert_non_null(client);

@@ -69,3 +69,16 @@ T.ok("on_event yielding is caught")
 -- on_event = false: no hook and no default display
 T.eq(ah.agent{ client = client, on_event = false }:run("quiet").outcome, "completed", "quiet")
 T.ok("on_event = false")
+
+-- a hook that tries to wait (ah.sleep, another agent's run) gets an error, not a
+-- re-entered event loop; the run goes on
+local inner = ah.agent{ client = client, on_event = false }
+local tried = 0
+local waiter = ah.agent{ client = client, policy = T.fast(), on_event = function(ev)
+  if ev.type == "run_start" then tried = tried + 1; inner:run("nested") end
+  if ev.type == "llm_call_start" then ah.sleep(1) end
+end }
+r = waiter:run("outer")
+T.eq(r.outcome, "completed", "a waiting hook does not break the run")
+T.eq(tried, 1, "the hook ran")
+T.ok("waiting inside a hook is refused")
