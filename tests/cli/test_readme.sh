@@ -90,10 +90,10 @@ if [ -f "$build/libagenthost.a" ] && command -v pkg-config >/dev/null &&
         $(pkg-config --cflags --libs libcurl libcjson libmicrohttpd sqlite3) -lpthread -lm \
         -o app 2>cc.err; then
     ok "the C program compiles (-Wall -Wextra -Werror)"
-    "$bin" mock --port 0 --plan faults.json >url.txt 2>/dev/null &
+    "$bin" mock --port 0 --plan faults.json >app_url.txt 2>/dev/null &
     mock_pid=$!
-    for _ in $(seq 50); do [ -s url.txt ] && break; sleep 0.1; done
-    ANTHROPIC_BASE_URL=$(head -n1 url.txt) ./app >app.out 2>app.err
+    for _ in $(seq 50); do [ -s app_url.txt ] && break; sleep 0.1; done
+    ANTHROPIC_BASE_URL=$(head -n1 app_url.txt) ./app >app.out 2>app.err
     rc=$?
     if [ "$rc" -eq 0 ] && grep -q '^completed: You said: "Say hello."' app.out &&
         [ "$(grep -c '^retrying (attempt [23]/4 in' app.err)" -eq 2 ]; then
