@@ -84,9 +84,13 @@ else
     bad "on_event fragment: $(cat on_event.out on_event.err)"
 fi
 
-# The C program, compiled against this build tree.
+# The C program, compiled against this build tree (sanitized like it, if it is).
+san=()
+grep -q '^AH_SANITIZE:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null &&
+    san=(-fsanitize=address,undefined)
 if [ -f "$build/libagenthost.a" ] && command -v pkg-config >/dev/null &&
-    cc -std=c11 -Wall -Wextra -Werror -I"$root/core/include" app.c "$build/libagenthost.a" \
+    cc -std=c11 -Wall -Wextra -Werror "${san[@]}" -I"$root/core/include" app.c \
+        "$build/libagenthost.a" \
         $(pkg-config --cflags --libs libcurl libcjson libmicrohttpd sqlite3) -lpthread -lm \
         -o app 2>cc.err; then
     ok "the C program compiles (-Wall -Wextra -Werror)"
