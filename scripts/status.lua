@@ -12,7 +12,8 @@
 -- tool_call_end, llm_call_end, run_end) erases it. Giving up is not transient: it is
 -- printed as a normal line. When the stream is not a terminal (a log file, a pipe, CI)
 -- each retry, continuation, give-up and exhausted budget is one plain line prefixed
--- "agenthost: ", with no control characters at all.
+-- "agenthost: ", with no control characters at all — except that retries and give-ups
+-- are left to the library's own warning lines when those already go to the same stderr.
 --
 -- Invariants: at most one transient line exists; the display only ever writes to its
 -- stream; text taken from events (error messages, tool names) is stripped of control
@@ -21,6 +22,10 @@ local M = {}
 
 local Status = {}
 Status.__index = Status
+
+-- The library logs these itself as warnings, which the agenthost host and module print on
+-- stderr (off a terminal; on one they leave them to this display).
+local LOGGED_BY_HOST = { llm_retry = true, llm_gave_up = true }
 
 -- Events that mean "work is moving again": the transient line has done its job.
 local PROGRESS = {
@@ -215,9 +220,12 @@ function Status:update(ev)
     end
     if PROGRESS[ev.type] then self:clear() end
     local kind, text = self:describe(ev)
+    if not self.tty and (ev.type == "tool_call_start" or
+        (not self.log_retries and LOGGED_BY_HOST[ev.type])) then
+        return -- progress noise, or a line the log already has
+    end
     if kind == "transient" then
-        -- A tool wait is progress noise: log files only get the events worth keeping.
-        if self.tty or ev.type ~= "tool_call_start" then self:transient(text) end
+        self:transient(text)
     elseif kind == "permanent" then
         self:print(text)
     end
@@ -232,6 +240,9 @@ end
 --   prefix    prefix of non-terminal lines (default "agenthost: ")
 --   streaming true when your on_event also writes text deltas to the same terminal: a
 --             transient line then starts on a fresh line instead of erasing that text
+--   log_retries  off a terminal, also write retry and give-up lines. Default: unless
+--             they would repeat the library's own warnings, i.e. unless the stream is
+--             io.stderr and the agenthost module is loaded (its log handler prints them)
 function M.new(opts)
     opts = opts or {}
     local self = setmetatable({}, Status)
@@ -249,6 +260,11 @@ function M.new(opts)
     self.ellipsis = unicode and "…" or "..."
     self.prefix = opts.prefix or "agenthost: "
     self.streaming = opts.streaming and true or false
+    if opts.log_retries == nil then
+        self.log_retries = not (self.stream == io.stderr and package.loaded.agenthost ~= nil)
+    else
+        self.log_retries = opts.log_retries and true or false
+    end
     self.shown = false
     self.midline = false
     return self

@@ -57,11 +57,15 @@ expect "demo.lua: answer and counters" "$work/demo.out" \
 expect "demo.lua: what happened" "$work/demo.out" \
     "HTTP 503        retried after" "HTTP 529        retried after 1.0s (the server asked)" \
     "continued: kept 1 block, dropped 1" "tool add        ok, ran 1 time"
-# stderr is a file here: the status display writes plain lines, one per fault.
-expect "demo.lua: plain status lines on stderr" "$work/demo.err" \
-    "agenthost: retrying LLM request after HTTP 503 (attempt 2/4 in" \
-    "agenthost: retrying LLM request after HTTP 529 (attempt 3/4 in 1.0s, server asked)" \
+# stderr is a file here: one plain line per fault, the retries from the library's log,
+# the continuation from the status display.
+expect "demo.lua: plain lines on stderr" "$work/demo.err" \
+    "agenthost: warning: LLM request 1: HTTP 503 (attempt 1/4), retrying in" \
+    "agenthost: warning: LLM request 1: HTTP 529 (attempt 2/4), retrying in 1000 ms (server)" \
     "agenthost: stream cut - continuing (1/3), kept 1 block, discarded 1"
+[ "$(grep -c 'HTTP 529' "$work/demo.err")" -eq 1 ] && [ "$(wc -l <"$work/demo.err")" -eq 3 ] &&
+    ok "demo.lua: one line per fault on stderr" ||
+    bad "demo.lua: stderr has other than one line per fault: $(cat "$work/demo.err")"
 no_control_bytes "demo.lua: no control bytes in its output" "$work/demo.err"
 
 # ---- tools.lua --------------------------------------------------------------------------

@@ -71,14 +71,16 @@ grep -qx 'The tool returned: 84' tools.out && ok "the tools fragment runs" ||
     bad "tools fragment: $(cat tools.out)"
 {
     echo 'local ah = require "agenthost"'
-    echo 'local mock = ah.mock{ plan = { { status = 503 } } }'
+    echo 'local mock = ah.mock{ plan = { { status = 503 }, { cut_after_events = 5 } } }'
     echo 'local client = ah.client{ provider = "anthropic", model = "m", base_url = mock.url }'
     cat on_event_fragment.lua
     echo 'io.write("\n", agent:run("hi").outcome, "\n")'
 } >on_event.lua
 "$bin" on_event.lua >on_event.out 2>on_event.err
-if grep -q '^You said: "hi".' on_event.out && grep -qx completed on_event.out &&
-    grep -q '^agenthost: retrying LLM request after HTTP 503' on_event.err; then
+# stderr is a file: the retry is the library's warning, the continuation the display's.
+if grep -q 'You said: "hi".' on_event.out && grep -qx completed on_event.out &&
+    grep -q '^agenthost: warning: LLM request 1: HTTP 503' on_event.err &&
+    grep -q '^agenthost: stream cut - continuing (1/3)' on_event.err; then
     ok "the on_event fragment streams text and keeps the status display"
 else
     bad "on_event fragment: $(cat on_event.out on_event.err)"

@@ -10,8 +10,9 @@
 # erased, never stacked into the transcript (and no log line leaked onto the terminal).
 # Done twice: with the default display (an agent without on_event) and with an explicit
 # on_event = status:update.
-# Log file: the same fault with stderr redirected to a file gives plain prefixed lines and
-# not one control byte.
+# Log file: a 503 and a cut stream with stderr redirected to a file give plain prefixed
+# lines, exactly one per fault (the retry is the library's warning; the display adds the
+# continuation, which the library does not log), and not one control byte.
 set -u
 bin=${1:?usage: test_status_tty.sh AGENTHOST_BIN}
 bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
@@ -36,14 +37,15 @@ fi
 
 ANSWER='You said: "hello". This is a deterministic reply from the agenthost mock provider.'
 
-# $1 = the 503's headers (a Lua table body), $2 = "default" | "explicit"
+# $1 = the 503's headers (a Lua table body), $2 = "default" | "explicit",
+# $3 = more plan steps (Lua, optional)
 write_script() {
     local hook=""
     [ "$2" = explicit ] && hook='on_event = function(ev) status:update(ev) end,'
     cat <<EOF
 local ah = require "agenthost"
 local status = require("agenthost.status").new()
-local m = ah.mock{ plan = { { status = 503, headers = { $1 } } } }
+local m = ah.mock{ plan = { { status = 503, headers = { $1 } }, ${3:-} } }
 local client = ah.client{ provider = "anthropic", model = "mock-model", base_url = m.url }
 local agent = ah.agent{ client = client, policy = { base_ms = 10, cap_ms = 20 }, $hook }
 local r = agent:run("hello")
@@ -111,15 +113,18 @@ tty_case default
 tty_case explicit
 
 # ---- not a terminal: stderr to a file ---------------------------------------------------
-write_script '["retry-after-ms"] = "200"' explicit >"$work/log.lua"
+write_script '["retry-after-ms"] = "200"' explicit '{ cut_after_events = 5 }' >"$work/log.lua"
 (cd "$work" && "$bin" "$work/log.lua" >"$work/log.out" 2>"$work/log.err" </dev/null)
 rc=$?
 [ "$rc" -eq 0 ] && ok "log: the script exits 0" || bad "log: the script exited $rc"
-if grep -q '^agenthost: retrying LLM request after HTTP 503 (attempt 2/4 in 200ms, server asked)$' \
-    "$work/log.err"; then
-    ok "log: one plain retry line"
+if [ "$(grep -c '503' "$work/log.err")" -eq 1 ] &&
+    grep -q '^agenthost: warning: LLM request 1: HTTP 503 (attempt 1/4), retrying in 200 ms (server)' \
+        "$work/log.err" &&
+    grep -qx 'agenthost: stream cut - continuing (1/3), kept 0 blocks, discarded 1' \
+        "$work/log.err" && [ "$(wc -l <"$work/log.err")" -eq 2 ]; then
+    ok "log: one plain line per fault (the retry, the continuation)"
 else
-    bad "log: no plain retry line in stderr:"
+    bad "log: expected one retry line and one continuation line in stderr:"
     sed 's/^/   | /' "$work/log.err"
 fi
 if LC_ALL=C grep -q "$(printf '[\r\033]')" "$work/log.err" "$work/log.out"; then

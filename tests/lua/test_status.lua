@@ -184,6 +184,28 @@ test("not a terminal: plain prefixed lines, no control characters", function()
     eq(s:text():find("[\r\27]"), nil, "control bytes")
 end)
 
+test("off a terminal, log_retries = false leaves retries and give-ups to the log", function()
+    local d, s = display({ tty = false, log_retries = false })
+    d:update(retry504)
+    d:update({ type = "llm_gave_up", attempts = 4, status = 503, reason = "attempts" })
+    eq(s:text(), "", "retry and give-up")
+    d:update({ type = "llm_continuation", continuation = 1, max_continuations = 3,
+        committed_blocks = 1, discarded_blocks = 0, reason = "cut" })
+    eq(s:text(), "agenthost: stream cut - continuing (1/3), kept 1 block\n")
+    -- on a terminal the option does not apply: the line is the display's job there
+    d, s = display({ log_retries = false })
+    d:update(retry504)
+    eq(s:text(), "\rretrying LLM request after HTTP 504 (attempt 2/4 in 1.2s)\27[K")
+end)
+
+test("log_retries defaults: off only for stderr with the agenthost module loaded", function()
+    eq(status.new({ stream = io.stderr, tty = false }).log_retries,
+        package.loaded.agenthost == nil, "stderr")
+    eq(display({ tty = false }).log_retries, true, "another stream")
+    eq(status.new({ stream = io.stderr, tty = false, log_retries = true }).log_retries, true,
+        "explicit")
+end)
+
 test("control characters in event text never reach the stream", function()
     local d, s = display({ tty = false })
     d:update({ type = "llm_gave_up", attempts = 1, reason = "not_retryable", status = 400,
