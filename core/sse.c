@@ -6,18 +6,18 @@
  *
  * Invariants:
  *   - buf[0..len) holds stream bytes from offset `base`; [0, pos) is consumed and may be
- *     dropped by the next feed (compaction happens only in feed, so pointers handed out by
- *     next() stay valid until the caller's next call, as sse.h promises).
+ *     dropped by the next feed (compaction happens only in feed, so pointers handed out
+ * by next() stay valid until the caller's next call, as sse.h promises).
  *   - The line scan never rereads bytes: for each of CR and LF we remember where the last
  *     memchr() stopped (`*_scanned`) or what it found (`*_at`), so a line that arrives in
  *     many pieces costs O(its length) in total, not O(pieces * length).
- *   - A consumed line's terminator byte is overwritten with NUL, so every field value is a
- *     NUL-terminated string in place. A block's first data line is referenced in place
+ *   - A consumed line's terminator byte is overwritten with NUL, so every field value is
+ * a NUL-terminated string in place. A block's first data line is referenced in place
  *     (data_mode REF) and only copied into `data` when a second data line arrives or when
  *     compaction would drop it; the common single-line event is returned without a copy.
  *   - The incomplete last line (from `tail`) is never longer than max_line: feed refuses
- *     the bytes instead of buffering them, so memory is bounded by the unconsumed complete
- *     lines the caller has not pulled yet plus max_line.
+ *     the bytes instead of buffering them, so memory is bounded by the unconsumed
+ * complete lines the caller has not pulled yet plus max_line.
  *   - Any error is sticky until ah_sse_reset(); events not yet pulled are dropped.
  */
 #include "internal.h"
@@ -29,8 +29,9 @@
 #define DEFAULT_MAX_LINE  ((size_t)1 << 20)
 #define DEFAULT_MAX_EVENT ((size_t)8 << 20)
 #define INITIAL_CAP       4096
-#define SHRINK_ABOVE      ((size_t)256 << 10) /* drop a big idle buffer back to INITIAL_CAP */
-#define NONE              SIZE_MAX
+#define SHRINK_ABOVE      ((size_t)256 << 10) /* drop a big idle buffer back to INITIAL_CAP \
+                                               */
+#define NONE SIZE_MAX
 
 enum data_mode { DATA_EMPTY, DATA_REF, DATA_OWNED };
 
@@ -45,15 +46,16 @@ struct ah_sse {
     /* input */
     char *buf;
     size_t len, cap;
-    size_t pos;      /* start of the next unconsumed line */
-    size_t tail;     /* start of the unterminated last line (no CR/LF in [tail, len)) */
-    uint64_t base;   /* stream offset of buf[0] */
-    uint64_t fed;    /* total bytes passed to feed */
-    size_t cr_at, cr_scanned; /* next CR at/after pos if != NONE; else none in [pos, cr_scanned) */
+    size_t pos;    /* start of the next unconsumed line */
+    size_t tail;   /* start of the unterminated last line (no CR/LF in [tail, len)) */
+    uint64_t base; /* stream offset of buf[0] */
+    uint64_t fed;  /* total bytes passed to feed */
+    size_t cr_at,
+        cr_scanned; /* next CR at/after pos if != NONE; else none in [pos, cr_scanned) */
     size_t lf_at, lf_scanned;
-    int after_cr;    /* the last line ended in CR at the end of the buffer: skip one LF */
-    int bom_done;    /* the BOM check at stream start is over */
-    int bom_seen;    /* bytes of a possible BOM withheld so far (0..2) */
+    int after_cr; /* the last line ended in CR at the end of the buffer: skip one LF */
+    int bom_done; /* the BOM check at stream start is over */
+    int bom_seen; /* bytes of a possible BOM withheld so far (0..2) */
 
     /* the block being parsed */
     enum data_mode data_mode;
@@ -73,7 +75,8 @@ struct ah_sse {
 
 static const unsigned char BOM[3] = {0xEF, 0xBB, 0xBF};
 
-/* ---- small helpers ------------------------------------------------------------------ */
+/* ---- small helpers ------------------------------------------------------------------
+ */
 
 static int strbuf_set(strbuf *b, const char *s, size_t n, int append)
 {
@@ -212,7 +215,8 @@ static ah_status append(ah_sse *p, const unsigned char *in, size_t n)
     return AH_OK;
 }
 
-/* ---- public: lifecycle ---------------------------------------------------------------- */
+/* ---- public: lifecycle ----------------------------------------------------------------
+ */
 
 ah_sse *ah_sse_new(const ah_sse_limits *limits)
 {
@@ -259,7 +263,8 @@ void ah_sse_reset(ah_sse *p)
     p->errmsg[0] = '\0';
 }
 
-/* ---- public: feed ------------------------------------------------------------------- */
+/* ---- public: feed -------------------------------------------------------------------
+ */
 
 ah_status ah_sse_feed(ah_sse *p, const void *buf, size_t len)
 {
@@ -289,7 +294,8 @@ ah_status ah_sse_feed(ah_sse *p, const void *buf, size_t len)
     return append(p, in, len);
 }
 
-/* ---- public: next ------------------------------------------------------------------- */
+/* ---- public: next -------------------------------------------------------------------
+ */
 
 /* Position of the next c at or after pos, or NONE; never rescans a byte. */
 static size_t find_byte(const ah_sse *p, int c, size_t *at, size_t *scanned)
@@ -475,7 +481,8 @@ int ah_sse_next(ah_sse *p, ah_sse_event *ev)
     }
 }
 
-/* ---- public: accessors ---------------------------------------------------------------- */
+/* ---- public: accessors ----------------------------------------------------------------
+ */
 
 ah_status ah_sse_status(const ah_sse *p)
 {

@@ -45,8 +45,8 @@ static long sse_ref_parse(const char *s, size_t n, sse_ref_emit emit, void *ud)
                 data[dl - 1] = '\0'; /* drop the trailing LF */
                 type[tl] = '\0';
                 id[il] = '\0';
-                ah_sse_event ev = {tl ? type : "message", tl ? tl : 7, data, dl - 1, id, il,
-                                   retry};
+                ah_sse_event ev = {
+                    tl ? type : "message", tl ? tl : 7, data, dl - 1, id, il, retry};
                 emit(ud, &ev);
                 count++;
             }

@@ -2,7 +2,8 @@
  *
  * Every recorded provider stream is parsed whole, byte by byte and split in two at every
  * offset, and must give the same events; small hand-written streams pin each rule; random
- * streams are checked against the naive whole-buffer reference in fuzz/sse_reference.h. */
+ * streams are checked against the naive whole-buffer reference in fuzz/sse_reference.h.
+ */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,7 +20,8 @@
 #include "agenthost.h"
 #include "fuzz/sse_reference.h"
 
-/* ---- an owned copy of an event list ---------------------------------------------------- */
+/* ---- an owned copy of an event list
+ * ---------------------------------------------------- */
 
 typedef struct ev {
     char *type, *data, *id;
@@ -186,7 +188,8 @@ static char *read_file(const char *path, size_t *n)
     return b;
 }
 
-/* ---- recorded provider streams --------------------------------------------------------- */
+/* ---- recorded provider streams
+ * --------------------------------------------------------- */
 
 static void check_fixture(const char *dir, const char *file)
 {
@@ -258,17 +261,15 @@ static void fixtures_are_split_invariant(void **state)
     assert_int_equal(files, 28);
 }
 
-/* ---- line ends ----------------------------------------------------------------------- */
+/* ---- line ends -----------------------------------------------------------------------
+ */
 
 static void line_ends_lf_cr_crlf_mixed(void **state)
 {
     (void)state;
     const char *streams[] = {
-        "data: a\ndata: b\n\n",
-        "data: a\rdata: b\r\r",
-        "data: a\r\ndata: b\r\n\r\n",
-        "data: a\rdata: b\r\n\n",
-        "data: a\r\ndata: b\n\r",
+        "data: a\ndata: b\n\n",   "data: a\rdata: b\r\r",   "data: a\r\ndata: b\r\n\r\n",
+        "data: a\rdata: b\r\n\n", "data: a\r\ndata: b\n\r",
     };
     for (size_t i = 0; i < sizeof streams / sizeof streams[0]; i++) {
         for (size_t step = 0; step < 4; step++) {
@@ -301,7 +302,8 @@ static void crlf_split_across_feeds(void **state)
     assert_int_equal(ah_sse_feed(p, "\n", 1), AH_OK);
     assert_int_equal(ah_sse_next(p, &e), 0);
     assert_int_equal(ah_sse_feed(p, "\r", 1), AH_OK);
-    /* "\r" is a blank line on its own: dispatch now, without waiting for a possible LF. */
+    /* "\r" is a blank line on its own: dispatch now, without waiting for a possible LF.
+     */
     assert_int_equal(ah_sse_next(p, &e), 1);
     assert_string_equal(e.data, "a\nb");
     assert_int_equal(ah_sse_feed(p, "\ndata: c\r", 9), AH_OK);
@@ -314,7 +316,8 @@ static void crlf_split_across_feeds(void **state)
     ah_sse_free(p);
 }
 
-/* ---- fields -------------------------------------------------------------------------- */
+/* ---- fields --------------------------------------------------------------------------
+ */
 
 static void multi_line_data(void **state)
 {
@@ -330,7 +333,8 @@ static void multi_line_data(void **state)
 static void comments_are_ignored(void **state)
 {
     (void)state;
-    evlist l = parse_str(": keepalive\n\n:\ndata: x\n: in the middle\ndata: y\n\n:data: z\n\n");
+    evlist l =
+        parse_str(": keepalive\n\n:\ndata: x\n: in the middle\ndata: y\n\n:data: z\n\n");
     assert_int_equal(l.n, 1);
     assert_ev(&l.v[0], "message", "x\ny", "", -1);
     evlist_free(&l);
@@ -342,7 +346,7 @@ static void event_type(void **state)
     evlist l = parse_str("event: ping\ndata: 1\n\n"
                          "data: 2\n\n"
                          "event:\ndata: 3\n\n"
-                         "event: lost\n\n"  /* empty data: no dispatch, type reset */
+                         "event: lost\n\n" /* empty data: no dispatch, type reset */
                          "data: 4\n\n"
                          "event: a\nevent: b\ndata: 5\n\n");
     assert_int_equal(l.n, 5);
@@ -512,7 +516,8 @@ static void embedded_nul_in_data(void **state)
     evlist_free(&l);
 }
 
-/* ---- caps and errors ------------------------------------------------------------------ */
+/* ---- caps and errors ------------------------------------------------------------------
+ */
 
 static void oversize_line_is_sticky_error(void **state)
 {
@@ -630,7 +635,8 @@ static void null_and_misuse(void **state)
     ah_sse_free(p);
 }
 
-/* ---- volume --------------------------------------------------------------------------- */
+/* ---- volume ---------------------------------------------------------------------------
+ */
 
 static void many_events_in_one_feed(void **state)
 {
@@ -640,8 +646,8 @@ static void many_events_in_one_feed(void **state)
     char *s = malloc(cap);
     assert_non_null(s);
     for (int i = 0; i < N; i++)
-        n += (size_t)snprintf(s + n, cap - n, "event: e%d\nid: %d\ndata: %d\n\n", i % 3, i,
-                              i * 7);
+        n += (size_t)snprintf(s + n, cap - n, "event: e%d\nid: %d\ndata: %d\n\n", i % 3,
+                              i, i * 7);
     ah_sse *p = ah_sse_new(NULL);
     assert_int_equal(ah_sse_feed(p, s, n), AH_OK);
     ah_sse_event e;
@@ -691,7 +697,8 @@ static void event_split_over_thousands_of_feeds(void **state)
     free(s);
 }
 
-/* ---- random streams against a naive reference --------------------------------------- */
+/* ---- random streams against a naive reference ---------------------------------------
+ */
 
 static void ref_emit(void *ud, const ah_sse_event *e)
 {
@@ -716,9 +723,9 @@ static void random_streams_match_reference(void **state)
 {
     (void)state;
     static const char *const atoms[] = {
-        "data",  "data:", "data: ", "event: ", "id: ", "id:",   "retry: ", "retry:",
-        ":",     " ",     "x",      "yz",      "1",    "42",    "\r",      "\n",
-        "\r\n",  "\n\n",  "\0",     "\xEF\xBB\xBF",     "event", "id",    "foo: ", "\r\r"};
+        "data", "data:", "data: ", "event: ",      "id: ",  "id:", "retry: ", "retry:",
+        ":",    " ",     "x",      "yz",           "1",     "42",  "\r",      "\n",
+        "\r\n", "\n\n",  "\0",     "\xEF\xBB\xBF", "event", "id",  "foo: ",   "\r\r"};
     static const size_t atom_len[] = {4, 5, 6, 7, 4, 3, 7, 6, 1, 1, 1, 2,
                                       1, 2, 1, 1, 2, 2, 1, 3, 5, 2, 5, 2};
     uint64_t seed = 12345;
