@@ -23,11 +23,6 @@
 #define AH_LMOD_DIR ""
 #endif
 
-/* lua/tools.c (branch luatools) provides it; weak until that file is part of the build.
- */
-#if defined(__GNUC__)
-extern void lah_tools_open(lua_State *L) __attribute__((weak));
-#endif
 
 const char lah_host_key = 'H';
 
@@ -341,8 +336,7 @@ int luaopen_agenthost(lua_State *L)
     lah_open_agent(L);
     lah_tty_open(L); /* ah.isatty (lua/tty.h) */
 #if defined(__GNUC__)
-    if (lah_tools_open)
-        lah_tools_open(L);
+    lah_tools_open(L);
 #endif
     return 1;
 }

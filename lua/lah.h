@@ -139,8 +139,8 @@ ah_retry_budget *lah_push_retry_budget(lua_State *L);
 
 /* ---- the tool seam (agent.c <-> lua/tools.c) ----------------------------------------
  *
- * lua/tools.c (branch luatools) defines lah_tools_open(); luaopen_agenthost calls it
- * (through a weak reference until that file lands) to add ah.tool, ah.ledger, ah.budget
+ * lua/tools.c defines lah_tools_open(); luaopen_agenthost calls it to add ah.tool,
+ * ah.ledger, ah.budget
  * and ah.batch to the module table at the top of the stack.
  *
  * An agent turns each tool it declares into a TOOL OBJECT at ah.agent time: when the
