@@ -69,7 +69,9 @@ typedef struct ah_tool_request {
     int llm_call;
 } ah_tool_request;
 
-/* A tool's answer; strings are copied by the worker at once. */
+/* A tool's answer. The worker copies content as soon as the exec callback returns (or
+ * inside ah_worker_tool_done), so it must still be valid then: static or heap memory
+ * owned by the tool, never a buffer on the exec callback's own stack. */
 typedef struct ah_tool_response {
     ah_tool_outcome outcome; /* ok, error (shown to the model as an error), budget_exhausted */
     const char *content;     /* the tool result text for the model (NULL = "") */
