@@ -279,7 +279,11 @@ load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 # ==== the report ===========================================================================
 out "# agenthost benchmarks"
 out ""
-out "$(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo ' (with local changes)'). Machine: $(nproc) CPUs ($cpu), Linux $(uname -r), $("$cc" --version | head -n1), CMAKE_BUILD_TYPE=$build_type; $(curl --version | head -n1 | cut -d' ' -f1-2), $(pkg-config --modversion libcjson 2>/dev/null | sed 's/^/cJSON /'), $(lua5.4 -v 2>/dev/null | cut -d' ' -f1-2 || echo Lua 5.4)$([ "$node_ok" = 1 ] && echo ", Node $(node --version), openai $(pkg_version openai), @anthropic-ai/sdk $(pkg_version @anthropic-ai/sdk)"). Load average at start $load_start, at end $load_end. $RUNS runs of each measurement; medians; ratios are medians of per-run ratios."
+out "- When: $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo ' (with local changes)')"
+out "- Machine: $(nproc) CPUs ($cpu), Linux $(uname -r); load average $load_start at the start, $load_end at the end (other work shares the machine)"
+out "- Build: $("$cc" --version | head -n1), CMAKE_BUILD_TYPE=$build_type; $(curl --version | head -n1 | cut -d' ' -f1-2), $(pkg-config --modversion libcjson 2>/dev/null | sed 's/^/cJSON /'), $(lua5.4 -v 2>/dev/null | cut -d' ' -f1-2 || echo Lua 5.4)"
+out "- Peers: $([ "$node_ok" = 1 ] && echo "Node $(node --version), openai $(pkg_version openai), @anthropic-ai/sdk $(pkg_version @anthropic-ai/sdk)" || echo "Node SDKs $node_why")"
+out "- $RUNS runs of each process measurement, medians; ratios are medians of per-run ratios"
 out ""
 
 # -- 1
@@ -378,7 +382,7 @@ for n in $SCALE_NS; do
         continue
     fi
     mem=$(calc "($r - $base_rss)")
-    g_w= g_c= g_m=
+    g_w='' g_c='' g_m=''
     if [ -n "$prev" ]; then
         read -r pw pc pm <<<"$prev"
         g_w=$(calc "$w / $pw") g_c=$(calc "$c / $pc")

@@ -7,9 +7,10 @@
  *                                  picks the path; prints "client bytes=B events=E".
  *   stream_bench startup           create and free a loop, nothing else: that layer's
  *                                  process start-up cost (libraries, curl_global_init).
- *   stream_bench exec CMD [ARGS]   run CMD and print "exec wall_s=W cpu_s=C rss_kb=R"
- *                                  from wait4()'s rusage of the child (user + system CPU,
- *                                  peak RSS): one whole-process measure for every client.
+ *   stream_bench exec CMD [ARGS]   run CMD and print "exec wall_s=W cpu_s=C user_s=U
+ *                                  sys_s=S rss_kb=R" from wait4()'s rusage of the child
+ *                                  (CPU = user + system, peak RSS): one whole-process
+ *                                  measure for every client.
  *                                  A child still running after AH_BENCH_TIMEOUT seconds
  *                                  (default 300) is killed and the exec fails.
  * The mock runs in its own process (`agenthost mock`), so its CPU is never billed here.
@@ -182,8 +183,9 @@ static int exec_child(char **argv)
                 WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
         return 1;
     }
-    printf("exec wall_s=%.6f cpu_s=%.6f rss_kb=%ld\n", wall,
-           tv_s(ru.ru_utime) + tv_s(ru.ru_stime), ru.ru_maxrss);
+    printf("exec wall_s=%.6f cpu_s=%.6f user_s=%.6f sys_s=%.6f rss_kb=%ld\n", wall,
+           tv_s(ru.ru_utime) + tv_s(ru.ru_stime), tv_s(ru.ru_utime), tv_s(ru.ru_stime),
+           ru.ru_maxrss);
     return 0;
 }
 
