@@ -187,7 +187,7 @@ for wire in "${WIRES[@]}"; do
     BYTES[$wire]=$(wc -c <"$WORK/stream-$wire.sse")
 done
 
-note "streaming: ${#WIRES[@]} formats x $RUNS runs (curl, transport+SSE, whole stack, hook, Node SDK)"
+note "streaming: ${#WIRES[@]} formats x $RUNS runs (curl, transport+SSE, whole stack, hook$([ "$node_ok" = 1 ] && echo ", Node SDK"))"
 for ((i = 1; i <= RUNS; i++)); do
     measure "start.curl.$i" curl -s -o /dev/null file:///dev/null || true
     measure "start.sse.$i" "$SB" startup || true
