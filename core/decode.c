@@ -197,7 +197,11 @@ ah_decoder *ah_decoder_new(ah_wire wire, ah_timeline *tl, const ah_decoder_hooks
     if (!d)
         return NULL;
     decoder_init(d, wire, tl, hooks, ud);
-    d->sse = ah_sse_new(NULL);
+    /* Responses' closing events (output_text.done, output_item.done, response.completed)
+     * each repeat the whole answer on one data line, so a long answer needs lines as
+     * large as an event: the SSE defaults (1 MiB line) would cut a legitimate stream. */
+    static const ah_sse_limits limits = {.max_line = 16u << 20, .max_event = 16u << 20};
+    d->sse = ah_sse_new(&limits);
     if (!d->sse) {
         free(d);
         return NULL;

@@ -158,6 +158,10 @@ struct ah_worker {
     char *continue_prompt;
     const ah_transport *transport;
     int max_steps;
+    int (*check_output)(void *ud, const char *text, int refused, char *why,
+                        size_t whysize);
+    void *check_ud;
+    int max_output_retries;
     char run_id[48];
 
     wstate state;
@@ -436,6 +440,44 @@ static ah_status open_assistant(ah_worker *w)
 
 static void run_tools(ah_worker *w, size_t msg);
 
+/* Structured output: a completed answer without tool calls goes through check_output;
+ * a rejection is shown to the model in history and the answer asked for again. */
+static void check_answer(ah_worker *w, int refused)
+{
+    build_text(w);
+    if (!w->text) {
+        fail_nomem(w, "answer text");
+        return;
+    }
+    char why[1024] = "";
+    if (w->check_output(w->check_ud, w->text, refused, why, sizeof why) == 0) {
+        finish(w, AH_OUTCOME_COMPLETED, NULL);
+        return;
+    }
+    if (!why[0])
+        ah__bufprintf(why, sizeof why, "The answer was rejected. Please answer again.");
+    if (w->stats.output_retries >= w->max_output_retries) {
+        ah_error e;
+        ah_error_set(&e, AH_EK_OUTPUT, 0, "%s", why);
+        finish(w, AH_OUTCOME_BAD_OUTPUT, &e);
+        return;
+    }
+    if (ah_conversation_add_user_text(w->conv, why) != AH_OK) {
+        fail_nomem(w, "history");
+        return;
+    }
+    w->stats.output_retries++;
+    w->answer_start = ah_conversation_count(w->conv);
+    if (atomic_load(&w->cancel_requested)) {
+        ah_error e;
+        ah_error_set(&e, AH_EK_CANCELLED, 0, "cancelled");
+        finish(w, AH_OUTCOME_CANCELLED, &e);
+        return;
+    }
+    set_state(w, W_IDLE);
+    ah_timer_start(w->kick, 0);
+}
+
 static void commit_response(ah_worker *w)
 {
     if (open_assistant(w) != AH_OK) {
@@ -481,6 +523,13 @@ static void commit_response(ah_worker *w)
     if (w->state == W_FINISHED)
         return;
     if (n_tools == 0) {
+        if (w->check_output) {
+            const char *stop = ah_timeline_stop_reason(w->tl);
+            int refused = (!has_text && refusal && rlen > 0) ||
+                          (stop && strcmp(stop, "refusal") == 0);
+            check_answer(w, refused);
+            return;
+        }
         finish(w, AH_OUTCOME_COMPLETED, NULL);
         return;
     }
@@ -759,6 +808,11 @@ ah_worker *ah_worker_new(const ah_worker_config *cfg, char *err, size_t errsize)
         ah__bufprintf(err, errsize, "worker: tools need a tool_exec callback");
         return NULL;
     }
+    if (cfg->max_output_retries < 0) {
+        ah__bufprintf(err, errsize, "max_output_retries must be >= 0 (got %d)",
+                      cfg->max_output_retries);
+        return NULL;
+    }
     if (cfg->max_steps < 0) {
         ah__bufprintf(err, errsize, "max_steps must be >= 1 (got %d)", cfg->max_steps);
         return NULL;
@@ -783,6 +837,9 @@ ah_worker *ah_worker_new(const ah_worker_config *cfg, char *err, size_t errsize)
     w->event_ud = cfg->event_ud;
     w->transport = cfg->transport;
     w->max_steps = cfg->max_steps ? cfg->max_steps : 20;
+    w->check_output = cfg->check_output;
+    w->check_ud = cfg->check_ud;
+    w->max_output_retries = cfg->max_output_retries;
     atomic_init(&w->cancel_requested, 0);
     ah_error_clear(&w->error);
     if (cfg->run_id)

@@ -1,18 +1,23 @@
-/* lah.h - internals shared by the Lua binding's files (lua/*.c): the scheduler that runs
- * Lua coroutines over the one core loop, and the protected-call helper.
+/* lah.h - internals shared by the Lua binding (the files under lua/): the scheduler that
+ * runs Lua coroutines over the one core loop, the protected-call helper, JSON and config
+ * helpers, and the seams between the binding's parts (agent.c <-> tools.c, main.c).
  *
  * The model (DESIGN.md "Lua: one code path, two drivers"):
- *  - One ah_loop per lua_State (created on first use, kept in the registry, freed by
- *    the module's __gc sentinel).
+ *  - One ah_loop per lua_State (created by luaopen_agenthost, kept in the registry, freed
+ *    by the scheduler's __gc). The scheduler is created before any other object of the
+ *    binding, so at lua_close it is finalized LAST (Lua 5.4 finalizes in reverse order of
+ *    creation): every worker, timer and transfer is freed before the loop.
  *  - Code that must wait for the core (agent:run, a tool's retry wait, ah.parallel)
  *    creates a lah_wait and calls lah_await(). Inside a coroutine the scheduler manages,
  *    lah_await yields to the scheduler; anywhere else (the main chunk of a plain
- *    `lua5.4`, or a non-yieldable context) it drives the scheduler itself until the wait
- *    is ready — the same code path either way.
- *  - The scheduler's step: resume every managed coroutine whose wait is ready (or that
- *    is new), then run one ah_loop_run_once() when nothing is runnable.
- *  - Hooks (on_event, retry_on) are plain protected calls on the RUNNING Lua thread
- *    (lah_running()), never on a suspended coroutine; they must not yield.
+ *    `lua5.4`, a coroutine the user created, a non-yieldable context such as a hook) it
+ *    drives the scheduler itself until the wait is ready — the same code path either way.
+ *  - The scheduler's step: resume every managed coroutine that is new, runnable or whose
+ *    wait is ready; then run one ah_loop_run_once() (without blocking when something ran,
+ *    blocking until the next timer or socket event when nothing could run).
+ *  - Hooks (on_event, retry_on, validate, idempotency_key) are plain protected calls on
+ *    the RUNNING Lua thread (lah_running()), never on a suspended coroutine; they must
+ *    not yield (a yield inside one is an error, logged like any other).
  */
 #ifndef LAH_H
 #define LAH_H
@@ -22,41 +27,164 @@
 #include <lauxlib.h>
 #include <lua.h>
 
-/* A condition a Lua thread waits on. The waiter owns it (usually on the C stack of the
- * function that waits, or inside a userdata); whoever completes the work sets ready. */
+/* ---- the scheduler ----------------------------------------------------------------- */
+
+/* A condition a Lua thread waits on. The waiter owns it (inside a userdata that stays on
+ * the waiting thread's stack, so it lives as long as the wait); whoever completes the
+ * work sets ready = 1 (on the loop thread). */
 typedef struct lah_wait {
     int ready;
 } lah_wait;
 
-/* The loop of this Lua state (created on first use). Never NULL unless out of memory,
- * which raises a Lua error. */
+/* The loop of this Lua state (created on first use). Never NULL: out of memory raises a
+ * Lua error. */
 ah_loop *lah_loop(lua_State *L);
 
-/* Wait until w->ready, then continue in k(L, LUA_YIELD, ctx) — like lua_yieldk, the
- * function does not return to its caller when it yields. When the running thread cannot
- * yield to the scheduler, it drives the scheduler until w->ready and then calls
- * k(L, LUA_OK, ctx) directly and returns its result. */
+/* Wait until w->ready, then continue in k(L, status, ctx). Use it as a tail call from a
+ * lua_CFunction: `return lah_await(L, &x->wait, ctx, k);`.
+ *  - w already ready: calls k(L, LUA_OK, ctx) at once and returns its result.
+ *  - L is the coroutine the scheduler is running and can yield: yields (lua_yieldk); the
+ *    scheduler resumes it once w->ready and Lua continues in k(L, LUA_YIELD, ctx). The
+ *    stack k sees is the stack at the call (values pushed onto it stay anchored).
+ *  - otherwise: drives the scheduler (lah_step) until w->ready, then returns
+ *    k(L, LUA_OK, ctx). Raises "deadlock" if nothing can ever make w ready, and raises
+ *    at once inside a hook (the loop is running it and is not re-entered). */
 int lah_await(lua_State *L, lah_wait *w, lua_KContext ctx, lua_KFunction k);
 
 /* Run a function in a new coroutine managed by the scheduler: the function and its
  * nargs arguments are on top of L's stack and are moved to the coroutine. It first runs
- * at the next scheduler step. on_done (may be NULL) is called when it ends, with the
- * coroutine (its results, or its error message with traceback, on top of its stack) and
- * ok = 1 on success; the coroutine is released after on_done returns. Returns the
- * coroutine (borrowed, valid until on_done returns). */
+ * at the next scheduler step. on_done (may be NULL) is called once when it ends, on the
+ * loop thread, with ok = 1 and the coroutine's stack holding exactly its results
+ * (lua_gettop(co) of them), or ok = 0 and two values on top: the error value as raised
+ * (at -2) and a string "message\ntraceback" (at -1). Without on_done a failure is logged
+ * as a warning. The coroutine is released after on_done returns. Returns the coroutine
+ * (borrowed, valid until on_done returns). */
 typedef void (*lah_done_fn)(void *ud, lua_State *co, int ok);
 lua_State *lah_spawn(lua_State *L, int nargs, lah_done_fn on_done, void *ud);
 
-/* One scheduler step (see above). Returns the number of coroutines still managed. */
+/* One scheduler step (see above). Returns the number of coroutines still managed, or -1
+ * when nothing can make progress any more (no coroutine runnable, none ready, and the
+ * loop has no timer or transfer left: whoever still waits would wait forever). */
 int lah_step(lua_State *L);
 
 /* The Lua thread that is running right now (the one a hook must use). */
 lua_State *lah_running(lua_State *L);
 
+/* A Lua API function that calls into the core synchronously (which may fire hooks, e.g.
+ * ah_worker_start emits run_start) brackets the call with these, so lah_running() is
+ * exactly the thread executing it: prev = lah_enter(L); ...; lah_leave(L, prev). */
+lua_State *lah_enter(lua_State *L);
+void lah_leave(lua_State *L, lua_State *prev);
+
+/* ---- protected calls --------------------------------------------------------------- */
+
 /* Call the function at the top of the stack (below nargs arguments) in protected mode
- * with a traceback message handler. On error: logs "<what>: <message + traceback>" once
- * through ah__log-equivalent host logging, pops it, and returns 0; on success leaves
- * nresults values and returns 1. Never raises. */
-int lah_pcall(lua_State *L, int nargs, int nresults, const char *what);
+ * with a traceback message handler. On success leaves nresults values and returns 1. On
+ * error pops everything it was given and returns 0, after logging a warning
+ * "<what>: <message + traceback>" unless *once is non-zero (once may be NULL: always
+ * log); *once is then set to 1, so a hook that fails on every event is reported once.
+ * Never raises (beyond a memory error). */
+int lah_pcall_once(lua_State *L, int nargs, int nresults, const char *what, int *once);
+int lah_pcall(lua_State *L, int nargs, int nresults, const char *what); /* once = NULL */
+
+/* A message handler for lua_pcall: turns the error (string, or a value with __tostring)
+ * into "message\ntraceback". */
+int lah_traceback(lua_State *L);
+
+/* ---- the host's event sink (main.c --events) --------------------------------------- */
+
+/* Every event of every agent of this state goes to fn (before any Lua hook), e.g. the
+ * JSON Lines writer of `agenthost --events`. fn NULL removes it. Events are borrowed. */
+void lah_set_event_sink(lua_State *L, ah_event_fn fn, void *ud);
+/* The sink of this state (fn NULL when none). */
+void lah_event_sink(lua_State *L, ah_event_fn *fn, void **ud);
+
+/* ---- JSON (encode: lua-cjson, loaded once per state; decode: cJSON) ---------------- */
+
+/* Push the JSON text of the value at idx and return 1; or push an error message and
+ * return 0 (a function, a sparse array, ...). Never raises (beyond a memory error). */
+int lah_json_encode(lua_State *L, int idx);
+/* Push the decoded value of s[0..len) and return 1 (JSON null is cjson.null, i.e.
+ * lightuserdata NULL; whole numbers are integers); or push an error message and return
+ * 0 ("invalid JSON at byte N"). */
+int lah_json_decode(lua_State *L, const char *s, size_t len);
+
+/* ---- config tables ----------------------------------------------------------------- */
+
+/* Raise "<where>: unknown field 'x' (did you mean 'y'?)" for the first string key of the
+ * table at idx that is not in the NULL-terminated list `known`; also raise for a
+ * non-string key. */
+void lah_check_fields(lua_State *L, int idx, const char *where, const char *const *known);
+/* The NULL-terminated list's nearest name to `name` within a small edit distance, or
+ * NULL. */
+const char *lah_did_you_mean(const char *name, const char *const *known);
+
+/* Fill *p from the policy table at idx (nil: leave *p as is), validating every field with
+ * ah_policy_set_int / _set_str and the whole with ah_policy_validate. Errors raise
+ * "<where>: policy.<field>: <reason>". retry_on is not set here: when the table has a
+ * function under retry_on it is pushed (else nothing is pushed) and 1 is returned. */
+int lah_policy_from_table(lua_State *L, int idx, const char *where, ah_policy *p);
+
+/* Push an ah_error as a Lua error value: a table {kind, status, retry_after_ms,
+ * provider_type, message} with the "agenthost.error" metatable (tostring gives the
+ * message; status / retry_after_ms / provider_type are nil when absent). */
+void lah_push_error(lua_State *L, const ah_error *e);
+/* Read an error value (table with kind/message/status/..., or any value, which becomes
+ * a `permanent` error with its tostring as message) into *e. */
+void lah_to_error(lua_State *L, int idx, ah_error *e);
+
+/* Push the process-level retry budget userdata (ah.retry_budget) and return its budget,
+ * or push nil and return NULL when none is set. Agents keep the userdata to anchor it. */
+ah_retry_budget *lah_push_retry_budget(lua_State *L);
+
+/* ---- the tool seam (agent.c <-> lua/tools.c) ----------------------------------------
+ *
+ * lua/tools.c defines lah_tools_open(); luaopen_agenthost calls it to add ah.tool,
+ * ah.ledger, ah.budget
+ * and ah.batch to the module table at the top of the stack.
+ *
+ * An agent turns each tool it declares into a TOOL OBJECT at ah.agent time: when the
+ * module has ah.tool, the object is
+ *     ah.tool{ name = NAME, run = spec.run, policy = spec.policy }
+ * (spec.description / schema / idempotency_key stay with the agent); otherwise a built-in
+ * object (lua/agent_tools.c: retries of transient failures with the policy's backoff, no
+ * ledger, no budget). For each tool call of a completed response the agent decides the
+ * key (default "<run_id>:<tool_call_id>", or spec.idempotency_key(args, ctx)) and runs
+ *     record = obj:call(args, { key = K, ledger = L, budget = B, run_id = R,
+ *                               tool_call_id = ID, name = NAME, on_event = fn })
+ * in a scheduler coroutine of its own (so the body may wait: a sub-agent, a batch).
+ * ledger / budget are the agent's (ah.agent{ ledger = ah.ledger{...} | "path.db",
+ * budget = ah.budget(N) | N }; built with ah.ledger / ah.budget when given as a path or a
+ * number; nil when not given and the module has no ah.ledger). on_event(ev) takes a
+ * budget_exhausted event table {type, budget, used, limit} and routes it to the agent's
+ * events. call() must put key, attempt, run_id and tool_call_id into the body's ctx and
+ * return the record of SPEC §5: { ok, outcome = "ok"|"failed"|"budget_exhausted",
+ * attempts, error (an error value or nil), receipt, seq, duplicate }. The agent gives the
+ * model the receipt (a string as is, anything else as JSON) or "error: <message>". */
+void lah_tools_open(lua_State *L);
+
+/* Built-in tool objects (lua/agent_tools.c): push a tool object for the spec table at
+ * idx (fields run, policy; validated, errors name `where`). Its :call() follows the
+ * contract above without ledger or budget. */
+void lah_builtin_tool_new(lua_State *L, int idx, const char *name, const char *where);
+
+/* The ah_client of an "agenthost.client" userdata at idx, or NULL when it is not one. */
+ah_client *lah_check_client(lua_State *L, int idx);
+
+/* ---- module parts (each registers its functions into the module table on top) ------ */
+void lah_open_client(lua_State *L);
+void lah_open_agent(lua_State *L);
+void lah_open_mock(lua_State *L);
+void lah_open_agent_tools(lua_State *L);
+void lah_open_errors(lua_State *L); /* ah.transient, ah.permanent, ah.is_retryable */
+
+/* The log handler of scripts (host program and plain lua5.4): "agenthost: warning: ..."
+ * on stderr. On a terminal the core's per-request retry / give-up lines are left out:
+ * the status display shows them from the events (SPEC §7: no stacked retry lines). */
+void lah_log_to_stderr(void *ud, ah_log_level level, const char *line);
+
+/* The registry key (a light userdata address) the host program sets to true before it
+ * loads the module: the module then leaves the log handler to the host. */
+extern const char lah_host_key;
 
 #endif

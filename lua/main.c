@@ -1,10 +1,16 @@
-/* main.c - the agenthost program.
+/* main.c - the agenthost program: the Lua host (`agenthost [--events FILE] SCRIPT.lua
+ * [ARGS...]`), the built-in mock provider (`agenthost mock ...`), --help and --version.
  *
- * Today it answers --help and --version and runs the built-in mock provider
- * (`agenthost mock ...`); it grows into the Lua host (`agenthost SCRIPT.lua [ARGS...]`).
- * Exit codes: 0 success, 1 the script or run failed, 2 usage error (bad arguments or a
- * bad plan). */
+ * The host is `lua` plus the agenthost module: full standard library, `arg` as lua sets
+ * it, `require "agenthost"` preloaded, and the main chunk run as a coroutine of the
+ * binding's scheduler so that agent:run / ah.parallel yield to the one event loop.
+ * Exit codes: 0 success, 1 the script failed (syntax or runtime error: "file:line:
+ * message" plus a traceback on stderr), 2 usage error (bad arguments, a script or
+ * events file that cannot be opened, a bad plan). */
 #include "agenthost.h"
+#include "lah.h"
+
+#include <lualib.h>
 
 #include <errno.h>
 #include <limits.h>
@@ -17,27 +23,31 @@ enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
 
 static void usage(FILE *out)
 {
-    fputs("usage: agenthost [OPTIONS] SCRIPT.lua [ARGS...]\n"
-          "       agenthost mock [--port N] [--plan PLAN.json] [--text-deltas N]\n"
-          "                      [--delta-bytes N]\n"
-          "\n"
-          "Runs an agent script written in Lua against an LLM provider, retrying what is\n"
-          "safe to retry and continuing interrupted streams.\n"
-          "\n"
-          "options:\n"
-          "  --events FILE   also write every event as JSON Lines to FILE\n"
-          "                  (or set AGENTHOST_EVENTS=FILE)\n"
-          "  --help          show this help and exit\n"
-          "  --version       print the version and exit\n"
-          "\n"
-          "mock: serve the Anthropic, OpenAI Chat and OpenAI Responses APIs on 127.0.0.1\n"
-          "with a deterministic model and the faults of PLAN.json (see docs/mock.md).\n"
-          "Prints its URL on one line, then runs until SIGINT or SIGTERM.\n"
-          "  --port N          port to listen on; 0 (the default) picks a free one\n"
-          "  --plan FILE       fault plan: a JSON array of steps, one per request\n"
-          "  --text-deltas N   stream every reply's text in N deltas\n"
-          "  --delta-bytes N   or split it every N bytes\n",
-          out);
+    fputs(
+        "usage: agenthost [OPTIONS] SCRIPT.lua [ARGS...]\n"
+        "       agenthost mock [--port N] [--plan PLAN.json] [--text-deltas N]\n"
+        "                      [--delta-bytes N]\n"
+        "\n"
+        "Runs an agent script written in Lua against an LLM provider, retrying what is\n"
+        "safe to retry and continuing interrupted streams. The script sees its\n"
+        "arguments in `arg` and `...` as with lua (SCRIPT - reads it from stdin);\n"
+        "require \"agenthost\" needs no setup (see docs/lua.md).\n"
+        "\n"
+        "options:\n"
+        "  --events FILE   also write every event as JSON Lines to FILE\n"
+        "                  (or set AGENTHOST_EVENTS=FILE)\n"
+        "  --              end of options: the next argument is the script\n"
+        "  --help          show this help and exit\n"
+        "  --version       print the version and exit\n"
+        "\n"
+        "mock: serve the Anthropic, OpenAI Chat and OpenAI Responses APIs on 127.0.0.1\n"
+        "with a deterministic model and the faults of PLAN.json (see docs/mock.md).\n"
+        "Prints its URL on one line, then runs until SIGINT or SIGTERM.\n"
+        "  --port N          port to listen on; 0 (the default) picks a free one\n"
+        "  --plan FILE       fault plan: a JSON array of steps, one per request\n"
+        "  --text-deltas N   stream every reply's text in N deltas\n"
+        "  --delta-bytes N   or split it every N bytes\n",
+        out);
 }
 
 static void log_to_stderr(void *ud, ah_log_level level, const char *line)
@@ -45,6 +55,8 @@ static void log_to_stderr(void *ud, ah_log_level level, const char *line)
     (void)ud;
     fprintf(stderr, "agenthost: %s: %s\n", ah_log_level_name(level), line);
 }
+
+int luaopen_agenthost(lua_State *L);
 
 /* A whole non-negative number no larger than max, or -1. */
 static long parse_count(const char *s, long max)
@@ -61,7 +73,8 @@ static char *read_file(const char *path)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        fprintf(stderr, "agenthost: cannot open plan file '%s': %s\n", path, strerror(errno));
+        fprintf(stderr, "agenthost: cannot open plan file '%s': %s\n", path,
+                strerror(errno));
         return NULL;
     }
     size_t len = 0, cap = 4096, n;
@@ -102,8 +115,10 @@ static int run_mock(int argc, char **argv)
             return EXIT_OK;
         }
         if (i + 1 >= argc) {
-            fprintf(stderr, "agenthost mock: unknown option or missing value '%s' (try "
-                            "--help)\n", opt);
+            fprintf(stderr,
+                    "agenthost mock: unknown option or missing value '%s' (try "
+                    "--help)\n",
+                    opt);
             return EXIT_USAGE;
         }
         const char *val = argv[++i];
@@ -162,6 +177,111 @@ static int run_mock(int argc, char **argv)
     return EXIT_OK;
 }
 
+/* ---- the Lua host ------------------------------------------------------------------ */
+
+typedef struct host {
+    FILE *events;
+    int done, ok;
+} host;
+
+/* --events: one JSON object per line, written as each event happens. */
+static void write_event(void *ud, const ah_event *ev)
+{
+    host *h = ud;
+    char *json = ah_event_to_json(ev);
+    if (!json)
+        return;
+    fputs(json, h->events);
+    fputc('\n', h->events);
+    free(json);
+}
+
+static void main_done(void *ud, lua_State *co, int ok)
+{
+    host *h = ud;
+    h->done = 1;
+    h->ok = ok;
+    if (!ok)
+        fprintf(stderr, "agenthost: %s\n", lua_tostring(co, -1));
+}
+
+/* arg[0] = the script, arg[1..] its arguments, arg[-1..] what came before (as lua). */
+static void create_arg_table(lua_State *L, int argc, char **argv, int script)
+{
+    lua_createtable(L, argc - script - 1, script + 1);
+    for (int i = 0; i < argc; i++) {
+        lua_pushstring(L, argv[i]);
+        lua_rawseti(L, -2, i - script);
+    }
+    lua_setglobal(L, "arg");
+}
+
+static int run_script(int argc, char **argv, int script, const char *events_path)
+{
+    host h = {0};
+    int rc = EXIT_FAIL;
+    const char *path = argv[script];
+    if (events_path) {
+        h.events = fopen(events_path, "w");
+        if (!h.events) {
+            fprintf(stderr, "agenthost: cannot open events file '%s': %s\n", events_path,
+                    strerror(errno));
+            return EXIT_USAGE;
+        }
+        setvbuf(h.events, NULL, _IOLBF, 0);
+    }
+    signal(SIGPIPE, SIG_IGN);
+    ah_log_set_handler(lah_log_to_stderr, NULL, AH_LOG_WARN);
+    lua_State *L = luaL_newstate();
+    if (!L) {
+        fprintf(stderr, "agenthost: cannot create a Lua state (out of memory)\n");
+        goto cleanup;
+    }
+    lua_pushboolean(L, 1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &lah_host_key); /* we own the log handler */
+    luaL_openlibs(L);
+    luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
+    lua_pushcfunction(L, luaopen_agenthost);
+    lua_setfield(L, -2, "agenthost");
+    lua_pop(L, 1);
+    if (h.events)
+        lah_set_event_sink(L, write_event, &h);
+    create_arg_table(L, argc, argv, script);
+
+    int st = luaL_loadfile(L, strcmp(path, "-") == 0 ? NULL : path);
+    if (st == LUA_ERRFILE) {
+        fprintf(stderr, "agenthost: cannot open script '%s': %s\n", path,
+                errno ? strerror(errno) : "cannot read it");
+        rc = EXIT_USAGE;
+        goto cleanup;
+    }
+    if (st != LUA_OK) {
+        fprintf(stderr, "agenthost: %s\n", lua_tostring(L, -1));
+        goto cleanup;
+    }
+    int nargs = argc - script - 1;
+    luaL_checkstack(L, nargs, "too many arguments");
+    for (int i = script + 1; i < argc; i++)
+        lua_pushstring(L, argv[i]);
+    lah_spawn(L, nargs, main_done, &h);
+    while (!h.done) {
+        if (lah_step(L) < 0 && !h.done) {
+            fprintf(stderr,
+                    "agenthost: %s: the script waits for work that nothing is left "
+                    "to do (deadlock)\n",
+                    path);
+            break;
+        }
+    }
+    rc = h.done && h.ok ? EXIT_OK : EXIT_FAIL;
+cleanup:
+    if (L)
+        lua_close(L);
+    if (h.events)
+        fclose(h.events);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -172,12 +292,41 @@ int main(int argc, char **argv)
         usage(stdout);
         return EXIT_OK;
     }
-    if (strcmp(argv[1], "--version") == 0) {
+    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-v") == 0) {
         printf("agenthost %s\n", ah_version());
         return EXIT_OK;
     }
     if (strcmp(argv[1], "mock") == 0)
         return run_mock(argc, argv);
-    fprintf(stderr, "agenthost: unknown option or command '%s' (try --help)\n", argv[1]);
-    return EXIT_USAGE;
+    const char *events = NULL;
+    int i = 1;
+    for (; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--events") == 0) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "agenthost: --events needs a file name (try --help)\n");
+                return EXIT_USAGE;
+            }
+            events = argv[++i];
+        } else if (strncmp(a, "--events=", 9) == 0) {
+            events = a + 9;
+        } else if (strcmp(a, "--") == 0) {
+            i++;
+            break;
+        } else if (a[0] == '-' && a[1] != '\0') {
+            fprintf(stderr, "agenthost: unknown option '%s' (try --help)\n", a);
+            return EXIT_USAGE;
+        } else {
+            break;
+        }
+    }
+    if (i >= argc) {
+        fprintf(stderr, "agenthost: no script given (try --help)\n");
+        return EXIT_USAGE;
+    }
+    if (!events || !*events) {
+        const char *env = getenv("AGENTHOST_EVENTS");
+        events = env && *env ? env : NULL;
+    }
+    return run_script(argc, argv, i, events);
 }

@@ -1,101 +1,418 @@
 #!/usr/bin/env bash
-# tests/bench/run.sh BUILD_DIR - the streaming benchmark (called by `./run bench`).
+# tests/bench/run.sh BUILD_DIR - every benchmark (SPEC §9), called by `./run bench`.
 #
-# Starts the mock provider in its own process serving one long Anthropic reply of
-# DELTAS text deltas (default 200000), then streams it RUNS times (default 5) through
-# agenthost's transport + SSE parser (stream_bench client) and RUNS times through
-# `curl -sN` (CPU and peak RSS of the curl process from wait4), and prints a markdown
-# table of the medians and the agenthost/curl ratios. Numbers, not assertions.
+# Writes one markdown report to stdout and to BUILD_DIR/bench.md; raw measurements,
+# logs and callgrind files go to BUILD_DIR/bench-work/. Numbers, never assertions.
+#   1. Streaming decode through the whole stack (Lua agent -> worker -> decoder -> SSE
+#      -> libcurl) on one long reply from a mock in its own process, per wire format,
+#      beside `curl -sN` (the floor), agenthost's transport + SSE layer alone, and the
+#      official Node SDKs (installed from npm into BUILD_DIR/node; skipped, and said so,
+#      when they cannot be installed).
+#   2. The Lua on_event hook: per-event cost of a hook that does nothing vs none.
+#   3. The retry machinery's success-path cost: callgrind instructions of one successful
+#      call, default policy vs max_attempts = 1 (and vs no continuations either).
+#   4. Scale: 1, 10, 100, 1000 concurrent agent runs (ah.parallel) in one process.
+#   5. Where the instructions go (callgrind of the whole-stack client, per format).
+# Every client is a separate process measured from wait4() (CPU user + system, peak RSS,
+# wall), RUNS times; tables give medians, and ratios are the median of per-run ratios
+# (run i of one client against run i of the other, measured back to back).
+# Environment: RUNS (5), DELTAS (200000), SCALE_NS ("1 10 100 1000"), CG_REPS (3),
+# NODE=0 to skip the Node SDKs.
 set -euo pipefail
-BUILD_DIR=${1:?usage: tests/bench/run.sh BUILD_DIR}
-DELTAS=${DELTAS:-200000}
+BUILD_DIR=$(cd "${1:?usage: tests/bench/run.sh BUILD_DIR}" && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BENCH=$ROOT/tests/bench
 RUNS=${RUNS:-5}
-BIN=$BUILD_DIR/tests/bench/stream_bench
-[ -x "$BIN" ] || { echo "run.sh: $BIN not built (configure with tests on)" >&2; exit 1; }
-command -v curl >/dev/null || { echo "run.sh: curl not found" >&2; exit 1; }
+DELTAS=${DELTAS:-200000}
+SCALE_NS=${SCALE_NS:-1 10 100 1000}
+CG_REPS=${CG_REPS:-3}
+WIRES=(anthropic openai responses)
 
-# The server reads its stdin until EOF: a FIFO we hold open; closing it stops the mock.
-tmp=$(mktemp -d)
-mkfifo "$tmp/in"
-"$BIN" serve "$DELTAS" <"$tmp/in" >"$tmp/url" &
-server_pid=$!
-exec {server_in}>"$tmp/in"
-stop_server() {
-    exec {server_in}>&-
-    wait "$server_pid" 2>/dev/null || true
-    rm -rf "$tmp"
-}
-trap stop_server EXIT
-for _ in $(seq 100); do
-    [ -s "$tmp/url" ] && break
-    kill -0 "$server_pid" 2>/dev/null || break
-    sleep 0.05
+AH=$BUILD_DIR/agenthost
+SB=$BUILD_DIR/tests/bench/stream_bench
+RB=$BUILD_DIR/tests/bench/retry_bench
+for b in "$AH" "$SB" "$RB"; do
+    [ -x "$b" ] || { echo "run.sh: $b not built" >&2; exit 1; }
 done
-URL=$(head -n1 "$tmp/url")
-[ -n "$URL" ] || { echo "run.sh: the mock did not start" >&2; exit 1; }
-
-BODY='{"model":"mock-bench","max_tokens":64000,"stream":true,"messages":[{"role":"user","content":"stream a long answer"}]}'
-CURL=(curl -sN -o /dev/null -H 'content-type: application/json'
-      -H 'anthropic-version: 2023-06-01' -H 'x-api-key: bench' -d "$BODY" "$URL/v1/messages")
-
-# Same stream for both: check the size curl receives once (unmeasured).
-curl_bytes=$(curl -sN -o /dev/null -w '%{size_download}' -H 'content-type: application/json' \
-    -H 'anthropic-version: 2023-06-01' -H 'x-api-key: bench' -d "$BODY" "$URL/v1/messages")
-
-field() { sed -n "s/.*\b$1=\([0-9.]*\).*/\1/p"; }
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-
-ah_lines=() curl_lines=() ahbase_lines=() curlbase_lines=()
-for ((i = 0; i < RUNS; i++)); do
-    # Process start-up alone (libraries, TLS init), subtracted for the per-event cost.
-    ahbase_lines+=("$("$BIN" exec "$BIN" startup)")
-    curlbase_lines+=("$("$BIN" exec curl -s -o /dev/null file:///dev/null)")
-    # Both measured the same way: the whole client process, from wait4().
-    ah_lines+=("$("$BIN" exec "$BIN" client "$URL" | tr '\n' ' ')")
-    curl_lines+=("$("$BIN" exec "${CURL[@]}")")
+for tool in curl valgrind callgrind_annotate; do
+    command -v "$tool" >/dev/null || { echo "run.sh: $tool not found" >&2; exit 1; }
 done
 
-stat() { # which(ah|curl) field
-    local -n lines=${1}_lines
-    printf '%s\n' "${lines[@]}" | field "$2" | median
+WORK=$BUILD_DIR/bench-work
+RAW=$WORK/raw
+CG=$WORK/callgrind
+LOG=$WORK/log.txt
+rm -rf "$WORK"
+mkdir -p "$RAW" "$CG"
+: >"$LOG"
+REPORT=$BUILD_DIR/bench.md
+: >"$REPORT"
+started=$(date +%s)
+
+note() { echo "bench: $*" >&2; }
+out() { printf '%s\n' "$*" | tee -a "$REPORT"; }
+
+# ---- mocks: each in its own process, stopped at exit ----------------------------------
+MOCK_PIDS=()
+stop_mocks() {
+    for p in "${MOCK_PIDS[@]}"; do
+        kill "$p" 2>/dev/null || true
+        wait "$p" 2>/dev/null || true
+    done
+}
+trap stop_mocks EXIT
+start_mock() { # name mock-args... -> MOCK_URL
+    local name=$1
+    shift
+    "$AH" mock --port 0 "$@" >"$WORK/mock-$name.url" 2>>"$LOG" &
+    MOCK_PIDS+=($!)
+    local pid=$!
+    MOCK_URL=
+    for _ in $(seq 200); do
+        MOCK_URL=$(head -n1 "$WORK/mock-$name.url" 2>/dev/null || true)
+        [ -n "$MOCK_URL" ] && return 0
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.05
+    done
+    echo "run.sh: the $name mock did not start (see $LOG)" >&2
+    exit 1
 }
 
-bytes=$(stat ah bytes)
-events=$(stat ah events)
-[ "$bytes" = "$curl_bytes" ] ||
-    echo "run.sh: warning: agenthost got $bytes bytes, curl $curl_bytes" >&2
-
-row() { # label which
-    local wall cpu rss base
-    wall=$(stat "$2" wall_s) cpu=$(stat "$2" cpu_s) rss=$(stat "$2" rss_kb)
-    base=$(stat "${2}base" cpu_s)
-    awk -v l="$1" -v w="$wall" -v c="$cpu" -v s="$base" -v r="$rss" -v b="$bytes" \
-        -v e="$events" 'BEGIN {
-        printf "| %s | %.1f | %.0f | %.3f | %.3f | %.3f | %.3f | %.3f | %.1f |\n",
-            l, b / w / 1e6, e / w, w, c, s, c - s, (c - s) / e * 1e6, r / 1024 }'
+# ---- measurement store: one file per measured process, "key=value" words -------------
+measure() { # key cmd... : run cmd as a child of stream_bench exec, keep its output
+    local key=$1
+    shift
+    if ! "$SB" exec "$@" >"$RAW/$key" 2>>"$LOG"; then
+        echo "failed" >>"$RAW/$key"
+        note "$key failed (see $LOG)"
+        return 1
+    fi
+}
+val() { # key field -> the last value of field= in key's output (empty if none)
+    [ -f "$RAW/$1" ] || return 0
+    sed -n "s/.*\b$2=\([0-9.]*\).*/\1/p" "$RAW/$1" | tail -n1
+}
+vals() { # prefix field -> one value per run
+    local i
+    for ((i = 1; i <= RUNS; i++)); do val "$1.$i" "$2"; done
+}
+med() { # numbers on stdin -> median (empty for none)
+    sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+spread() { # numbers on stdin -> (max - min) / median in percent
+    sort -g | awk '{ v[NR] = $1 } END { if (!NR) exit; m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2;
+        if (m > 0) printf "%.0f", (v[NR] - v[1]) / m * 100 }'
+}
+pair_ratio() { # prefixA prefixB field -> median over runs of A_i / B_i
+    local i a b
+    for ((i = 1; i <= RUNS; i++)); do
+        a=$(val "$1.$i" "$3") b=$(val "$2.$i" "$3")
+        [ -n "$a" ] && [ -n "$b" ] && awk -v a="$a" -v b="$b" 'BEGIN { if (b > 0) printf "%.6f\n", a / b }'
+    done | med
+}
+pair_diff() { # prefixA prefixB field -> A_i - B_i, one per run
+    local i a b
+    for ((i = 1; i <= RUNS; i++)); do
+        a=$(val "$1.$i" "$3") b=$(val "$2.$i" "$3")
+        [ -n "$a" ] && [ -n "$b" ] && awk -v a="$a" -v b="$b" 'BEGIN { printf "%.6f\n", a - b }'
+    done
+}
+fmt() { # printf-format value -> formatted, or "n/a" when empty
+    if [ -n "$2" ]; then awk -v v="$2" -v f="$1" 'BEGIN { printf f, v }'; else printf 'n/a'; fi
+}
+calc() { awk "BEGIN { v = $1; printf \"%.6f\", v }"; }
+num() { # value -> a whole number with thousands separators, or "n/a"
+    if [ -n "$1" ]; then printf '%.0f' "$1" | sed ':a;s/\B[0-9]\{3\}\>/,&/;ta'; else printf 'n/a'; fi
 }
 
-ratio() { # field [which-suffix]
-    awk -v a="$(stat "ah${2:-}" "$1")" -v c="$(stat "curl${2:-}" "$1")" 'BEGIN { printf "%.2f", a / c }'
-}
+# ---- the machine ---------------------------------------------------------------------
+cmake_var() { sed -n "s/^$1:[A-Z]*=//p" "$BUILD_DIR/CMakeCache.txt" | head -n1; }
+cc=$(cmake_var CMAKE_C_COMPILER)
+build_type=$(cmake_var CMAKE_BUILD_TYPE)
+cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n1)
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 
-net_ratio() {
-    awk -v a="$(stat ah cpu_s)" -v sa="$(stat ahbase cpu_s)" \
-        -v c="$(stat curl cpu_s)" -v sc="$(stat curlbase cpu_s)" \
-        'BEGIN { printf "%.2f", (a - sa) / (c - sc) }'
-}
+# ---- the Node SDK peers ----------------------------------------------------------------
+NODE_DIR=$BUILD_DIR/node
+node_ok=0 node_why=
+if [ "${NODE:-1}" = 0 ]; then
+    node_why="skipped (NODE=0)"
+elif ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+    node_why="not run: node/npm not installed"
+else
+    mkdir -p "$NODE_DIR"
+    if [ ! -d "$NODE_DIR/node_modules/openai" ] || [ ! -d "$NODE_DIR/node_modules/@anthropic-ai/sdk" ]; then
+        note "installing the Node SDKs from npm into $NODE_DIR"
+        [ -f "$NODE_DIR/package.json" ] || echo '{"private": true}' >"$NODE_DIR/package.json"
+        (cd "$NODE_DIR" && timeout 300 npm install --no-audit --no-fund openai @anthropic-ai/sdk) \
+            >>"$LOG" 2>&1 || true
+    fi
+    if [ -d "$NODE_DIR/node_modules/openai" ] && [ -d "$NODE_DIR/node_modules/@anthropic-ai/sdk" ]; then
+        cp "$BENCH/node_sdk.mjs" "$NODE_DIR/"
+        node_ok=1
+    else
+        node_why="not run: npm install of openai and @anthropic-ai/sdk failed (registry unreachable?)"
+    fi
+fi
+pkg_version() { sed -n 's/^[[:space:]]*"version":[[:space:]]*"\([^"]*\)".*/\1/p' "$NODE_DIR/node_modules/$1/package.json" | head -n1; }
 
-echo "### Streaming: ${DELTAS} text deltas over loopback (median of ${RUNS} runs)"
-echo
-echo "Stream: $bytes bytes, $events SSE events (Anthropic Messages format, from the mock)."
-echo
-echo "| client | MB/s | events/s | wall s | CPU s | start-up CPU s | stream CPU s | CPU µs/event | peak RSS MiB |"
-echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
-row "agenthost: transport + SSE parser" ah
-row "curl -sN > /dev/null" curl
-nr=$(net_ratio)
-echo "| ratio agenthost / curl | | | $(ratio wall_s) | $(ratio cpu_s) | $(ratio cpu_s base) | $nr | $nr | $(ratio rss_kb) |"
-echo
-echo "Whole client processes measured alike (wait4 rusage; the mock runs in its own process)."
-echo "CPU = user + system. Stream CPU = CPU minus the median start-up CPU of the same program"
-echo "doing nothing (\`stream_bench startup\`, \`curl file:///dev/null\`); µs/event uses it."
+# ---- 1 + 2: streaming --------------------------------------------------------------------
+# One long reply of DELTAS text deltas of ~4 bytes each (a token's size: " the"). The text
+# stays under the SSE parser's 1 MiB line limit: Responses repeats the whole text inside
+# single events at the end (output_text.done ... response.completed).
+awk -v n="$DELTAS" 'BEGIN {
+    split("the and for are but not you all any can her was one our out day get has him his how man new now old see two way who did its let put say she too use", w, " ");
+    printf "{\"steps\": [], \"then\": {\"ok\": true, \"text\": \"";
+    for (i = 0; i < n; i++) printf "%s%s", (i ? " " : ""), w[i % 40 + 1];
+    printf "\"}}\n" }' >"$WORK/stream-plan.json"
+start_mock stream --text-deltas "$DELTAS" --plan "$WORK/stream-plan.json"
+STREAM_URL=$MOCK_URL
+BODY='{"model":"mock-bench","max_tokens":64000,"stream":true,"messages":[{"role":"user","content":"stream a long answer"}],"input":"stream a long answer"}'
+declare -A PATH_OF=([anthropic]=/v1/messages [openai]=/v1/chat/completions [responses]=/v1/responses)
+curl_args() { # wire output-file -> CURL_ARGS: curl streaming WIRE's reply into the file
+    CURL_ARGS=(curl -sN -o "$2" -H 'content-type: application/json')
+    if [ "$1" = anthropic ]; then
+        CURL_ARGS+=(-H 'anthropic-version: 2023-06-01' -H 'x-api-key: bench')
+    else
+        CURL_ARGS+=(-H 'authorization: Bearer bench')
+    fi
+    CURL_ARGS+=(-d "$BODY" "$STREAM_URL${PATH_OF[$1]}")
+}
+declare -A EVENTS BYTES
+for wire in "${WIRES[@]}"; do
+    # The stream once, unmeasured: its size and SSE event count (one data line each).
+    curl_args "$wire" "$WORK/stream-$wire.sse"
+    "${CURL_ARGS[@]}"
+    EVENTS[$wire]=$(grep -c '^data:' "$WORK/stream-$wire.sse")
+    BYTES[$wire]=$(wc -c <"$WORK/stream-$wire.sse")
+done
+
+note "streaming: ${#WIRES[@]} formats x $RUNS runs (curl, transport+SSE, whole stack, hook$([ "$node_ok" = 1 ] && echo ", Node SDK"))"
+for ((i = 1; i <= RUNS; i++)); do
+    measure "start.curl.$i" curl -s -o /dev/null file:///dev/null || true
+    measure "start.sse.$i" "$SB" startup || true
+    measure "start.stack.$i" "$AH" "$BENCH/stack.lua" anthropic "$STREAM_URL" startup || true
+    for wire in "${WIRES[@]}"; do
+        curl_args "$wire" /dev/null
+        measure "$wire.curl.$i" "${CURL_ARGS[@]}" || true
+        measure "$wire.sse.$i" "$SB" client "$STREAM_URL" "$wire" || true
+        measure "$wire.stack.$i" "$AH" "$BENCH/stack.lua" "$wire" "$STREAM_URL" none || true
+        [ "$wire" = anthropic ] &&
+            { measure "$wire.hook.$i" "$AH" "$BENCH/stack.lua" "$wire" "$STREAM_URL" hook || true; }
+        if [ "$node_ok" = 1 ]; then
+            measure "start.node-$wire.$i" node "$NODE_DIR/node_sdk.mjs" "$wire" "$STREAM_URL" startup || true
+            measure "$wire.node.$i" node "$NODE_DIR/node_sdk.mjs" "$wire" "$STREAM_URL" || true
+        fi
+    done
+done
+
+# ---- 3: the retry machinery under callgrind ---------------------------------------------
+cg_ir() { # callgrind stderr file -> instructions collected
+    sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$1" | tail -n1
+}
+start_mock short
+SHORT_URL=$MOCK_URL
+start_mock long --text-deltas 2000
+LONG_URL=$MOCK_URL
+note "retry machinery: callgrind, ${#WIRES[@]} formats x 2 replies x 3 policies x $CG_REPS"
+for wire in "${WIRES[@]}"; do
+    for reply in short long; do
+        url=$SHORT_URL
+        [ "$reply" = long ] && url=$LONG_URL
+        for ((r = 1; r <= CG_REPS; r++)); do
+            for pol in default single bare; do
+                f=$CG/retry-$wire-$reply-$pol-$r
+                if valgrind --tool=callgrind --toggle-collect=measured_call \
+                    --callgrind-out-file="$f.out" "$RB" "$url" "$wire" "$pol" >"$f.stdout" 2>"$f.err"; then
+                    echo "ir=$(cg_ir "$f.err") $(cat "$f.stdout")" >"$RAW/retry.$wire.$reply.$pol.$r"
+                else
+                    note "retry_bench $wire $reply $pol failed (see $f.err)"
+                fi
+            done
+        done
+    done
+done
+
+# ---- 5 (and 2): where the instructions go ------------------------------------------------
+incl() { # annotate-file function -> inclusive Ir of that exact function (0 if absent)
+    awk -v fn="$2" '{ for (i = 1; i <= NF; i++) if ($i ~ ":" fn "$" && $(i + 1) ~ /^\[/) {
+        gsub(",", "", $1); print $1; found = 1; exit } } END { if (!found) print 0 }' "$1"
+}
+note "profile: callgrind of the whole-stack client and of curl on the ${DELTAS}-delta stream"
+declare -A PROF
+for wire in "${WIRES[@]}"; do
+    modes=(none)
+    [ "$wire" = anthropic ] && modes+=(hook)
+    for mode in "${modes[@]}"; do
+        f=$CG/stack-$wire-$mode
+        if valgrind --tool=callgrind --callgrind-out-file="$f.out" \
+            "$AH" "$BENCH/stack.lua" "$wire" "$STREAM_URL" "$mode" >"$f.stdout" 2>"$f.err"; then
+            PROF[$wire.$mode.total]=$(cg_ir "$f.err")
+            callgrind_annotate --inclusive=yes --threshold=100 "$f.out" >"$f.txt" 2>/dev/null || true
+            for fn in cJSON_ParseWithLength cJSON_Delete ah_sse_feed ah_sse_next ah_decoder_feed; do
+                PROF[$wire.$mode.$fn]=$(incl "$f.txt" "$fn")
+            done
+        else
+            note "callgrind of stack.lua $wire $mode failed (see $f.err)"
+        fi
+    done
+    f=$CG/curl-$wire
+    curl_args "$wire" /dev/null
+    if valgrind --tool=callgrind --callgrind-out-file="$f.out" "${CURL_ARGS[@]}" 2>"$f.err"; then
+        PROF[$wire.curl.total]=$(cg_ir "$f.err")
+    fi
+done
+
+# ---- 4: scale ----------------------------------------------------------------------------
+HOLD_MS=200
+echo "{\"steps\": [], \"then\": {\"delay_headers_ms\": $HOLD_MS}}" >"$WORK/scale-plan.json"
+start_mock scale --plan "$WORK/scale-plan.json"
+SCALE_URL=$MOCK_URL
+note "scale: N = 0 $SCALE_NS concurrent runs x $RUNS"
+for ((i = 1; i <= RUNS; i++)); do
+    for n in 0 $SCALE_NS; do
+        measure "scale-$n.$i" "$AH" "$BENCH/scale.lua" "$SCALE_URL" "$n" || true
+    done
+done
+load_end=$(cut -d' ' -f1-3 /proc/loadavg)
+
+# ==== the report ===========================================================================
+out "# agenthost benchmarks"
+out ""
+out "- When: $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo ' (with local changes)')"
+out "- Machine: $(nproc) CPUs ($cpu), Linux $(uname -r); load average $load_start at the start, $load_end at the end (other work shares the machine)"
+out "- Build: $("$cc" --version | head -n1), CMAKE_BUILD_TYPE=$build_type; $(curl --version | head -n1 | cut -d' ' -f1-2), $(pkg-config --modversion libcjson 2>/dev/null | sed 's/^/cJSON /'), $(lua5.4 -v 2>/dev/null | cut -d' ' -f1-2 || echo Lua 5.4)"
+out "- Peers: $([ "$node_ok" = 1 ] && echo "Node $(node --version), openai $(pkg_version openai), @anthropic-ai/sdk $(pkg_version @anthropic-ai/sdk)" || echo "Node SDKs $node_why")"
+out "- $RUNS runs of each process measurement, medians; ratios are medians of per-run ratios"
+out ""
+
+# -- 1
+out "## 1. Streaming decode, ${DELTAS} text deltas over loopback"
+out ""
+out "The mock (\`agenthost mock\`, its own process) serves one reply of ${DELTAS} deltas of ~4 bytes. Every client is a whole process measured from wait4(): CPU = user + system; *net* = CPU minus the median CPU of the same program starting up and exiting without a request (curl: \`file:///dev/null\`; transport + SSE: \`stream_bench startup\`; agenthost: \`stack.lua ... startup\`; Node: the SDK loaded and its client built). ×curl = median of run-i / curl-run-i. Spread = (max − min) / median of the CPU of the $RUNS runs."
+out ""
+out "| format | client | events/s | wall s | CPU s | CPU s / M events | net CPU s / M events | peak RSS MiB | CPU ×curl | wall ×curl | RSS ×curl | CPU spread |"
+out "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+stream_row() { # wire client label start-key
+    local wire=$1 client=$2 label=$3 start=$4 e=${EVENTS[$1]}
+    local wall cpu rss st cr wr rr sp
+    wall=$(vals "$wire.$client" wall_s | med)
+    cpu=$(vals "$wire.$client" cpu_s | med)
+    rss=$(vals "$wire.$client" rss_kb | med)
+    st=$(vals "start.$start" cpu_s | med)
+    if [ -z "$cpu" ]; then
+        out "| $wire | $label | failed (see bench-work/log.txt) | | | | | | | | | |"
+        return
+    fi
+    cr=$(pair_ratio "$wire.$client" "$wire.curl" cpu_s)
+    wr=$(pair_ratio "$wire.$client" "$wire.curl" wall_s)
+    rr=$(pair_ratio "$wire.$client" "$wire.curl" rss_kb)
+    sp=$(vals "$wire.$client" cpu_s | spread)
+    out "| $wire | $label | $(fmt %.0f "$(calc "$e / $wall")") | $(fmt %.3f "$wall") | $(fmt %.3f "$cpu") | $(fmt %.2f "$(calc "$cpu / $e * 1e6")") | $(fmt %.2f "$([ -n "$st" ] && calc "($cpu - $st) / $e * 1e6")") | $(fmt %.1f "$(calc "$rss / 1024")") | $(fmt %.2f "$cr") | $(fmt %.2f "$wr") | $(fmt %.2f "$rr") | $(fmt %s "$sp")% |"
+}
+for wire in "${WIRES[@]}"; do
+    stream_row "$wire" curl "curl -sN (floor)" curl
+    stream_row "$wire" sse "agenthost transport + SSE only (C)" sse
+    stream_row "$wire" stack "**agenthost, whole stack (Lua agent)**" stack
+    if [ "$node_ok" = 1 ]; then
+        stream_row "$wire" node "Node SDK ($([ "$wire" = anthropic ] && echo @anthropic-ai/sdk || echo openai))" "node-$wire"
+    fi
+done
+out ""
+[ "$node_ok" = 1 ] || out "Node SDKs: $node_why."
+for wire in "${WIRES[@]}"; do
+    out "- $wire: $(num "${BYTES[$wire]}") bytes, ${EVENTS[$wire]} SSE events; answer $(val "$wire.stack.1" text_bytes) bytes (agenthost)$([ "$node_ok" = 1 ] && echo ", $(val "$wire.node.1" text_bytes) bytes (Node)")$([ "$node_ok" = 1 ] && echo "; Node SDK / agenthost: CPU ×$(fmt %.1f "$(pair_ratio "$wire.node" "$wire.stack" cpu_s)"), peak RSS ×$(fmt %.1f "$(pair_ratio "$wire.node" "$wire.stack" rss_kb)"), wall ×$(fmt %.1f "$(pair_ratio "$wire.node" "$wire.stack" wall_s)")")."
+done
+out ""
+
+# -- 2
+out "## 2. Lua on_event hook (anthropic, ${DELTAS} deltas)"
+out ""
+hook_ns=$(pair_diff anthropic.hook anthropic.stack cpu_s | awk -v n="$DELTAS" '{ printf "%.3f\n", $1 / n * 1e9 }')
+cg_hook=
+if [ -n "${PROF[anthropic.hook.total]:-}" ] && [ -n "${PROF[anthropic.none.total]:-}" ]; then
+    cg_hook=$(calc "(${PROF[anthropic.hook.total]} - ${PROF[anthropic.none.total]}) / $DELTAS")
+fi
+out "| measure | no hook | \`on_event = function(ev) end\` | cost per event |"
+out "|---|---:|---:|---:|"
+out "| CPU s (median of $RUNS) | $(fmt %.3f "$(vals anthropic.stack cpu_s | med)") | $(fmt %.3f "$(vals anthropic.hook cpu_s | med)") | $(fmt %.0f "$(printf '%s\n' "$hook_ns" | med)") ns (per-run pairs: $(printf '%s\n' "$hook_ns" | sort -g | awk '{ printf "%s%.0f", (NR > 1 ? ", " : ""), $1 }') ns) |"
+out "| instructions (callgrind) | $(num "${PROF[anthropic.none.total]:-}") | $(num "${PROF[anthropic.hook.total]:-}") | $(fmt %.0f "$cg_hook") instructions |"
+out ""
+
+# -- 3
+out "## 3. Success-path cost of the retry machinery (callgrind)"
+out ""
+out "Instructions of one successful LLM call (\`retry_bench\`: ah_worker_new + ah_worker_run + ah_worker_free, collected with \`--toggle-collect=measured_call\` after a warm-up call), median of $CG_REPS; the mock in its own process. Policies: default (4 attempts, backoff, 3 continuations), max_attempts = 1, and max_attempts = 1 with max_continuations = 0. Spread = max − min of the default policy's runs (run-to-run noise from how the reply is split across reads)."
+out ""
+out "| format | reply | default | max_attempts = 1 | difference | + max_continuations = 0 | difference | noise (default runs) |"
+out "|---|---|---:|---:|---:|---:|---:|---:|"
+rvals() { local r; for ((r = 1; r <= CG_REPS; r++)); do val "retry.$1.$r" ir; done; }
+for wire in "${WIRES[@]}"; do
+    for reply in short long; do
+        d=$(rvals "$wire.$reply.default" | med) s=$(rvals "$wire.$reply.single" | med)
+        b=$(rvals "$wire.$reply.bare" | med)
+        nz=$(rvals "$wire.$reply.default" | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { if (NR) print hi - lo }')
+        label="$([ "$reply" = short ] && echo "default reply ($(val "retry.$wire.$reply.default.1" text_bytes) bytes)" || echo "2000 deltas ($(val "retry.$wire.$reply.default.1" text_bytes) bytes)")"
+        if [ -z "$d" ] || [ -z "$s" ] || [ -z "$b" ]; then
+            out "| $wire | $label | failed (see bench-work/callgrind) | | | | | |"
+            continue
+        fi
+        out "| $wire | $label | $(num "$d") | $(num "$s") | $(fmt %+.3f "$(calc "($d - $s) / $s * 100")")% | $(num "$b") | $(fmt %+.3f "$(calc "($d - $b) / $b * 100")")% | $(num "$nz") ($(fmt %.3f "$(calc "$nz / $d * 100")")%) |"
+    done
+done
+out ""
+out "Difference = (default − other) / other. Target: under 1 %."
+out ""
+
+# -- 4
+out "## 4. Concurrent agent runs in one process (ah.parallel)"
+out ""
+out "\`agenthost tests/bench/scale.lua URL N\`: N runs of one agent (one LLM call each, the mock's default reply of ~120 bytes, anthropic format) under one ah.parallel. The mock holds every response's headers ${HOLD_MS} ms (a model's time to first token), so all N are in flight at once; wall includes that hold. Memory per run = (peak RSS − peak RSS of N = 0) / N. Growth = the value at N over the value at N/10."
+out ""
+out "| N | wall s | CPU s | CPU ms per run | peak RSS MiB | memory per run KiB | wall growth | CPU growth | memory growth (RSS − base) | CPU spread |"
+out "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+base_rss=$(vals scale-0 rss_kb | med)
+out "| 0 (baseline) | $(fmt %.3f "$(vals scale-0 wall_s | med)") | $(fmt %.3f "$(vals scale-0 cpu_s | med)") | | $(fmt %.1f "$(calc "${base_rss:-0} / 1024")") | | | | | |"
+prev=
+for n in $SCALE_NS; do
+    w=$(vals "scale-$n" wall_s | med) c=$(vals "scale-$n" cpu_s | med) r=$(vals "scale-$n" rss_kb | med)
+    if [ -z "$c" ]; then
+        out "| $n | failed (see bench-work/log.txt) | | | | | | | | |"
+        prev=
+        continue
+    fi
+    mem=$(calc "($r - $base_rss)")
+    g_w='' g_c='' g_m=''
+    if [ -n "$prev" ]; then
+        read -r pw pc pm <<<"$prev"
+        g_w=$(calc "$w / $pw") g_c=$(calc "$c / $pc")
+        g_m=$(awk -v a="$mem" -v b="$pm" 'BEGIN { if (b > 0) printf "%.2f", a / b }')
+    fi
+    out "| $n | $(fmt %.3f "$w") | $(fmt %.3f "$c") | $(fmt %.3f "$(calc "$c / $n * 1000")") | $(fmt %.1f "$(calc "$r / 1024")") | $(fmt %.1f "$(calc "$mem / $n")") | $([ -n "$g_w" ] && fmt ×%.2f "$g_w") | $([ -n "$g_c" ] && fmt ×%.2f "$g_c") | $([ -n "$g_m" ] && fmt ×%s "$g_m") | $(vals "scale-$n" cpu_s | spread)% |"
+    prev="$w $c $mem"
+done
+out ""
+
+# -- 5
+out "## 5. Where the instructions go (callgrind, whole stack, ${DELTAS} deltas, no hook)"
+out ""
+out "Inclusive instructions of the stack's stages (libc's malloc/free counted where they are called), per SSE event. \"Rest\" is everything outside the decoder: libcurl and the socket reads, the event loop, the Lua VM and script, request encoding, process start-up and exit. Kernel time is not counted by callgrind (see the CPU columns above for the whole)."
+out ""
+out "| format | total per event | SSE framing | JSON parse (cJSON) | JSON tree free | decoder + timeline + events | rest | curl -sN per event |"
+out "|---|---:|---:|---:|---:|---:|---:|---:|"
+for wire in "${WIRES[@]}"; do
+    t=${PROF[$wire.none.total]:-}
+    if [ -z "$t" ]; then
+        out "| $wire | failed (see bench-work/callgrind) | | | | | | |"
+        continue
+    fi
+    e=${EVENTS[$wire]}
+    sse=$((PROF[$wire.none.ah_sse_feed] + PROF[$wire.none.ah_sse_next]))
+    parse=${PROF[$wire.none.cJSON_ParseWithLength]}
+    del=${PROF[$wire.none.cJSON_Delete]}
+    dec=${PROF[$wire.none.ah_decoder_feed]}
+    cell() { printf '%s (%s%%)' "$(fmt %.0f "$(calc "$1 / $e")")" "$(fmt %.0f "$(calc "$1 / $t * 100")")"; }
+    out "| $wire | $(fmt %.0f "$(calc "$t / $e")") | $(cell "$sse") | $(cell "$parse") | $(cell "$del") | $(cell "$((dec - sse - parse - del))") | $(cell "$((t - dec))") | $(fmt %.0f "$([ -n "${PROF[$wire.curl.total]:-}" ] && calc "${PROF[$wire.curl.total]} / $e")") |"
+done
+out ""
+out "Raw data: \`$(basename "$BUILD_DIR")/bench-work/\` (per-run measurements in raw/, callgrind files in callgrind/). Bench time: $(($(date +%s) - started)) s."

@@ -69,7 +69,9 @@ typedef struct ah_tool_request {
     int llm_call;
 } ah_tool_request;
 
-/* A tool's answer; strings are copied by the worker at once. */
+/* A tool's answer. The worker copies content as soon as the exec callback returns (or
+ * inside ah_worker_tool_done), so it must still be valid then: static or heap memory
+ * owned by the tool, never a buffer on the exec callback's own stack. */
 typedef struct ah_tool_response {
     ah_tool_outcome outcome; /* ok, error (shown to the model as an error), budget_exhausted */
     const char *content;     /* the tool result text for the model (NULL = "") */
@@ -104,6 +106,18 @@ typedef struct ah_worker_config {
     const char *continue_prompt;
     const ah_transport *transport; /* NULL = libcurl */
     const char *run_id;            /* NULL = generated */
+    /* Structured output (SPEC §4), optional. When a response completes without a tool
+     * call, check_output sees the answer's text (the assistant text since the last user
+     * or tool-result message) and refused = 1 when the model refused. Return 0 to accept
+     * it (outcome completed), nonzero to reject it after writing why (NUL-terminated, at
+     * most whysize bytes; "" gets a generic text). A rejection adds why to history as a
+     * visible user message and asks again, at most max_output_retries times (each retry
+     * is a step, bounded by max_steps too); past that the run ends with outcome
+     * bad_output and an `output` error whose message is why. Runs on the loop thread;
+     * it must not call into the worker (ah_worker_cancel excepted). */
+    int (*check_output)(void *ud, const char *text, int refused, char *why, size_t whysize);
+    void *check_ud;
+    int max_output_retries; /* >= 0 */
 } ah_worker_config;
 
 typedef struct ah_worker_stats {
@@ -114,6 +128,7 @@ typedef struct ah_worker_stats {
     int tool_calls;    /* tool calls answered (including duplicates and budget refusals) */
     int tool_attempts; /* tool body executions */
     int steps;         /* LLM calls that were not continuations */
+    int output_retries; /* answers rejected by check_output and asked for again */
     int64_t input_tokens, output_tokens;
 } ah_worker_stats;
 

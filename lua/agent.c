@@ -1,0 +1,1110 @@
+/* agent.c - ah.agent{...} and agent:run(input, opts): one ah_worker per run, driven by
+ * the scheduler (lah_await), with the Lua hooks plugged into the worker's callbacks:
+ * on_event (or the default status display), policy.retry_on, output.validate, and tools
+ * whose bodies run in coroutines of their own (the tool seam of lah.h).
+ *
+ * Invariants:
+ *  - A run is a userdata on the stack of the thread that awaits it, plus a registry
+ *    reference (self_ref) while its worker runs, so hooks can reach it from any thread;
+ *    every reference is dropped when the run's result is built (or at __gc).
+ *  - Every call into Lua from a worker callback is protected (lah_pcall_once) and runs
+ *    on lah_running(); a failing hook is logged once per agent and the C default decides
+ *    (the event is dropped; retry_on -> the default verdict; idempotency_key -> the
+ *    default key; validate -> the answer is rejected with the error as the reason).
+ *  - The worker is freed only from run_k or __gc, never inside its own callbacks.
+ */
+#include "lah.h"
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define AGENT_MT "agenthost.agent"
+#define RUN_MT   "agenthost.run"
+
+/* agent uservalues */
+enum {
+    A_CLIENT = 1,
+    A_ON_EVENT,
+    A_RETRY_ON,
+    A_STATUS,
+    A_TOOLS,
+    A_SPECS,
+    A_RB,
+    A_LEDGER,
+    A_BUDGET,
+    A_NUV = A_BUDGET
+};
+
+typedef struct lagent {
+    ah_client *client; /* borrowed: the client userdata is uservalue A_CLIENT */
+    char *system;
+    char *continue_prompt;
+    int max_steps;
+    ah_policy policy; /* retry_on is set per run */
+    int has_retry_on, has_on_event, has_status;
+    ah_tool_def *tools;
+    size_t n_tools;
+    ah_retry_budget *rb; /* borrowed: uservalue A_RB */
+    /* hooks that failed once are not reported again */
+    int event_failed, retry_on_failed, validate_failed, key_failed;
+} lagent;
+
+typedef struct tool_op tool_op;
+
+typedef struct lrun {
+    lah_wait wait;
+    ah_worker *w;
+    lagent *agent;   /* anchored: uservalue 1 of the run */
+    lua_State *main; /* the state's main thread, to find the running thread */
+    ah_event_fn sink;
+    void *sink_ud;
+    int self_ref, on_event_ref, status_ref, retry_on_ref, validate_ref, output_ref;
+    tool_op *ops; /* tool calls in flight */
+} lrun;
+
+struct tool_op {
+    lrun *r;
+    size_t index;
+    tool_op *next;
+};
+
+/* ---- small helpers ----------------------------------------------------------------- */
+
+static char *dup_or_raise(lua_State *L, const char *s)
+{
+    if (!s)
+        return NULL;
+    char *d = ah__strdup(s);
+    if (!d)
+        luaL_error(L, "agenthost: out of memory");
+    return d;
+}
+
+static void set_int(lua_State *L, const char *k, lua_Integer v)
+{
+    lua_pushinteger(L, v);
+    lua_setfield(L, -2, k);
+}
+
+static void set_str(lua_State *L, const char *k, const char *v)
+{
+    if (!v)
+        return;
+    lua_pushstring(L, v);
+    lua_setfield(L, -2, k);
+}
+
+static void set_bool(lua_State *L, const char *k, int v)
+{
+    lua_pushboolean(L, v);
+    lua_setfield(L, -2, k);
+}
+
+static void unref(lua_State *L, int *ref)
+{
+    if (*ref != LUA_NOREF && *ref != LUA_REFNIL)
+        luaL_unref(L, LUA_REGISTRYINDEX, *ref);
+    *ref = LUA_NOREF;
+}
+
+/* ---- events as Lua tables (SPEC §6 names; a 0 status is nil) ----------------------- */
+
+static void push_event(lua_State *L, const ah_event *ev)
+{
+    lua_createtable(L, 0, 8);
+    set_str(L, "type", ah_event_type_name(ev->type));
+    switch (ev->type) {
+    case AH_EV_RUN_START:
+        set_str(L, "run_id", ev->u.run_start.run_id);
+        break;
+    case AH_EV_LLM_CALL_START:
+        set_int(L, "llm_call", ev->u.llm_call_start.llm_call);
+        set_int(L, "attempt", ev->u.llm_call_start.attempt);
+        set_int(L, "continuation", ev->u.llm_call_start.continuation);
+        break;
+    case AH_EV_TEXT_DELTA:
+    case AH_EV_REASONING_DELTA:
+        set_int(L, "llm_call", ev->u.delta.llm_call);
+        set_int(L, "block", ev->u.delta.block);
+        lua_pushlstring(L, ev->u.delta.text ? ev->u.delta.text : "", ev->u.delta.len);
+        lua_setfield(L, -2, "text");
+        break;
+    case AH_EV_TOOL_CALL_START:
+        set_int(L, "llm_call", ev->u.tool_call_start.llm_call);
+        set_str(L, "id", ev->u.tool_call_start.id);
+        set_str(L, "name", ev->u.tool_call_start.name);
+        break;
+    case AH_EV_TOOL_CALL_END:
+        set_str(L, "id", ev->u.tool_call_end.id);
+        set_str(L, "name", ev->u.tool_call_end.name);
+        set_str(L, "outcome", ah_tool_outcome_name(ev->u.tool_call_end.outcome));
+        set_bool(L, "duplicate", ev->u.tool_call_end.duplicate);
+        set_int(L, "attempts", ev->u.tool_call_end.attempts);
+        break;
+    case AH_EV_LLM_RETRY:
+        set_int(L, "llm_call", ev->u.llm_retry.llm_call);
+        set_int(L, "failed_attempt", ev->u.llm_retry.failed_attempt);
+        set_int(L, "max_attempts", ev->u.llm_retry.max_attempts);
+        set_int(L, "wait_ms", (lua_Integer)ev->u.llm_retry.wait_ms);
+        set_str(L, "wait_source", ah_wait_source_name(ev->u.llm_retry.wait_source));
+        set_int(L, "elapsed_ms", (lua_Integer)ev->u.llm_retry.elapsed_ms);
+        if (ev->u.llm_retry.status)
+            set_int(L, "status", ev->u.llm_retry.status);
+        if (ev->u.llm_retry.error) {
+            lah_push_error(L, ev->u.llm_retry.error);
+            lua_setfield(L, -2, "error");
+        }
+        break;
+    case AH_EV_LLM_GAVE_UP:
+        set_int(L, "llm_call", ev->u.llm_gave_up.llm_call);
+        set_int(L, "attempts", ev->u.llm_gave_up.attempts);
+        set_int(L, "elapsed_ms", (lua_Integer)ev->u.llm_gave_up.elapsed_ms);
+        if (ev->u.llm_gave_up.status)
+            set_int(L, "status", ev->u.llm_gave_up.status);
+        if (ev->u.llm_gave_up.error) {
+            lah_push_error(L, ev->u.llm_gave_up.error);
+            lua_setfield(L, -2, "error");
+        }
+        set_str(L, "reason", ah_giveup_reason_name(ev->u.llm_gave_up.reason));
+        break;
+    case AH_EV_LLM_CONTINUATION:
+        set_int(L, "llm_call", ev->u.llm_continuation.llm_call);
+        set_int(L, "continuation", ev->u.llm_continuation.continuation);
+        set_int(L, "max_continuations", ev->u.llm_continuation.max_continuations);
+        set_int(L, "committed_blocks", ev->u.llm_continuation.committed_blocks);
+        set_int(L, "discarded_blocks", ev->u.llm_continuation.discarded_blocks);
+        set_int(L, "discarded_bytes",
+                (lua_Integer)ev->u.llm_continuation.discarded_bytes);
+        set_str(L, "reason", ev->u.llm_continuation.reason);
+        break;
+    case AH_EV_LLM_CALL_END:
+        set_int(L, "llm_call", ev->u.llm_call_end.llm_call);
+        set_str(L, "stop_reason", ev->u.llm_call_end.stop_reason);
+        set_int(L, "input_tokens", (lua_Integer)ev->u.llm_call_end.input_tokens);
+        set_int(L, "output_tokens", (lua_Integer)ev->u.llm_call_end.output_tokens);
+        break;
+    case AH_EV_BUDGET_EXHAUSTED:
+        set_str(L, "budget", ev->u.budget_exhausted.budget);
+        set_int(L, "used", (lua_Integer)ev->u.budget_exhausted.used);
+        set_int(L, "limit", (lua_Integer)ev->u.budget_exhausted.limit);
+        break;
+    case AH_EV_RUN_END:
+        set_str(L, "outcome", ah_run_outcome_name(ev->u.run_end.outcome));
+        if (ev->u.run_end.error) {
+            lah_push_error(L, ev->u.run_end.error);
+            lua_setfield(L, -2, "error");
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+/* ---- worker callbacks -------------------------------------------------------------- */
+
+static void run_on_event(void *ud, const ah_event *ev)
+{
+    lrun *r = ud;
+    lagent *a = r->agent;
+    if (r->sink)
+        r->sink(r->sink_ud, ev);
+    if (ev->type == AH_EV_RUN_END)
+        r->wait.ready = 1;
+    if (r->on_event_ref == LUA_NOREF && r->status_ref == LUA_NOREF)
+        return;
+    lua_State *L = lah_running(r->main);
+    if (!lua_checkstack(L, 8))
+        return;
+    if (r->on_event_ref != LUA_NOREF) {
+        lua_rawgeti(L, LUA_REGISTRYINDEX, r->on_event_ref);
+        push_event(L, ev);
+        lah_pcall_once(L, 1, 0, "on_event", &a->event_failed);
+    } else {
+        lua_rawgeti(L, LUA_REGISTRYINDEX, r->status_ref);
+        lua_getfield(L, -1, "update");
+        lua_insert(L, -2);
+        push_event(L, ev);
+        lah_pcall_once(L, 2, 0, "status display", &a->event_failed);
+    }
+}
+
+static int run_retry_on(void *ud, const ah_error *err, int default_verdict)
+{
+    lrun *r = ud;
+    lua_State *L = lah_running(r->main);
+    if (!lua_checkstack(L, 6))
+        return -1;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, r->retry_on_ref);
+    lah_push_error(L, err);
+    lua_pushboolean(L, default_verdict);
+    if (!lah_pcall_once(L, 2, 1, "policy.retry_on", &r->agent->retry_on_failed))
+        return -1;
+    int v = lua_isboolean(L, -1) ? lua_toboolean(L, -1) : -1;
+    lua_pop(L, 1);
+    return v;
+}
+
+/* Skip one surrounding ``` fence (```json ... ```), which models often add. */
+static void strip_fence(const char **s, size_t *len)
+{
+    const char *p = *s, *e = *s + *len;
+    while (p < e && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
+        p++;
+    while (e > p && (e[-1] == ' ' || e[-1] == '\n' || e[-1] == '\r' || e[-1] == '\t'))
+        e--;
+    if (e - p >= 6 && strncmp(p, "```", 3) == 0 && strncmp(e - 3, "```", 3) == 0) {
+        const char *nl = memchr(p, '\n', (size_t)(e - p));
+        if (nl && nl < e - 3) {
+            p = nl + 1;
+            e -= 3;
+        }
+    }
+    *s = p;
+    *len = (size_t)(e - p);
+}
+
+static int run_check_output(void *ud, const char *text, int refused, char *why,
+                            size_t whysize)
+{
+    lrun *r = ud;
+    lua_State *L = lah_running(r->main);
+    if (refused) {
+        ah__bufprintf(why, whysize,
+                      "Your previous answer was a refusal, but an answer is required. "
+                      "Reply with only the JSON value that was asked for.");
+        return 1;
+    }
+    if (!lua_checkstack(L, 8)) {
+        ah__bufprintf(why, whysize, "out of memory checking the answer");
+        return 1;
+    }
+    int top = lua_gettop(L);
+    size_t len = strlen(text);
+    strip_fence(&text, &len);
+    if (!lah_json_decode(L, text, len)) {
+        ah__bufprintf(why, whysize,
+                      "Your previous answer is not valid JSON (%s). Reply with only the "
+                      "JSON value, without any other text.",
+                      lua_tostring(L, -1));
+        lua_settop(L, top);
+        return 1;
+    }
+    int value = lua_gettop(L);
+    if (r->validate_ref != LUA_NOREF) {
+        lua_pushcfunction(L, lah_traceback);
+        lua_rawgeti(L, LUA_REGISTRYINDEX, r->validate_ref);
+        lua_pushvalue(L, value);
+        if (lua_pcall(L, 1, 2, value + 1) != LUA_OK) {
+            const char *msg = lua_tostring(L, -1);
+            if (!r->agent->validate_failed) {
+                ah__log(AH_LOG_WARN, "output.validate: %s", msg);
+                r->agent->validate_failed = 1;
+            }
+            const char *nl = strstr(msg, "\nstack traceback:");
+            int n = nl ? (int)(nl - msg) : (int)strlen(msg);
+            ah__bufprintf(why, whysize,
+                          "Your previous answer was rejected: checking it failed with "
+                          "\"%.*s\". Reply with only the corrected JSON value.",
+                          n > 300 ? 300 : n, msg);
+            lua_settop(L, top);
+            return 1;
+        }
+        if (!lua_toboolean(L, -2)) {
+            const char *reason = lua_isstring(L, -1)
+                                     ? lua_tostring(L, -1)
+                                     : "it does not have the expected shape";
+            ah__bufprintf(why, whysize,
+                          "Your previous answer was rejected: %s. Reply with only the "
+                          "corrected JSON value.",
+                          reason);
+            lua_settop(L, top);
+            return 1;
+        }
+    }
+    lua_pushvalue(L, value);
+    unref(L, &r->output_ref);
+    r->output_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    lua_settop(L, top);
+    return 0;
+}
+
+/* ---- tools: the agent's side of the tool seam (lah.h) ------------------------------ */
+
+static void unlink_op(lrun *r, tool_op *op)
+{
+    for (tool_op **pp = &r->ops; *pp; pp = &(*pp)->next) {
+        if (*pp == op) {
+            *pp = op->next;
+            return;
+        }
+    }
+}
+
+/* The record a tool call returned (at index 1 of the finished coroutine co) becomes the
+ * worker's answer: the receipt as text for the model, or "error: <message>". */
+static void tool_done(void *ud, lua_State *co, int ok)
+{
+    tool_op *op = ud;
+    lrun *r = op->r;
+    size_t index = op->index;
+    if (r)
+        unlink_op(r, op);
+    free(op);
+    if (!r || !r->w)
+        return;
+    ah_tool_response res = {.outcome = AH_TOOL_ERROR, .attempts = 1};
+    lua_State *L = lah_running(co);
+    luaL_checkstack(L, 6, "tool");
+    int top = lua_gettop(L);
+    if (!ok) {
+        /* the tool-call machinery itself failed (the body's errors are in the record) */
+        const char *msg = lua_tostring(co, -1);
+        ah__log(AH_LOG_WARN, "tool call failed: %s", msg ? msg : "?");
+        lua_pushvalue(co, -2);
+        lua_xmove(co, L, 1);
+        ah_error e;
+        lah_to_error(L, -1, &e);
+        lua_pushfstring(L, "error: %s", e.message);
+    } else if (lua_gettop(co) < 1 || !lua_istable(co, 1)) {
+        lua_pushliteral(L, "error: the tool call returned no record");
+    } else {
+        lua_pushvalue(co, 1);
+        lua_xmove(co, L, 1);
+        int rec = lua_gettop(L);
+        lua_getfield(L, rec, "outcome");
+        const char *outcome = lua_tostring(L, -1);
+        lua_getfield(L, rec, "attempts");
+        res.attempts = (int)lua_tointeger(L, -1);
+        lua_getfield(L, rec, "duplicate");
+        res.duplicate = lua_toboolean(L, -1);
+        lua_pop(L, 2);
+        if (outcome && strcmp(outcome, "ok") == 0) {
+            res.outcome = AH_TOOL_OK;
+            lua_getfield(L, rec, "receipt");
+            if (lua_isnil(L, -1)) {
+                lua_pushliteral(L, "");
+            } else if (lua_type(L, -1) != LUA_TSTRING && !lah_json_encode(L, -1)) {
+                res.outcome = AH_TOOL_ERROR;
+                lua_pushfstring(L, "error: the tool's result cannot be sent as JSON: %s",
+                                lua_tostring(L, -1));
+            } else {
+                lua_pushvalue(L, -1);
+            }
+        } else if (outcome && strcmp(outcome, "budget_exhausted") == 0) {
+            res.outcome = AH_TOOL_BUDGET_EXHAUSTED;
+            lua_pushliteral(
+                L, "error: the tool-call budget is exhausted; the tool was not run");
+        } else {
+            if (lua_getfield(L, rec, "error") == LUA_TNIL) {
+                lua_pushliteral(L, "error: the tool failed");
+            } else {
+                ah_error e;
+                lah_to_error(L, -1, &e);
+                lua_pushfstring(L, "error: %s", e.message);
+            }
+        }
+    }
+    res.content = lua_tostring(L, -1);
+    ah_worker_tool_done(r->w, index, &res); /* copies the content */
+    lua_settop(L, top);
+}
+
+/* opts.on_event of the seam: a budget_exhausted table from the tool machinery becomes
+ * an event of this run. Upvalue 1: the run. */
+static int seam_on_event(lua_State *L)
+{
+    lrun *r = lua_touserdata(L, lua_upvalueindex(1));
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lua_getfield(L, 1, "type");
+    if (!r->w || !lua_isstring(L, -1) ||
+        strcmp(lua_tostring(L, -1), "budget_exhausted") != 0)
+        return 0;
+    lua_getfield(L, 1, "budget");
+    lua_getfield(L, 1, "used");
+    lua_getfield(L, 1, "limit");
+    ah_event ev = {.type = AH_EV_BUDGET_EXHAUSTED};
+    ev.u.budget_exhausted.budget =
+        lua_isstring(L, -3) ? lua_tostring(L, -3) : "tool_calls";
+    ev.u.budget_exhausted.used = (int64_t)lua_tointeger(L, -2);
+    ev.u.budget_exhausted.limit = (int64_t)lua_tointeger(L, -1);
+    lua_State *prev = lah_enter(L);
+    run_on_event(r, &ev);
+    lah_leave(L, prev);
+    return 0;
+}
+
+static void push_run(lua_State *L, lrun *r)
+{
+    lua_rawgeti(L, LUA_REGISTRYINDEX, r->self_ref);
+}
+
+static int run_tool_exec(void *ud, ah_worker *w, const ah_tool_request *req,
+                         ah_tool_response *res)
+{
+    (void)w;
+    lrun *r = ud;
+    lagent *a = r->agent;
+    lua_State *L = lah_running(r->main);
+    static char msg[200];
+    if (!lua_checkstack(L, 16)) {
+        res->outcome = AH_TOOL_ERROR;
+        res->content = "error: out of memory";
+        return 0;
+    }
+    int top = lua_gettop(L);
+    push_run(L, r);
+    int run = lua_gettop(L);
+    lua_getiuservalue(L, run, 1); /* the agent */
+    int agent = lua_gettop(L);
+    lua_getiuservalue(L, agent, A_TOOLS);
+    lua_getfield(L, -1, req->name);
+    int obj = lua_gettop(L);
+    lua_getiuservalue(L, agent, A_SPECS);
+    lua_getfield(L, -1, req->name);
+    int spec = lua_gettop(L);
+    if (lua_isnil(L, obj)) {
+        lua_settop(L, top);
+        ah__bufprintf(msg, sizeof msg, "error: unknown tool '%.60s'", req->name);
+        res->outcome = AH_TOOL_ERROR;
+        res->content = msg;
+        return 0;
+    }
+    if (!lah_json_decode(L, req->arguments, strlen(req->arguments)) ||
+        !lua_istable(L, -1)) {
+        lua_settop(L, top);
+        ah__bufprintf(msg, sizeof msg,
+                      "error: the arguments for tool '%.60s' are not a "
+                      "JSON object",
+                      req->name);
+        res->outcome = AH_TOOL_ERROR;
+        res->content = msg;
+        return 0;
+    }
+    int args = lua_gettop(L);
+    /* opts for the call, also the ctx the key hook sees */
+    lua_createtable(L, 0, 8);
+    int opts = lua_gettop(L);
+    set_str(L, "run_id", req->run_id);
+    set_str(L, "tool_call_id", req->id);
+    set_str(L, "name", req->name);
+    set_str(L, "key", req->key);
+    if (lua_getfield(L, spec, "idempotency_key") == LUA_TFUNCTION) {
+        lua_pushvalue(L, args);
+        lua_pushvalue(L, opts);
+        if (lah_pcall_once(L, 2, 1, "idempotency_key", &a->key_failed)) {
+            if (lua_type(L, -1) == LUA_TSTRING || lua_type(L, -1) == LUA_TNUMBER) {
+                lua_pushvalue(L, -1);
+                lua_setfield(L, opts, "key");
+            } else if (!a->key_failed) {
+                ah__log(AH_LOG_WARN,
+                        "idempotency_key for tool '%s' returned a %s, not a "
+                        "string; using the default key",
+                        req->name, luaL_typename(L, -1));
+                a->key_failed = 1;
+            }
+        }
+    }
+    lua_settop(L, opts);
+    lua_getiuservalue(L, agent, A_LEDGER);
+    lua_setfield(L, opts, "ledger");
+    lua_getiuservalue(L, run, 3); /* the run's budget */
+    lua_setfield(L, opts, "budget");
+    lua_pushvalue(L, run);
+    lua_pushcclosure(L, seam_on_event, 1);
+    lua_setfield(L, opts, "on_event");
+
+    tool_op *op = calloc(1, sizeof *op);
+    if (!op) {
+        lua_settop(L, top);
+        res->outcome = AH_TOOL_ERROR;
+        res->content = "error: out of memory";
+        return 0;
+    }
+    op->r = r;
+    op->index = req->index;
+    op->next = r->ops;
+    r->ops = op;
+    /* obj:call(args, opts) in a coroutine of its own */
+    lua_getfield(L, obj, "call");
+    lua_pushvalue(L, obj);
+    lua_pushvalue(L, args);
+    lua_pushvalue(L, opts);
+    lah_spawn(L, 3, tool_done, op);
+    lua_settop(L, top);
+    return 1;
+}
+
+/* ---- results ----------------------------------------------------------------------- */
+
+static void push_history(lua_State *L, const ah_conversation *c)
+{
+    size_t n = ah_conversation_count(c);
+    lua_createtable(L, (int)n, 0);
+    for (size_t m = 0; m < n; m++) {
+        luaL_checkstack(L, 6, "history");
+        size_t nb = ah_conversation_block_count(c, m);
+        lua_createtable(L, 0, 3);
+        set_str(L, "role", ah_role_name(ah_conversation_role(c, m)));
+        set_bool(L, "partial", ah_conversation_is_partial(c, m));
+        lua_createtable(L, (int)nb, 0);
+        for (size_t i = 0; i < nb; i++) {
+            const ah_msg_block *b = ah_conversation_block(c, m, i);
+            lua_createtable(L, 0, 4);
+            set_str(L, "type", ah_msg_kind_name(b->kind));
+            switch (b->kind) {
+            case AH_MSG_TEXT:
+                set_str(L, "text", b->text);
+                break;
+            case AH_MSG_REASONING:
+                set_str(L, "text", b->text);
+                if (b->redacted)
+                    set_bool(L, "redacted", 1);
+                break;
+            case AH_MSG_TOOL_USE:
+                set_str(L, "id", b->id);
+                set_str(L, "name", b->name);
+                set_str(L, "arguments",
+                        b->arguments && *b->arguments ? b->arguments : "{}");
+                if (b->arguments && *b->arguments &&
+                    lah_json_decode(L, b->arguments, strlen(b->arguments)))
+                    lua_setfield(L, -2, "input");
+                else
+                    lua_pop(L, 1);
+                break;
+            case AH_MSG_TOOL_RESULT:
+                set_str(L, "tool_use_id", b->tool_use_id);
+                set_str(L, "content", b->text);
+                set_bool(L, "is_error", b->is_error);
+                break;
+            default:
+                break;
+            }
+            lua_rawseti(L, -2, (lua_Integer)i + 1);
+        }
+        lua_setfield(L, -2, "content");
+        lua_rawseti(L, -2, (lua_Integer)m + 1);
+    }
+}
+
+/* Drop the run's references and its worker. Tool calls still in flight (only possible
+ * when the state closes mid-run, since the worker waits for every tool answer) are
+ * freed when closing, since their coroutines will never report; otherwise orphaned, and
+ * tool_done frees them. */
+static void release_run(lua_State *L, lrun *r, int closing)
+{
+    unref(L, &r->self_ref);
+    unref(L, &r->on_event_ref);
+    unref(L, &r->status_ref);
+    unref(L, &r->retry_on_ref);
+    unref(L, &r->validate_ref);
+    unref(L, &r->output_ref);
+    while (r->ops) {
+        tool_op *op = r->ops;
+        r->ops = op->next;
+        if (closing)
+            free(op);
+        else
+            op->r = NULL;
+    }
+    ah_worker_free(r->w);
+    r->w = NULL;
+}
+
+static int run_gc(lua_State *L)
+{
+    lrun *r = luaL_checkudata(L, 1, RUN_MT);
+    release_run(L, r, 1);
+    return 0;
+}
+
+static int run_k(lua_State *L, int status, lua_KContext ctx)
+{
+    (void)status;
+    lrun *r = lua_touserdata(L, (int)ctx);
+    ah_worker *w = r->w;
+    ah_run_outcome outcome = ah_worker_outcome(w);
+    lua_createtable(L, 0, 8);
+    set_str(L, "text", ah_worker_text(w));
+    set_str(L, "outcome", ah_run_outcome_name(outcome));
+    set_str(L, "run_id", ah_worker_run_id(w));
+    if (outcome != AH_OUTCOME_COMPLETED && ah_worker_error(w)->kind != AH_EK_NONE) {
+        lah_push_error(L, ah_worker_error(w));
+        lua_setfield(L, -2, "error");
+    }
+    if (outcome == AH_OUTCOME_COMPLETED && r->output_ref != LUA_NOREF) {
+        lua_rawgeti(L, LUA_REGISTRYINDEX, r->output_ref);
+        lua_setfield(L, -2, "output");
+    }
+    push_history(L, ah_worker_history(w));
+    lua_setfield(L, -2, "history");
+    ah_worker_stats st;
+    ah_worker_get_stats(w, &st);
+    lua_createtable(L, 0, 10);
+    set_int(L, "llm_calls", st.llm_calls);
+    set_int(L, "attempts", st.attempts);
+    set_int(L, "retries", st.retries);
+    set_int(L, "continuations", st.continuations);
+    set_int(L, "tool_calls", st.tool_calls);
+    set_int(L, "tool_attempts", st.tool_attempts);
+    set_int(L, "output_retries", st.output_retries);
+    set_int(L, "steps", st.steps);
+    set_int(L, "input_tokens", (lua_Integer)st.input_tokens);
+    set_int(L, "output_tokens", (lua_Integer)st.output_tokens);
+    lua_setfield(L, -2, "stats");
+    release_run(L, r, 0);
+    return 1;
+}
+
+static lagent *check_agent(lua_State *L, int idx)
+{
+    return luaL_checkudata(L, idx, AGENT_MT);
+}
+
+/* agent:run(input [, { output = { validate = fn, max_retries = 1 } }]) -> result */
+static int agent_run(lua_State *L)
+{
+    lagent *a = check_agent(L, 1);
+    const char *input = luaL_checkstring(L, 2);
+    lua_settop(L, 3);
+    int has_output = 0, max_output_retries = 1;
+    if (!lua_isnil(L, 3)) {
+        static const char *const known[] = {"output", NULL};
+        static const char *const known_out[] = {"validate", "max_retries", NULL};
+        luaL_checktype(L, 3, LUA_TTABLE);
+        lah_check_fields(L, 3, "agent:run", known);
+        int ty = lua_getfield(L, 3, "output");
+        if (ty == LUA_TTABLE) {
+            has_output = 1;
+            lah_check_fields(L, -1, "agent:run: output", known_out);
+            lua_getfield(L, -1, "max_retries");
+            if (!lua_isnil(L, -1)) {
+                if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 0 ||
+                    lua_tointeger(L, -1) > 100)
+                    return luaL_error(L, "agent:run: output.max_retries must be a whole "
+                                         "number from 0 to 100");
+                max_output_retries = (int)lua_tointeger(L, -1);
+            }
+            lua_pop(L, 1);
+            lua_getfield(L, -1, "validate");
+            if (!lua_isnil(L, -1) && !lua_isfunction(L, -1))
+                return luaL_error(L, "agent:run: output.validate must be a function");
+            lua_pop(L, 1);
+        } else if (ty == LUA_TBOOLEAN && lua_toboolean(L, -1)) {
+            has_output = 1; /* output = true: JSON required, no validator */
+        } else if (ty != LUA_TNIL && !(ty == LUA_TBOOLEAN)) {
+            return luaL_error(L, "agent:run: output must be a table, got %s",
+                              luaL_typename(L, -1));
+        }
+        lua_pop(L, 1);
+    }
+    lrun *r = lua_newuserdatauv(L, sizeof *r, 3);
+    int run = lua_gettop(L);
+    memset(r, 0, sizeof *r);
+    r->self_ref = r->on_event_ref = r->status_ref = r->retry_on_ref = r->validate_ref =
+        r->output_ref = LUA_NOREF;
+    luaL_setmetatable(L, RUN_MT);
+    r->agent = a;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+    r->main = lua_tothread(L, -1);
+    lua_pop(L, 1);
+    lua_pushvalue(L, 1);
+    lua_setiuservalue(L, run, 1);
+    lah_event_sink(L, &r->sink, &r->sink_ud);
+
+    /* the hooks, referenced for the run's duration */
+    if (a->has_on_event) {
+        lua_getiuservalue(L, 1, A_ON_EVENT);
+        r->on_event_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    } else if (a->has_status) {
+        lua_getiuservalue(L, 1, A_STATUS);
+        r->status_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    }
+    ah_policy pol = a->policy;
+    if (a->has_retry_on) {
+        lua_getiuservalue(L, 1, A_RETRY_ON);
+        r->retry_on_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+        pol.retry_on = run_retry_on;
+        pol.retry_on_ud = r;
+    }
+    if (has_output) {
+        lua_getfield(L, 3, "output");
+        if (lua_istable(L, -1) && lua_getfield(L, -1, "validate") == LUA_TFUNCTION)
+            r->validate_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+        lua_settop(L, run);
+    }
+    /* the run's budget: a number makes a fresh ah.budget(N) per run */
+    lua_getiuservalue(L, 1, A_BUDGET);
+    if (lua_isinteger(L, -1)) {
+        lua_pushvalue(L, lua_upvalueindex(1)); /* the module */
+        lua_getfield(L, -1, "budget");
+        lua_remove(L, -2);
+        lua_insert(L, -2);
+        lua_call(L, 1, 1);
+    }
+    lua_setiuservalue(L, run, 3);
+
+    ah_worker_config wc;
+    memset(&wc, 0, sizeof wc);
+    wc.loop = lah_loop(L);
+    wc.client = a->client;
+    wc.system = a->system;
+    wc.max_steps = a->max_steps;
+    wc.policy = &pol;
+    wc.retry_budget = a->rb;
+    wc.tools = a->tools;
+    wc.n_tools = a->n_tools;
+    wc.tool_exec = run_tool_exec;
+    wc.tool_ud = r;
+    wc.on_event = run_on_event;
+    wc.event_ud = r;
+    wc.continue_prompt = a->continue_prompt;
+    if (has_output) {
+        wc.check_output = run_check_output;
+        wc.check_ud = r;
+        wc.max_output_retries = max_output_retries;
+    }
+    char err[256];
+    r->w = ah_worker_new(&wc, err, sizeof err);
+    if (!r->w) {
+        release_run(L, r, 0);
+        return luaL_error(L, "agent:run: %s", err);
+    }
+    lua_pushvalue(L, run);
+    r->self_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    lua_State *prev = lah_enter(L);
+    ah_status st = ah_worker_start(r->w, input);
+    lah_leave(L, prev);
+    if (st != AH_OK) {
+        release_run(L, r, 0);
+        return luaL_error(L, "agent:run: cannot start the run: %s",
+                          ah_status_message(st));
+    }
+    lua_settop(L, run);
+    return lah_await(L, &r->wait, (lua_KContext)run, run_k);
+}
+
+/* ---- ah.agent{...} ----------------------------------------------------------------- */
+
+static int agent_gc(lua_State *L)
+{
+    lagent *a = luaL_checkudata(L, 1, AGENT_MT);
+    free(a->system);
+    free(a->continue_prompt);
+    for (size_t i = 0; i < a->n_tools; i++) {
+        free((char *)a->tools[i].name);
+        free((char *)a->tools[i].description);
+        free((char *)a->tools[i].schema_json);
+    }
+    free(a->tools);
+    memset(a, 0, sizeof *a);
+    return 0;
+}
+
+static int cmp_names(const void *x, const void *y)
+{
+    return strcmp(((const ah_tool_def *)x)->name, ((const ah_tool_def *)y)->name);
+}
+
+/* Read the tools table (stack index t): name -> spec, or a list of specs with a name.
+ * Fills a->tools, and the agent's A_SPECS (name -> spec) and A_TOOLS (name -> tool
+ * object) uservalues. */
+static void read_tools(lua_State *L, int t, int agent, lagent *a)
+{
+    static const char *const known[] = {"name",   "description",     "schema", "run",
+                                        "policy", "idempotency_key", NULL};
+    if (!lua_istable(L, t))
+        luaL_error(L, "ah.agent: tools must be a table, got %s", luaL_typename(L, t));
+    lua_newtable(L);
+    int specs = lua_gettop(L);
+    lua_newtable(L);
+    int objs = lua_gettop(L);
+    size_t n = 0;
+    lua_pushnil(L);
+    while (lua_next(L, t)) {
+        n++;
+        lua_pop(L, 1);
+    }
+    if (n == 0) {
+        lua_pushvalue(L, specs);
+        lua_setiuservalue(L, agent, A_SPECS);
+        lua_pushvalue(L, objs);
+        lua_setiuservalue(L, agent, A_TOOLS);
+        lua_settop(L, specs - 1);
+        return;
+    }
+    a->tools = calloc(n, sizeof *a->tools);
+    if (!a->tools)
+        luaL_error(L, "agenthost: out of memory");
+    lua_pushnil(L);
+    while (lua_next(L, t)) {
+        int spec = lua_gettop(L);
+        char where[160];
+        const char *name;
+        if (lua_type(L, -2) == LUA_TSTRING) {
+            name = lua_tostring(L, -2);
+        } else if (lua_isinteger(L, -2) && lua_istable(L, spec)) {
+            lua_getfield(L, spec, "name");
+            if (lua_type(L, -1) != LUA_TSTRING)
+                luaL_error(L, "ah.agent: tools[%d]: name is required",
+                           (int)lua_tointeger(L, -3));
+            name = lua_tostring(L, -1);
+            lua_pop(L, 1); /* the spec keeps it alive */
+        } else {
+            luaL_error(L, "ah.agent: tools: keys are tool names, got a %s key",
+                       luaL_typename(L, -2));
+            return;
+        }
+        snprintf(where, sizeof where, "ah.agent: tools.%.100s", name);
+        if (!lua_istable(L, spec))
+            luaL_error(L, "%s: expected a table {description, schema, run, ...}, got %s",
+                       where, luaL_typename(L, spec));
+        lah_check_fields(L, spec, where, known);
+        if (lua_getfield(L, specs, name) != LUA_TNIL)
+            luaL_error(L, "%s: declared twice", where);
+        lua_pop(L, 1);
+        if (lua_getfield(L, spec, "run") != LUA_TFUNCTION)
+            luaL_error(L, "%s: run must be a function", where);
+        lua_pop(L, 1);
+        ah_tool_def *d = &a->tools[a->n_tools];
+        d->name = dup_or_raise(L, name);
+        a->n_tools++;
+        if (lua_getfield(L, spec, "description") == LUA_TSTRING)
+            d->description = dup_or_raise(L, lua_tostring(L, -1));
+        else if (!lua_isnil(L, -1))
+            luaL_error(L, "%s: description must be a string", where);
+        lua_pop(L, 1);
+        int ty = lua_getfield(L, spec, "schema");
+        if (ty == LUA_TTABLE) {
+            if (!lah_json_encode(L, -1))
+                luaL_error(L, "%s: schema: %s", where, lua_tostring(L, -1));
+            d->schema_json = dup_or_raise(L, lua_tostring(L, -1));
+            lua_pop(L, 1);
+        } else if (ty == LUA_TSTRING) {
+            d->schema_json = dup_or_raise(L, lua_tostring(L, -1));
+        } else if (ty != LUA_TNIL) {
+            luaL_error(L, "%s: schema must be a table (or JSON text)", where);
+        }
+        lua_pop(L, 1);
+        ty = lua_getfield(L, spec, "idempotency_key");
+        if (ty != LUA_TNIL && ty != LUA_TFUNCTION)
+            luaL_error(L, "%s: idempotency_key must be a function", where);
+        lua_pop(L, 1);
+        /* the policy is checked here too, so its errors name the agent's tool whichever
+         * tool object takes it */
+        ah_policy scratch;
+        ah_policy_init(&scratch);
+        lua_getfield(L, spec, "policy");
+        if (lah_policy_from_table(L, -1, where, &scratch))
+            lua_pop(L, 1);
+        lua_pop(L, 1);
+        /* the tool object: ah.tool when the module has it, else the built-in one */
+        lua_pushvalue(L, lua_upvalueindex(1));
+        if (lua_getfield(L, -1, "tool") == LUA_TFUNCTION) {
+            lua_createtable(L, 0, 3);
+            lua_pushstring(L, name);
+            lua_setfield(L, -2, "name");
+            lua_getfield(L, spec, "run");
+            lua_setfield(L, -2, "run");
+            lua_getfield(L, spec, "policy");
+            lua_setfield(L, -2, "policy");
+            lua_call(L, 1, 1);
+        } else {
+            lua_pop(L, 1);
+            lah_builtin_tool_new(L, spec, name, where);
+        }
+        lua_setfield(L, objs, name);
+        lua_pop(L, 1); /* the module */
+        lua_pushvalue(L, spec);
+        lua_setfield(L, specs, name);
+        lua_settop(L, spec - 1); /* keep the key */
+    }
+    /* a stable order: the request (and the model's choices) must not depend on hashing */
+    qsort(a->tools, a->n_tools, sizeof *a->tools, cmp_names);
+    lua_pushvalue(L, specs);
+    lua_setiuservalue(L, agent, A_SPECS);
+    lua_pushvalue(L, objs);
+    lua_setiuservalue(L, agent, A_TOOLS);
+    lua_settop(L, specs - 1);
+}
+
+/* The default display: require("agenthost.status").new(), when stderr is a terminal. A
+ * missing or failing module just means no display. */
+static void default_status(lua_State *L, int agent, lagent *a)
+{
+    if (!isatty(2))
+        return;
+    int top = lua_gettop(L);
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "agenthost.status");
+    if (!lah_pcall_once(L, 1, 1, NULL, &(int){1}) || !lua_istable(L, -1)) {
+        lua_settop(L, top);
+        ah__log(AH_LOG_DEBUG, "no default status display (agenthost.status not loaded)");
+        return;
+    }
+    lua_getfield(L, -1, "new");
+    if (lah_pcall_once(L, 0, 1, "agenthost.status.new", NULL) && !lua_isnil(L, -1)) {
+        lua_setiuservalue(L, agent, A_STATUS);
+        a->has_status = 1;
+    }
+    lua_settop(L, top);
+}
+
+static int l_agent(lua_State *L)
+{
+    static const char *const known[] = {
+        "client",   "system", "max_steps", "policy",          "tools",
+        "on_event", "ledger", "budget",    "continue_prompt", NULL};
+    const char *where = "ah.agent";
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lua_settop(L, 1);
+    lah_check_fields(L, 1, where, known);
+    lagent *a = lua_newuserdatauv(L, sizeof *a, A_NUV);
+    int agent = lua_gettop(L);
+    memset(a, 0, sizeof *a);
+    luaL_setmetatable(L, AGENT_MT);
+
+    lua_getfield(L, 1, "client");
+    a->client = lah_check_client(L, -1);
+    if (!a->client)
+        return luaL_error(L, "%s: client must be an ah.client{...}, got %s", where,
+                          luaL_typename(L, -1));
+    lua_setiuservalue(L, agent, A_CLIENT);
+
+    int ty = lua_getfield(L, 1, "system");
+    if (ty == LUA_TSTRING)
+        a->system = dup_or_raise(L, lua_tostring(L, -1));
+    else if (ty != LUA_TNIL)
+        return luaL_error(L, "%s: system must be a string", where);
+    lua_pop(L, 1);
+    ty = lua_getfield(L, 1, "continue_prompt");
+    if (ty == LUA_TSTRING)
+        a->continue_prompt = dup_or_raise(L, lua_tostring(L, -1));
+    else if (ty != LUA_TNIL)
+        return luaL_error(L, "%s: continue_prompt must be a string", where);
+    lua_pop(L, 1);
+    if (lua_getfield(L, 1, "max_steps") != LUA_TNIL) {
+        if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1 ||
+            lua_tointeger(L, -1) > 1000000)
+            return luaL_error(L, "%s: max_steps must be a whole number >= 1", where);
+        a->max_steps = (int)lua_tointeger(L, -1);
+    }
+    lua_pop(L, 1);
+
+    ah_policy_init(&a->policy);
+    lua_getfield(L, 1, "policy");
+    if (lah_policy_from_table(L, -1, where, &a->policy)) {
+        a->has_retry_on = 1;
+        lua_setiuservalue(L, agent, A_RETRY_ON);
+    }
+    lua_pop(L, 1);
+
+    ty = lua_getfield(L, 1, "on_event");
+    if (ty == LUA_TFUNCTION) {
+        a->has_on_event = 1;
+        lua_setiuservalue(L, agent, A_ON_EVENT);
+    } else if (ty == LUA_TNIL) {
+        lua_pop(L, 1);
+        default_status(L, agent, a);
+    } else if (ty == LUA_TBOOLEAN && !lua_toboolean(L, -1)) {
+        lua_pop(L, 1); /* on_event = false: no display at all */
+    } else {
+        return luaL_error(L, "%s: on_event must be a function (or false), got %s", where,
+                          luaL_typename(L, -1));
+    }
+
+    if (lua_getfield(L, 1, "tools") != LUA_TNIL)
+        read_tools(L, lua_gettop(L), agent, a);
+    else {
+        lua_newtable(L);
+        lua_setiuservalue(L, agent, A_SPECS);
+        lua_newtable(L);
+        lua_setiuservalue(L, agent, A_TOOLS);
+    }
+    lua_pop(L, 1);
+
+    /* ledger: an ah.ledger object, a path (ah.ledger{path=}), or by default an in-memory
+     * ah.ledger{} per agent — when the module has ah.ledger */
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_getfield(L, -1, "ledger");
+    lua_remove(L, -2);
+    int has_ledger = lua_isfunction(L, -1);
+    ty = lua_getfield(L, 1, "ledger");
+    if (ty == LUA_TSTRING || ty == LUA_TNIL) {
+        if (!has_ledger) {
+            if (ty == LUA_TSTRING)
+                return luaL_error(L,
+                                  "%s: ledger = path needs ah.ledger, which this build "
+                                  "lacks",
+                                  where);
+            lua_pop(L, 2);
+            lua_pushnil(L);
+        } else {
+            lua_createtable(L, 0, 1);
+            if (ty == LUA_TSTRING) {
+                lua_pushvalue(L, -2);
+                lua_setfield(L, -2, "path");
+            }
+            lua_remove(L, -2);
+            lua_call(L, 1, 1);
+        }
+    } else if (ty == LUA_TUSERDATA || ty == LUA_TTABLE) {
+        lua_remove(L, -2);
+    } else {
+        return luaL_error(L, "%s: ledger must be an ah.ledger or a path, got %s", where,
+                          luaL_typename(L, -1));
+    }
+    lua_setiuservalue(L, agent, A_LEDGER);
+
+    /* budget: an ah.budget object (shared as is) or a number (a fresh budget per run) */
+    ty = lua_getfield(L, 1, "budget");
+    if (ty == LUA_TNUMBER) {
+        lua_pushvalue(L, lua_upvalueindex(1));
+        int has_budget = lua_getfield(L, -1, "budget") == LUA_TFUNCTION;
+        lua_pop(L, 2);
+        if (!has_budget)
+            return luaL_error(L, "%s: budget needs ah.budget, which this build lacks",
+                              where);
+        if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 0)
+            return luaL_error(L, "%s: budget must be a whole number >= 0", where);
+    } else if (ty != LUA_TNIL && ty != LUA_TUSERDATA && ty != LUA_TTABLE) {
+        return luaL_error(L, "%s: budget must be an ah.budget or a number, got %s", where,
+                          luaL_typename(L, -1));
+    }
+    lua_setiuservalue(L, agent, A_BUDGET);
+
+    a->rb = lah_push_retry_budget(L);
+    lua_setiuservalue(L, agent, A_RB);
+    lua_settop(L, agent);
+    return 1;
+}
+
+static int agent_tostring(lua_State *L)
+{
+    lagent *a = check_agent(L, 1);
+    lua_pushfstring(L, "agenthost.agent (%d tools)", (int)a->n_tools);
+    return 1;
+}
+
+void lah_open_agent(lua_State *L)
+{
+    luaL_newmetatable(L, RUN_MT);
+    lua_pushcfunction(L, run_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pop(L, 1);
+    luaL_newmetatable(L, AGENT_MT);
+    lua_pushcfunction(L, agent_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, agent_tostring);
+    lua_setfield(L, -2, "__tostring");
+    lua_createtable(L, 0, 1);
+    lua_pushvalue(L, -3); /* the module table */
+    lua_pushcclosure(L, agent_run, 1);
+    lua_setfield(L, -2, "run");
+    lua_setfield(L, -2, "__index");
+    lua_pop(L, 1);
+    lua_pushvalue(L, -1);
+    lua_pushcclosure(L, l_agent, 1);
+    lua_setfield(L, -2, "agent");
+}

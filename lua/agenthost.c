@@ -1,0 +1,342 @@
+/* agenthost.c - luaopen_agenthost: the module table, plus the small process-level
+ * functions: ah.parallel, ah.sleep, ah.retry_budget, ah.version; the searcher that finds
+ * the shipped scripts as agenthost.<name>; the log handler of a plain lua5.4.
+ *
+ * Invariants: the scheduler is created first thing in luaopen_agenthost, before any
+ * object of the binding exists, so that it is finalized last (lah.h). ah.parallel's
+ * children report into a userdata that stays on the parent's stack until every child
+ * has reported.
+ */
+#include "lah.h"
+#include "tty.h"
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifndef AH_SCRIPTS_DIR
+#define AH_SCRIPTS_DIR ""
+#endif
+#ifndef AH_LMOD_DIR
+#define AH_LMOD_DIR ""
+#endif
+
+
+const char lah_host_key = 'H';
+
+/* ---- ah.parallel ------------------------------------------------------------------- */
+
+typedef struct par_child par_child;
+typedef struct par {
+    lah_wait wait;
+    int remaining;
+    int results_ref; /* the results table, anchored while children run */
+    int n;
+} par;
+
+struct par_child {
+    par *p;
+    int index;
+};
+
+#define PAR_MT "agenthost.parallel"
+
+static void par_done(void *ud, lua_State *co, int ok)
+{
+    par_child *c = ud;
+    par *p = c->p;
+    int top = lua_gettop(co);
+    luaL_checkstack(co, 4, "parallel");
+    lua_rawgeti(co, LUA_REGISTRYINDEX, p->results_ref);
+    if (ok) {
+        if (top >= 1)
+            lua_pushvalue(co, 1);
+        else
+            lua_pushnil(co);
+    } else {
+        /* error value at top-1, "message\ntraceback" at top */
+        lua_createtable(co, 0, 3);
+        lua_pushboolean(co, 0);
+        lua_setfield(co, -2, "ok");
+        const char *full = lua_tostring(co, top);
+        const char *nl = full ? strstr(full, "\nstack traceback:") : NULL;
+        if (full && nl)
+            lua_pushlstring(co, full, (size_t)(nl - full));
+        else
+            lua_pushstring(co, full ? full : "error");
+        lua_setfield(co, -2, "error");
+        lua_pushvalue(co, top);
+        lua_setfield(co, -2, "traceback");
+    }
+    lua_rawseti(co, -2, c->index);
+    lua_pop(co, 1);
+    if (--p->remaining == 0)
+        p->wait.ready = 1;
+}
+
+static int par_k(lua_State *L, int status, lua_KContext ctx)
+{
+    (void)status;
+    int pidx = (int)ctx;
+    par *p = lua_touserdata(L, pidx);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, p->results_ref);
+    luaL_unref(L, LUA_REGISTRYINDEX, p->results_ref);
+    p->results_ref = LUA_NOREF;
+    lua_pushinteger(L, p->n);
+    lua_setfield(L, -2, "n");
+    return 1;
+}
+
+/* ah.parallel{ fn, fn, ... } -> { result1, result2, ..., n = N }. Each function runs in
+ * its own coroutine, all at the same time; result i is function i's first return value,
+ * or { ok = false, error = message, traceback = text } when it raised. */
+static int l_parallel(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    int n = (int)luaL_len(L, 1);
+    for (int i = 1; i <= n; i++) {
+        lua_rawgeti(L, 1, i);
+        if (!lua_isfunction(L, -1) && !luaL_getmetafield(L, -1, "__call"))
+            luaL_error(L, "ah.parallel: item %d is a %s, not a function", i,
+                       luaL_typename(L, -1));
+        lua_settop(L, 1);
+    }
+    par *p = lua_newuserdatauv(L, sizeof *p + (size_t)n * sizeof(par_child), 0);
+    int pidx = lua_gettop(L);
+    memset(p, 0, sizeof *p);
+    p->n = n;
+    p->remaining = n;
+    p->wait.ready = n == 0;
+    lua_createtable(L, n, 1);
+    p->results_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    par_child *children = (par_child *)(p + 1);
+    for (int i = 1; i <= n; i++) {
+        children[i - 1].p = p;
+        children[i - 1].index = i;
+        lua_rawgeti(L, 1, i);
+        lah_spawn(L, 0, par_done, &children[i - 1]);
+    }
+    return lah_await(L, &p->wait, (lua_KContext)pidx, par_k);
+}
+
+/* ---- ah.sleep ---------------------------------------------------------------------- */
+
+typedef struct sleeper {
+    lah_wait wait;
+    ah_timer *timer;
+} sleeper;
+
+#define SLEEPER_MT "agenthost.sleeper"
+
+static void sleeper_fire(void *ud)
+{
+    ((sleeper *)ud)->wait.ready = 1;
+}
+
+static int sleeper_gc(lua_State *L)
+{
+    sleeper *s = luaL_checkudata(L, 1, SLEEPER_MT);
+    ah_timer_free(s->timer);
+    s->timer = NULL;
+    return 0;
+}
+
+static int sleep_k(lua_State *L, int status, lua_KContext ctx)
+{
+    (void)L, (void)status, (void)ctx;
+    return 0;
+}
+
+/* ah.sleep(ms): wait on a loop timer; other coroutines run meanwhile. */
+static int l_sleep(lua_State *L)
+{
+    lua_Integer ms = luaL_checkinteger(L, 1);
+    luaL_argcheck(L, ms >= 0, 1, "must be >= 0");
+    sleeper *s = lua_newuserdatauv(L, sizeof *s, 0);
+    memset(s, 0, sizeof *s);
+    luaL_setmetatable(L, SLEEPER_MT);
+    s->timer = ah_timer_new(lah_loop(L), sleeper_fire, s);
+    if (!s->timer)
+        return luaL_error(L, "ah.sleep: out of memory");
+    ah_timer_start(s->timer, (int64_t)ms);
+    return lah_await(L, &s->wait, 0, sleep_k);
+}
+
+/* ---- ah.retry_budget --------------------------------------------------------------- */
+
+#define RB_MT "agenthost.retry_budget"
+static const char RB_KEY = 'B';
+
+typedef struct rb_box {
+    ah_retry_budget *b;
+} rb_box;
+
+static int rb_gc(lua_State *L)
+{
+    rb_box *box = luaL_checkudata(L, 1, RB_MT);
+    ah_retry_budget_free(box->b);
+    box->b = NULL;
+    return 0;
+}
+
+static int rb_tokens(lua_State *L)
+{
+    rb_box *box = luaL_checkudata(L, 1, RB_MT);
+    lua_pushnumber(L, box->b ? ah_retry_budget_tokens(box->b) : 0);
+    return 1;
+}
+
+/* ah.retry_budget{ max_tokens = 10, token_ratio = 0.1 }: the process-level retry budget
+ * every agent created afterwards shares. ah.retry_budget(false) removes it. */
+static int l_retry_budget(lua_State *L)
+{
+    if (lua_isboolean(L, 1) && !lua_toboolean(L, 1)) {
+        lua_pushnil(L);
+        lua_rawsetp(L, LUA_REGISTRYINDEX, &RB_KEY);
+        return 0;
+    }
+    luaL_checktype(L, 1, LUA_TTABLE);
+    static const char *const known[] = {"max_tokens", "token_ratio", NULL};
+    lah_check_fields(L, 1, "ah.retry_budget", known);
+    lua_getfield(L, 1, "max_tokens");
+    double max_tokens = luaL_optnumber(L, -1, 10);
+    lua_getfield(L, 1, "token_ratio");
+    double ratio = luaL_optnumber(L, -1, 0.1);
+    lua_pop(L, 2);
+    char err[200];
+    if (ah_retry_budget_check(max_tokens, ratio, err, sizeof err) != AH_OK)
+        return luaL_error(L, "ah.retry_budget: %s", err);
+    rb_box *box = lua_newuserdatauv(L, sizeof *box, 0);
+    box->b = NULL;
+    luaL_setmetatable(L, RB_MT);
+    box->b = ah_retry_budget_new(max_tokens, ratio);
+    if (!box->b)
+        return luaL_error(L, "ah.retry_budget: out of memory");
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &RB_KEY);
+    return 1;
+}
+
+ah_retry_budget *lah_push_retry_budget(lua_State *L)
+{
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &RB_KEY) != LUA_TUSERDATA)
+        return NULL;
+    rb_box *box = lua_touserdata(L, -1);
+    return box->b;
+}
+
+/* ---- finding the shipped scripts --------------------------------------------------- */
+
+/* package.searchers entry for agenthost.<name>: $AGENTHOST_SCRIPTS/<name>.lua, then the
+ * source tree's scripts/ (a build-tree program or module), then the install dir. It runs
+ * after the standard searchers, so package.path (and installed copies) win. */
+static int search_scripts(lua_State *L)
+{
+    const char *name = luaL_checkstring(L, 1);
+    if (strncmp(name, "agenthost.", 10) != 0) {
+        lua_pushliteral(L, "");
+        return 1;
+    }
+    const char *rest = name + 10;
+    const char *dirs[] = {getenv("AGENTHOST_SCRIPTS"), AH_SCRIPTS_DIR, AH_LMOD_DIR};
+    luaL_Buffer tried;
+    luaL_buffinit(L, &tried);
+    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+        if (!dirs[i] || !*dirs[i])
+            continue;
+        const char *sub = i == 2 ? "/agenthost/" : "/";
+        lua_pushfstring(L, "%s%s%s.lua", dirs[i], sub, rest);
+        const char *path = lua_tostring(L, -1);
+        FILE *f = fopen(path, "r");
+        if (f) {
+            fclose(f);
+            if (luaL_loadfile(L, path) != LUA_OK)
+                return luaL_error(L, "error loading module '%s' from file '%s':\n\t%s",
+                                  name, path, lua_tostring(L, -1));
+            lua_pushstring(L, path);
+            return 2;
+        }
+        lua_pop(L, 1);
+        lua_pushfstring(L, "\n\tno file '%s%s%s.lua'", dirs[i], sub, rest);
+        luaL_addvalue(&tried);
+    }
+    luaL_pushresult(&tried);
+    return 1;
+}
+
+static void add_searcher(lua_State *L)
+{
+    lua_getglobal(L, "package");
+    if (!lua_istable(L, -1)) {
+        lua_pop(L, 1);
+        return;
+    }
+    lua_getfield(L, -1, "searchers");
+    if (lua_istable(L, -1)) {
+        lua_pushcfunction(L, search_scripts);
+        lua_rawseti(L, -2, (lua_Integer)luaL_len(L, -2) + 1);
+    }
+    lua_pop(L, 2);
+}
+
+void lah_log_to_stderr(void *ud, ah_log_level level, const char *line)
+{
+    (void)ud;
+    static int tty = -1;
+    if (tty < 0)
+        tty = isatty(2);
+    /* On a terminal the status display shows each retry and give-up as its transient
+     * (or final) line, from the llm_retry / llm_gave_up events; printing the core's log
+     * line for the same thing too would stack lines under it. */
+    if (tty && strncmp(line, "LLM request ", 12) == 0)
+        return;
+    fprintf(stderr, "agenthost: %s: %s\n", ah_log_level_name(level), line);
+}
+
+/* ---- the module -------------------------------------------------------------------- */
+
+int luaopen_agenthost(lua_State *L);
+
+int luaopen_agenthost(lua_State *L)
+{
+    lah_loop(L); /* the scheduler first: finalized last */
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &lah_host_key);
+    int hosted = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    if (!hosted)
+        ah_log_set_handler(lah_log_to_stderr, NULL, AH_LOG_WARN);
+    add_searcher(L);
+
+    luaL_newmetatable(L, SLEEPER_MT);
+    lua_pushcfunction(L, sleeper_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pop(L, 1);
+    luaL_newmetatable(L, RB_MT);
+    lua_pushcfunction(L, rb_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_createtable(L, 0, 1);
+    lua_pushcfunction(L, rb_tokens);
+    lua_setfield(L, -2, "tokens");
+    lua_setfield(L, -2, "__index");
+    lua_pop(L, 1);
+
+    static const luaL_Reg fns[] = {{"parallel", l_parallel},
+                                   {"sleep", l_sleep},
+                                   {"retry_budget", l_retry_budget},
+                                   {NULL, NULL}};
+    luaL_newlib(L, fns);
+    lua_pushstring(L, ah_version());
+    lua_setfield(L, -2, "version");
+    lah_open_errors(L);
+    lah_open_client(L);
+    lah_open_mock(L);
+    lah_open_agent_tools(L);
+    lah_open_agent(L);
+    lah_tty_open(L); /* ah.isatty (lua/tty.h) */
+#if defined(__GNUC__)
+    lah_tools_open(L);
+#endif
+    return 1;
+}

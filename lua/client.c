@@ -1,0 +1,147 @@
+/* client.c - ah.client{ provider, model, base_url, api_key, max_tokens, extra }: where
+ * and how to reach a provider, as an "agenthost.client" userdata owning an ah_client.
+ *
+ * Invariants: the API key is copied into the ah_client and never exposed back to Lua
+ * (client.api_key is not readable); every config field is checked, unknown ones named.
+ */
+#include "lah.h"
+
+#include <string.h>
+
+#define CLIENT_MT "agenthost.client"
+
+typedef struct lclient {
+    ah_client *c;
+} lclient;
+
+ah_client *lah_check_client(lua_State *L, int idx);
+
+ah_client *lah_check_client(lua_State *L, int idx)
+{
+    lclient *lc = luaL_testudata(L, idx, CLIENT_MT);
+    if (!lc || !lc->c)
+        return NULL;
+    return lc->c;
+}
+
+static int client_gc(lua_State *L)
+{
+    lclient *lc = luaL_checkudata(L, 1, CLIENT_MT);
+    ah_client_free(lc->c);
+    lc->c = NULL;
+    return 0;
+}
+
+static int client_index(lua_State *L)
+{
+    lclient *lc = luaL_checkudata(L, 1, CLIENT_MT);
+    const char *k = luaL_checkstring(L, 2);
+    if (strcmp(k, "provider") == 0)
+        lua_pushstring(L, ah_wire_name(ah_client_wire(lc->c)));
+    else if (strcmp(k, "url") == 0)
+        lua_pushstring(L, ah_client_url(lc->c));
+    else
+        lua_pushnil(L);
+    return 1;
+}
+
+static int client_tostring(lua_State *L)
+{
+    lclient *lc = luaL_checkudata(L, 1, CLIENT_MT);
+    lua_pushfstring(L, "agenthost.client (%s, %s)", ah_wire_name(ah_client_wire(lc->c)),
+                    ah_client_url(lc->c));
+    return 1;
+}
+
+static const char *opt_string(lua_State *L, int t, const char *field, const char *where)
+{
+    int ty = lua_getfield(L, t, field);
+    if (ty == LUA_TNIL) {
+        lua_pop(L, 1);
+        return NULL;
+    }
+    if (ty != LUA_TSTRING)
+        luaL_error(L, "%s: %s must be a string, got %s", where, field,
+                   luaL_typename(L, -1));
+    const char *s = lua_tostring(L, -1);
+    lua_pop(L, 1); /* the table keeps the string alive */
+    return s;
+}
+
+static const char *default_base_url(ah_wire w)
+{
+    return w == AH_WIRE_ANTHROPIC ? "https://api.anthropic.com"
+                                  : "https://api.openai.com";
+}
+
+static int l_client(lua_State *L)
+{
+    static const char *const known[] = {"provider",   "model", "base_url", "api_key",
+                                        "max_tokens", "extra", NULL};
+    static const char *const providers[] = {"anthropic", "openai", "responses", NULL};
+    const char *where = "ah.client";
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lah_check_fields(L, 1, where, known);
+    ah_client_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    const char *provider = opt_string(L, 1, "provider", where);
+    if (!provider)
+        return luaL_error(L, "%s: provider is required (anthropic, openai or responses)",
+                          where);
+    int wire = ah_wire_from_name(provider);
+    if (wire < 0) {
+        const char *hint = lah_did_you_mean(provider, providers);
+        if (hint)
+            return luaL_error(L, "%s: unknown provider '%s' (did you mean '%s'?)", where,
+                              provider, hint);
+        return luaL_error(L, "%s: unknown provider '%s' (anthropic, openai or responses)",
+                          where, provider);
+    }
+    cfg.wire = (ah_wire)wire;
+    cfg.model = opt_string(L, 1, "model", where);
+    cfg.base_url = opt_string(L, 1, "base_url", where);
+    if (!cfg.base_url || !*cfg.base_url)
+        cfg.base_url = default_base_url(cfg.wire);
+    cfg.api_key = opt_string(L, 1, "api_key", where);
+    if (lua_getfield(L, 1, "max_tokens") != LUA_TNIL) {
+        if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1)
+            return luaL_error(L, "%s: max_tokens must be a whole number >= 1", where);
+        cfg.max_tokens = (int64_t)lua_tointeger(L, -1);
+    }
+    lua_pop(L, 1);
+    int ty = lua_getfield(L, 1, "extra");
+    if (ty == LUA_TTABLE) {
+        if (!lah_json_encode(L, -1))
+            return luaL_error(L, "%s: extra: %s", where, lua_tostring(L, -1));
+        cfg.extra_json = lua_tostring(L, -1); /* kept on the stack until the copy */
+    } else if (ty == LUA_TSTRING) {
+        cfg.extra_json = lua_tostring(L, -1);
+    } else if (ty != LUA_TNIL) {
+        return luaL_error(L, "%s: extra must be a table (or JSON text), got %s", where,
+                          luaL_typename(L, -1));
+    }
+    lclient *lc = lua_newuserdatauv(L, sizeof *lc, 0);
+    lc->c = NULL;
+    luaL_setmetatable(L, CLIENT_MT);
+    char err[256];
+    lc->c = ah_client_new(&cfg, err, sizeof err);
+    if (!lc->c) {
+        const char *msg = strncmp(err, "client.", 7) == 0 ? err + 7 : err;
+        return luaL_error(L, "%s: %s", where, msg);
+    }
+    return 1;
+}
+
+void lah_open_client(lua_State *L)
+{
+    luaL_newmetatable(L, CLIENT_MT);
+    lua_pushcfunction(L, client_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, client_index);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, client_tostring);
+    lua_setfield(L, -2, "__tostring");
+    lua_pop(L, 1);
+    lua_pushcfunction(L, l_client);
+    lua_setfield(L, -2, "client");
+}

@@ -1,0 +1,397 @@
+/* util.c - helpers shared by the binding's files: JSON (encoding through a private
+ * lua-cjson instance, decoding through cJSON), config-table checks with "did you mean"
+ * hints, policy tables, and error values (the "agenthost.error" metatable).
+ *
+ * Invariants: the JSON helpers never raise for bad input (they return 0 with a message);
+ * the cjson instance is created once per state with cjson.safe.new()
+ * so the user's own cjson settings are never changed by us, nor ours by them.
+ */
+#include "lah.h"
+#include "internal.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ---- JSON -------------------------------------------------------------------------- */
+
+static const char CJSON_KEY = 'J';
+
+/* Push the private cjson.safe instance (raises when lua-cjson is not installed). */
+static void push_cjson(lua_State *L)
+{
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &CJSON_KEY) == LUA_TTABLE)
+        return;
+    lua_pop(L, 1);
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "cjson.safe");
+    lua_call(L, 1, 1);
+    lua_getfield(L, -1, "new");
+    lua_call(L, 0, 1);
+    lua_remove(L, -2);
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &CJSON_KEY);
+}
+
+int lah_json_encode(lua_State *L, int idx)
+{
+    idx = lua_absindex(L, idx);
+    luaL_checkstack(L, 4, "json");
+    push_cjson(L);
+    lua_getfield(L, -1, "encode");
+    lua_remove(L, -2);
+    lua_pushvalue(L, idx);
+    lua_call(L, 1, 2); /* cjson.safe: text | nil, message */
+    if (lua_type(L, -2) == LUA_TSTRING) {
+        lua_pop(L, 1);
+        return 1;
+    }
+    lua_remove(L, -2);
+    if (!lua_isstring(L, -1)) {
+        lua_pop(L, 1);
+        lua_pushliteral(L, "cannot encode the value as JSON");
+    }
+    return 0;
+}
+
+/* cJSON tree -> Lua value. Whole numbers become Lua integers (Lua 5.4 keeps the two
+ * apart, and a tool's {"a": 42} should give 42, not 42.0); null is lightuserdata NULL,
+ * the same value as cjson.null. */
+static void push_json(lua_State *L, const cJSON *j)
+{
+    luaL_checkstack(L, 3, "JSON nesting");
+    if (cJSON_IsObject(j)) {
+        lua_createtable(L, 0, cJSON_GetArraySize(j));
+        for (const cJSON *c = j->child; c; c = c->next) {
+            push_json(L, c);
+            lua_setfield(L, -2, c->string ? c->string : "");
+        }
+    } else if (cJSON_IsArray(j)) {
+        lua_createtable(L, cJSON_GetArraySize(j), 0);
+        lua_Integer i = 1;
+        for (const cJSON *c = j->child; c; c = c->next) {
+            push_json(L, c);
+            lua_rawseti(L, -2, i++);
+        }
+    } else if (cJSON_IsString(j)) {
+        lua_pushstring(L, j->valuestring);
+    } else if (cJSON_IsNumber(j)) {
+        double d = j->valuedouble;
+        if (d == floor(d) && d >= -9007199254740992.0 && d <= 9007199254740992.0)
+            lua_pushinteger(L, (lua_Integer)d);
+        else
+            lua_pushnumber(L, d);
+    } else if (cJSON_IsBool(j)) {
+        lua_pushboolean(L, cJSON_IsTrue(j));
+    } else {
+        lua_pushlightuserdata(L, NULL);
+    }
+}
+
+int lah_json_decode(lua_State *L, const char *s, size_t len)
+{
+    const char *end = NULL;
+    cJSON *j = cJSON_ParseWithLengthOpts(s, len, &end, 0);
+    if (!j) {
+        size_t at = end && end >= s ? (size_t)(end - s) : 0;
+        lua_pushfstring(L, "invalid JSON at byte %d", (int)at);
+        return 0;
+    }
+    const char *p = end;
+    while (p && p < s + len && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
+        p++;
+    if (p && p < s + len) {
+        cJSON_Delete(j);
+        lua_pushfstring(L, "invalid JSON: unexpected text after the value at byte %d",
+                        (int)(p - s));
+        return 0;
+    }
+    push_json(L, j);
+    cJSON_Delete(j);
+    return 1;
+}
+
+/* ---- config tables ----------------------------------------------------------------- */
+
+static size_t edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 40 || lb > 40)
+        return SIZE_MAX;
+    size_t row[41];
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j];
+            size_t best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+const char *lah_did_you_mean(const char *name, const char *const *known)
+{
+    const char *best = NULL;
+    size_t best_d = 3; /* only near misses */
+    for (size_t i = 0; known[i]; i++) {
+        size_t d = edit_distance(name, known[i]);
+        if (d < best_d) {
+            best_d = d;
+            best = known[i];
+        }
+    }
+    return best;
+}
+
+void lah_check_fields(lua_State *L, int idx, const char *where, const char *const *known)
+{
+    idx = lua_absindex(L, idx);
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        lua_pop(L, 1);
+        if (lua_type(L, -1) != LUA_TSTRING) {
+            luaL_error(L, "%s: unexpected %s key (fields are named)", where,
+                       luaL_typename(L, -1));
+        }
+        const char *k = lua_tostring(L, -1);
+        int found = 0;
+        for (size_t i = 0; known[i] && !found; i++)
+            found = strcmp(k, known[i]) == 0;
+        if (!found) {
+            const char *hint = lah_did_you_mean(k, known);
+            if (hint)
+                luaL_error(L, "%s: unknown field '%s' (did you mean '%s'?)", where, k,
+                           hint);
+            luaL_error(L, "%s: unknown field '%s'", where, k);
+        }
+    }
+}
+
+int lah_policy_from_table(lua_State *L, int idx, const char *where, ah_policy *p)
+{
+    char err[256];
+    int has_retry_on = 0;
+    if (lua_isnoneornil(L, idx))
+        return 0;
+    idx = lua_absindex(L, idx);
+    if (!lua_istable(L, idx))
+        luaL_error(L, "%s: policy must be a table, got %s", where, luaL_typename(L, idx));
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        if (lua_type(L, -2) != LUA_TSTRING)
+            luaL_error(L, "%s: policy: unexpected %s key", where, luaL_typename(L, -2));
+        const char *field = lua_tostring(L, -2);
+        ah_status st = AH_OK;
+        err[0] = '\0';
+        if (strcmp(field, "retry_on") == 0) {
+            if (!lua_isfunction(L, -1))
+                luaL_error(L, "%s: policy.retry_on must be a function, got %s", where,
+                           luaL_typename(L, -1));
+            has_retry_on = 1;
+        } else if (lua_type(L, -1) == LUA_TNUMBER) {
+            lua_Integer v;
+            if (lua_isinteger(L, -1)) {
+                v = lua_tointeger(L, -1);
+            } else {
+                lua_Number n = lua_tonumber(L, -1);
+                if (n != floor(n) || n < -9.2e18 || n > 9.2e18)
+                    luaL_error(L, "%s: policy.%s must be a whole number (got %s)", where,
+                               field, lua_tostring(L, -1));
+                v = (lua_Integer)n;
+            }
+            st = ah_policy_set_int(p, field, (int64_t)v, err, sizeof err);
+        } else if (lua_type(L, -1) == LUA_TSTRING) {
+            st = ah_policy_set_str(p, field, lua_tostring(L, -1), err, sizeof err);
+        } else if (ah_policy_is_field(field)) {
+            luaL_error(L, "%s: policy.%s: expected a number or a string, got %s", where,
+                       field, luaL_typename(L, -1));
+        } else {
+            st =
+                ah_policy_set_int(p, field, 0, err, sizeof err); /* the unknown message */
+        }
+        if (st != AH_OK) {
+            if (strncmp(err, "policy.", 7) == 0)
+                luaL_error(L, "%s: %s", where, err);
+            luaL_error(L, "%s: policy.%s: %s", where, field, err);
+        }
+        lua_pop(L, 1);
+    }
+    if (ah_policy_validate(p, err, sizeof err) != AH_OK)
+        luaL_error(L, "%s: %s", where, err);
+    if (has_retry_on)
+        lua_getfield(L, idx, "retry_on");
+    return has_retry_on;
+}
+
+/* ---- error values ------------------------------------------------------------------ */
+
+#define ERROR_MT "agenthost.error"
+
+static int error_tostring(lua_State *L)
+{
+    lua_getfield(L, 1, "message");
+    if (!lua_isstring(L, -1)) {
+        lua_getfield(L, 1, "kind");
+        lua_pushfstring(L, "%s error",
+                        lua_isstring(L, -1) ? lua_tostring(L, -1) : "unknown");
+    }
+    return 1;
+}
+
+static void push_error_mt(lua_State *L)
+{
+    if (luaL_newmetatable(L, ERROR_MT)) {
+        lua_pushcfunction(L, error_tostring);
+        lua_setfield(L, -2, "__tostring");
+        lua_pushliteral(L, "agenthost.error");
+        lua_setfield(L, -2, "__name");
+    }
+}
+
+void lah_push_error(lua_State *L, const ah_error *e)
+{
+    luaL_checkstack(L, 4, "error");
+    lua_createtable(L, 0, 6);
+    lua_pushstring(L, ah_error_kind_name(e->kind));
+    lua_setfield(L, -2, "kind");
+    if (e->status) {
+        lua_pushinteger(L, e->status);
+        lua_setfield(L, -2, "status");
+    }
+    if (e->retry_after_ms >= 0) {
+        lua_pushinteger(L, (lua_Integer)e->retry_after_ms);
+        lua_setfield(L, -2, "retry_after_ms");
+    }
+    if (e->provider_type[0]) {
+        lua_pushstring(L, e->provider_type);
+        lua_setfield(L, -2, "provider_type");
+    }
+    if (e->should_retry >= 0) {
+        lua_pushboolean(L, e->should_retry);
+        lua_setfield(L, -2, "should_retry");
+    }
+    lua_pushstring(L, e->message);
+    lua_setfield(L, -2, "message");
+    push_error_mt(L);
+    lua_setmetatable(L, -2);
+}
+
+/* Push a value's tostring without raising (a failing __tostring gives its type name). */
+static int tostring_fn(lua_State *L)
+{
+    luaL_tolstring(L, 1, NULL);
+    return 1;
+}
+
+static void safe_tostring(lua_State *L, int idx)
+{
+    idx = lua_absindex(L, idx);
+    lua_pushcfunction(L, tostring_fn);
+    lua_pushvalue(L, idx);
+    if (lua_pcall(L, 1, 1, 0) != LUA_OK || !lua_isstring(L, -1)) {
+        lua_pop(L, 1);
+        lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, idx));
+    }
+}
+
+void lah_to_error(lua_State *L, int idx, ah_error *e)
+{
+    idx = lua_absindex(L, idx);
+    ah_error_clear(e);
+    luaL_checkstack(L, 4, "error");
+    if (!lua_istable(L, idx)) {
+        safe_tostring(L, idx);
+        ah_error_set(e, AH_EK_PERMANENT, 0, "%s", lua_tostring(L, -1));
+        lua_pop(L, 1);
+        return;
+    }
+    int kind = AH_EK_PERMANENT;
+    if (lua_getfield(L, idx, "kind") == LUA_TSTRING) {
+        int k = ah_error_kind_from_name(lua_tostring(L, -1));
+        if (k >= 0)
+            kind = k;
+    }
+    lua_pop(L, 1);
+    int status = 0;
+    if (lua_getfield(L, idx, "status") == LUA_TNUMBER)
+        status = (int)lua_tointeger(L, -1);
+    lua_pop(L, 1);
+    if (lua_getfield(L, idx, "message") != LUA_TNIL) {
+        lua_pop(L, 1);
+        lua_getfield(L, idx, "message");
+        safe_tostring(L, -1);
+        ah_error_set(e, (ah_error_kind)kind, status, "%s", lua_tostring(L, -1));
+        lua_pop(L, 2);
+    } else {
+        lua_pop(L, 1);
+        ah_error_set(e, (ah_error_kind)kind, status, "%s error",
+                     ah_error_kind_name(kind));
+    }
+    if (lua_getfield(L, idx, "retry_after_ms") == LUA_TNUMBER)
+        e->retry_after_ms = (int64_t)lua_tointeger(L, -1);
+    lua_pop(L, 1);
+    if (lua_getfield(L, idx, "provider_type") == LUA_TSTRING)
+        ah_error_set_provider_type(e, lua_tostring(L, -1));
+    lua_pop(L, 1);
+    if (lua_getfield(L, idx, "should_retry") == LUA_TBOOLEAN)
+        e->should_retry = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+}
+
+/* ah.transient(msg) / ah.permanent(msg): error VALUES for error(). */
+static int make_error(lua_State *L, const char *kind)
+{
+    lua_createtable(L, 0, 2);
+    lua_pushstring(L, kind);
+    lua_setfield(L, -2, "kind");
+    if (lua_isnoneornil(L, 1))
+        lua_pushfstring(L, "%s error", kind);
+    else
+        safe_tostring(L, 1);
+    lua_setfield(L, -2, "message");
+    push_error_mt(L);
+    lua_setmetatable(L, -2);
+    return 1;
+}
+
+static int l_transient(lua_State *L)
+{
+    return make_error(L, "transient");
+}
+
+static int l_permanent(lua_State *L)
+{
+    return make_error(L, "permanent");
+}
+
+static int l_is_retryable(lua_State *L)
+{
+    luaL_checkany(L, 1);
+    if (!lua_istable(L, 1)) {
+        lua_pushboolean(L, 0);
+        return 1;
+    }
+    ah_error e;
+    lah_to_error(L, 1, &e);
+    lua_pushboolean(L, ah_error_is_retryable(&e));
+    return 1;
+}
+
+void lah_open_errors(lua_State *L)
+{
+    static const luaL_Reg fns[] = {{"transient", l_transient},
+                                   {"permanent", l_permanent},
+                                   {"is_retryable", l_is_retryable},
+                                   {NULL, NULL}};
+    luaL_setfuncs(L, fns, 0);
+}

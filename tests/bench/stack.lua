@@ -1,0 +1,30 @@
+-- stack.lua - one streamed answer through the whole stack, for tests/bench/run.sh:
+--   agenthost tests/bench/stack.lua WIRE BASE_URL [none|hook|startup]
+-- Lua agent -> worker -> provider decoder -> SSE parser -> libcurl, against a mock in
+-- another process. `none`: on_event = false (no Lua per event); `hook`: an on_event that
+-- does nothing (the per-event cost of building the event table and the protected call);
+-- `startup`: build the client and agent, send nothing (the process's fixed cost).
+-- Prints "stack text_bytes=N attempts=A"; exits 1 unless the run completed in one
+-- attempt, so a benchmark never reports the speed of a failure.
+local ah = require "agenthost"
+local wire, url, mode = arg[1], arg[2], arg[3] or "none"
+assert(wire and url, "usage: stack.lua WIRE BASE_URL [none|hook|startup]")
+
+local on_event = false
+if mode == "hook" then on_event = function(ev) end end
+local agent = ah.agent{
+  client = ah.client{ provider = wire, model = "mock-bench", base_url = url,
+                      max_tokens = 64000 },
+  on_event = on_event,
+}
+if mode == "startup" then
+  print("stack startup")
+  return
+end
+local r = agent:run("stream a long answer")
+if r.outcome ~= "completed" or r.stats.attempts ~= 1 then
+  io.stderr:write(string.format("stack.lua: %s run ended %s after %d attempts: %s\n",
+    wire, r.outcome, r.stats.attempts, r.error and tostring(r.error.message) or ""))
+  os.exit(1)
+end
+print(string.format("stack text_bytes=%d attempts=%d", #r.text, r.stats.attempts))

@@ -1,0 +1,45 @@
+-- The scheduler: the main chunk is a coroutine of the host; waits yield to the loop, so
+-- sleepers interleave; agent:run also works where it cannot yield (inside a coroutine the
+-- script made, or a pcall), driving the loop itself.
+local ah = require "agenthost"
+local T = require "ahtest"
+
+local order = {}
+local r = ah.parallel{
+  function() ah.sleep(40); order[#order + 1] = "slow" end,
+  function() ah.sleep(5); order[#order + 1] = "fast" end,
+  function() order[#order + 1] = "now" end,
+}
+T.eq(table.concat(order, ","), "now,fast,slow", "sleepers interleave")
+T.ok("ah.sleep yields to other coroutines")
+
+local m <close> = ah.mock{}
+local agent = ah.agent{ client = ah.client{ provider = "openai", model = "m", base_url = m.url },
+                        on_event = false }
+
+-- inside a coroutine the script made: the run drives the loop itself
+local co = coroutine.wrap(function(q) local x = agent:run(q); coroutine.yield(x.outcome); return "end" end)
+T.eq(co("from a user coroutine"), "completed", "run inside coroutine.wrap")
+T.eq(co(), "end", "the user's coroutine resumes normally")
+T.ok("agent:run inside a user coroutine")
+
+-- inside pcall (yieldable in 5.4) and inside a non-yieldable metamethod
+local ok, res = pcall(function() return agent:run("in pcall") end)
+T.eq(ok and res.outcome, "completed", "run inside pcall")
+local t = setmetatable({}, { __index = function(_, k) return agent:run(k).outcome end })
+T.eq(t["in a metamethod"], "completed", "run inside __index")
+T.ok("agent:run inside pcall and a metamethod")
+
+-- plain coroutine.yield in a managed coroutine lets the others run
+local seen = {}
+ah.parallel{
+  function() for i = 1, 3 do seen[#seen + 1] = "a" .. i; coroutine.yield() end end,
+  function() for i = 1, 3 do seen[#seen + 1] = "b" .. i; coroutine.yield() end end,
+}
+T.eq(table.concat(seen, ","), "a1,b1,a2,b2,a3,b3", "cooperative yields")
+T.ok("coroutine.yield in a managed coroutine is a cooperative yield")
+
+-- the script's arguments
+T.eq(arg[0]:match("test_sched%.lua$") ~= nil, true, "arg[0] is the script")
+T.eq(type(arg[-1]), "string", "arg[-1] is the interpreter")
+T.ok("arg")

@@ -1,0 +1,274 @@
+-- test_status.lua - the status display's wording and terminal protocol (scripts/status.lua),
+-- fed SPEC §6 event tables and writing into a fake stream, so every byte is checked.
+-- Runs under `agenthost` (require finds agenthost.status) or a plain `lua5.4` (falls back
+-- to the file next to this one). Prints "N passed, M failed"; exits 1 on a failure.
+local here = (arg and arg[0] or ""):match("^(.*)/[^/]*$") or "."
+local ok, status = pcall(require, "agenthost.status")
+if not ok then status = dofile(here .. "/../../scripts/status.lua") end
+
+local passed, failed = 0, 0
+local function test(name, fn)
+    local good, err = pcall(fn)
+    if good then
+        passed = passed + 1
+        print("ok: " .. name)
+    else
+        failed = failed + 1
+        print("FAIL: " .. name .. ": " .. tostring(err))
+    end
+end
+
+local function eq(got, want, what)
+    if got ~= want then
+        error(string.format("%s: got %q, want %q", what or "value", tostring(got),
+            tostring(want)), 2)
+    end
+end
+
+-- A stream that records what is written.
+local function sink()
+    local s = { out = {} }
+    function s:write(...)
+        for _, v in ipairs({ ... }) do self.out[#self.out + 1] = v end
+        return self
+    end
+    function s:flush() end
+    function s:text() return table.concat(self.out) end
+    function s:reset() self.out = {} end
+    return s
+end
+
+local function display(opts)
+    local s = sink()
+    opts = opts or {}
+    opts.stream = s
+    if opts.tty == nil then opts.tty = true end
+    if opts.unicode == nil and opts.tty then opts.unicode = true end
+    if opts.width == nil then opts.width = 200 end
+    return status.new(opts), s
+end
+
+local retry504 = { type = "llm_retry", llm_call = 1, failed_attempt = 1, max_attempts = 4,
+    wait_ms = 1200, wait_source = "backoff", elapsed_ms = 300, status = 504,
+    error = { kind = "http", status = 504, message = "gateway timeout" } }
+
+test("a retry on a terminal is one transient line, no newline", function()
+    local d, s = display()
+    d:update(retry504)
+    eq(s:text(), "\rretrying LLM request after HTTP 504 (attempt 2/4 in 1.2s)\27[K")
+end)
+
+test("the next progress event erases the transient line", function()
+    for _, t in ipairs({ "llm_call_start", "text_delta", "run_end", "tool_call_end" }) do
+        local d, s = display()
+        d:update(retry504)
+        s:reset()
+        d:update({ type = t, text = "x", outcome = "completed" })
+        eq(s:text(), "\r\27[K", t)
+        s:reset()
+        d:update({ type = t, text = "y", outcome = "completed" })
+        eq(s:text(), "", t .. " twice erases nothing more")
+    end
+end)
+
+test("a second retry replaces the first in place", function()
+    local d, s = display()
+    d:update(retry504)
+    s:reset()
+    local r = {}
+    for k, v in pairs(retry504) do r[k] = v end
+    r.failed_attempt, r.wait_ms = 2, 2500
+    d:update(r)
+    eq(s:text(), "\rretrying LLM request after HTTP 504 (attempt 3/4 in 2.5s)\27[K")
+    eq(s:text():find("\n", 1, true), nil, "newline")
+end)
+
+test("a server hint says so; sub-second waits in ms", function()
+    local d, s = display()
+    d:update({ type = "llm_retry", failed_attempt = 2, max_attempts = 4, wait_ms = 2000,
+        wait_source = "server", status = 529, error = { kind = "http", status = 529 } })
+    eq(s:text(), "\rretrying LLM request after HTTP 529 (attempt 3/4 in 2.0s, server asked)\27[K")
+    d, s = display()
+    d:update({ type = "llm_retry", failed_attempt = 1, max_attempts = 3, wait_ms = 66,
+        wait_source = "backoff", status = 503 })
+    eq(s:text(), "\rretrying LLM request after HTTP 503 (attempt 2/3 in 66ms)\27[K")
+end)
+
+test("no status: the error kind is named", function()
+    local d, s = display()
+    d:update({ type = "llm_retry", failed_attempt = 1, max_attempts = 4, wait_ms = 400,
+        wait_source = "backoff", status = nil, error = { kind = "connect",
+        message = "Couldn't connect to server" } })
+    eq(s:text(), "\rretrying LLM request after connect error (attempt 2/4 in 400ms)\27[K")
+    d, s = display()
+    d:update({ type = "llm_retry", failed_attempt = 1, max_attempts = 4, wait_ms = 400,
+        wait_source = "backoff", error = { kind = "timeout" } })
+    eq(s:text(), "\rretrying LLM request after timeout (attempt 2/4 in 400ms)\27[K")
+end)
+
+test("a JSON-null status (a non-number) counts as absent", function()
+    local d, s = display()
+    d:update({ type = "llm_retry", failed_attempt = 1, max_attempts = 2, wait_ms = 10,
+        wait_source = "backoff", status = {}, error = { kind = "connect" } })
+    eq(s:text(), "\rretrying LLM request after connect error (attempt 2/2 in 10ms)\27[K")
+end)
+
+test("a continuation says what was kept and discarded", function()
+    local d, s = display()
+    d:update({ type = "llm_continuation", llm_call = 2, continuation = 1,
+        max_continuations = 3, committed_blocks = 2, discarded_blocks = 1,
+        reason = "response stream broken: Transferred a partial file" })
+    eq(s:text(), "\rstream cut — continuing (1/3), kept 2 blocks, discarded 1\27[K")
+    d, s = display({ unicode = false })
+    d:update({ type = "llm_continuation", continuation = 2, max_continuations = 3,
+        committed_blocks = 1, discarded_blocks = 0, reason = "stream idle for 500 ms" })
+    eq(s:text(), "\rstream stalled - continuing (2/3), kept 1 block\27[K")
+end)
+
+test("giving up is a permanent line after erasing the transient one", function()
+    local d, s = display()
+    d:update(retry504)
+    s:reset()
+    d:update({ type = "llm_gave_up", attempts = 4, elapsed_ms = 9000, status = 503,
+        reason = "attempts", error = { kind = "http", status = 503, message = "" } })
+    eq(s:text(), "\r\27[Kgave up after 4 attempts: HTTP 503\n")
+end)
+
+test("give-up reasons are worded", function()
+    local d, s = display()
+    d:update({ type = "llm_gave_up", attempts = 1, status = 401, reason = "not_retryable",
+        error = { kind = "http", status = 401, message = "invalid x-api-key" } })
+    eq(s:text(), "gave up: HTTP 401 is not retryable — invalid x-api-key\n")
+    d, s = display()
+    d:update({ type = "llm_gave_up", attempts = 2, status = 429,
+        reason = "retry_after_too_long", error = { kind = "http", status = 429 } })
+    eq(s:text(), "gave up after 2 attempts: HTTP 429 "
+        .. "(the server asked for a longer wait than allowed)\n")
+    d, s = display()
+    d:update({ type = "llm_gave_up", attempts = 1, reason = "deadline",
+        error = { kind = "timeout" } })
+    eq(s:text(), "gave up after 1 attempt: timeout (deadline reached)\n")
+end)
+
+test("a tool wait is transient on a terminal and silent in a log", function()
+    local d, s = display()
+    d:update({ type = "tool_call_start", llm_call = 1, id = "t1", name = "add" })
+    eq(s:text(), "\rwaiting for tool add…\27[K")
+    s:reset()
+    d:update({ type = "tool_call_end", id = "t1", name = "add", outcome = "ok" })
+    eq(s:text(), "\r\27[K")
+    d, s = display({ tty = false })
+    d:update({ type = "tool_call_start", llm_call = 1, id = "t1", name = "add" })
+    eq(s:text(), "")
+end)
+
+test("budget exhausted", function()
+    local d, s = display()
+    d:update({ type = "budget_exhausted", budget = "tool_calls", used = 4, limit = 4 })
+    eq(s:text(), "\rbudget exhausted (4/4 tool calls)\27[K")
+end)
+
+test("not a terminal: plain prefixed lines, no control characters", function()
+    local d, s = display({ tty = false })
+    d:update({ type = "run_start", run_id = "r1" })
+    d:update({ type = "llm_call_start", llm_call = 1, attempt = 1, continuation = 0 })
+    d:update(retry504)
+    d:update({ type = "text_delta", llm_call = 1, block = 0, text = "hi" })
+    d:update({ type = "llm_continuation", continuation = 1, max_continuations = 3,
+        committed_blocks = 0, discarded_blocks = 1, reason = "cut" })
+    d:update({ type = "llm_gave_up", attempts = 4, status = 503, reason = "attempts" })
+    d:update({ type = "run_end", outcome = "failed" })
+    eq(s:text(), "agenthost: retrying LLM request after HTTP 504 (attempt 2/4 in 1.2s)\n"
+        .. "agenthost: stream cut - continuing (1/3), kept 0 blocks, discarded 1\n"
+        .. "agenthost: gave up after 4 attempts: HTTP 503\n")
+    eq(s:text():find("[\r\27]"), nil, "control bytes")
+end)
+
+test("off a terminal, log_retries = false leaves retries and give-ups to the log", function()
+    local d, s = display({ tty = false, log_retries = false })
+    d:update(retry504)
+    d:update({ type = "llm_gave_up", attempts = 4, status = 503, reason = "attempts" })
+    eq(s:text(), "", "retry and give-up")
+    d:update({ type = "llm_continuation", continuation = 1, max_continuations = 3,
+        committed_blocks = 1, discarded_blocks = 0, reason = "cut" })
+    eq(s:text(), "agenthost: stream cut - continuing (1/3), kept 1 block\n")
+    -- on a terminal the option does not apply: the line is the display's job there
+    d, s = display({ log_retries = false })
+    d:update(retry504)
+    eq(s:text(), "\rretrying LLM request after HTTP 504 (attempt 2/4 in 1.2s)\27[K")
+end)
+
+test("log_retries defaults: off only for stderr with the agenthost module loaded", function()
+    eq(status.new({ stream = io.stderr, tty = false }).log_retries,
+        package.loaded.agenthost == nil, "stderr")
+    eq(display({ tty = false }).log_retries, true, "another stream")
+    eq(status.new({ stream = io.stderr, tty = false, log_retries = true }).log_retries, true,
+        "explicit")
+end)
+
+test("control characters in event text never reach the stream", function()
+    local d, s = display({ tty = false })
+    d:update({ type = "llm_gave_up", attempts = 1, reason = "not_retryable", status = 400,
+        error = { kind = "http", message = "bad\r\27[2Jthing\nhere" } })
+    eq(s:text(), "agenthost: gave up: HTTP 400 is not retryable - bad  [2Jthing here\n")
+end)
+
+test("a long transient line is cut to the terminal width", function()
+    local d, s = display({ width = 30 })
+    d:update(retry504)
+    local line = s:text():match("^\r(.*)\27%[K$")
+    eq(utf8.len(line), 29, "visible length")
+    eq(line, "retrying LLM request after H…")
+end)
+
+test("streaming text left mid-line is kept: the status starts on a new line", function()
+    local d, s = display({ streaming = true })
+    d:update({ type = "text_delta", llm_call = 1, block = 0, text = "The answer" })
+    d:update(retry504)
+    eq(s:text(), "\n\rretrying LLM request after HTTP 504 (attempt 2/4 in 1.2s)\27[K")
+    d, s = display({ streaming = true })
+    d:update({ type = "text_delta", llm_call = 1, block = 0, text = "done\n" })
+    d:update(retry504)
+    eq(s:text():sub(1, 1), "\r", "no extra newline after a complete line")
+end)
+
+test("unknown events, missing fields and non-tables are ignored", function()
+    local d, s = display()
+    d:update({ type = "something_new", x = 1 })
+    d:update(nil)
+    d:update("llm_retry")
+    eq(s:text(), "")
+    d:update({ type = "llm_retry" })
+    eq(s:text(), "\rretrying LLM request after an error (attempt 1/0 in 0ms)\27[K")
+end)
+
+test("tty = nil detects: a regular file is not a terminal", function()
+    local path = os.tmpname()
+    local f = assert(io.open(path, "w"))
+    local d = status.new({ stream = f })
+    eq(d.tty, false, "tty")
+    d:update(retry504)
+    f:close()
+    local text = assert(io.open(path)):read("a")
+    os.remove(path)
+    eq(text, "agenthost: retrying LLM request after HTTP 504 (attempt 2/4 in 1.2s)\n")
+end)
+
+-- ah.isatty comes from the agenthost module (lua/tty.c); a plain lua5.4 without the
+-- module tests the fallback above instead.
+local has_ah, ah = pcall(require, "agenthost")
+if has_ah and type(ah) == "table" and ah.isatty then
+    test("ah.isatty: a file is not a terminal, a closed file neither, misuse raises", function()
+        local path = os.tmpname()
+        local f = assert(io.open(path, "w"))
+        eq(ah.isatty(f), false, "open file")
+        f:close()
+        eq(ah.isatty(f), false, "closed file")
+        os.remove(path)
+        eq(pcall(ah.isatty, "stderr"), false, "a string is refused")
+        eq(type(ah.isatty(io.stderr)), "boolean", "stderr")
+    end)
+end
+
+print(string.format("%d passed, %d failed", passed, failed))
+if failed > 0 then os.exit(1) end
