@@ -1,4 +1,4 @@
--- ah.parallel: 20 agents at once against one mock that injects faults; every run
+-- ah.parallel: 50 agents at once against one mock that injects faults; every run
 -- completes, results come back in order, all in one thread over one loop.
 local ah = require "agenthost"
 local T = require "ahtest"
@@ -7,7 +7,7 @@ local plan = {}
 local faults = { { status = 503 }, { status = 529 }, { cut_after_events = 4 },
                  { status = 429, headers = { ["retry-after-ms"] = 5 } }, { reset = true },
                  { status = 502 }, { error_event_after = 3 }, { ok = true } }
-for i = 1, 24 do plan[i] = faults[(i - 1) % #faults + 1] end
+for i = 1, 60 do plan[i] = faults[(i - 1) % #faults + 1] end
 local m <close> = ah.mock{ plan = plan }
 
 local agents = {}
@@ -16,24 +16,32 @@ for i, p in ipairs(T.providers) do
                         on_event = false, policy = T.fast{ max_attempts = 6 } }
 end
 local fns = {}
-for i = 1, 20 do
+local N = 50
+for i = 1, N do
   fns[i] = function()
     local agent = agents[(i - 1) % #agents + 1]
     return agent:run("question number " .. i)
   end
 end
 local results = ah.parallel(fns)
-T.eq(results.n, 20, "results.n")
-local faulted = 0
-for i = 1, 20 do
+T.eq(results.n, N, "results.n")
+local faulted, attempts = 0, 0
+for i = 1, N do
   local r = results[i]
+  local s = r.stats
   T.eq(r.outcome, "completed", "run " .. i .. " outcome")
   T.contains(r.text, "question number " .. i .. '"', "run " .. i .. " answers its own question")
-  faulted = faulted + r.stats.retries + r.stats.continuations
+  -- per-agent stats are that run's own: every attempt is a first try of a request
+  -- from history or a retry of one, and every extra request is a continuation
+  T.eq(s.attempts, s.llm_calls + s.retries, "run " .. i .. " attempts = llm_calls + retries")
+  T.eq(s.continuations, s.llm_calls - 1, "run " .. i .. " continuations")
+  faulted = faulted + s.retries + s.continuations
+  attempts = attempts + s.attempts
 end
-assert(faulted >= 10, "faults were injected and survived: " .. faulted)
-assert(#m:requests() >= 30, "the mock saw the retries")
-T.ok("20 concurrent runs through faults complete, results in order")
+assert(faulted >= 40, "faults were injected and survived: " .. faulted)
+-- no request is counted twice or by the wrong run: the mock saw exactly the sum
+T.eq(#m:requests(), attempts, "mock requests = sum of every run's attempts")
+T.ok(N .. " concurrent runs through faults complete, results in order, stats per run")
 
 -- an error in one function is that slot's result; the others are unaffected
 local r = ah.parallel{
