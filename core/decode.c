@@ -95,7 +95,8 @@ ah_status ah__dec_provider_error(ah_decoder *d, const cJSON *e)
     char numeric[32];
     const cJSON *code = cJSON_GetObjectItemCaseSensitive(e, "code");
     if (!type && cJSON_IsNumber(code)) {
-        snprintf(numeric, sizeof numeric, "%lld", (long long)code->valuedouble);
+        /* %.0f, not a cast: a hostile code such as 5e58 does not fit any integer. */
+        snprintf(numeric, sizeof numeric, "%.0f", code->valuedouble);
         type = numeric;
     }
     char *json = e ? cJSON_PrintUnformatted(e) : NULL;

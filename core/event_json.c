@@ -7,6 +7,7 @@
 #include "internal.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -182,7 +183,10 @@ static int64_t get_int(reader *r, const char *key)
     const cJSON *v = field(r, key);
     if (!v)
         return 0;
-    if (!cJSON_IsNumber(v)) {
+    /* Integers only, within the range a double holds exactly: a cast of 1e300 to
+     * int64_t would be undefined behaviour. */
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) ||
+        fabs(v->valuedouble) > 9007199254740992.0) {
         if (!r->failed)
             ah__bufprintf(r->err, r->errsize, "event: field '%s' must be a number", key);
         r->failed = 1;
@@ -276,7 +280,7 @@ static const ah_error *get_error(reader *r, ah_event_box *b)
     const char *msg = get_str(&er, "message", 0);
     const char *pt = get_str(&er, "provider_type", 1);
     const cJSON *ra = field(&er, "retry_after_ms");
-    if (ra && cJSON_IsNumber(ra))
+    if (ra && cJSON_IsNumber(ra) && ra->valuedouble >= -1 && ra->valuedouble <= 9.0e15)
         b->err.retry_after_ms = (int64_t)ra->valuedouble;
     if (msg)
         ah__bufprintf(b->err.message, sizeof b->err.message, "%s", msg);

@@ -270,6 +270,11 @@ static void malformed_json_names_the_problem(void **state)
          "missing field 'llm_call'"},
         {"{\"type\":\"llm_call_start\",\"llm_call\":\"x\",\"attempt\":1,\"continuation\":0}",
          "field 'llm_call' must be a number"},
+        {"{\"type\":\"llm_call_start\",\"llm_call\":1e300,\"attempt\":1,"
+         "\"continuation\":0}",
+         "field 'llm_call' must be a number"},
+        {"{\"type\":\"llm_call_start\",\"llm_call\":1.5,\"attempt\":1,\"continuation\":0}",
+         "field 'llm_call' must be a number"},
         {"{\"type\":\"run_end\",\"outcome\":\"exploded\",\"error\":null}",
          "unknown outcome 'exploded'"},
         {"{\"type\":\"run_end\",\"outcome\":\"failed\",\"error\":7}",
