@@ -108,6 +108,10 @@ int lah_json_encode(lua_State *L, int idx);
  * lightuserdata NULL; whole numbers are integers); or push an error message and return
  * 0 ("invalid JSON at byte N"). */
 int lah_json_decode(lua_State *L, const char *s, size_t len);
+/* Push a cJSON tree as a Lua value (protected; a top-level null is nil, a nested null is
+ * cjson.null; whole numbers are integers) and free it, also when pushing raises. */
+struct cJSON;
+void lah_push_cjson(lua_State *L, struct cJSON *root);
 
 /* ---- config tables ----------------------------------------------------------------- */
 

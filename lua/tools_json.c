@@ -394,16 +394,21 @@ static int push_cjson_protected(lua_State *L)
     return 1;
 }
 
-int lah_push_json_decoded(lua_State *L, const char *json, size_t len)
+void lah_push_cjson(lua_State *L, cJSON *root)
 {
-    cJSON *root = cJSON_ParseWithLength(json, len);
-    if (!root)
-        return 0;
     lua_pushcfunction(L, push_cjson_protected);
     lua_pushlightuserdata(L, root);
     int st = lua_pcall(L, 1, 1, 0);
     cJSON_Delete(root);
     if (st != LUA_OK)
         lua_error(L); /* out of memory or a too deep document: the tree is freed */
+}
+
+int lah_push_json_decoded(lua_State *L, const char *json, size_t len)
+{
+    cJSON *root = cJSON_ParseWithLength(json, len);
+    if (!root)
+        return 0;
+    lah_push_cjson(L, root);
     return 1;
 }

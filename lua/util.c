@@ -55,40 +55,6 @@ int lah_json_encode(lua_State *L, int idx)
     return 0;
 }
 
-/* cJSON tree -> Lua value. Whole numbers become Lua integers (Lua 5.4 keeps the two
- * apart, and a tool's {"a": 42} should give 42, not 42.0); null is lightuserdata NULL,
- * the same value as cjson.null. */
-static void push_json(lua_State *L, const cJSON *j)
-{
-    luaL_checkstack(L, 3, "JSON nesting");
-    if (cJSON_IsObject(j)) {
-        lua_createtable(L, 0, cJSON_GetArraySize(j));
-        for (const cJSON *c = j->child; c; c = c->next) {
-            push_json(L, c);
-            lua_setfield(L, -2, c->string ? c->string : "");
-        }
-    } else if (cJSON_IsArray(j)) {
-        lua_createtable(L, cJSON_GetArraySize(j), 0);
-        lua_Integer i = 1;
-        for (const cJSON *c = j->child; c; c = c->next) {
-            push_json(L, c);
-            lua_rawseti(L, -2, i++);
-        }
-    } else if (cJSON_IsString(j)) {
-        lua_pushstring(L, j->valuestring);
-    } else if (cJSON_IsNumber(j)) {
-        double d = j->valuedouble;
-        if (d == floor(d) && d >= -9007199254740992.0 && d <= 9007199254740992.0)
-            lua_pushinteger(L, (lua_Integer)d);
-        else
-            lua_pushnumber(L, d);
-    } else if (cJSON_IsBool(j)) {
-        lua_pushboolean(L, cJSON_IsTrue(j));
-    } else {
-        lua_pushlightuserdata(L, NULL);
-    }
-}
-
 int lah_json_decode(lua_State *L, const char *s, size_t len)
 {
     const char *end = NULL;
@@ -107,8 +73,7 @@ int lah_json_decode(lua_State *L, const char *s, size_t len)
                         (int)(p - s));
         return 0;
     }
-    push_json(L, j);
-    cJSON_Delete(j);
+    lah_push_cjson(L, j); /* frees j, also when it raises */
     return 1;
 }
 
