@@ -17,146 +17,97 @@ struct ah_event_box {
     char *strings[3];
 };
 
-/* ---- encoding ------------------------------------------------------------------------ */
+/* ---- encoding: a visitor sink that builds a cJSON object ---------------------------- */
 
-static cJSON *error_to_json(const ah_error *e)
+typedef struct jsink {
+    cJSON *o;
+    int failed; /* an allocation failed somewhere */
+} jsink;
+
+static void check(jsink *j, const cJSON *added)
 {
-    if (!e || e->kind == AH_EK_NONE)
-        return cJSON_CreateNull();
-    cJSON *o = cJSON_CreateObject();
-    if (!o)
-        return NULL;
-    cJSON_AddStringToObject(o, "kind", ah_error_kind_name(e->kind));
+    if (!added)
+        j->failed = 1;
+}
+
+static void j_str(void *ud, const char *key, const char *s, size_t len)
+{
+    jsink *j = ud;
+    if (!s) {
+        check(j, cJSON_AddNullToObject(j->o, key));
+        return;
+    }
+    /* A delta is not NUL-terminated: copy exactly len bytes. */
+    char *t = ah__strndup(s, len);
+    if (!t) {
+        j->failed = 1;
+        return;
+    }
+    check(j, cJSON_AddStringToObject(j->o, key, t));
+    free(t);
+}
+
+static void j_num(void *ud, const char *key, int64_t v)
+{
+    jsink *j = ud;
+    check(j, cJSON_AddNumberToObject(j->o, key, (double)v));
+}
+
+static void j_bool(void *ud, const char *key, int v)
+{
+    jsink *j = ud;
+    check(j, cJSON_AddBoolToObject(j->o, key, v != 0));
+}
+
+static void j_null(void *ud, const char *key)
+{
+    jsink *j = ud;
+    check(j, cJSON_AddNullToObject(j->o, key));
+}
+
+static void j_error(void *ud, const char *key, const ah_error *e)
+{
+    jsink *j = ud;
+    if (!e) {
+        j_null(ud, key);
+        return;
+    }
+    jsink inner = {cJSON_CreateObject(), 0};
+    if (!inner.o) {
+        j->failed = 1;
+        return;
+    }
+    cJSON_AddItemToObject(j->o, key, inner.o);
+    j_str(&inner, "kind", ah_error_kind_name(e->kind), strlen(ah_error_kind_name(e->kind)));
     if (e->status)
-        cJSON_AddNumberToObject(o, "status", e->status);
+        j_num(&inner, "status", e->status);
     else
-        cJSON_AddNullToObject(o, "status");
-    cJSON_AddStringToObject(o, "message", e->message);
+        j_null(&inner, "status");
+    j_str(&inner, "message", e->message, strlen(e->message));
     if (e->provider_type[0])
-        cJSON_AddStringToObject(o, "provider_type", e->provider_type);
+        j_str(&inner, "provider_type", e->provider_type, strlen(e->provider_type));
     else
-        cJSON_AddNullToObject(o, "provider_type");
+        j_null(&inner, "provider_type");
     if (e->retry_after_ms >= 0)
-        cJSON_AddNumberToObject(o, "retry_after_ms", (double)e->retry_after_ms);
+        j_num(&inner, "retry_after_ms", e->retry_after_ms);
     else
-        cJSON_AddNullToObject(o, "retry_after_ms");
-    return o;
+        j_null(&inner, "retry_after_ms");
+    j->failed |= inner.failed;
 }
 
-static void add_status(cJSON *o, int status)
-{
-    if (status)
-        cJSON_AddNumberToObject(o, "status", status);
-    else
-        cJSON_AddNullToObject(o, "status");
-}
-
-static void add_str(cJSON *o, const char *key, const char *s)
-{
-    if (s)
-        cJSON_AddStringToObject(o, key, s);
-    else
-        cJSON_AddNullToObject(o, key);
-}
-
-static void add_int(cJSON *o, const char *key, int64_t v)
-{
-    cJSON_AddNumberToObject(o, key, (double)v);
-}
+static const ah_event_fields json_fields = {j_str, j_num, j_bool, j_null, j_error};
 
 char *ah_event_to_json(const ah_event *ev)
 {
     if (!ev || (unsigned)ev->type >= (unsigned)AH_EV_COUNT_)
         return NULL;
-    cJSON *o = cJSON_CreateObject();
-    if (!o)
+    jsink j = {cJSON_CreateObject(), 0};
+    if (!j.o)
         return NULL;
-    cJSON_AddStringToObject(o, "type", ah_event_type_name(ev->type));
-    switch (ev->type) {
-    case AH_EV_RUN_START:
-        add_str(o, "run_id", ev->u.run_start.run_id);
-        break;
-    case AH_EV_LLM_CALL_START:
-        add_int(o, "llm_call", ev->u.llm_call_start.llm_call);
-        add_int(o, "attempt", ev->u.llm_call_start.attempt);
-        add_int(o, "continuation", ev->u.llm_call_start.continuation);
-        break;
-    case AH_EV_TEXT_DELTA:
-    case AH_EV_REASONING_DELTA: {
-        add_int(o, "llm_call", ev->u.delta.llm_call);
-        add_int(o, "block", ev->u.delta.block);
-        /* The delta may not be NUL-terminated: copy exactly len bytes. */
-        char *t = ah__strndup(ev->u.delta.text ? ev->u.delta.text : "",
-                              ev->u.delta.text ? ev->u.delta.len : 0);
-        if (!t)
-            goto fail;
-        cJSON_AddStringToObject(o, "text", t);
-        free(t);
-        break;
-    }
-    case AH_EV_TOOL_CALL_START:
-        add_int(o, "llm_call", ev->u.tool_call_start.llm_call);
-        add_str(o, "id", ev->u.tool_call_start.id);
-        add_str(o, "name", ev->u.tool_call_start.name);
-        break;
-    case AH_EV_TOOL_CALL_END:
-        add_str(o, "id", ev->u.tool_call_end.id);
-        add_str(o, "name", ev->u.tool_call_end.name);
-        cJSON_AddStringToObject(o, "outcome", ah_tool_outcome_name(ev->u.tool_call_end.outcome));
-        cJSON_AddBoolToObject(o, "duplicate", ev->u.tool_call_end.duplicate != 0);
-        add_int(o, "attempts", ev->u.tool_call_end.attempts);
-        break;
-    case AH_EV_LLM_RETRY:
-        add_int(o, "llm_call", ev->u.llm_retry.llm_call);
-        add_int(o, "failed_attempt", ev->u.llm_retry.failed_attempt);
-        add_int(o, "max_attempts", ev->u.llm_retry.max_attempts);
-        add_int(o, "wait_ms", ev->u.llm_retry.wait_ms);
-        cJSON_AddStringToObject(o, "wait_source", ah_wait_source_name(ev->u.llm_retry.wait_source));
-        add_int(o, "elapsed_ms", ev->u.llm_retry.elapsed_ms);
-        add_status(o, ev->u.llm_retry.status);
-        cJSON_AddItemToObject(o, "error", error_to_json(ev->u.llm_retry.error));
-        break;
-    case AH_EV_LLM_GAVE_UP:
-        add_int(o, "llm_call", ev->u.llm_gave_up.llm_call);
-        add_int(o, "attempts", ev->u.llm_gave_up.attempts);
-        add_int(o, "elapsed_ms", ev->u.llm_gave_up.elapsed_ms);
-        add_status(o, ev->u.llm_gave_up.status);
-        cJSON_AddItemToObject(o, "error", error_to_json(ev->u.llm_gave_up.error));
-        cJSON_AddStringToObject(o, "reason", ah_giveup_reason_name(ev->u.llm_gave_up.reason));
-        break;
-    case AH_EV_LLM_CONTINUATION:
-        add_int(o, "llm_call", ev->u.llm_continuation.llm_call);
-        add_int(o, "continuation", ev->u.llm_continuation.continuation);
-        add_int(o, "max_continuations", ev->u.llm_continuation.max_continuations);
-        add_int(o, "committed_blocks", ev->u.llm_continuation.committed_blocks);
-        add_int(o, "discarded_blocks", ev->u.llm_continuation.discarded_blocks);
-        add_int(o, "discarded_bytes", ev->u.llm_continuation.discarded_bytes);
-        add_str(o, "reason", ev->u.llm_continuation.reason);
-        break;
-    case AH_EV_LLM_CALL_END:
-        add_int(o, "llm_call", ev->u.llm_call_end.llm_call);
-        add_str(o, "stop_reason", ev->u.llm_call_end.stop_reason);
-        add_int(o, "input_tokens", ev->u.llm_call_end.input_tokens);
-        add_int(o, "output_tokens", ev->u.llm_call_end.output_tokens);
-        break;
-    case AH_EV_BUDGET_EXHAUSTED:
-        add_str(o, "budget", ev->u.budget_exhausted.budget);
-        add_int(o, "used", ev->u.budget_exhausted.used);
-        add_int(o, "limit", ev->u.budget_exhausted.limit);
-        break;
-    case AH_EV_RUN_END:
-        cJSON_AddStringToObject(o, "outcome", ah_run_outcome_name(ev->u.run_end.outcome));
-        cJSON_AddItemToObject(o, "error", error_to_json(ev->u.run_end.error));
-        break;
-    case AH_EV_COUNT_:
-        goto fail;
-    }
-    char *out = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
+    ah_event_visit(ev, &json_fields, &j);
+    char *out = j.failed ? NULL : cJSON_PrintUnformatted(j.o);
+    cJSON_Delete(j.o);
     return out;
-fail:
-    cJSON_Delete(o);
-    return NULL;
 }
 
 /* ---- decoding ------------------------------------------------------------------------ */

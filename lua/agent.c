@@ -109,99 +109,6 @@ static void unref(lua_State *L, int *ref)
     *ref = LUA_NOREF;
 }
 
-/* ---- events as Lua tables (SPEC §6 names; a 0 status is nil) ----------------------- */
-
-static void push_event(lua_State *L, const ah_event *ev)
-{
-    lua_createtable(L, 0, 8);
-    set_str(L, "type", ah_event_type_name(ev->type));
-    switch (ev->type) {
-    case AH_EV_RUN_START:
-        set_str(L, "run_id", ev->u.run_start.run_id);
-        break;
-    case AH_EV_LLM_CALL_START:
-        set_int(L, "llm_call", ev->u.llm_call_start.llm_call);
-        set_int(L, "attempt", ev->u.llm_call_start.attempt);
-        set_int(L, "continuation", ev->u.llm_call_start.continuation);
-        break;
-    case AH_EV_TEXT_DELTA:
-    case AH_EV_REASONING_DELTA:
-        set_int(L, "llm_call", ev->u.delta.llm_call);
-        set_int(L, "block", ev->u.delta.block);
-        lua_pushlstring(L, ev->u.delta.text ? ev->u.delta.text : "", ev->u.delta.len);
-        lua_setfield(L, -2, "text");
-        break;
-    case AH_EV_TOOL_CALL_START:
-        set_int(L, "llm_call", ev->u.tool_call_start.llm_call);
-        set_str(L, "id", ev->u.tool_call_start.id);
-        set_str(L, "name", ev->u.tool_call_start.name);
-        break;
-    case AH_EV_TOOL_CALL_END:
-        set_str(L, "id", ev->u.tool_call_end.id);
-        set_str(L, "name", ev->u.tool_call_end.name);
-        set_str(L, "outcome", ah_tool_outcome_name(ev->u.tool_call_end.outcome));
-        set_bool(L, "duplicate", ev->u.tool_call_end.duplicate);
-        set_int(L, "attempts", ev->u.tool_call_end.attempts);
-        break;
-    case AH_EV_LLM_RETRY:
-        set_int(L, "llm_call", ev->u.llm_retry.llm_call);
-        set_int(L, "failed_attempt", ev->u.llm_retry.failed_attempt);
-        set_int(L, "max_attempts", ev->u.llm_retry.max_attempts);
-        set_int(L, "wait_ms", (lua_Integer)ev->u.llm_retry.wait_ms);
-        set_str(L, "wait_source", ah_wait_source_name(ev->u.llm_retry.wait_source));
-        set_int(L, "elapsed_ms", (lua_Integer)ev->u.llm_retry.elapsed_ms);
-        if (ev->u.llm_retry.status)
-            set_int(L, "status", ev->u.llm_retry.status);
-        if (ev->u.llm_retry.error) {
-            lah_push_error(L, ev->u.llm_retry.error);
-            lua_setfield(L, -2, "error");
-        }
-        break;
-    case AH_EV_LLM_GAVE_UP:
-        set_int(L, "llm_call", ev->u.llm_gave_up.llm_call);
-        set_int(L, "attempts", ev->u.llm_gave_up.attempts);
-        set_int(L, "elapsed_ms", (lua_Integer)ev->u.llm_gave_up.elapsed_ms);
-        if (ev->u.llm_gave_up.status)
-            set_int(L, "status", ev->u.llm_gave_up.status);
-        if (ev->u.llm_gave_up.error) {
-            lah_push_error(L, ev->u.llm_gave_up.error);
-            lua_setfield(L, -2, "error");
-        }
-        set_str(L, "reason", ah_giveup_reason_name(ev->u.llm_gave_up.reason));
-        break;
-    case AH_EV_LLM_CONTINUATION:
-        set_int(L, "llm_call", ev->u.llm_continuation.llm_call);
-        set_int(L, "continuation", ev->u.llm_continuation.continuation);
-        set_int(L, "max_continuations", ev->u.llm_continuation.max_continuations);
-        set_int(L, "committed_blocks", ev->u.llm_continuation.committed_blocks);
-        set_int(L, "discarded_blocks", ev->u.llm_continuation.discarded_blocks);
-        set_int(L, "discarded_bytes",
-                (lua_Integer)ev->u.llm_continuation.discarded_bytes);
-        set_str(L, "reason", ev->u.llm_continuation.reason);
-        break;
-    case AH_EV_LLM_CALL_END:
-        set_int(L, "llm_call", ev->u.llm_call_end.llm_call);
-        set_str(L, "stop_reason", ev->u.llm_call_end.stop_reason);
-        set_int(L, "input_tokens", (lua_Integer)ev->u.llm_call_end.input_tokens);
-        set_int(L, "output_tokens", (lua_Integer)ev->u.llm_call_end.output_tokens);
-        break;
-    case AH_EV_BUDGET_EXHAUSTED:
-        set_str(L, "budget", ev->u.budget_exhausted.budget);
-        set_int(L, "used", (lua_Integer)ev->u.budget_exhausted.used);
-        set_int(L, "limit", (lua_Integer)ev->u.budget_exhausted.limit);
-        break;
-    case AH_EV_RUN_END:
-        set_str(L, "outcome", ah_run_outcome_name(ev->u.run_end.outcome));
-        if (ev->u.run_end.error) {
-            lah_push_error(L, ev->u.run_end.error);
-            lua_setfield(L, -2, "error");
-        }
-        break;
-    default:
-        break;
-    }
-}
-
 /* ---- worker callbacks -------------------------------------------------------------- */
 
 static void run_on_event(void *ud, const ah_event *ev)
@@ -219,13 +126,13 @@ static void run_on_event(void *ud, const ah_event *ev)
         return;
     if (r->on_event_ref != LUA_NOREF) {
         lua_rawgeti(L, LUA_REGISTRYINDEX, r->on_event_ref);
-        push_event(L, ev);
+        lah_push_event(L, ev);
         lah_pcall_once(L, 1, 0, "on_event", &a->event_failed);
     } else {
         lua_rawgeti(L, LUA_REGISTRYINDEX, r->status_ref);
         lua_getfield(L, -1, "update");
         lua_insert(L, -2);
-        push_event(L, ev);
+        lah_push_event(L, ev);
         lah_pcall_once(L, 2, 0, "status display", &a->event_failed);
     }
 }

@@ -108,6 +108,9 @@ int lah_json_encode(lua_State *L, int idx);
  * lightuserdata NULL; whole numbers are integers); or push an error message and return
  * 0 ("invalid JSON at byte N"). */
 int lah_json_decode(lua_State *L, const char *s, size_t len);
+/* Push an event as a Lua table with the SPEC §6 field names (ah_event_visit); a null
+ * field (status 0, no error) is nil; an error is an error value (lah_push_error). */
+void lah_push_event(lua_State *L, const ah_event *ev);
 /* Push a cJSON tree as a Lua value (protected; a top-level null is nil, a nested null is
  * cjson.null; whole numbers are integers) and free it, also when pushing raises. */
 struct cJSON;

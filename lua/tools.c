@@ -213,14 +213,6 @@ static int tool_tostring(lua_State *L)
 /* ---- one call: hooks ----------------------------------------------------------------
  */
 
-static void push_event(lua_State *L, const ah_event *ev)
-{
-    char *json = ah_event_to_json(ev);
-    if (!json || !lah_push_json_decoded(L, json, strlen(json)))
-        lua_pushnil(L);
-    free(json);
-}
-
 void lah_tools_emit(lua_State *L, int on_event, int to_sink, const ah_event *ev)
 {
     on_event = lua_absindex(L, on_event);
@@ -233,7 +225,7 @@ void lah_tools_emit(lua_State *L, int on_event, int to_sink, const ah_event *ev)
     }
     if (lua_type(L, on_event) == LUA_TFUNCTION) {
         lua_pushvalue(L, on_event);
-        push_event(L, ev);
+        lah_push_event(L, ev);
         lah_pcall(L, 1, 0, "on_event");
     }
 }

@@ -360,3 +360,52 @@ void lah_open_errors(lua_State *L)
                                    {NULL, NULL}};
     luaL_setfuncs(L, fns, 0);
 }
+
+/* ---- events as Lua tables ------------------------------------------------------------ */
+
+/* The visitor sink: fields with their SPEC §6 names; null fields are left out (nil). */
+static void l_str(void *ud, const char *key, const char *s, size_t len)
+{
+    lua_State *L = ud;
+    if (!s)
+        return;
+    lua_pushlstring(L, s, len);
+    lua_setfield(L, -2, key);
+}
+
+static void l_num(void *ud, const char *key, int64_t v)
+{
+    lua_State *L = ud;
+    lua_pushinteger(L, (lua_Integer)v);
+    lua_setfield(L, -2, key);
+}
+
+static void l_bool(void *ud, const char *key, int v)
+{
+    lua_State *L = ud;
+    lua_pushboolean(L, v);
+    lua_setfield(L, -2, key);
+}
+
+static void l_null(void *ud, const char *key)
+{
+    (void)ud;
+    (void)key;
+}
+
+static void l_error(void *ud, const char *key, const ah_error *e)
+{
+    lua_State *L = ud;
+    if (!e)
+        return;
+    lah_push_error(L, e);
+    lua_setfield(L, -2, key);
+}
+
+static const ah_event_fields lua_fields = {l_str, l_num, l_bool, l_null, l_error};
+
+void lah_push_event(lua_State *L, const ah_event *ev)
+{
+    lua_createtable(L, 0, 8);
+    ah_event_visit(ev, &lua_fields, L);
+}

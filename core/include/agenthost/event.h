@@ -139,6 +139,21 @@ const char *ah_giveup_reason_name(ah_giveup_reason r);
 const char *ah_run_outcome_name(ah_run_outcome o);
 const char *ah_tool_outcome_name(ah_tool_outcome o);
 
+/* Walk the fields of an event in SPEC §6 order, with their SPEC names: "type" first,
+ * then each field of that type. This is the one place that knows which fields an event
+ * type has, so every encoding (JSON, Lua tables, an embedder's own) names them alike.
+ * A status of 0 is visited as null; a NULL string as null; a NULL or kind-NONE error as
+ * null (error(ud, key, NULL)). Text deltas are visited with their length (not
+ * NUL-terminated). Every callback is required. */
+typedef struct ah_event_fields {
+    void (*str)(void *ud, const char *key, const char *s, size_t len); /* s NULL: null */
+    void (*num)(void *ud, const char *key, int64_t v);
+    void (*boolean)(void *ud, const char *key, int v);
+    void (*null)(void *ud, const char *key);
+    void (*error)(void *ud, const char *key, const ah_error *e); /* e NULL: null */
+} ah_event_fields;
+void ah_event_visit(const ah_event *ev, const ah_event_fields *f, void *ud);
+
 /* Encode one event as a single-line JSON object (SPEC §6 names). Returns a malloc'd
  * string the caller frees with free(), or NULL on allocation failure / bad type. */
 char *ah_event_to_json(const ah_event *ev);
