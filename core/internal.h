@@ -21,6 +21,13 @@ int ah__log_enabled(ah_log_level level);
 char *ah__strdup(const char *s);
 char *ah__strndup(const char *s, size_t n);
 
+/* The name in a table closest to `name` (at most two edits away), or NULL: for "did you
+ * mean" hints on unknown field names. Entry i's name is the `const char *` at
+ * (const char *)table + i * stride, so it works on a plain array of names
+ * (stride sizeof(char *)) and on an array of structs whose first member is the name. */
+const char *ah__did_you_mean(const char *name, const void *table, size_t count,
+                             size_t stride);
+
 /* snprintf into a fixed buffer, always NUL-terminated, truncating safely. */
 void ah__bufprintf(char *buf, size_t size, const char *fmt, ...) AH__PRINTF(3, 4);
 

@@ -2,6 +2,7 @@
  * Invariant: nothing in the core prints; everything goes through ah__log(). */
 #include "internal.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,4 +73,46 @@ void ah__bufprintf(char *buf, size_t size, const char *fmt, ...)
     va_end(ap);
     if (n < 0)
         buf[0] = '\0';
+}
+
+/* Levenshtein distance, capped: names are short. SIZE_MAX for names over 40 bytes. */
+static size_t edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 40 || lb > 40)
+        return SIZE_MAX;
+    size_t row[41];
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j];
+            size_t best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+const char *ah__did_you_mean(const char *name, const void *table, size_t count,
+                             size_t stride)
+{
+    const char *best = NULL;
+    size_t best_d = 3; /* only near misses: at most two edits */
+    for (size_t i = 0; name && i < count; i++) {
+        const char *cand = *(const char *const *)((const char *)table + i * stride);
+        size_t d = edit_distance(name, cand);
+        if (d < best_d) {
+            best_d = d;
+            best = cand;
+        }
+    }
+    return best;
 }

@@ -17,7 +17,7 @@
 typedef enum field_type { F_INT, F_I64, F_JITTER, F_RETRY_AFTER, F_FUNC } field_type;
 
 typedef struct field_def {
-    const char *name;
+    const char *name; /* first: ah__did_you_mean reads the table through it */
     field_type type;
     size_t offset;
     int64_t min; /* for F_INT / F_I64 */
@@ -110,45 +110,10 @@ static void set_err(char *err, size_t errsize, const char *fmt, ...)
     va_end(ap);
 }
 
-/* Levenshtein distance, capped: names are short and the table is tiny. Used only to
- * suggest the field a typo probably meant. */
-static size_t edit_distance(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 40 || lb > 40)
-        return SIZE_MAX;
-    size_t row[41];
-    for (size_t j = 0; j <= lb; j++)
-        row[j] = j;
-    for (size_t i = 1; i <= la; i++) {
-        size_t diag = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= lb; j++) {
-            size_t up = row[j];
-            size_t best = diag + (a[i - 1] != b[j - 1]);
-            if (up + 1 < best)
-                best = up + 1;
-            if (row[j - 1] + 1 < best)
-                best = row[j - 1] + 1;
-            row[j] = best;
-            diag = up;
-        }
-    }
-    return row[lb];
-}
-
 static void unknown_field(const char *name, char *err, size_t errsize)
 {
     const char *shown = name ? name : "(null)";
-    const char *best = NULL;
-    size_t best_d = 3; /* suggest only near misses */
-    for (int i = 0; name && i < NFIELDS; i++) {
-        size_t d = edit_distance(name, fields[i].name);
-        if (d < best_d) {
-            best_d = d;
-            best = fields[i].name;
-        }
-    }
+    const char *best = ah__did_you_mean(name, fields, NFIELDS, sizeof fields[0]);
     if (best)
         set_err(err, errsize, "unknown policy field '%.64s' (did you mean '%s'?)", shown,
                 best);

@@ -79,43 +79,12 @@ int lah_json_decode(lua_State *L, const char *s, size_t len)
 
 /* ---- config tables ----------------------------------------------------------------- */
 
-static size_t edit_distance(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 40 || lb > 40)
-        return SIZE_MAX;
-    size_t row[41];
-    for (size_t j = 0; j <= lb; j++)
-        row[j] = j;
-    for (size_t i = 1; i <= la; i++) {
-        size_t diag = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= lb; j++) {
-            size_t up = row[j];
-            size_t best = diag + (a[i - 1] != b[j - 1]);
-            if (up + 1 < best)
-                best = up + 1;
-            if (row[j - 1] + 1 < best)
-                best = row[j - 1] + 1;
-            row[j] = best;
-            diag = up;
-        }
-    }
-    return row[lb];
-}
-
 const char *lah_did_you_mean(const char *name, const char *const *known)
 {
-    const char *best = NULL;
-    size_t best_d = 3; /* only near misses */
-    for (size_t i = 0; known[i]; i++) {
-        size_t d = edit_distance(name, known[i]);
-        if (d < best_d) {
-            best_d = d;
-            best = known[i];
-        }
-    }
-    return best;
+    size_t n = 0;
+    while (known[n])
+        n++;
+    return ah__did_you_mean(name, known, n, sizeof known[0]);
 }
 
 void lah_check_fields(lua_State *L, int idx, const char *where, const char *const *known)
