@@ -358,3 +358,36 @@ nomem:
     ah_header_list_free(out);
     return AH_ERR_NOMEM;
 }
+
+ah_status ah__enc_nomem(ah__enc *e)
+{
+    return ah__enc_fail(e, AH_ERR_NOMEM, "out of memory");
+}
+
+ah_status ah__enc_openai_tool_choice(ah__enc *e, cJSON *root, int nested)
+{
+    const char *mode = NULL;
+    switch (e->opts->tool_choice) {
+    case AH_TOOL_CHOICE_AUTO:
+        mode = "auto";
+        break;
+    case AH_TOOL_CHOICE_NONE:
+        mode = "none";
+        break;
+    case AH_TOOL_CHOICE_REQUIRED:
+        mode = "required";
+        break;
+    case AH_TOOL_CHOICE_NAMED: {
+        cJSON *tc = cJSON_AddObjectToObject(root, "tool_choice");
+        cJSON *named = tc;
+        if (!tc || !ah__json_put_str(tc, "type", "function") ||
+            (nested && !(named = cJSON_AddObjectToObject(tc, "function"))) ||
+            !ah__json_put_str(named, "name", e->opts->tool_choice_name))
+            return ah__enc_nomem(e);
+        return AH_OK;
+    }
+    default:
+        return AH_OK;
+    }
+    return ah__json_put_str(root, "tool_choice", mode) ? AH_OK : ah__enc_nomem(e);
+}

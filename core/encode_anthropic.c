@@ -27,11 +27,6 @@ static int is_ws(char ch)
            ch == '\f';
 }
 
-static ah_status nomem(ah__enc *e)
-{
-    return ah__enc_fail(e, AH_ERR_NOMEM, "out of memory");
-}
-
 static ah_status encode_tools(ah__enc *e, cJSON *root)
 {
     const ah_request_opts *o = e->opts;
@@ -39,13 +34,13 @@ static ah_status encode_tools(ah__enc *e, cJSON *root)
         return AH_OK;
     cJSON *tools = cJSON_AddArrayToObject(root, "tools");
     if (!tools)
-        return nomem(e);
+        return ah__enc_nomem(e);
     for (size_t i = 0; i < o->n_tools; i++) {
         cJSON *t = ah__json_push_object(tools);
         if (!t || !ah__json_put_str(t, "name", o->tools[i].name) ||
             (o->tools[i].description &&
              !ah__json_put_str(t, "description", o->tools[i].description)))
-            return nomem(e);
+            return ah__enc_nomem(e);
         ah_status st = AH_OK;
         cJSON *schema = ah__enc_tool_schema(e, i, &st);
         if (!schema)
@@ -78,7 +73,7 @@ static ah_status encode_tool_choice(ah__enc *e, cJSON *root)
     if (!tc || !ah__json_put_str(tc, "type", type) ||
         (e->opts->tool_choice == AH_TOOL_CHOICE_NAMED &&
          !ah__json_put_str(tc, "name", e->opts->tool_choice_name)))
-        return nomem(e);
+        return ah__enc_nomem(e);
     return AH_OK;
 }
 
@@ -95,12 +90,12 @@ static ah_status encode_user(ah__enc *e, size_t mi, cJSON *content)
                     !ah__json_put_str(o, "tool_use_id", b->tool_use_id) ||
                     (*b->text && !ah__json_put_str(o, "content", b->text)) ||
                     (b->is_error && !ah__json_put_bool(o, "is_error", 1)))
-                    return nomem(e);
+                    return ah__enc_nomem(e);
             } else if (pass == 1 && b->kind == AH_MSG_TEXT && *b->text) {
                 cJSON *o = ah__json_push_object(content);
                 if (!o || !ah__json_put_str(o, "type", "text") ||
                     !ah__json_put_str(o, "text", b->text))
-                    return nomem(e);
+                    return ah__enc_nomem(e);
             }
         }
     }
@@ -120,7 +115,7 @@ static ah_status encode_assistant(ah__enc *e, size_t mi, cJSON *content, int tra
             if (!(o = ah__json_push_object(content)) ||
                 !ah__json_put_str(o, "type", "text") ||
                 !ah__json_put_str(o, "text", b->text))
-                return nomem(e);
+                return ah__enc_nomem(e);
             break;
         case AH_MSG_REASONING:
             if (trailing)
@@ -131,13 +126,13 @@ static ah_status encode_assistant(ah__enc *e, size_t mi, cJSON *content, int tra
                 if (!(o = ah__json_push_object(content)) ||
                     !ah__json_put_str(o, "type", "redacted_thinking") ||
                     !ah__json_put_str(o, "data", b->encrypted_content))
-                    return nomem(e);
+                    return ah__enc_nomem(e);
             } else if (b->signature && *b->signature) {
                 if (!(o = ah__json_push_object(content)) ||
                     !ah__json_put_str(o, "type", "thinking") ||
                     !ah__json_put_str(o, "thinking", b->text) ||
                     !ah__json_put_str(o, "signature", b->signature))
-                    return nomem(e);
+                    return ah__enc_nomem(e);
             }
             break;
         case AH_MSG_TOOL_USE: {
@@ -149,7 +144,7 @@ static ah_status encode_assistant(ah__enc *e, size_t mi, cJSON *content, int tra
                 !ah__json_put_str(o, "type", "tool_use") ||
                 !ah__json_put_str(o, "id", b->id) ||
                 !ah__json_put_str(o, "name", b->name) || !(input = ah__json_raw(args)))
-                return nomem(e);
+                return ah__enc_nomem(e);
             cJSON_AddItemToObject(o, "input", input);
             break;
         }
@@ -185,7 +180,7 @@ static ah_status encode_messages(ah__enc *e, cJSON *root)
 {
     cJSON *msgs = cJSON_AddArrayToObject(root, "messages");
     if (!msgs)
-        return nomem(e);
+        return ah__enc_nomem(e);
     size_t n = ah_conversation_count(e->conv);
     for (size_t mi = 0; mi < n; mi++) {
         ah_role role = ah_conversation_role(e->conv, mi);
@@ -194,7 +189,7 @@ static ah_status encode_messages(ah__enc *e, cJSON *root)
         if (!m || !ah__json_put_str(m, "role", ah_role_name(role)) ||
             !(content = cJSON_AddArrayToObject(m, "content"))) {
             cJSON_Delete(m);
-            return nomem(e);
+            return ah__enc_nomem(e);
         }
         ah_status st =
             role == AH_ROLE_USER
@@ -220,7 +215,7 @@ ah_status ah__encode_anthropic(ah__enc *e, cJSON *root)
     if (!ah__json_put_str(root, "model", o->model) ||
         !ah__json_put_num(root, "max_tokens", (double)o->max_tokens) ||
         (system && *system && !ah__json_put_str(root, "system", system)))
-        return nomem(e);
+        return ah__enc_nomem(e);
     if ((st = encode_messages(e, root)) != AH_OK ||
         (st = encode_tools(e, root)) != AH_OK ||
         (st = encode_tool_choice(e, root)) != AH_OK)
@@ -228,18 +223,18 @@ ah_status ah__encode_anthropic(ah__enc *e, cJSON *root)
     if (o->n_stop) {
         cJSON *stop = cJSON_CreateStringArray(o->stop, (int)o->n_stop);
         if (!stop)
-            return nomem(e);
+            return ah__enc_nomem(e);
         cJSON_AddItemToObject(root, "stop_sequences", stop);
     }
     if (o->has_temperature && !ah__json_put_num(root, "temperature", o->temperature))
-        return nomem(e);
+        return ah__enc_nomem(e);
     if (o->thinking_budget > 0) {
         cJSON *th = cJSON_AddObjectToObject(root, "thinking");
         if (!th || !ah__json_put_str(th, "type", "enabled") ||
             !ah__json_put_num(th, "budget_tokens", (double)o->thinking_budget))
-            return nomem(e);
+            return ah__enc_nomem(e);
     }
     if (o->stream && !ah__json_put_bool(root, "stream", 1))
-        return nomem(e);
+        return ah__enc_nomem(e);
     return AH_OK;
 }

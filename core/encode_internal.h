@@ -29,6 +29,14 @@ ah_status ah__encode_responses(ah__enc *e, cJSON *root);
 /* Record an error message and return st (for `return ah__enc_fail(...)`). */
 ah_status ah__enc_fail(ah__enc *e, ah_status st, const char *fmt, ...) AH__PRINTF(3, 4);
 
+/* ah__enc_fail(e, AH_ERR_NOMEM, "out of memory"). */
+ah_status ah__enc_nomem(ah__enc *e);
+
+/* tool_choice in the two OpenAI formats: "auto" / "none" / "required", or for a named
+ * tool {"type":"function", ...} with the name nested in "function" (Chat Completions,
+ * nested = 1) or beside "type" (Responses, nested = 0). Nothing for the default. */
+ah_status ah__enc_openai_tool_choice(ah__enc *e, cJSON *root, int nested);
+
 /* Tool i's schema as a cJSON raw item holding the caller's exact text (validated to be a
  * JSON object; NULL schema_json gives {"type":"object"}). NULL with e->err set on error:
  * *st_out tells AH_ERR_INVALID from AH_ERR_NOMEM. */

@@ -21,11 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static ah_status nomem(ah__enc *e)
-{
-    return ah__enc_fail(e, AH_ERR_NOMEM, "out of memory");
-}
-
 static ah_status encode_tools(ah__enc *e, cJSON *root)
 {
     const ah_request_opts *o = e->opts;
@@ -33,7 +28,7 @@ static ah_status encode_tools(ah__enc *e, cJSON *root)
         return AH_OK;
     cJSON *tools = cJSON_AddArrayToObject(root, "tools");
     if (!tools)
-        return nomem(e);
+        return ah__enc_nomem(e);
     for (size_t i = 0; i < o->n_tools; i++) {
         cJSON *t = ah__json_push_object(tools);
         cJSON *fn = NULL;
@@ -42,7 +37,7 @@ static ah_status encode_tools(ah__enc *e, cJSON *root)
             !ah__json_put_str(fn, "name", o->tools[i].name) ||
             (o->tools[i].description &&
              !ah__json_put_str(fn, "description", o->tools[i].description)))
-            return nomem(e);
+            return ah__enc_nomem(e);
         ah_status st = AH_OK;
         cJSON *schema = ah__enc_tool_schema(e, i, &st);
         if (!schema)
@@ -50,34 +45,6 @@ static ah_status encode_tools(ah__enc *e, cJSON *root)
         cJSON_AddItemToObject(fn, "parameters", schema);
     }
     return AH_OK;
-}
-
-static ah_status encode_tool_choice(ah__enc *e, cJSON *root)
-{
-    const char *mode = NULL;
-    switch (e->opts->tool_choice) {
-    case AH_TOOL_CHOICE_AUTO:
-        mode = "auto";
-        break;
-    case AH_TOOL_CHOICE_NONE:
-        mode = "none";
-        break;
-    case AH_TOOL_CHOICE_REQUIRED:
-        mode = "required";
-        break;
-    case AH_TOOL_CHOICE_NAMED: {
-        cJSON *tc = cJSON_AddObjectToObject(root, "tool_choice");
-        cJSON *fn = NULL;
-        if (!tc || !ah__json_put_str(tc, "type", "function") ||
-            !(fn = cJSON_AddObjectToObject(tc, "function")) ||
-            !ah__json_put_str(fn, "name", e->opts->tool_choice_name))
-            return nomem(e);
-        return AH_OK;
-    }
-    default:
-        return AH_OK;
-    }
-    return ah__json_put_str(root, "tool_choice", mode) ? AH_OK : nomem(e);
 }
 
 static ah_status encode_user(ah__enc *e, size_t mi, cJSON *msgs)
@@ -94,23 +61,23 @@ static ah_status encode_user(ah__enc *e, size_t mi, cJSON *msgs)
         if (!m || !ah__json_put_str(m, "role", "tool") ||
             !ah__json_put_str(m, "tool_call_id", b->tool_use_id) ||
             !ah__json_put_str(m, "content", b->text))
-            return nomem(e);
+            return ah__enc_nomem(e);
     }
     if (n_text == 0)
         return AH_OK;
     cJSON *m = ah__json_push_object(msgs);
     if (!m || !ah__json_put_str(m, "role", "user"))
-        return nomem(e);
+        return ah__enc_nomem(e);
     if (n_text == 1) { /* the plain string form every compatible server accepts */
         for (size_t bi = 0; bi < n; bi++) {
             const ah_msg_block *b = ah_conversation_block(e->conv, mi, bi);
             if (b->kind == AH_MSG_TEXT && *b->text)
-                return ah__json_put_str(m, "content", b->text) ? AH_OK : nomem(e);
+                return ah__json_put_str(m, "content", b->text) ? AH_OK : ah__enc_nomem(e);
         }
     }
     cJSON *parts = cJSON_AddArrayToObject(m, "content");
     if (!parts)
-        return nomem(e);
+        return ah__enc_nomem(e);
     for (size_t bi = 0; bi < n; bi++) {
         const ah_msg_block *b = ah_conversation_block(e->conv, mi, bi);
         if (b->kind != AH_MSG_TEXT || !*b->text)
@@ -118,7 +85,7 @@ static ah_status encode_user(ah__enc *e, size_t mi, cJSON *msgs)
         cJSON *p = ah__json_push_object(parts);
         if (!p || !ah__json_put_str(p, "type", "text") ||
             !ah__json_put_str(p, "text", b->text))
-            return nomem(e);
+            return ah__enc_nomem(e);
     }
     return AH_OK;
 }
@@ -189,7 +156,7 @@ static ah_status encode_assistant(ah__enc *e, size_t mi, cJSON *msgs)
     m = NULL;
     goto cleanup;
 oom:
-    st = nomem(e);
+    st = ah__enc_nomem(e);
 cleanup:
     cJSON_Delete(m);
     free(text);
@@ -203,15 +170,15 @@ ah_status ah__encode_openai(ah__enc *e, cJSON *root)
     ah_status st;
 
     if (!ah__json_put_str(root, "model", o->model))
-        return nomem(e);
+        return ah__enc_nomem(e);
     cJSON *msgs = cJSON_AddArrayToObject(root, "messages");
     if (!msgs)
-        return nomem(e);
+        return ah__enc_nomem(e);
     if (system && *system) {
         cJSON *m = ah__json_push_object(msgs);
         if (!m || !ah__json_put_str(m, "role", "system") ||
             !ah__json_put_str(m, "content", system))
-            return nomem(e);
+            return ah__enc_nomem(e);
     }
     size_t n = ah_conversation_count(e->conv);
     for (size_t mi = 0; mi < n; mi++) {
@@ -225,28 +192,28 @@ ah_status ah__encode_openai(ah__enc *e, cJSON *root)
         !ah__json_put_num(
             root, o->chat_legacy_max_tokens ? "max_tokens" : "max_completion_tokens",
             (double)o->max_tokens))
-        return nomem(e);
+        return ah__enc_nomem(e);
     if ((st = encode_tools(e, root)) != AH_OK ||
-        (st = encode_tool_choice(e, root)) != AH_OK)
+        (st = ah__enc_openai_tool_choice(e, root, 1)) != AH_OK)
         return st;
     if (o->n_stop) {
         cJSON *stop = cJSON_CreateStringArray(o->stop, (int)o->n_stop);
         if (!stop)
-            return nomem(e);
+            return ah__enc_nomem(e);
         cJSON_AddItemToObject(root, "stop", stop);
     }
     if (o->has_temperature && !ah__json_put_num(root, "temperature", o->temperature))
-        return nomem(e);
+        return ah__enc_nomem(e);
     if (o->reasoning_effort &&
         !ah__json_put_str(root, "reasoning_effort", o->reasoning_effort))
-        return nomem(e);
+        return ah__enc_nomem(e);
     if (o->stream) {
         /* include_usage: the last chunk then carries token usage (for llm_call_end). */
         cJSON *so = NULL;
         if (!ah__json_put_bool(root, "stream", 1) ||
             !(so = cJSON_AddObjectToObject(root, "stream_options")) ||
             !ah__json_put_bool(so, "include_usage", 1))
-            return nomem(e);
+            return ah__enc_nomem(e);
     }
     return AH_OK;
 }

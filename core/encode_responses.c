@@ -21,11 +21,6 @@
 
 #include <string.h>
 
-static ah_status nomem(ah__enc *e)
-{
-    return ah__enc_fail(e, AH_ERR_NOMEM, "out of memory");
-}
-
 static ah_status encode_tools(ah__enc *e, cJSON *root)
 {
     const ah_request_opts *o = e->opts;
@@ -33,14 +28,14 @@ static ah_status encode_tools(ah__enc *e, cJSON *root)
         return AH_OK;
     cJSON *tools = cJSON_AddArrayToObject(root, "tools");
     if (!tools)
-        return nomem(e);
+        return ah__enc_nomem(e);
     for (size_t i = 0; i < o->n_tools; i++) {
         cJSON *t = ah__json_push_object(tools);
         if (!t || !ah__json_put_str(t, "type", "function") ||
             !ah__json_put_str(t, "name", o->tools[i].name) ||
             (o->tools[i].description &&
              !ah__json_put_str(t, "description", o->tools[i].description)))
-            return nomem(e);
+            return ah__enc_nomem(e);
         ah_status st = AH_OK;
         cJSON *schema = ah__enc_tool_schema(e, i, &st);
         if (!schema)
@@ -50,35 +45,9 @@ static ah_status encode_tools(ah__enc *e, cJSON *root)
          * needs additionalProperties false and every property required): ask for the
          * same non-strict behaviour the other formats have. */
         if (!ah__json_put_bool(t, "strict", 0))
-            return nomem(e);
+            return ah__enc_nomem(e);
     }
     return AH_OK;
-}
-
-static ah_status encode_tool_choice(ah__enc *e, cJSON *root)
-{
-    const char *mode = NULL;
-    switch (e->opts->tool_choice) {
-    case AH_TOOL_CHOICE_AUTO:
-        mode = "auto";
-        break;
-    case AH_TOOL_CHOICE_NONE:
-        mode = "none";
-        break;
-    case AH_TOOL_CHOICE_REQUIRED:
-        mode = "required";
-        break;
-    case AH_TOOL_CHOICE_NAMED: {
-        cJSON *tc = cJSON_AddObjectToObject(root, "tool_choice");
-        if (!tc || !ah__json_put_str(tc, "type", "function") ||
-            !ah__json_put_str(tc, "name", e->opts->tool_choice_name))
-            return nomem(e);
-        return AH_OK;
-    }
-    default:
-        return AH_OK;
-    }
-    return ah__json_put_str(root, "tool_choice", mode) ? AH_OK : nomem(e);
 }
 
 /* Append a message item {type: message, role, content: []}; returns its content array. */
@@ -102,7 +71,7 @@ static ah_status encode_user(ah__enc *e, size_t mi, cJSON *input)
         if (!it || !ah__json_put_str(it, "type", "function_call_output") ||
             !ah__json_put_str(it, "call_id", b->tool_use_id) ||
             !ah__json_put_str(it, "output", b->text))
-            return nomem(e);
+            return ah__enc_nomem(e);
     }
     cJSON *content = NULL;
     for (size_t bi = 0; bi < n; bi++) {
@@ -110,11 +79,11 @@ static ah_status encode_user(ah__enc *e, size_t mi, cJSON *input)
         if (b->kind != AH_MSG_TEXT || !*b->text)
             continue;
         if (!content && !(content = push_message(input, "user")))
-            return nomem(e);
+            return ah__enc_nomem(e);
         cJSON *p = ah__json_push_object(content);
         if (!p || !ah__json_put_str(p, "type", "input_text") ||
             !ah__json_put_str(p, "text", b->text))
-            return nomem(e);
+            return ah__enc_nomem(e);
     }
     return AH_OK;
 }
@@ -131,12 +100,12 @@ static ah_status encode_assistant(ah__enc *e, size_t mi, cJSON *input)
             if (!*b->text)
                 break;
             if (!content && !(content = push_message(input, "assistant")))
-                return nomem(e);
+                return ah__enc_nomem(e);
             cJSON *p = ah__json_push_object(content);
             if (!p || !ah__json_put_str(p, "type", "output_text") ||
                 !ah__json_put_str(p, "text", b->text) ||
                 !cJSON_AddArrayToObject(p, "annotations"))
-                return nomem(e);
+                return ah__enc_nomem(e);
             break;
         }
         case AH_MSG_REASONING: {
@@ -148,15 +117,15 @@ static ah_status encode_assistant(ah__enc *e, size_t mi, cJSON *input)
                 !ah__json_put_str(it, "type", "reasoning") ||
                 (b->item_id && *b->item_id && !ah__json_put_str(it, "id", b->item_id)) ||
                 !(summary = cJSON_AddArrayToObject(it, "summary")))
-                return nomem(e);
+                return ah__enc_nomem(e);
             if (*b->text) {
                 cJSON *s = ah__json_push_object(summary);
                 if (!s || !ah__json_put_str(s, "type", "summary_text") ||
                     !ah__json_put_str(s, "text", b->text))
-                    return nomem(e);
+                    return ah__enc_nomem(e);
             }
             if (!ah__json_put_str(it, "encrypted_content", b->encrypted_content))
-                return nomem(e);
+                return ah__enc_nomem(e);
             break;
         }
         case AH_MSG_TOOL_USE: {
@@ -169,7 +138,7 @@ static ah_status encode_assistant(ah__enc *e, size_t mi, cJSON *input)
                 !ah__json_put_str(it, "call_id", b->id) ||
                 !ah__json_put_str(it, "name", b->name) ||
                 !ah__json_put_str(it, "arguments", args))
-                return nomem(e);
+                return ah__enc_nomem(e);
             break;
         }
         default:
@@ -190,10 +159,10 @@ ah_status ah__encode_responses(ah__enc *e, cJSON *root)
                             "opts.stop: the responses wire format has no stop sequences");
     if (!ah__json_put_str(root, "model", o->model) ||
         (system && *system && !ah__json_put_str(root, "instructions", system)))
-        return nomem(e);
+        return ah__enc_nomem(e);
     cJSON *input = cJSON_AddArrayToObject(root, "input");
     if (!input)
-        return nomem(e);
+        return ah__enc_nomem(e);
     size_t n = ah_conversation_count(e->conv);
     for (size_t mi = 0; mi < n; mi++) {
         st = ah_conversation_role(e->conv, mi) == AH_ROLE_USER
@@ -204,26 +173,26 @@ ah_status ah__encode_responses(ah__enc *e, cJSON *root)
     }
     if (o->max_tokens > 0 &&
         !ah__json_put_num(root, "max_output_tokens", (double)o->max_tokens))
-        return nomem(e);
+        return ah__enc_nomem(e);
     if ((st = encode_tools(e, root)) != AH_OK ||
-        (st = encode_tool_choice(e, root)) != AH_OK)
+        (st = ah__enc_openai_tool_choice(e, root, 0)) != AH_OK)
         return st;
     if (o->has_temperature && !ah__json_put_num(root, "temperature", o->temperature))
-        return nomem(e);
+        return ah__enc_nomem(e);
     if (o->reasoning_effort) {
         cJSON *r = cJSON_AddObjectToObject(root, "reasoning");
         if (!r || !ah__json_put_str(r, "effort", o->reasoning_effort))
-            return nomem(e);
+            return ah__enc_nomem(e);
     }
     if (o->include_encrypted_reasoning) {
         const char *inc[] = {"reasoning.encrypted_content"};
         cJSON *arr = cJSON_CreateStringArray(inc, 1);
         if (!arr)
-            return nomem(e);
+            return ah__enc_nomem(e);
         cJSON_AddItemToObject(root, "include", arr);
     }
     if (!ah__json_put_bool(root, "store", 0) ||
         (o->stream && !ah__json_put_bool(root, "stream", 1)))
-        return nomem(e);
+        return ah__enc_nomem(e);
     return AH_OK;
 }
