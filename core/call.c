@@ -215,7 +215,7 @@ static void finish(ah_call *c, ah_call_state s, const ah_error *err, const char 
     c->end_ms = now_ms(c);
     set_state(c, s, why);
     if (s == AH_CALL_GAVE_UP) {
-        ah__log(AH_LOG_WARN, "LLM request %d gave up after %d attempt(s) (%s): %s",
+        ah__log_event(AH_LOG_WARN, AH_EV_LLM_GAVE_UP, "LLM request %d gave up after %d attempt(s) (%s): %s",
                 c->llm_call, c->attempts, ah_giveup_reason_name(c->reason),
                 c->err.message[0] ? c->err.message : ah_error_kind_name(c->err.kind));
         ah_event ev = {.type = AH_EV_LLM_GAVE_UP};
@@ -279,7 +279,7 @@ static void attempt_failed(ah_call *c, const ah_error *e)
         return;
     }
     char what[64];
-    ah__log(AH_LOG_WARN,
+    ah__log_event(AH_LOG_WARN, AH_EV_LLM_RETRY,
             "LLM request %d: %s (attempt %d/%d), retrying in %lld ms (%s): %s",
             c->llm_call, describe(&c->err, what, sizeof what), c->attempts,
             c->policy.max_attempts, (long long)d.wait_ms,

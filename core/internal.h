@@ -15,6 +15,8 @@
 
 /* Log one line through the embedder's handler (no-op when none is set). */
 void ah__log(ah_log_level level, const char *fmt, ...) AH__PRINTF(2, 3);
+/* The same for a line that restates an event of type `event` (see ah_log_fn). */
+void ah__log_event(ah_log_level level, int event, const char *fmt, ...) AH__PRINTF(3, 4);
 int ah__log_enabled(ah_log_level level);
 
 /* strdup/strndup that return NULL on allocation failure (C11 has neither). */

@@ -34,16 +34,31 @@ int ah__log_enabled(ah_log_level level)
     return log_fn != NULL && level >= log_min;
 }
 
+static void vlog(ah_log_level level, int event, const char *fmt, va_list ap)
+{
+    char line[1024];
+    vsnprintf(line, sizeof line, fmt, ap);
+    log_fn(log_ud, level, event, line);
+}
+
 void ah__log(ah_log_level level, const char *fmt, ...)
 {
     if (!ah__log_enabled(level))
         return;
-    char line[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    vlog(level, -1, fmt, ap);
     va_end(ap);
-    log_fn(log_ud, level, line);
+}
+
+void ah__log_event(ah_log_level level, int event, const char *fmt, ...)
+{
+    if (!ah__log_enabled(level))
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vlog(level, event, fmt, ap);
+    va_end(ap);
 }
 
 char *ah__strndup(const char *s, size_t n)

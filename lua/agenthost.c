@@ -281,7 +281,7 @@ static void add_searcher(lua_State *L)
     lua_pop(L, 2);
 }
 
-void lah_log_to_stderr(void *ud, ah_log_level level, const char *line)
+void lah_log_to_stderr(void *ud, ah_log_level level, int event, const char *line)
 {
     (void)ud;
     static int tty = -1;
@@ -290,7 +290,7 @@ void lah_log_to_stderr(void *ud, ah_log_level level, const char *line)
     /* On a terminal the status display shows each retry and give-up as its transient
      * (or final) line, from the llm_retry / llm_gave_up events; printing the core's log
      * line for the same thing too would stack lines under it. */
-    if (tty && strncmp(line, "LLM request ", 12) == 0)
+    if (tty && (event == AH_EV_LLM_RETRY || event == AH_EV_LLM_GAVE_UP))
         return;
     fprintf(stderr, "agenthost: %s: %s\n", ah_log_level_name(level), line);
 }

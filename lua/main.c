@@ -50,9 +50,10 @@ static void usage(FILE *out)
         out);
 }
 
-static void log_to_stderr(void *ud, ah_log_level level, const char *line)
+static void log_to_stderr(void *ud, ah_log_level level, int event, const char *line)
 {
     (void)ud;
+    (void)event;
     fprintf(stderr, "agenthost: %s: %s\n", ah_log_level_name(level), line);
 }
 

@@ -309,10 +309,11 @@ typedef struct run_state {
 static atomic_long log_lines;
 static atomic_int log_leak;
 
-static void log_handler(void *ud, ah_log_level level, const char *line)
+static void log_handler(void *ud, ah_log_level level, int event, const char *line)
 {
     (void)ud;
     (void)level;
+    (void)event;
     atomic_fetch_add(&log_lines, 1);
     if (strstr(line, SECRET_MARK) && !atomic_exchange(&log_leak, 1))
         fprintf(stderr, "soak: secret in a log line: %s\n", line);

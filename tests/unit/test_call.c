@@ -790,9 +790,10 @@ static void secrets_never_reach_errors(void **state)
 
 /* Every transition is traced through set_state() at debug level. */
 static char trace[2048];
-static void capture(void *ud, ah_log_level level, const char *line)
+static void capture(void *ud, ah_log_level level, int event, const char *line)
 {
     (void)ud;
+    (void)event;
     char from[32], to[32];
     if (level == AH_LOG_DEBUG &&
         sscanf(line, "llm_call 1: %31s -> %31s", from, to) == 2) {
@@ -812,6 +813,33 @@ static void transitions_are_traced(void **state)
     ah_log_set_handler(NULL, NULL, AH_LOG_INFO);
     assert_string_equal(trace, "idle>attempt;attempt>wait;wait>attempt;attempt>streaming;"
                                "streaming>done;");
+}
+
+/* The retry loop's warning lines say which event they restate, so a host whose status
+ * display shows those events can drop the duplicate lines without parsing text. */
+static int warn_tags[8], n_warn;
+
+static void capture_tags(void *ud, ah_log_level level, int event, const char *line)
+{
+    (void)ud;
+    (void)line;
+    if (level == AH_LOG_WARN && n_warn < 8)
+        warn_tags[n_warn++] = event;
+}
+
+static void warnings_are_tagged_with_their_event(void **state)
+{
+    harness *h = *state;
+    h->policy.max_attempts = 2;
+    n_warn = 0;
+    ah_log_set_handler(capture_tags, NULL, AH_LOG_WARN);
+    const fake_step steps[] = {S503, S503};
+    make_call(h, steps, 2, NULL);
+    assert_int_equal(drive(h), AH_CALL_GAVE_UP);
+    ah_log_set_handler(NULL, NULL, AH_LOG_INFO);
+    assert_int_equal(n_warn, 2);
+    assert_int_equal(warn_tags[0], AH_EV_LLM_RETRY);
+    assert_int_equal(warn_tags[1], AH_EV_LLM_GAVE_UP);
 }
 
 static void invalid_policy_is_named(void **state)
@@ -862,6 +890,7 @@ int main(void)
         T(retry_event_precedes_the_wait),
         T(secrets_never_reach_errors),
         T(transitions_are_traced),
+        T(warnings_are_tagged_with_their_event),
         T(invalid_policy_is_named),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

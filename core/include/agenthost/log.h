@@ -15,8 +15,12 @@ typedef enum ah_log_level {
     AH_LOG_ERROR = 3
 } ah_log_level;
 
-/* `line` is one formatted line without a trailing newline, borrowed for the call. */
-typedef void (*ah_log_fn)(void *ud, ah_log_level level, const char *line);
+/* `line` is one formatted line without a trailing newline, borrowed for the call.
+ * `event` is the type (an ah_event_type, agenthost/event.h) of the event this line
+ * restates — AH_EV_LLM_RETRY / AH_EV_LLM_GAVE_UP for the retry loop's warnings — or -1
+ * for a line of its own, so a handler whose program already shows those events (a
+ * status display) can drop the duplicate without parsing the text. */
+typedef void (*ah_log_fn)(void *ud, ah_log_level level, int event, const char *line);
 
 /* Install (or with fn == NULL remove) the process-wide log handler. Lines below
  * `min_level` are not formatted at all. Not thread-safe against concurrent logging:
