@@ -168,7 +168,6 @@ struct ah_worker {
     ah_call *call;      /* the request in flight, or the finished one until the next kick */
     ah_timeline *tl;
     ah_decoder *dec;
-    char *body;         /* the request body of `call` (the call keeps its own copy) */
     ah_timer *kick;
     ah_async *cancel_async;
     atomic_int cancel_requested;
@@ -325,11 +324,10 @@ static void send_request(ah_worker *w)
     opts.n_tools = w->n_tools;
     opts.stream = 1;
     opts.extra_json = w->client->extra_json;
-    free(w->body);
-    w->body = NULL;
+    char *body = NULL; /* ah_call_new copies it */
     size_t body_len = 0;
     msg[0] = '\0';
-    ah_status st = ah_request_encode(w->client->wire, w->conv, &opts, &w->body, &body_len, msg,
+    ah_status st = ah_request_encode(w->client->wire, w->conv, &opts, &body, &body_len, msg,
                                      sizeof msg);
     if (st != AH_OK) {
         ah_error_set(&e, AH_EK_PERMANENT, 0, "cannot encode the request: %s",
@@ -339,6 +337,7 @@ static void send_request(ah_worker *w)
     }
     ah_header_list hl;
     if (ah_request_headers(w->client->wire, w->client->api_key, 1, &hl) != AH_OK) {
+        free(body);
         ah_error_set(&e, AH_EK_PERMANENT, 0, "invalid API key (control characters)");
         finish(w, AH_OUTCOME_FAILED, &e);
         return;
@@ -351,6 +350,7 @@ static void send_request(ah_worker *w)
     w->call = NULL;
     if (!w->dec) {
         ah_header_list_free(&hl);
+        free(body);
         fail_nomem(w, "decoder");
         return;
     }
@@ -362,7 +362,7 @@ static void send_request(ah_worker *w)
     cc.request.url = w->client->url;
     cc.request.headers = hl.items;
     cc.request.n_headers = hl.count;
-    cc.request.body = w->body;
+    cc.request.body = body;
     cc.request.body_len = body_len;
     cc.policy = &w->policy;
     cc.retry_budget = w->retry_budget;
@@ -378,6 +378,7 @@ static void send_request(ah_worker *w)
     cc.continuation = continuation ? w->continuations : 0;
     st = ah_call_new(&cc, &w->call, msg, sizeof msg);
     ah_header_list_free(&hl);
+    free(body);
     if (st == AH_OK)
         st = ah_call_start(w->call);
     if (st != AH_OK) {
@@ -901,7 +902,6 @@ void ah_worker_free(ah_worker *w)
     }
     free(w->tools);
     free(w->continue_prompt);
-    free(w->body);
     free(w->text);
     free(w);
 }
