@@ -806,23 +806,17 @@ static void read_tools(lua_State *L, int t, int agent, lagent *a)
         if (lah_policy_from_table(L, -1, where, &scratch))
             lua_pop(L, 1);
         lua_pop(L, 1);
-        /* the tool object: ah.tool when the module has it, else the built-in one */
-        lua_pushvalue(L, lua_upvalueindex(1));
-        if (lua_getfield(L, -1, "tool") == LUA_TFUNCTION) {
-            lua_createtable(L, 0, 3);
-            lua_pushstring(L, name);
-            lua_setfield(L, -2, "name");
-            lua_getfield(L, spec, "run");
-            lua_setfield(L, -2, "run");
-            lua_getfield(L, spec, "policy");
-            lua_setfield(L, -2, "policy");
-            lua_call(L, 1, 1);
-        } else {
-            lua_pop(L, 1);
-            lah_builtin_tool_new(L, spec, name, where);
-        }
+        /* the tool object: the same ah.tool a script can build (lua/tools.c) */
+        lua_pushcfunction(L, lah_tool_new);
+        lua_createtable(L, 0, 3);
+        lua_pushstring(L, name);
+        lua_setfield(L, -2, "name");
+        lua_getfield(L, spec, "run");
+        lua_setfield(L, -2, "run");
+        lua_getfield(L, spec, "policy");
+        lua_setfield(L, -2, "policy");
+        lua_call(L, 1, 1);
         lua_setfield(L, objs, name);
-        lua_pop(L, 1); /* the module */
         lua_pushvalue(L, spec);
         lua_setfield(L, specs, name);
         lua_settop(L, spec - 1); /* keep the key */

@@ -332,7 +332,6 @@ int luaopen_agenthost(lua_State *L)
     lah_open_errors(L);
     lah_open_client(L);
     lah_open_mock(L);
-    lah_open_agent_tools(L);
     lah_open_agent(L);
     lah_tty_open(L); /* ah.isatty (lua/tty.h) */
 #if defined(__GNUC__)

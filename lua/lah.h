@@ -150,30 +150,24 @@ ah_retry_budget *lah_push_retry_budget(lua_State *L);
  * ah.ledger, ah.budget
  * and ah.batch to the module table at the top of the stack.
  *
- * An agent turns each tool it declares into a TOOL OBJECT at ah.agent time: when the
- * module has ah.tool, the object is
- *     ah.tool{ name = NAME, run = spec.run, policy = spec.policy }
- * (spec.description / schema / idempotency_key stay with the agent); otherwise a built-in
- * object (lua/agent_tools.c: retries of transient failures with the policy's backoff, no
- * ledger, no budget). For each tool call of a completed response the agent decides the
+ * An agent turns each tool it declares into a TOOL OBJECT at ah.agent time:
+ *     ah.tool{ name = NAME, run = spec.run, policy = spec.policy }   (lah_tool_new)
+ * (spec.description / schema / idempotency_key stay with the agent). For each tool call of a completed response the agent decides the
  * key (default "<run_id>:<tool_call_id>", or spec.idempotency_key(args, ctx)) and runs
  *     record = obj:call(args, { key = K, ledger = L, budget = B, run_id = R,
  *                               tool_call_id = ID, name = NAME, on_event = fn })
  * in a scheduler coroutine of its own (so the body may wait: a sub-agent, a batch).
  * ledger / budget are the agent's (ah.agent{ ledger = ah.ledger{...} | "path.db",
  * budget = ah.budget(N) | N }; built with ah.ledger / ah.budget when given as a path or a
- * number; nil when not given and the module has no ah.ledger). on_event(ev) takes a
+ * number; by default an in-memory ledger per agent and no budget). on_event(ev) takes a
  * budget_exhausted event table {type, budget, used, limit} and routes it to the agent's
  * events. call() must put key, attempt, run_id and tool_call_id into the body's ctx and
  * return the record of SPEC §5: { ok, outcome = "ok"|"failed"|"budget_exhausted",
  * attempts, error (an error value or nil), receipt, seq, duplicate }. The agent gives the
  * model the receipt (a string as is, anything else as JSON) or "error: <message>". */
 void lah_tools_open(lua_State *L);
-
-/* Built-in tool objects (lua/agent_tools.c): push a tool object for the spec table at
- * idx (fields run, policy; validated, errors name `where`). Its :call() follows the
- * contract above without ledger or budget. */
-void lah_builtin_tool_new(lua_State *L, int idx, const char *name, const char *where);
+/* ah.tool{...} as a lua_CFunction: the spec table at index 1, the tool object pushed. */
+int lah_tool_new(lua_State *L);
 
 /* The ah_client of an "agenthost.client" userdata at idx, or NULL when it is not one. */
 ah_client *lah_check_client(lua_State *L, int idx);
@@ -182,7 +176,6 @@ ah_client *lah_check_client(lua_State *L, int idx);
 void lah_open_client(lua_State *L);
 void lah_open_agent(lua_State *L);
 void lah_open_mock(lua_State *L);
-void lah_open_agent_tools(lua_State *L);
 void lah_open_errors(lua_State *L); /* ah.transient, ah.permanent, ah.is_retryable */
 
 /* The log handler of scripts (host program and plain lua5.4): "agenthost: warning: ..."

@@ -176,7 +176,7 @@ static void tool_push_from_spec(lua_State *L, int spec, const char *name)
 
 /* ah.tool{ name = ..., run = function(args, ctx) ... end, policy = {...},
  *          idempotency_key = function(args, ctx) ... end, on_event = fn } */
-static int l_tool_new(lua_State *L)
+int lah_tool_new(lua_State *L)
 {
     luaL_checktype(L, 1, LUA_TTABLE);
     tool_push_from_spec(L, 1, NULL);
@@ -644,7 +644,7 @@ void lah_tools_open(lua_State *L)
     lua_setfield(L, -2, "__gc");
     lua_pop(L, 1);
 
-    lua_pushcfunction(L, l_tool_new);
+    lua_pushcfunction(L, lah_tool_new);
     lua_setfield(L, -2, "tool");
     lah_open_ledger_budget(L);
     lah_open_batch(L);
