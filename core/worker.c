@@ -929,9 +929,9 @@ ah_run_outcome ah_worker_run(ah_worker *w, const char *input)
         ah_error_set(&e, AH_EK_PERMANENT, 0, "the run could not start");
         finish(w, AH_OUTCOME_FAILED, &e);
     }
+    /* The same driver as ah_call_run: step the loop until the run is over. */
     while (w->state != W_FINISHED) {
-        if (ah_loop_run_once(w->loop, 1000) != AH_OK && !ah_loop_alive(w->loop) &&
-            w->state != W_TOOLS) {
+        if (ah_loop_run_once(w->loop, -1) != AH_OK) {
             ah_error e;
             ah_error_set(&e, AH_EK_PERMANENT, 0, "event loop failed");
             finish(w, AH_OUTCOME_FAILED, &e);
