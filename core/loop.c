@@ -40,8 +40,20 @@ struct ah_async {
     ah_async *prev, *next;
 };
 
+struct ah_fdwatch {
+    ah_loop *loop;
+    int fd;
+    int events;
+    ah_fdwatch_fn fn; /* NULL once freed during a dispatch (reaped after it) */
+    void *ud;
+};
+
 struct ah_loop {
     CURLM *multi;
+    ah_fdwatch **watches; /* fd watches, in creation order */
+    size_t n_watches, cap_watches;
+    int in_fd_dispatch; /* frees during a dispatch are deferred */
+    int dead_watches;
     const ah_clock *clock;
     const ah_rng *rng;
     ah_seeded_rng *own_rng; /* when the embedder gave none */
@@ -274,6 +286,89 @@ static void run_asyncs(ah_loop *l)
     }
 }
 
+/* ---- fd watches ------------------------------------------------------------------ */
+
+ah_fdwatch *ah_fdwatch_new(ah_loop *loop, int fd, ah_fdwatch_fn fn, void *ud)
+{
+    if (!loop || !fn || fd < 0)
+        return NULL;
+    if (loop->n_watches == loop->cap_watches) {
+        size_t cap = loop->cap_watches ? 2 * loop->cap_watches : 4;
+        ah_fdwatch **w = realloc(loop->watches, cap * sizeof *w);
+        if (!w)
+            return NULL;
+        loop->watches = w;
+        loop->cap_watches = cap;
+    }
+    ah_fdwatch *w = calloc(1, sizeof *w);
+    if (!w)
+        return NULL;
+    *w = (ah_fdwatch){loop, fd, 0, fn, ud};
+    loop->watches[loop->n_watches++] = w;
+    return w;
+}
+
+void ah_fdwatch_set(ah_fdwatch *w, int events)
+{
+    if (w)
+        w->events = events & (AH_FD_READ | AH_FD_WRITE);
+}
+
+int ah_fdwatch_events(const ah_fdwatch *w)
+{
+    return w ? w->events : 0;
+}
+
+static void reap_watches(ah_loop *l)
+{
+    size_t j = 0;
+    for (size_t i = 0; i < l->n_watches; i++) {
+        if (l->watches[i]->fn)
+            l->watches[j++] = l->watches[i];
+        else
+            free(l->watches[i]);
+    }
+    l->n_watches = j;
+    l->dead_watches = 0;
+}
+
+void ah_fdwatch_free(ah_fdwatch *w)
+{
+    if (!w)
+        return;
+    ah_loop *l = w->loop;
+    w->fn = NULL;
+    w->events = 0;
+    if (l->in_fd_dispatch)
+        l->dead_watches = 1;
+    else
+        reap_watches(l);
+}
+
+/* Dispatch what poll reported. The watch list may change under the callbacks: each
+ * polled slot remembers its watch, and a watch freed meanwhile has fn == NULL. */
+static void dispatch_watches(ah_loop *l, struct curl_waitfd *fds, ah_fdwatch **polled,
+                             size_t n)
+{
+    l->in_fd_dispatch = 1;
+    for (size_t i = 0; i < n; i++) {
+        ah_fdwatch *w = polled[i];
+        int ev = 0;
+        if (fds[i].revents & (CURL_WAIT_POLLIN | CURL_WAIT_POLLPRI))
+            ev |= AH_FD_READ;
+        if (fds[i].revents & CURL_WAIT_POLLOUT)
+            ev |= AH_FD_WRITE;
+        if (fds[i].revents && !ev)
+            ev = w->events; /* error or hang-up: let the owner's I/O find out */
+        ev &= w->events;
+        if (ev && w->fn)
+            w->fn(w->ud, ev);
+    }
+    l->in_fd_dispatch = 0;
+    if (l->dead_watches)
+        reap_watches(l);
+}
+
 /* ---- the loop -------------------------------------------------------------------- */
 
 ah_loop *ah_loop_new(const ah_clock *clock, const ah_rng *rng)
@@ -320,6 +415,12 @@ void ah_loop_free(ah_loop *loop)
     for (size_t i = 0; i < loop->n_heap; i++)
         loop->heap[i]->idx = NOT_IN_HEAP;
     curl_multi_cleanup(loop->multi);
+    if (loop->n_watches)
+        ah__log(AH_LOG_WARN, "loop: freed with %zu fd watch(es) still attached",
+                loop->n_watches);
+    for (size_t i = 0; i < loop->n_watches; i++)
+        free(loop->watches[i]);
+    free(loop->watches);
     free(loop->discards);
     ah_seeded_rng_free(loop->own_rng);
     free(loop->heap);
@@ -454,10 +555,37 @@ ah_status ah_loop_run_once(ah_loop *loop, int max_wait_ms)
     if (atomic_load(&loop->async_pending))
         wait = 0;
     ah_status st = AH_OK;
-    CURLMcode mc = curl_multi_poll(loop->multi, NULL, 0, (int)wait, NULL);
+    /* The fd watches ride along as curl's extra fds (few: one per Redis connection). */
+    enum { FDS_INLINE = 8 };
+    struct curl_waitfd fds_inline[FDS_INLINE], *fds = fds_inline;
+    ah_fdwatch *polled_inline[FDS_INLINE], **polled = polled_inline;
+    size_t nfds = 0;
+    if (loop->n_watches > FDS_INLINE) {
+        fds = malloc(loop->n_watches * sizeof *fds);
+        polled = malloc(loop->n_watches * sizeof *polled);
+        if (!fds || !polled) {
+            free(fds);
+            free(polled);
+            ah__log(AH_LOG_ERROR, "loop: out of memory polling fd watches");
+            return AH_ERR_NOMEM;
+        }
+    }
+    for (size_t i = 0; i < loop->n_watches; i++) {
+        ah_fdwatch *w = loop->watches[i];
+        if (!w->events)
+            continue;
+        fds[nfds].fd = w->fd;
+        fds[nfds].events = (short)(((w->events & AH_FD_READ) ? CURL_WAIT_POLLIN : 0) |
+                                   ((w->events & AH_FD_WRITE) ? CURL_WAIT_POLLOUT : 0));
+        fds[nfds].revents = 0;
+        polled[nfds++] = w;
+    }
+    CURLMcode mc = curl_multi_poll(loop->multi, nfds ? fds : NULL, (unsigned)nfds,
+                                   (int)wait, NULL);
     if (mc != CURLM_OK) {
         ah__log(AH_LOG_ERROR, "loop: curl_multi_poll: %s", curl_multi_strerror(mc));
         st = AH_ERR_TRANSPORT;
+        nfds = 0;
     }
     /* Cancellations first, so a cancelled call never starts another attempt below. */
     run_asyncs(loop);
@@ -473,6 +601,12 @@ ah_status ah_loop_run_once(ah_loop *loop, int max_wait_ms)
         }
         run_discards(loop);
         read_done(loop);
+    }
+    if (nfds)
+        dispatch_watches(loop, fds, polled, nfds);
+    if (fds != fds_inline) {
+        free(fds);
+        free(polled);
     }
     fire_timers(loop);
     return st;

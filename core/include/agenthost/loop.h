@@ -91,6 +91,24 @@ ah_async *ah_async_new(ah_loop *loop, ah_async_fn fn, void *ud);
 void ah_async_free(ah_async *a); /* NULL is a no-op; loop thread only */
 void ah_async_send(ah_async *a); /* thread-safe */
 
+/* ---- fd watches: extra sockets polled beside curl's --------------------------------
+ *
+ * For a client library that does its own non-blocking I/O on the loop (hiredis for the
+ * Redis store): the loop polls the fd with curl's own sockets and calls fn(ud, events)
+ * on its thread when it is ready for what was asked. A watch does not keep the loop
+ * alive (whoever waits for an answer arms a timer for its timeout). fn may set or free
+ * any watch, its own included. Intentionally minimal: a later loop-hooks API replaces
+ * the mechanism, not the contract. */
+typedef struct ah_fdwatch ah_fdwatch;
+enum { AH_FD_READ = 1, AH_FD_WRITE = 2 };
+typedef void (*ah_fdwatch_fn)(void *ud, int events);
+
+ah_fdwatch *ah_fdwatch_new(ah_loop *loop, int fd, ah_fdwatch_fn fn, void *ud);
+/* What to wait for: AH_FD_READ | AH_FD_WRITE, 0 = nothing (the watch stays). */
+void ah_fdwatch_set(ah_fdwatch *w, int events);
+int ah_fdwatch_events(const ah_fdwatch *w);
+void ah_fdwatch_free(ah_fdwatch *w); /* NULL is a no-op */
+
 #ifdef __cplusplus
 }
 #endif
