@@ -31,6 +31,7 @@
 #include "agenthost/call.h"
 #include "agenthost/mock.h"
 #include "agenthost/worker.h"
+#include "agenthost/redis.h"
 #include "agenthost/timeline.h"
 
 #endif

@@ -1,0 +1,409 @@
+/* test_redis.c - the Redis store against a real redis-server started by the test: the
+ * hiredis adapter on the loop (TCP with a password, unix socket), the shared retry
+ * budget (one bucket across connections; NOSCRIPT reload; fallback logged once when the
+ * server dies, shared again after it returns; a stalled server times out into the
+ * fallback), GCRA pacing shared by two limiters, and a password that never reaches a
+ * log line. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "agenthost.h"
+#include "redis_internal.h"
+#include "support/redis_fixture.h"
+
+/* ---- log capture ------------------------------------------------------------------- */
+
+static char logbuf[64 * 1024];
+static size_t loglen;
+
+static void capture(void *ud, ah_log_level level, int event, const char *line)
+{
+    size_t n = strlen(line);
+    if (loglen + n + 2 < sizeof logbuf) {
+        memcpy(logbuf + loglen, line, n);
+        loglen += n;
+        logbuf[loglen++] = '\n';
+        logbuf[loglen] = '\0';
+    }
+}
+
+static int count_in_log(const char *needle)
+{
+    int n = 0;
+    for (const char *p = logbuf; (p = strstr(p, needle)) != NULL; p += strlen(needle))
+        n++;
+    return n;
+}
+
+static void log_reset(void)
+{
+    loglen = 0;
+    logbuf[0] = '\0';
+}
+
+/* ---- helpers ----------------------------------------------------------------------- */
+
+typedef struct verdict {
+    int done, allowed;
+    int64_t wait_ms;
+    const char *limit;
+} verdict;
+
+static void on_verdict(void *ud, int allowed)
+{
+    verdict *v = ud;
+    v->done = 1;
+    v->allowed = allowed;
+}
+
+static void on_paced(void *ud, int64_t wait_ms, const char *limit)
+{
+    verdict *v = ud;
+    v->done = 1;
+    v->wait_ms = wait_ms;
+    v->limit = limit;
+}
+
+static void run_until(ah_loop *loop, const int *flag)
+{
+    for (int i = 0; i < 2000 && !*flag; i++)
+        assert_int_equal(ah_loop_run_once(loop, 10), AH_OK);
+    assert_true(*flag);
+}
+
+static void wait_ready(ah_loop *loop, ah_redis *r)
+{
+    for (int i = 0; i < 500 && !ah_redis_ready(r); i++)
+        ah_loop_run_once(loop, 10);
+    assert_true(ah_redis_ready(r));
+}
+
+/* Spend once; the verdict whichever way it comes. *async tells which. */
+static int spend(ah_loop *loop, ah_retry_budget *b, int *async)
+{
+    verdict v = {0};
+    ah_redis_req *q = NULL;
+    int r = ah_retry_budget_spend_async(b, on_verdict, &v, &q);
+    *async = r < 0;
+    if (r >= 0) {
+        assert_int_equal(v.done, 0); /* never called back when decided at once */
+        return r;
+    }
+    assert_non_null(q);
+    assert_int_equal(v.done, 0); /* never before returning */
+    run_until(loop, &v.done);
+    return v.allowed;
+}
+
+static void raw(ah_loop *loop, ah_redis *r, int argc, const char **argv)
+{
+    size_t lens[8];
+    for (int i = 0; i < argc; i++)
+        lens[i] = strlen(argv[i]);
+    ah_redis_req *q = ah__redis_command(r, NULL, argc, argv, lens, NULL, NULL,
+                                        (ah__redis_user){0});
+    assert_non_null(q);
+    /* fire and forget: step until the command's timer is gone */
+    for (int i = 0; i < 50; i++)
+        ah_loop_run_once(loop, 5);
+}
+
+static int setup(void **state)
+{
+    ah_log_set_handler(capture, NULL, AH_LOG_DEBUG);
+    log_reset();
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    ah_log_set_handler(NULL, NULL, AH_LOG_ERROR);
+    return 0;
+}
+
+/* ---- tests ------------------------------------------------------------------------- */
+
+static void shared_budget_is_one_bucket(void **state)
+{
+    redis_fixture f;
+    assert_int_equal(redis_fixture_start(&f, 1, "pw-hunter2"), 0);
+    ah_loop *loop = ah_loop_new(NULL, NULL);
+    char err[256];
+    ah_redis *r1 = ah_redis_new(loop, f.url, NULL, err, sizeof err);
+    ah_redis *r2 = ah_redis_new(loop, f.url, NULL, err, sizeof err);
+    assert_non_null(r1);
+    assert_non_null(r2);
+    assert_non_null(strstr(ah_redis_name(r1), ":***@127.0.0.1:"));
+    wait_ready(loop, r1);
+    wait_ready(loop, r2);
+    /* max 10: a retry is allowed while more than 5 tokens remain after taking one, so
+     * with no success 4 are allowed, whichever process asks. */
+    ah_retry_budget *a = ah_retry_budget_new_redis(r1, "t:budget", 10, 0.5, err, sizeof err);
+    ah_retry_budget *b = ah_retry_budget_new_redis(r2, "t:budget", 10, 0.5, err, sizeof err);
+    assert_non_null(a);
+    assert_true(ah_retry_budget_is_shared(a));
+    int allowed = 0, async;
+    for (int i = 0; i < 10; i++) {
+        allowed += spend(loop, i % 2 ? a : b, &async);
+        assert_true(async);
+    }
+    assert_int_equal(allowed, 4);
+    /* two refunds of 0.5 make one token: one more retry, from either side */
+    ah_retry_budget_on_success(a);
+    ah_retry_budget_on_success(b);
+    for (int i = 0; i < 50; i++)
+        ah_loop_run_once(loop, 2);
+    assert_int_equal(spend(loop, a, &async), 0); /* 0 + 1000 milli: 0 left after -> no */
+    /* The local buckets were never touched. */
+    assert_true(ah_retry_budget_tokens(a) == 10.0);
+
+    /* The script is reloaded when the server forgets it. */
+    const char *flush[] = {"SCRIPT", "FLUSH"};
+    raw(loop, r1, 2, flush);
+    uint64_t before = ah_redis_commands(r1);
+    spend(loop, a, &async);
+    assert_true(async);
+    assert_int_equal(ah_redis_commands(r1) - before, 2); /* EVALSHA, then EVAL */
+    assert_true(ah_retry_budget_using_redis(a));
+
+    ah_retry_budget_free(a);
+    ah_retry_budget_free(b);
+    ah_redis_free(r1);
+    ah_redis_free(r2);
+    ah_loop_free(loop);
+    redis_fixture_stop(&f);
+    assert_null(strstr(logbuf, "pw-hunter2"));
+}
+
+static void budget_falls_back_once_and_comes_back(void **state)
+{
+    redis_fixture f;
+    assert_int_equal(redis_fixture_start(&f, 0, NULL), 0);
+    ah_loop *loop = ah_loop_new(NULL, NULL);
+    char err[256];
+    ah_redis_options o;
+    ah_redis_options_init(&o);
+    o.reconnect_min_ms = 20;
+    o.reconnect_max_ms = 40;
+    ah_redis *r = ah_redis_new(loop, f.url, &o, err, sizeof err);
+    assert_non_null(r);
+    wait_ready(loop, r);
+    ah_retry_budget *b = ah_retry_budget_new_redis(r, "t:fb", 100, 0.1, err, sizeof err);
+    int async;
+    assert_int_equal(spend(loop, b, &async), 1);
+    assert_true(async);
+
+    redis_fixture_kill(&f, SIGKILL);
+    log_reset();
+    /* Every decision now comes from the local bucket; the fallback is said once. */
+    int local = 0;
+    for (int i = 0; i < 6; i++) {
+        spend(loop, b, &async);
+        local += !async;
+    }
+    assert_true(local >= 5); /* the first may still find the dying connection */
+    assert_int_equal(count_in_log("falls back to a local one"), 1);
+    assert_true(ah_retry_budget_tokens(b) < 100.0);
+    assert_false(ah_retry_budget_using_redis(b));
+
+    /* The server returns: after the reconnect back-off, decisions are shared again. */
+    assert_int_equal(redis_fixture_spawn(&f), 0);
+    int back = 0;
+    for (int i = 0; i < 200 && !back; i++) {
+        spend(loop, b, &async);
+        back = async;
+        ah_loop_run_once(loop, 10);
+    }
+    assert_true(back);
+    for (int i = 0; i < 20 && !ah_retry_budget_using_redis(b); i++)
+        spend(loop, b, &async);
+    assert_true(ah_retry_budget_using_redis(b));
+    assert_int_equal(count_in_log("is back"), 1);
+    assert_int_equal(count_in_log("falls back to a local one"), 1);
+
+    /* A stalled server: the command times out and the local bucket decides. */
+    ah_retry_budget_free(b);
+    ah_redis_free(r);
+    o.command_timeout_ms = 150;
+    r = ah_redis_new(loop, f.url, &o, err, sizeof err);
+    wait_ready(loop, r);
+    b = ah_retry_budget_new_redis(r, "t:fb", 100, 0.1, err, sizeof err);
+    redis_fixture_kill(&f, SIGSTOP);
+    log_reset();
+    double before = ah_retry_budget_tokens(b);
+    assert_int_equal(spend(loop, b, &async), 1);
+    assert_true(async);
+    assert_true(ah_retry_budget_tokens(b) < before); /* decided locally */
+    assert_int_equal(count_in_log("falls back to a local one"), 1);
+    assert_false(ah_redis_ready(r));
+    redis_fixture_kill(&f, SIGCONT);
+
+    ah_retry_budget_free(b);
+    ah_redis_free(r);
+    ah_loop_free(loop);
+    redis_fixture_stop(&f);
+}
+
+static void unreachable_from_the_start(void **state)
+{
+    ah_loop *loop = ah_loop_new(NULL, NULL);
+    char err[256];
+    ah_redis *r = ah_redis_new(loop, "unix:/nonexistent/ah-redis.sock", NULL, err, sizeof err);
+    assert_non_null(r); /* not an error: the budget falls back */
+    ah_retry_budget *b = ah_retry_budget_new_redis(r, "k", 4, 0.1, err, sizeof err);
+    int async, allowed = 0;
+    for (int i = 0; i < 5; i++) {
+        allowed += spend(loop, b, &async);
+        assert_false(async);
+    }
+    assert_int_equal(allowed, 1); /* 4 tokens: one retry leaves 3 > 2 */
+    assert_int_equal(count_in_log("falls back to a local one"), 1);
+
+    ah_rate_limit_config rc = {.requests_per_minute = 600, .key = "k"};
+    ah_rate_limit *rl = ah_rate_limit_new(&rc, r, err, sizeof err);
+    assert_non_null(rl);
+    int64_t w;
+    const char *lim;
+    ah_redis_req *q;
+    verdict v = {0};
+    assert_int_equal(ah_rate_limit_acquire(rl, loop, &w, &lim, on_paced, &v, &q), 0);
+    assert_int_equal(w, 0);
+    assert_int_equal(ah_rate_limit_acquire(rl, loop, &w, &lim, on_paced, &v, &q), 0);
+    assert_true(w > 0 && w <= 100); /* the local schedule: one slot per 100 ms */
+    assert_string_equal(lim, "requests_per_minute");
+    assert_int_equal(count_in_log("pacing falls back"), 1);
+    assert_int_equal(v.done, 0);
+    ah_rate_limit_free(rl);
+    ah_retry_budget_free(b);
+    ah_redis_free(r);
+    ah_loop_free(loop);
+}
+
+static void bad_password_is_named_not_shown(void **state)
+{
+    redis_fixture f;
+    assert_int_equal(redis_fixture_start(&f, 1, "right-pass"), 0);
+    char url[256];
+    snprintf(url, sizeof url, "redis://:wrong-pass-xyz@127.0.0.1:%d/0", f.port);
+    ah_loop *loop = ah_loop_new(NULL, NULL);
+    char err[256];
+    ah_redis *r = ah_redis_new(loop, url, NULL, err, sizeof err);
+    ah_retry_budget *b = ah_retry_budget_new_redis(r, "k", 10, 0.1, err, sizeof err);
+    int async;
+    for (int i = 0; i < 100 && !ah_redis_ready(r); i++)
+        ah_loop_run_once(loop, 10);
+    spend(loop, b, &async); /* refused by the server (NOAUTH/WRONGPASS): decided locally */
+    for (int i = 0; i < 20; i++)
+        ah_loop_run_once(loop, 5);
+    assert_null(strstr(logbuf, "wrong-pass-xyz"));
+    assert_true(count_in_log("WRONGPASS") + count_in_log("invalid password") +
+                    count_in_log("NOAUTH") >= 1);
+    assert_true(ah_retry_budget_tokens(b) < 10.0);
+    ah_retry_budget_free(b);
+    ah_redis_free(r);
+    ah_loop_free(loop);
+    redis_fixture_stop(&f);
+}
+
+static void shared_pacing_spaces_requests(void **state)
+{
+    redis_fixture f;
+    assert_int_equal(redis_fixture_start(&f, 0, NULL), 0);
+    ah_loop *loop = ah_loop_new(NULL, NULL);
+    char err[256];
+    ah_redis *r1 = ah_redis_new(loop, f.url, NULL, err, sizeof err);
+    ah_redis *r2 = ah_redis_new(loop, f.url, NULL, err, sizeof err);
+    wait_ready(loop, r1);
+    wait_ready(loop, r2);
+    /* 600/min = one slot per 100 ms, burst 2: two go at once, then 100 ms apart */
+    ah_rate_limit_config rc = {.requests_per_minute = 600, .burst = 2, .key = "t:rl"};
+    ah_rate_limit *a = ah_rate_limit_new(&rc, r1, err, sizeof err);
+    ah_rate_limit *b = ah_rate_limit_new(&rc, r2, err, sizeof err);
+    assert_non_null(a);
+    assert_true(ah_rate_limit_is_shared(a));
+    int64_t waits[6];
+    for (int i = 0; i < 6; i++) {
+        verdict v = {0};
+        int64_t w;
+        const char *lim;
+        ah_redis_req *q;
+        assert_int_equal(
+            ah_rate_limit_acquire(i % 2 ? a : b, loop, &w, &lim, on_paced, &v, &q), 1);
+        run_until(loop, &v.done);
+        waits[i] = v.wait_ms;
+        assert_string_equal(v.limit, "requests_per_minute");
+    }
+    assert_int_equal(waits[0], 0);
+    assert_true(waits[1] <= 1);
+    /* slot k (k >= 2) is (k - 1) * 100 ms after the first, less the time the asking took */
+    for (int i = 2; i < 6; i++) {
+        assert_true(waits[i] > waits[i - 1]);
+        assert_true(waits[i] <= (i - 1) * 100);
+        assert_true(waits[i] >= (i - 1) * 100 - 60);
+    }
+    /* tokens: 6000/min, charged 6000 -> a minute ahead at once: the next waits */
+    ah_rate_limit_config tc = {.tokens_per_minute = 6000, .key = "t:tok"};
+    ah_rate_limit *t = ah_rate_limit_new(&tc, r1, err, sizeof err);
+    ah_rate_limit_charge(t, loop, 6000 + 600);
+    verdict v = {0};
+    int64_t w;
+    const char *lim;
+    ah_redis_req *q;
+    assert_int_equal(ah_rate_limit_acquire(t, loop, &w, &lim, on_paced, &v, &q), 1);
+    run_until(loop, &v.done);
+    assert_string_equal(v.limit, "tokens_per_minute");
+    assert_true(v.wait_ms > 500 && v.wait_ms <= 6000);
+    ah_rate_limit_free(t);
+    ah_rate_limit_free(a);
+    ah_rate_limit_free(b);
+    ah_redis_free(r1);
+    ah_redis_free(r2);
+    ah_loop_free(loop);
+    redis_fixture_stop(&f);
+}
+
+static void cancelled_request_never_calls_back(void **state)
+{
+    redis_fixture f;
+    assert_int_equal(redis_fixture_start(&f, 0, NULL), 0);
+    ah_loop *loop = ah_loop_new(NULL, NULL);
+    char err[256];
+    ah_redis *r = ah_redis_new(loop, f.url, NULL, err, sizeof err);
+    wait_ready(loop, r);
+    ah_retry_budget *b = ah_retry_budget_new_redis(r, "t:c", 10, 0.1, err, sizeof err);
+    verdict v = {0};
+    ah_redis_req *q;
+    assert_int_equal(ah_retry_budget_spend_async(b, on_verdict, &v, &q), -1);
+    ah_redis_req_cancel(q);
+    for (int i = 0; i < 30; i++)
+        ah_loop_run_once(loop, 5);
+    assert_int_equal(v.done, 0);
+    /* and a budget freed with a request in flight: the connection drops it */
+    assert_int_equal(ah_retry_budget_spend_async(b, on_verdict, &v, &q), -1);
+    ah_redis_req_cancel(q);
+    ah_retry_budget_free(b);
+    ah_redis_free(r);
+    ah_loop_free(loop);
+    redis_fixture_stop(&f);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(shared_budget_is_one_bucket, setup, teardown),
+        cmocka_unit_test_setup_teardown(budget_falls_back_once_and_comes_back, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(unreachable_from_the_start, setup, teardown),
+        cmocka_unit_test_setup_teardown(bad_password_is_named_not_shown, setup, teardown),
+        cmocka_unit_test_setup_teardown(shared_pacing_spaces_requests, setup, teardown),
+        cmocka_unit_test_setup_teardown(cancelled_request_never_calls_back, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
