@@ -1,50 +1,48 @@
 /* ledger.c - the idempotency ledger: one front end over two backends (memory, SQLite).
  *
  * The front end owns the rules (fingerprints, "same key + different arguments is an
- * error", "a repeat returns the original entry"); a backend only finds, inserts (unless
- * the key exists) and lists entries, through one ops table.
+ * error", "a repeat returns the original entry", waking BUSY waiters in this process); a
+ * backend only stores, atomically, through the ops table of ledger_internal.h (which a
+ * network backend implements too).
  *
  * Invariants:
  *   - entries are never changed or removed; seq is assigned at insert, starts at 1 and
  *     only grows (SQLite: INTEGER PRIMARY KEY AUTOINCREMENT, so it is never reused even
  *     if someone deletes rows by hand);
- *   - ah_ledger_record() returns only after the SQLite transaction that inserted the
- *     entry has committed with synchronous=FULL: the receipt outlives a crash before the
- *     caller ever sees it;
+ *   - a claim is taken, checked and dropped only inside one backend step (SQLite: one
+ *     IMMEDIATE transaction), so two callers never both hold a key;
+ *   - ah_ledger_complete() returns DONE only after the SQLite transaction that inserted
+ *     the entry has committed with synchronous=FULL: the receipt outlives a crash before
+ *     the caller ever sees it;
  *   - strings handed out in an ah_ledger_entry stay valid until the next call on the
  *     handle (memory: they live in the entry; SQLite: copied into per-handle scratch).
  */
-#include "internal.h"
-
-#include "agenthost/ledger.h"
+#include "ledger_internal.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <sqlite3.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 #include <time.h>
+#include <unistd.h>
 
-enum { LEDGER_ERR_MAX = 512, KEY_IN_MESSAGE_MAX = 80 };
+enum { KEY_IN_MESSAGE_MAX = 80 };
 
-typedef struct ledger_ops {
-    const char *name;
-    /* AH_OK: *e filled (borrowed strings) and *fp points at the stored fingerprint;
-     * AH_ERR_NOT_FOUND; or a storage error with l->err set. */
-    ah_status (*find)(ah_ledger *l, const char *key, ah_ledger_entry *e, const char **fp);
-    /* Insert unless `key` exists. *inserted = 1 and *seq set when it inserted. */
-    ah_status (*insert)(ah_ledger *l, const char *key, const char *fp,
-                        const char *receipt, int64_t created_ms, int64_t *seq,
-                        int *inserted);
-    ah_status (*count)(ah_ledger *l, int64_t *n);
-    ah_status (*foreach)(ah_ledger *l, ah_ledger_entry_fn fn, void *ud);
-    void (*close)(ah_ledger *l);
-} ledger_ops;
+/* A BUSY answer of the memory ledger: its holders always wake their waiters, so this is
+ * only a safety poll. SQLite: holders in other processes cannot wake us; poll the row. */
+enum { MEM_BUSY_RETRY_MS = 1000, SQL_BUSY_POLL_MS = 10 };
 
-struct ah_ledger {
-    const ledger_ops *ops;
-    const ah_clock *clock; /* borrowed; NULL = real wall clock */
-    char err[LEDGER_ERR_MAX];
+typedef ah__ledger_ops ledger_ops;
+
+struct ah__ledger_waiter {
+    char *key;
+    ah_ledger_fn cb;
+    void *ud;
 };
 
 /* ---- shared helpers -------------------------------------------------------------- */
@@ -66,6 +64,18 @@ void ah_ledger_fingerprint(const char *args_canonical,
     ah__bufprintf(out, AH_LEDGER_FINGERPRINT_SIZE, "fnv1a64:%016" PRIx64, h);
 }
 
+const char *ah_ledger_answer_name(ah_ledger_answer a)
+{
+    static const char *const names[] = {
+#define AH__LA_NAME(name, s) s,
+        AH_LEDGER_ANSWER_MAP(AH__LA_NAME)
+#undef AH__LA_NAME
+    };
+    if ((int)a < 0 || a >= AH_LEDGER_ANSWER_COUNT_)
+        return "unknown";
+    return names[a];
+}
+
 static int64_t real_wall_ms(void)
 {
     struct timespec ts;
@@ -81,6 +91,21 @@ static int64_t ledger_now(const ah_ledger *l)
     return real_wall_ms();
 }
 
+void ah__ledger_init(ah_ledger *l, const ah__ledger_ops *ops)
+{
+    memset(l, 0, sizeof *l);
+    l->ops = ops;
+    l->lease_ms = AH_LEDGER_DEFAULT_LEASE_MS;
+}
+
+void ah__ledger_seterr(ah_ledger *l, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(l->err, sizeof l->err, fmt, ap);
+    va_end(ap);
+}
+
 /* Keys are caller-chosen labels (not secrets), but may be long: quote a prefix. */
 static void set_key_error(ah_ledger *l, const char *fmt_before, const char *key,
                           const char *after)
@@ -94,7 +119,9 @@ static void set_key_error(ah_ledger *l, const char *fmt_before, const char *key,
 /* ---- memory backend ---------------------------------------------------------------- */
 
 /* Entries live in a vector in seq order (seq = index + 1); an open-addressing table of
- * (index + 1) finds a key in O(1). The table is kept at most half full. */
+ * (index + 1) finds a key in O(1). The table is kept at most half full. Claims (keys in
+ * flight: as many as calls run at once) are a small vector searched linearly; they all
+ * belong to this handle, since nothing else can reach a memory ledger. */
 typedef struct mem_entry {
     char *key;
     char *receipt;
@@ -102,12 +129,19 @@ typedef struct mem_entry {
     int64_t created_ms;
 } mem_entry;
 
+typedef struct mem_claim {
+    char *key;
+    char fp[AH_LEDGER_FINGERPRINT_SIZE];
+} mem_claim;
+
 typedef struct mem_ledger {
     ah_ledger base;
     mem_entry *v;
     size_t n, cap;
     size_t *slots; /* 0 = empty, else index + 1 */
     size_t nslots; /* power of two */
+    mem_claim *claims;
+    size_t nclaims, capclaims;
 } mem_ledger;
 
 static size_t mem_slot_of(const mem_ledger *m, const char *key)
@@ -155,15 +189,80 @@ static ah_status mem_find(ah_ledger *l, const char *key, ah_ledger_entry *e,
     return AH_OK;
 }
 
-static ah_status mem_insert(ah_ledger *l, const char *key, const char *fp,
-                            const char *receipt, int64_t created_ms, int64_t *seq,
-                            int *inserted)
+static mem_claim *mem_claim_of(mem_ledger *m, const char *key)
+{
+    for (size_t i = 0; i < m->nclaims; i++)
+        if (strcmp(m->claims[i].key, key) == 0)
+            return &m->claims[i];
+    return NULL;
+}
+
+static void mem_drop_claim(mem_ledger *m, const char *key)
+{
+    mem_claim *c = mem_claim_of(m, key);
+    if (!c)
+        return;
+    free(c->key);
+    *c = m->claims[--m->nclaims];
+}
+
+/* An entry found under key: DONE with it, or MISMATCH. */
+static ah_ledger_answer entry_answer(ah_ledger *l, const char *key, const char *fp,
+                                     const char *stored, const ah_ledger_entry *e,
+                                     ah_ledger_result *out)
+{
+    if (strcmp(fp, stored) != 0) {
+        set_key_error(l, "idempotency key ", key, " reused with different arguments");
+        return out->answer = AH_LEDGER_MISMATCH;
+    }
+    out->entry = *e;
+    return out->answer = AH_LEDGER_DONE;
+}
+
+static ah_ledger_answer mem_claim_key(ah_ledger *l, const char *key, const char *fp,
+                                      int64_t now_ms, ah_ledger_result *out,
+                                      ah_ledger_fn cb, void *ud)
 {
     mem_ledger *m = (mem_ledger *)l;
+    ah_ledger_entry e;
+    const char *stored = NULL;
+    (void)now_ms, (void)cb, (void)ud;
+    if (mem_find(l, key, &e, &stored) == AH_OK)
+        return entry_answer(l, key, fp, stored, &e, out);
+    mem_claim *c = mem_claim_of(m, key);
+    if (c) {
+        if (strcmp(c->fp, fp) != 0) {
+            set_key_error(l, "idempotency key ", key,
+                          " is in flight with different arguments");
+            return out->answer = AH_LEDGER_MISMATCH;
+        }
+        out->retry_ms = MEM_BUSY_RETRY_MS;
+        return out->answer = AH_LEDGER_BUSY;
+    }
+    if (m->nclaims == m->capclaims) {
+        size_t cap = m->capclaims ? m->capclaims * 2 : 8;
+        mem_claim *v = realloc(m->claims, cap * sizeof *v);
+        if (!v)
+            goto nomem;
+        m->claims = v;
+        m->capclaims = cap;
+    }
+    char *k = ah__strdup(key);
+    if (!k)
+        goto nomem;
+    m->claims[m->nclaims].key = k;
+    memcpy(m->claims[m->nclaims].fp, fp, AH_LEDGER_FINGERPRINT_SIZE);
+    m->nclaims++;
+    return out->answer = AH_LEDGER_OWNED;
+nomem:
+    ah__ledger_seterr(l, "out of memory claiming a ledger key");
+    return out->answer = AH_LEDGER_FAILED;
+}
+
+static ah_status mem_insert(mem_ledger *m, const char *key, const char *fp,
+                            const char *receipt, int64_t created_ms)
+{
     char *k = NULL, *r = NULL;
-    *inserted = 0;
-    if (m->nslots && m->slots[mem_slot_of(m, key)])
-        return AH_OK;
     if ((m->n + 1) * 2 > m->nslots && mem_grow_slots(m) != AH_OK)
         goto nomem;
     if (m->n == m->cap) {
@@ -185,19 +284,48 @@ static ah_status mem_insert(ah_ledger *l, const char *key, const char *fp,
     e->created_ms = created_ms;
     m->slots[mem_slot_of(m, key)] = m->n + 1;
     m->n++;
-    *seq = (int64_t)m->n;
-    *inserted = 1;
     return AH_OK;
 nomem:
     free(k);
     free(r);
-    ah__bufprintf(l->err, sizeof l->err, "out of memory recording a ledger entry");
+    ah__ledger_seterr(&m->base, "out of memory recording a ledger entry");
     return AH_ERR_NOMEM;
+}
+
+static ah_ledger_answer mem_complete(ah_ledger *l, const char *key, const char *fp,
+                                     const char *receipt, int64_t now_ms,
+                                     ah_ledger_result *out, ah_ledger_fn cb, void *ud)
+{
+    mem_ledger *m = (mem_ledger *)l;
+    ah_ledger_entry e;
+    const char *stored = NULL;
+    (void)cb, (void)ud;
+    mem_drop_claim(m, key);
+    if (mem_find(l, key, &e, &stored) == AH_OK) {
+        out->duplicate = 1;
+        return entry_answer(l, key, fp, stored, &e, out);
+    }
+    if (mem_insert(m, key, fp, receipt, now_ms) != AH_OK)
+        return out->answer = AH_LEDGER_FAILED;
+    mem_fill(m, m->n - 1, &out->entry);
+    out->duplicate = 0;
+    return out->answer = AH_LEDGER_DONE;
+}
+
+static void mem_abandon(ah_ledger *l, const char *key)
+{
+    mem_drop_claim((mem_ledger *)l, key);
 }
 
 static ah_status mem_count(ah_ledger *l, int64_t *n)
 {
     *n = (int64_t)((mem_ledger *)l)->n;
+    return AH_OK;
+}
+
+static ah_status mem_claims(ah_ledger *l, int64_t *n)
+{
+    *n = (int64_t)((mem_ledger *)l)->nclaims;
     return AH_OK;
 }
 
@@ -220,20 +348,25 @@ static void mem_close(ah_ledger *l)
         free(m->v[i].key);
         free(m->v[i].receipt);
     }
+    for (size_t i = 0; i < m->nclaims; i++)
+        free(m->claims[i].key);
+    free(m->claims);
     free(m->v);
     free(m->slots);
     free(m);
 }
 
-static const ledger_ops mem_ops = {"memory",  mem_find,    mem_insert,
-                                   mem_count, mem_foreach, mem_close};
+static const ledger_ops mem_ops = {
+    "memory", mem_claim_key, mem_complete, mem_abandon, NULL,
+    mem_find, mem_count,     mem_claims,   mem_foreach, mem_close,
+};
 
 ah_ledger *ah_ledger_new_memory(void)
 {
     mem_ledger *m = calloc(1, sizeof *m);
     if (!m)
         return NULL;
-    m->base.ops = &mem_ops;
+    ah__ledger_init(&m->base, &mem_ops);
     return &m->base;
 }
 
@@ -248,14 +381,31 @@ ah_ledger *ah_ledger_new_memory(void)
  * filesystem (shared memory); a ledger on a network filesystem is not supported.
  */
 
-/* PRAGMA application_id marks the file as ours: 0x41484c47, "AHLG". */
+/* Claims. A claim row names its holder: pid, boot id (a pid means nothing on another
+ * boot) and a per-handle nonce (two handles of one process are two holders), plus a lease
+ * end. Claim rows are written in the same IMMEDIATE transactions as entries, so the
+ * write lock orders every claim, completion and takeover across processes. */
+
+/* PRAGMA application_id marks the file as ours: 0x41484c47, "AHLG". Format 2 added the
+ * claims table; a format-1 file is upgraded in place when opened (and an older build
+ * then refuses it: it would not honour claims). */
 #define LEDGER_APP_ID  1095257159
-#define LEDGER_VERSION 1
+#define LEDGER_VERSION 2
 #define LEDGER_BUSY_MS 5000
 #define LEDGER_STR_(x) #x
 #define LEDGER_STR(x)  LEDGER_STR_(x)
 
 /* clang-format off */
+static const char claims_sql[] =
+    "CREATE TABLE ah_ledger_claims ("
+    " key TEXT PRIMARY KEY,"
+    " fingerprint TEXT NOT NULL,"
+    " pid INTEGER NOT NULL,"
+    " boot_id TEXT NOT NULL,"
+    " holder INTEGER NOT NULL,"
+    " claimed_ms INTEGER NOT NULL,"
+    " lease_until_ms INTEGER NOT NULL);"
+    "PRAGMA user_version = " LEDGER_STR(LEDGER_VERSION) ";";
 static const char schema_sql[] =
     "CREATE TABLE ah_ledger_entries ("
     " seq INTEGER PRIMARY KEY AUTOINCREMENT,"
@@ -263,25 +413,62 @@ static const char schema_sql[] =
     " fingerprint TEXT NOT NULL,"
     " receipt TEXT NOT NULL,"
     " created_ms INTEGER NOT NULL);"
-    "PRAGMA application_id = " LEDGER_STR(LEDGER_APP_ID) ";"
-    "PRAGMA user_version = " LEDGER_STR(LEDGER_VERSION) ";";
+    "PRAGMA application_id = " LEDGER_STR(LEDGER_APP_ID) ";";
 /* clang-format on */
+
+enum { BOOT_ID_MAX = 64 };
 
 typedef struct sql_ledger {
     ah_ledger base;
     sqlite3 *db;
-    sqlite3_stmt *find, *exists, *insert, *count, *all;
+    sqlite3_stmt *find, *insert, *count, *all;
+    sqlite3_stmt *claim_get, *claim_put, *claim_drop, *claim_count, *claim_mine;
+    int64_t pid, holder;
+    char boot_id[BOOT_ID_MAX];
     /* scratch for the strings of the last found entry (valid until the next call) */
     char *key_buf, *receipt_buf;
     char fp_buf[AH_LEDGER_FINGERPRINT_SIZE];
 } sql_ledger;
 
+/* The kernel's boot id, or "" where there is none (then only leases end claims of dead
+ * holders). */
+static void read_boot_id(char out[BOOT_ID_MAX])
+{
+    out[0] = '\0';
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (!f)
+        return;
+    if (fgets(out, BOOT_ID_MAX, f)) {
+        size_t n = strcspn(out, "\r\n");
+        out[n] = '\0';
+    }
+    fclose(f);
+}
+
+static int64_t new_nonce(const void *seed)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t x = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^
+                 ((uint64_t)getpid() << 40) ^ (uint64_t)(uintptr_t)seed;
+    /* splitmix64 finaliser */
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    x ^= x >> 31;
+    return (int64_t)(x & 0x7fffffffffffffffULL);
+}
+
 static ah_status sql_fail(sql_ledger *s, const char *what)
 {
     int rc = sqlite3_errcode(s->db);
-    ah__bufprintf(s->base.err, sizeof s->base.err, "ledger %s failed: %s", what,
-                  sqlite3_errmsg(s->db));
+    ah__ledger_seterr(&s->base, "ledger %s failed: %s", what, sqlite3_errmsg(s->db));
     return rc == SQLITE_NOMEM ? AH_ERR_NOMEM : AH_ERR_IO;
+}
+
+static void sql_reset(sqlite3_stmt *q)
+{
+    sqlite3_reset(q);
+    sqlite3_clear_bindings(q);
 }
 
 static char *replace_str(char **slot, const unsigned char *text)
@@ -309,7 +496,7 @@ static ah_status sql_find(ah_ledger *l, const char *key, ah_ledger_entry *e,
     }
     if (!replace_str(&s->key_buf, sqlite3_column_text(q, 0)) ||
         !replace_str(&s->receipt_buf, sqlite3_column_text(q, 2))) {
-        ah__bufprintf(l->err, sizeof l->err, "out of memory reading a ledger entry");
+        ah__ledger_seterr(l, "out of memory reading a ledger entry");
         st = AH_ERR_NOMEM;
         goto cleanup;
     }
@@ -321,73 +508,225 @@ static ah_status sql_find(ah_ledger *l, const char *key, ah_ledger_entry *e,
     e->created_ms = sqlite3_column_int64(q, 4);
     *fp = s->fp_buf;
 cleanup:
-    sqlite3_reset(q);
-    sqlite3_clear_bindings(q);
+    sql_reset(q);
     return st;
 }
 
-/* One IMMEDIATE transaction: check, insert, commit. The write lock serialises recorders
- * across processes, so a key recorded by someone else is seen here and costs no seq
- * (an INSERT that hits the UNIQUE constraint would still burn an AUTOINCREMENT value). */
-static ah_status sql_insert(ah_ledger *l, const char *key, const char *fp,
-                            const char *receipt, int64_t created_ms, int64_t *seq,
-                            int *inserted)
+static int sql_begin(sql_ledger *s, const char *what)
+{
+    if (sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) == SQLITE_OK)
+        return 1;
+    sql_fail(s, what);
+    return 0;
+}
+
+static int sql_commit(sql_ledger *s, const char *what)
+{
+    /* With synchronous=FULL, COMMIT returns after the WAL is fsynced: durable. */
+    if (sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK)
+        return 1;
+    sql_fail(s, what);
+    sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    return 0;
+}
+
+static void sql_rollback(sql_ledger *s)
+{
+    sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+}
+
+/* Is the claim row at the current step of claim_get dead (its holder gone or its lease
+ * over)? Columns: fingerprint, pid, boot_id, holder, lease_until_ms. */
+static int claim_dead(const sql_ledger *s, sqlite3_stmt *q, int64_t now_ms)
+{
+    int64_t pid = sqlite3_column_int64(q, 1);
+    const unsigned char *boot = sqlite3_column_text(q, 2);
+    int64_t holder = sqlite3_column_int64(q, 3);
+    int64_t lease_until = sqlite3_column_int64(q, 4);
+    if (now_ms >= lease_until)
+        return 1;
+    if (holder == s->holder && pid == s->pid)
+        return 0; /* ours: another call of this handle has it in flight */
+    if (!boot || !s->boot_id[0] || strcmp((const char *)boot, s->boot_id) != 0)
+        return s->boot_id[0] && boot && boot[0]; /* another boot: its holder is gone */
+    if (pid != s->pid && pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH)
+        return 1;
+    return 0;
+}
+
+static ah_ledger_answer sql_claim(ah_ledger *l, const char *key, const char *fp,
+                                  int64_t now_ms, ah_ledger_result *out, ah_ledger_fn cb,
+                                  void *ud)
 {
     sql_ledger *s = (sql_ledger *)l;
-    ah_status st = AH_OK;
-    int in_tx = 0, rc;
-    *inserted = 0;
-    if (sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
-        st = sql_fail(s, "record");
-        goto cleanup;
+    ah_ledger_entry e;
+    const char *stored = NULL;
+    int reclaimed = 0;
+    (void)cb, (void)ud;
+    if (!sql_begin(s, "claim"))
+        return out->answer = AH_LEDGER_FAILED;
+    ah_status st = sql_find(l, key, &e, &stored);
+    if (st == AH_OK) {
+        sql_rollback(s); /* nothing written */
+        return entry_answer(l, key, fp, stored, &e, out);
     }
-    in_tx = 1;
-    sqlite3_bind_text(s->exists, 1, key, -1, SQLITE_STATIC);
-    rc = sqlite3_step(s->exists);
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-        st = sql_fail(s, "record");
-        goto cleanup;
-    }
-    if (rc == SQLITE_DONE) {
-        sqlite3_stmt *q = s->insert;
-        sqlite3_bind_text(q, 1, key, -1, SQLITE_STATIC);
-        sqlite3_bind_text(q, 2, fp, -1, SQLITE_STATIC);
-        sqlite3_bind_text(q, 3, receipt, -1, SQLITE_STATIC);
-        sqlite3_bind_int64(q, 4, created_ms);
-        if (sqlite3_step(q) != SQLITE_DONE) {
-            st = sql_fail(s, "record");
-            goto cleanup;
+    if (st != AH_ERR_NOT_FOUND)
+        goto fail;
+    sqlite3_stmt *q = s->claim_get;
+    sqlite3_bind_text(q, 1, key, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(q);
+    if (rc == SQLITE_ROW) {
+        if (!claim_dead(s, q, now_ms)) {
+            const unsigned char *cfp = sqlite3_column_text(q, 0);
+            int same = cfp && strcmp((const char *)cfp, fp) == 0;
+            int64_t left = sqlite3_column_int64(q, 4) - now_ms;
+            sql_reset(q);
+            sql_rollback(s);
+            if (!same) {
+                set_key_error(l, "idempotency key ", key,
+                              " is in flight with different arguments");
+                return out->answer = AH_LEDGER_MISMATCH;
+            }
+            out->retry_ms = left < SQL_BUSY_POLL_MS ? (left > 0 ? left : 1)
+                                                    : SQL_BUSY_POLL_MS;
+            return out->answer = AH_LEDGER_BUSY;
         }
-        *seq = sqlite3_last_insert_rowid(s->db);
-        *inserted = sqlite3_changes(s->db) == 1;
+        reclaimed = 1;
+    } else if (rc != SQLITE_DONE) {
+        sql_reset(q);
+        sql_fail(s, "claim");
+        goto fail_rolled;
     }
-    /* With synchronous=FULL, COMMIT returns after the WAL is fsynced: durable. */
-    if (sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
-        st = sql_fail(s, "record");
-        *inserted = 0;
-        goto cleanup;
+    sql_reset(q);
+    /* INSERT OR REPLACE: a dead claim is replaced by ours in the same transaction. */
+    q = s->claim_put;
+    sqlite3_bind_text(q, 1, key, -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 2, fp, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(q, 3, s->pid);
+    sqlite3_bind_text(q, 4, s->boot_id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(q, 5, s->holder);
+    sqlite3_bind_int64(q, 6, now_ms);
+    sqlite3_bind_int64(q, 7, now_ms + l->lease_ms);
+    rc = sqlite3_step(q);
+    sql_reset(q);
+    if (rc != SQLITE_DONE) {
+        sql_fail(s, "claim");
+        goto fail_rolled;
     }
-    in_tx = 0;
-cleanup:
-    sqlite3_reset(s->exists);
-    sqlite3_clear_bindings(s->exists);
-    sqlite3_reset(s->insert);
-    sqlite3_clear_bindings(s->insert);
-    if (in_tx)
-        sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    if (!sql_commit(s, "claim"))
+        return out->answer = AH_LEDGER_FAILED;
+    if (reclaimed)
+        ah__log(AH_LOG_WARN, "ledger: took over the claim on key '%.80s' (its holder died "
+                             "or its lease ran out)", key);
+    out->reclaimed = reclaimed;
+    return out->answer = AH_LEDGER_OWNED;
+fail_rolled:
+    sql_rollback(s);
+    return out->answer = AH_LEDGER_FAILED;
+fail:
+    sql_rollback(s);
+    return out->answer = AH_LEDGER_FAILED;
+}
+
+/* Drop this handle's claim on key; inside a transaction of the caller's. */
+static int sql_drop_mine(sql_ledger *s, const char *key)
+{
+    sqlite3_stmt *q = s->claim_drop;
+    sqlite3_bind_text(q, 1, key, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(q, 2, s->pid);
+    sqlite3_bind_int64(q, 3, s->holder);
+    int rc = sqlite3_step(q);
+    sql_reset(q);
+    return rc == SQLITE_DONE;
+}
+
+/* One IMMEDIATE transaction: check, insert, drop our claim, commit. The write lock
+ * serialises recorders across processes, so a key recorded by someone else is seen here
+ * and costs no seq (an INSERT that hits the UNIQUE constraint would still burn an
+ * AUTOINCREMENT value). */
+static ah_ledger_answer sql_complete(ah_ledger *l, const char *key, const char *fp,
+                                     const char *receipt, int64_t now_ms,
+                                     ah_ledger_result *out, ah_ledger_fn cb, void *ud)
+{
+    sql_ledger *s = (sql_ledger *)l;
+    ah_ledger_entry e;
+    const char *stored = NULL;
+    (void)cb, (void)ud;
+    if (!sql_begin(s, "record"))
+        return out->answer = AH_LEDGER_FAILED;
+    ah_status st = sql_find(l, key, &e, &stored);
+    if (st != AH_OK && st != AH_ERR_NOT_FOUND)
+        goto fail;
+    if (!sql_drop_mine(s, key)) {
+        sql_fail(s, "record");
+        goto fail;
+    }
+    if (st == AH_OK) {
+        ah_ledger_answer a = entry_answer(l, key, fp, stored, &e, out);
+        if (!sql_commit(s, "record"))
+            return out->answer = AH_LEDGER_FAILED;
+        out->duplicate = 1;
+        return a;
+    }
+    sqlite3_stmt *q = s->insert;
+    sqlite3_bind_text(q, 1, key, -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 2, fp, -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 3, receipt, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(q, 4, now_ms);
+    int rc = sqlite3_step(q);
+    sql_reset(q);
+    if (rc != SQLITE_DONE) {
+        sql_fail(s, "record");
+        goto fail;
+    }
+    int64_t seq = sqlite3_last_insert_rowid(s->db);
+    if (!sql_commit(s, "record"))
+        return out->answer = AH_LEDGER_FAILED;
+    /* The entry's strings: ours (the caller's, valid for the call) are what was stored. */
+    if (!replace_str(&s->key_buf, (const unsigned char *)key) ||
+        !replace_str(&s->receipt_buf, (const unsigned char *)receipt)) {
+        ah__ledger_seterr(l, "out of memory after recording a ledger entry");
+        return out->answer = AH_LEDGER_FAILED;
+    }
+    out->entry.key = s->key_buf;
+    out->entry.receipt = s->receipt_buf;
+    out->entry.seq = seq;
+    out->entry.created_ms = now_ms;
+    out->duplicate = 0;
+    return out->answer = AH_LEDGER_DONE;
+fail:
+    sql_rollback(s);
+    return out->answer = AH_LEDGER_FAILED;
+}
+
+static void sql_abandon(ah_ledger *l, const char *key)
+{
+    sql_ledger *s = (sql_ledger *)l;
+    /* Autocommit: one statement is its own transaction. */
+    if (!sql_drop_mine(s, key))
+        ah__log(AH_LOG_WARN, "ledger: cannot release the claim on key '%.80s': %s "
+                             "(it ends with its lease)", key, sqlite3_errmsg(s->db));
+}
+
+static ah_status sql_count_q(sql_ledger *s, sqlite3_stmt *q, int64_t *n)
+{
+    ah_status st = AH_OK;
+    if (sqlite3_step(q) != SQLITE_ROW)
+        st = sql_fail(s, "count");
+    else
+        *n = sqlite3_column_int64(q, 0);
+    sqlite3_reset(q);
     return st;
 }
 
 static ah_status sql_count(ah_ledger *l, int64_t *n)
 {
-    sql_ledger *s = (sql_ledger *)l;
-    ah_status st = AH_OK;
-    if (sqlite3_step(s->count) != SQLITE_ROW)
-        st = sql_fail(s, "count");
-    else
-        *n = sqlite3_column_int64(s->count, 0);
-    sqlite3_reset(s->count);
-    return st;
+    return sql_count_q((sql_ledger *)l, ((sql_ledger *)l)->count, n);
+}
+
+static ah_status sql_claims(ah_ledger *l, int64_t *n)
+{
+    return sql_count_q((sql_ledger *)l, ((sql_ledger *)l)->claim_count, n);
 }
 
 static ah_status sql_foreach(ah_ledger *l, ah_ledger_entry_fn fn, void *ud)
@@ -415,11 +754,20 @@ static ah_status sql_foreach(ah_ledger *l, ah_ledger_entry_fn fn, void *ud)
 static void sql_close(ah_ledger *l)
 {
     sql_ledger *s = (sql_ledger *)l;
-    sqlite3_finalize(s->find);
-    sqlite3_finalize(s->exists);
-    sqlite3_finalize(s->insert);
-    sqlite3_finalize(s->count);
-    sqlite3_finalize(s->all);
+    /* A clean close frees this handle's keys now rather than at lease expiry. */
+    if (s->claim_mine) {
+        sqlite3_bind_int64(s->claim_mine, 1, s->pid);
+        sqlite3_bind_int64(s->claim_mine, 2, s->holder);
+        if (sqlite3_step(s->claim_mine) != SQLITE_DONE)
+            ah__log(AH_LOG_WARN, "ledger: close: cannot release claims: %s",
+                    sqlite3_errmsg(s->db));
+        sql_reset(s->claim_mine);
+    }
+    sqlite3_stmt *all[] = {s->find,       s->insert,     s->count,       s->all,
+                           s->claim_get,  s->claim_put,  s->claim_drop,  s->claim_count,
+                           s->claim_mine};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        sqlite3_finalize(all[i]);
     /* The last connection to close checkpoints the WAL; every commit was durable
      * already, so a close that cannot checkpoint loses nothing. */
     if (sqlite3_close(s->db) != SQLITE_OK)
@@ -429,8 +777,10 @@ static void sql_close(ah_ledger *l)
     free(s);
 }
 
-static const ledger_ops sql_ops = {"sqlite",  sql_find,    sql_insert,
-                                   sql_count, sql_foreach, sql_close};
+static const ledger_ops sql_ops = {
+    "sqlite", sql_claim, sql_complete, sql_abandon, NULL,
+    sql_find, sql_count, sql_claims,   sql_foreach, sql_close,
+};
 
 /* Run one single-integer query (a PRAGMA or a count). */
 static int sql_int(sqlite3 *db, const char *sql, int64_t *out)
@@ -449,8 +799,9 @@ static int sql_int(sqlite3 *db, const char *sql, int64_t *out)
 }
 
 /* Make sure the open file is an agenthost ledger, creating the schema in an empty
- * database. Runs in one IMMEDIATE transaction so two processes opening a fresh file at
- * once create the schema exactly once. Returns 0 or -1 with err set. */
+ * database and upgrading a format-1 file. Runs in one IMMEDIATE transaction so two
+ * processes opening a fresh file at once create the schema exactly once. Returns 0 or
+ * -1 with err set. */
 static int sql_check_schema(sqlite3 *db, const char *path, char *err, size_t errsize)
 {
     int64_t app = 0, version = 0, objects = 0;
@@ -470,21 +821,26 @@ static int sql_check_schema(sqlite3 *db, const char *path, char *err, size_t err
                           sqlite3_errmsg(db));
         goto fail;
     }
+    const char *create = NULL;
     if (app == 0 && version == 0 && objects == 0) {
-        if (sqlite3_exec(db, schema_sql, NULL, NULL, NULL) != SQLITE_OK) {
-            ah__bufprintf(err, errsize, "cannot create ledger '%s': %s", path,
-                          sqlite3_errmsg(db));
-            goto fail;
-        }
+        create = schema_sql;
     } else if (app != LEDGER_APP_ID) {
         ah__bufprintf(err, errsize,
                       "'%s' is not a ledger: an SQLite database of another application",
                       path);
         goto fail;
+    } else if (version == 1) {
+        create = ""; /* format 1: entries only; add the claims table */
     } else if (version != LEDGER_VERSION) {
         ah__bufprintf(err, errsize,
                       "ledger '%s' has format version %" PRId64 "; this build reads %d",
                       path, version, LEDGER_VERSION);
+        goto fail;
+    }
+    if (create && ((*create && sqlite3_exec(db, create, NULL, NULL, NULL) != SQLITE_OK) ||
+                   sqlite3_exec(db, claims_sql, NULL, NULL, NULL) != SQLITE_OK)) {
+        ah__bufprintf(err, errsize, "cannot create ledger '%s': %s", path,
+                      sqlite3_errmsg(db));
         goto fail;
     }
     if (sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
@@ -561,29 +917,43 @@ ah_ledger *ah_ledger_open(const char *path, char *err, size_t errsize)
         ah__bufprintf(err, errsize, "out of memory opening ledger '%s'", path);
         goto fail;
     }
-    s->base.ops = &sql_ops;
+    ah__ledger_init(&s->base, &sql_ops);
     s->db = db;
-    if (sqlite3_prepare_v2(db,
-                           "SELECT key, seq, receipt, fingerprint, created_ms"
-                           " FROM ah_ledger_entries WHERE key = ?1",
-                           -1, &s->find, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(db, "SELECT 1 FROM ah_ledger_entries WHERE key = ?1", -1,
-                           &s->exists, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(
-            db,
-            "INSERT INTO ah_ledger_entries"
-            " (key, fingerprint, receipt, created_ms) VALUES (?1, ?2, ?3, ?4)"
-            " ON CONFLICT(key) DO NOTHING",
-            -1, &s->insert, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(db, "SELECT count(*) FROM ah_ledger_entries", -1, &s->count,
-                           NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(db,
-                           "SELECT key, seq, receipt, created_ms FROM ah_ledger_entries"
-                           " ORDER BY seq",
-                           -1, &s->all, NULL) != SQLITE_OK) {
-        ah__bufprintf(err, errsize, "'%s' is not a usable ledger: %s", path,
-                      sqlite3_errmsg(db));
-        goto fail;
+    s->pid = (int64_t)getpid();
+    s->holder = new_nonce(s);
+    read_boot_id(s->boot_id);
+    static const struct {
+        size_t off;
+        const char *sql;
+    } stmts[] = {
+        {offsetof(sql_ledger, find), "SELECT key, seq, receipt, fingerprint, created_ms"
+                                     " FROM ah_ledger_entries WHERE key = ?1"},
+        {offsetof(sql_ledger, insert),
+         "INSERT INTO ah_ledger_entries (key, fingerprint, receipt, created_ms)"
+         " VALUES (?1, ?2, ?3, ?4)"},
+        {offsetof(sql_ledger, count), "SELECT count(*) FROM ah_ledger_entries"},
+        {offsetof(sql_ledger, all), "SELECT key, seq, receipt, created_ms"
+                                    " FROM ah_ledger_entries ORDER BY seq"},
+        {offsetof(sql_ledger, claim_get),
+         "SELECT fingerprint, pid, boot_id, holder, lease_until_ms"
+         " FROM ah_ledger_claims WHERE key = ?1"},
+        {offsetof(sql_ledger, claim_put),
+         "INSERT OR REPLACE INTO ah_ledger_claims"
+         " (key, fingerprint, pid, boot_id, holder, claimed_ms, lease_until_ms)"
+         " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"},
+        {offsetof(sql_ledger, claim_drop),
+         "DELETE FROM ah_ledger_claims WHERE key = ?1 AND pid = ?2 AND holder = ?3"},
+        {offsetof(sql_ledger, claim_count), "SELECT count(*) FROM ah_ledger_claims"},
+        {offsetof(sql_ledger, claim_mine),
+         "DELETE FROM ah_ledger_claims WHERE pid = ?1 AND holder = ?2"},
+    };
+    for (size_t i = 0; i < sizeof stmts / sizeof stmts[0]; i++) {
+        sqlite3_stmt **slot = (sqlite3_stmt **)((char *)s + stmts[i].off);
+        if (sqlite3_prepare_v2(db, stmts[i].sql, -1, slot, NULL) != SQLITE_OK) {
+            ah__bufprintf(err, errsize, "'%s' is not a usable ledger: %s", path,
+                          sqlite3_errmsg(db));
+            goto fail;
+        }
     }
     return &s->base;
 fail:
@@ -597,10 +967,58 @@ fail:
 
 /* ---- front end --------------------------------------------------------------------- */
 
+static int add_waiter(ah_ledger *l, const char *key, ah_ledger_fn cb, void *ud)
+{
+    if (l->nwaiters == l->capwaiters) {
+        size_t cap = l->capwaiters ? l->capwaiters * 2 : 8;
+        ah__ledger_waiter *v = realloc(l->waiters, cap * sizeof *v);
+        if (!v)
+            return 0;
+        l->waiters = v;
+        l->capwaiters = cap;
+    }
+    char *k = ah__strdup(key);
+    if (!k)
+        return 0;
+    l->waiters[l->nwaiters++] = (ah__ledger_waiter){k, cb, ud};
+    return 1;
+}
+
+static void drop_waiter(ah_ledger *l, size_t i)
+{
+    free(l->waiters[i].key);
+    l->waiters[i] = l->waiters[--l->nwaiters];
+}
+
+/* Wake this handle's BUSY waiters on key, one at a time: a callback may cancel others
+ * (ah_ledger_cancel is the one ledger call it may make), so the list is searched afresh
+ * each time. */
+static void wake_waiters(ah_ledger *l, const char *key)
+{
+    for (;;) {
+        size_t i = 0;
+        while (i < l->nwaiters && strcmp(l->waiters[i].key, key) != 0)
+            i++;
+        if (i == l->nwaiters)
+            return;
+        ah_ledger_fn cb = l->waiters[i].cb;
+        void *ud = l->waiters[i].ud;
+        drop_waiter(l, i);
+        ah_ledger_result r;
+        memset(&r, 0, sizeof r);
+        r.answer = AH_LEDGER_BUSY;
+        cb(ud, &r);
+    }
+}
+
 void ah_ledger_free(ah_ledger *l)
 {
-    if (l)
-        l->ops->close(l);
+    if (!l)
+        return;
+    while (l->nwaiters)
+        drop_waiter(l, l->nwaiters - 1);
+    free(l->waiters);
+    l->ops->close(l);
 }
 
 void ah_ledger_set_clock(ah_ledger *l, const ah_clock *clock)
@@ -619,6 +1037,19 @@ const char *ah_ledger_errmsg(const ah_ledger *l)
     return l ? l->err : "no ledger";
 }
 
+ah_status ah_ledger_set_lease_ms(ah_ledger *l, int64_t ms)
+{
+    if (!l || ms <= 0)
+        return AH_ERR_INVALID;
+    l->lease_ms = ms;
+    return AH_OK;
+}
+
+int64_t ah_ledger_lease_ms(const ah_ledger *l)
+{
+    return l ? l->lease_ms : 0;
+}
+
 ah_status ah_ledger_lookup(ah_ledger *l, const char *key, const char *args_canonical,
                            ah_ledger_entry *out)
 {
@@ -627,7 +1058,7 @@ ah_status ah_ledger_lookup(ah_ledger *l, const char *key, const char *args_canon
     ah_ledger_entry e;
     if (!l || !key || !out) {
         if (l)
-            ah__bufprintf(l->err, sizeof l->err, "ledger lookup: missing key or output");
+            ah__ledger_seterr(l, "ledger lookup: missing key or output");
         return AH_ERR_INVALID;
     }
     l->err[0] = '\0';
@@ -643,45 +1074,106 @@ ah_status ah_ledger_lookup(ah_ledger *l, const char *key, const char *args_canon
     return AH_OK;
 }
 
-ah_status ah_ledger_record(ah_ledger *l, const char *key, const char *args_canonical,
-                           const char *receipt, int64_t *seq_out, int *duplicate_out)
+ah_ledger_answer ah_ledger_claim(ah_ledger *l, const char *key, const char *args_canonical,
+                                 ah_ledger_result *out, ah_ledger_fn cb, void *ud)
 {
     char fp[AH_LEDGER_FINGERPRINT_SIZE];
-    int64_t seq = 0;
-    int inserted = 0;
-    if (!l || !key || !receipt) {
+    if (!out)
+        return AH_LEDGER_FAILED;
+    memset(out, 0, sizeof *out);
+    if (!l || !key) {
         if (l)
-            ah__bufprintf(l->err, sizeof l->err, "ledger record: missing key or receipt");
-        return AH_ERR_INVALID;
+            ah__ledger_seterr(l, "ledger claim: missing key");
+        return out->answer = AH_LEDGER_FAILED;
     }
     l->err[0] = '\0';
     ah_ledger_fingerprint(args_canonical, fp);
-    /* The backend inserts unless the key is there, atomically across processes; when it
-     * did not insert, the entry that is there decides: repeat or misuse. */
-    ah_status st = l->ops->insert(l, key, fp, receipt, ledger_now(l), &seq, &inserted);
-    if (st != AH_OK)
-        return st;
-    if (!inserted) {
-        ah_ledger_entry e;
-        const char *stored = NULL;
-        st = l->ops->find(l, key, &e, &stored);
-        if (st == AH_ERR_NOT_FOUND) { /* impossible unless rows were deleted by hand */
-            set_key_error(l, "ledger entry ", key, " vanished while recording");
-            return AH_ERR_IO;
-        }
-        if (st != AH_OK)
-            return st;
-        if (strcmp(fp, stored) != 0) {
-            set_key_error(l, "idempotency key ", key, " reused with different arguments");
-            return AH_ERR_STATE;
-        }
-        seq = e.seq;
+    ah_ledger_answer a = l->ops->claim(l, key, fp, ledger_now(l), out, cb, ud);
+    out->answer = a;
+    /* Synchronous backends leave waking to us; asynchronous ones call cb themselves. */
+    if (a == AH_LEDGER_BUSY && cb && !l->ops->cancel && !add_waiter(l, key, cb, ud))
+        ah__log(AH_LOG_WARN, "ledger: out of memory registering a waiter (it polls)");
+    return a;
+}
+
+ah_ledger_answer ah_ledger_complete(ah_ledger *l, const char *key, const char *args_canonical,
+                                    const char *receipt, ah_ledger_result *out,
+                                    ah_ledger_fn cb, void *ud)
+{
+    char fp[AH_LEDGER_FINGERPRINT_SIZE];
+    if (!out)
+        return AH_LEDGER_FAILED;
+    memset(out, 0, sizeof *out);
+    if (!l || !key || !receipt) {
+        if (l)
+            ah__ledger_seterr(l, "ledger record: missing key or receipt");
+        return out->answer = AH_LEDGER_FAILED;
     }
-    if (seq_out)
-        *seq_out = seq;
-    if (duplicate_out)
-        *duplicate_out = !inserted;
-    return AH_OK;
+    l->err[0] = '\0';
+    ah_ledger_fingerprint(args_canonical, fp);
+    ah_ledger_answer a =
+        l->ops->complete(l, key, fp, receipt, ledger_now(l), out, cb, ud);
+    out->answer = a;
+    if (a != AH_LEDGER_PENDING && l->nwaiters) {
+        char *k = ah__strdup(key); /* key may be a string a waiter frees */
+        if (k) {
+            wake_waiters(l, k);
+            free(k);
+        }
+    }
+    return out->answer;
+}
+
+void ah_ledger_abandon(ah_ledger *l, const char *key)
+{
+    if (!l || !key)
+        return;
+    l->ops->abandon(l, key);
+    if (l->nwaiters) {
+        char *k = ah__strdup(key);
+        if (k) {
+            wake_waiters(l, k);
+            free(k);
+        }
+    }
+}
+
+void ah_ledger_cancel(ah_ledger *l, void *ud)
+{
+    if (!l)
+        return;
+    for (size_t i = l->nwaiters; i-- > 0;)
+        if (l->waiters[i].ud == ud)
+            drop_waiter(l, i);
+    if (l->ops->cancel)
+        l->ops->cancel(l, ud);
+}
+
+ah_status ah_ledger_record(ah_ledger *l, const char *key, const char *args_canonical,
+                           const char *receipt, int64_t *seq_out, int *duplicate_out)
+{
+    ah_ledger_result r;
+    if (!l || !key || !receipt) {
+        if (l)
+            ah__ledger_seterr(l, "ledger record: missing key or receipt");
+        return AH_ERR_INVALID;
+    }
+    switch (ah_ledger_complete(l, key, args_canonical, receipt, &r, NULL, NULL)) {
+    case AH_LEDGER_DONE:
+        if (seq_out)
+            *seq_out = r.entry.seq;
+        if (duplicate_out)
+            *duplicate_out = r.duplicate;
+        return AH_OK;
+    case AH_LEDGER_MISMATCH:
+        return AH_ERR_STATE;
+    case AH_LEDGER_PENDING:
+        ah__ledger_seterr(l, "ledger record: this backend answers asynchronously; use "
+                             "ah_ledger_complete with a callback");
+        return AH_ERR_STATE;
+    default:
+        return strstr(l->err, "out of memory") ? AH_ERR_NOMEM : AH_ERR_IO;
+    }
 }
 
 int64_t ah_ledger_count(ah_ledger *l)
@@ -691,6 +1183,17 @@ int64_t ah_ledger_count(ah_ledger *l)
         return -1;
     l->err[0] = '\0';
     if (l->ops->count(l, &n) != AH_OK)
+        return -1;
+    return n;
+}
+
+int64_t ah_ledger_claims(ah_ledger *l)
+{
+    int64_t n = -1;
+    if (!l)
+        return -1;
+    l->err[0] = '\0';
+    if (l->ops->claims(l, &n) != AH_OK)
         return -1;
     return n;
 }

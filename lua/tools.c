@@ -71,6 +71,7 @@ typedef struct call_state {
     const ah_rng *rng;
     ah_loop *loop;
     int64_t started_ms, prev_wait_ms;
+    int64_t claim_until_ms; /* give up waiting for a key in flight after this */
     lua_State *L;          /* the thread driving the call, for hooks */
     lah_ledger_ud *ledger; /* busy-counted while the call runs */
     char id[128];          /* tool_call_end.id */
@@ -289,6 +290,13 @@ static void timer_fired(void *ud)
     st->wait.ready = 1;
 }
 
+/* The key this call waits for was released or recorded (or the ledger answered). */
+static void claim_notified(void *ud)
+{
+    call_state *st = ud;
+    st->wait.ready = 1;
+}
+
 static void release(call_state *st)
 {
     ah_timer_free(st->timer);
@@ -385,6 +393,8 @@ static const char *outcome_name(ah_tool_outcome o)
         return "ok";
     case AH_TOOL_BUDGET_EXHAUSTED:
         return "budget_exhausted";
+    case AH_TOOL_IN_PROGRESS:
+        return "in_progress";
     default:
         return "failed";
     }
@@ -448,11 +458,23 @@ static int drive(lua_State *L)
         ah_tool_action a = ah_tool_step(st->call);
         if (a == AH_TOOL_DO_RUN_BODY)
             return run_body(L, st);
-        if (a != AH_TOOL_DO_RETRY_AFTER)
+        if (a != AH_TOOL_DO_RETRY_AFTER && a != AH_TOOL_DO_WAIT_CLAIM)
             return finish(L, st);
         int64_t ms = ah_tool_call_wait_ms(st->call);
-        if (ms <= 0)
+        if (a == AH_TOOL_DO_WAIT_CLAIM) {
+            /* Another call holds the key: wait on the loop for its receipt (woken by
+             * claim_notified, or polled: the holder may be another process), up to
+             * this call's deadline. */
+            int64_t left = st->claim_until_ms - ah_loop_now_ms(st->loop);
+            if (left <= 0) {
+                ah_tool_call_stop_waiting(st->call);
+                continue;
+            }
+            if (ms < 0 || ms > left)
+                ms = left;
+        } else if (ms <= 0) {
             continue;
+        }
         if (!st->timer) {
             st->timer = ah_timer_new(st->loop, timer_fired, st);
             if (!st->timer)
@@ -607,12 +629,20 @@ static int l_tool_call(lua_State *L)
     }
     tp.wait = call_wait;
     tp.wait_ud = st;
+    tp.notify = claim_notified;
+    tp.notify_ud = st;
     st->backoff = t->policy;
     st->backoff.retry_on = always_retry;
     st->backoff.retry_on_ud = NULL;
     st->loop = lah_loop(L);
     st->rng = ah_loop_rng(st->loop);
     st->started_ms = ah_loop_now_ms(st->loop);
+    /* A key in flight elsewhere is waited for up to the tool's deadline, or, without
+     * one, the ledger's lease (after which a dead holder's claim is taken over). */
+    st->claim_until_ms =
+        st->started_ms + (t->policy.deadline_ms > 0 ? t->policy.deadline_ms
+                          : lu                      ? ah_ledger_lease_ms(lu->l)
+                                                    : 0);
     st->call = ah_tool_call_new(&tp, lu ? lu->l : NULL, bu ? bu->b : NULL,
                                 lua_isnil(L, KEY) ? NULL : lua_tostring(L, KEY),
                                 lua_tostring(L, -1));
