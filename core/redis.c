@@ -608,6 +608,11 @@ void ah_redis_free(ah_redis *r)
         ah_timer_stop(q->timer);
     }
     redisAsyncContext *ac = r->ac;
+    /* Write what is buffered (a ledger's claim releases) without waiting for replies:
+     * one non-blocking write; whatever the socket does not take is lost. */
+    if (ac && r->state == CONN_UP && (ah_fdwatch_events(r->watch) & AH_FD_WRITE))
+        redisAsyncHandleWrite(ac);
+    ac = r->ac;
     r->ac = NULL;
     r->state = CONN_DOWN;
     if (ac)

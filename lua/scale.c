@@ -7,6 +7,7 @@
  * never appears in an error message (ah_redis_url_parse names the part, not the value).
  */
 #include "lah.h"
+#include "tools.h"
 
 #include <string.h>
 
@@ -113,6 +114,96 @@ static int l_rate_limit(lua_State *L)
         return luaL_error(L, "%s: %s", where,
                           strncmp(err, "rate_limit.", 11) == 0 ? err + 11 : err);
     return 1;
+}
+
+/* ---- the Redis ledger ---------------------------------------------------------------- */
+
+static lua_Integer opt_whole(lua_State *L, int t, const char *field, lua_Integer dflt,
+                             lua_Integer min)
+{
+    lua_Integer v = dflt;
+    if (lua_getfield(L, t, field) != LUA_TNIL) {
+        if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < min)
+            luaL_error(L, "ah.ledger: %s must be a whole number >= %d (got %s)", field,
+                       (int)min, luaL_tolstring(L, -1, NULL));
+        v = lua_tointeger(L, -1);
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
+int lah_ledger_push_redis(lua_State *L, int idx)
+{
+    idx = lua_absindex(L, idx);
+    ah_ledger_redis_config cfg;
+    ah_ledger_redis_config_init(&cfg);
+    if (lua_getfield(L, idx, "redis") != LUA_TSTRING)
+        return luaL_error(L, "ah.ledger: redis must be a URL string (redis://host:port/db)");
+    cfg.url = lua_tostring(L, -1);
+    if (lua_getfield(L, idx, "path") != LUA_TNIL)
+        return luaL_error(L, "ah.ledger: path and redis exclude each other");
+    int ty = lua_getfield(L, idx, "prefix");
+    if (ty == LUA_TSTRING)
+        cfg.prefix = lua_tostring(L, -1);
+    else if (ty != LUA_TNIL)
+        return luaL_error(L, "ah.ledger: prefix must be a string");
+    cfg.ttl_s = (int64_t)opt_whole(L, idx, "ttl_s", cfg.ttl_s, 0);
+    cfg.lease_ms = (int64_t)opt_whole(L, idx, "lease_ms", cfg.lease_ms, 1);
+    lah_ledger_ud *u = lua_newuserdatauv(L, sizeof *u, 0);
+    memset(u, 0, sizeof *u);
+    luaL_setmetatable(L, LAH_LEDGER_MT);
+    char err[300];
+    u->l = ah_ledger_new_redis(lah_loop(L), &cfg, err, sizeof err);
+    if (!u->l)
+        return luaL_error(L, "ah.ledger: %s", err);
+    return 1;
+}
+
+typedef struct refresh_box {
+    lah_wait wait;
+    ah_status st;
+    int ref; /* anchors the box until its answer came (the callback writes into it) */
+    lua_KFunction k;
+    const char *what;
+    ah_ledger *l;
+} refresh_box;
+
+static void refresh_done(void *ud, ah_status st)
+{
+    refresh_box *b = ud;
+    b->st = st;
+    b->wait.ready = 1;
+}
+
+static int refresh_k(lua_State *L, int status, lua_KContext ctx)
+{
+    refresh_box *b = lua_touserdata(L, -1);
+    luaL_unref(L, LUA_REGISTRYINDEX, b->ref);
+    b->ref = LUA_NOREF;
+    if (b->st != AH_OK)
+        return luaL_error(L, "%s: %s", b->what, ah_ledger_errmsg(b->l));
+    lua_KFunction k = b->k;
+    lua_pop(L, 1);
+    return k(L, LUA_OK, 0);
+}
+
+int lah_ledger_refresh(lua_State *L, ah_ledger *l, const char *what, lua_KFunction k)
+{
+    refresh_box *b = lua_newuserdatauv(L, sizeof *b, 0);
+    memset(b, 0, sizeof *b);
+    b->k = k;
+    b->what = what;
+    b->l = l;
+    b->ref = LUA_NOREF;
+    ah_redis_req *q = NULL;
+    b->st = ah_ledger_redis_refresh(l, refresh_done, b, &q);
+    if (b->st != AH_OK) {
+        b->wait.ready = 1;
+    } else {
+        lua_pushvalue(L, -1);
+        b->ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    }
+    return lah_await(L, &b->wait, 0, refresh_k);
 }
 
 void lah_open_scale(lua_State *L)

@@ -13,6 +13,7 @@
 #ifndef AGENTHOST_REDIS_H
 #define AGENTHOST_REDIS_H
 
+#include "agenthost/ledger.h"
 #include "agenthost/loop.h"
 #include "agenthost/policy.h"
 #include "agenthost/status.h"
@@ -139,6 +140,41 @@ int ah_rate_limit_acquire(ah_rate_limit *rl, ah_loop *loop, int64_t *wait_ms,
                           ah_redis_req **pending);
 /* Charge tokens a response used (no-op without a token limit). */
 void ah_rate_limit_charge(ah_rate_limit *rl, ah_loop *loop, int64_t tokens);
+
+/* ---- the idempotency ledger on Redis ------------------------------------------------
+ * The claim-then-execute ledger of agenthost/ledger.h, shared by every process naming
+ * the same prefix on one Redis database. Same semantics as memory and SQLite (a
+ * duplicate gets the original receipt and seq; the same key with other arguments is
+ * MISMATCH; a key in flight elsewhere is BUSY), plus what many hosts need: a claim is a
+ * lease (lease_ms, on the server's clock) with a fencing token, and a claim whose
+ * holder died is taken over once its lease is over (OWNED, reclaimed = 1): the one case
+ * where an effect may run twice (pass the key on to the downstream service). Entries
+ * expire after ttl_s (0 = never). claim and complete answer asynchronously (PENDING,
+ * then the callback from the loop); every Redis error is FAILED: fail closed. The
+ * synchronous reads (ah_ledger_lookup, _count, _claims, _foreach) read the snapshot of
+ * the last ah_ledger_redis_refresh(); nothing blocks the loop. Durability is Redis's:
+ * run it with appendonly yes / appendfsync always where a lost entry matters. */
+typedef struct ah_ledger_redis_config {
+    const char *url;                /* required */
+    const char *prefix;             /* default "effects:" */
+    int64_t ttl_s;                  /* entry lifetime, default 86400; 0 = forever */
+    int64_t lease_ms;               /* default AH_LEDGER_DEFAULT_LEASE_MS */
+    const ah_redis_options *redis;  /* NULL = defaults */
+} ah_ledger_redis_config;
+
+void ah_ledger_redis_config_init(ah_ledger_redis_config *c);
+/* The ledger owns its connection (on loop). NULL with a message on a bad URL or config;
+ * an unreachable server is not an error here (calls then fail closed). */
+ah_ledger *ah_ledger_new_redis(ah_loop *loop, const ah_ledger_redis_config *cfg, char *err,
+                               size_t errsize);
+int ah_ledger_is_redis(const ah_ledger *l);
+ah_redis *ah_ledger_redis_connection(const ah_ledger *l); /* borrowed, or NULL */
+/* Take a snapshot of the entries (seq order) and the live claims for the synchronous
+ * reads. AH_OK: fn(ud, status) comes later on the loop (unless *pending is cancelled);
+ * otherwise an error at once (AH_ERR_IO when Redis is unreachable; errmsg says so). */
+typedef void (*ah_ledger_refresh_fn)(void *ud, ah_status st);
+ah_status ah_ledger_redis_refresh(ah_ledger *l, ah_ledger_refresh_fn fn, void *ud,
+                                  ah_redis_req **pending);
 
 #ifdef __cplusplus
 }
