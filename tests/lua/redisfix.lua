@@ -42,7 +42,11 @@ function M.start()
     local pid = f:read("l")
     f:close()
     sh(string.format("kill -%s %s 2>/dev/null", sig or "KILL", pid))
-    wait_for(function() return not sh("kill -0 " .. pid .. " 2>/dev/null") end, 250)
+    -- not `kill -0`: the daemon is nobody's child here, and a container's init may
+    -- leave it a zombie; gone is when it no longer answers
+    wait_for(function()
+      return not sh(string.format("redis-cli -s %s ping 2>/dev/null | grep -q PONG", self.sock))
+    end, 250)
     os.remove(self.pidfile)
     os.remove(self.sock)
   end
@@ -51,7 +55,7 @@ function M.start()
     self.spawn()
   end
   function self.stop()
-    self.kill("TERM")
+    self.kill("KILL") -- nothing to save; SIGTERM makes redis take a second to shut down
     sh("rm -rf '" .. dir .. "'")
   end
   self.spawn()
