@@ -13,6 +13,8 @@
 #      call, default policy vs max_attempts = 1 (and vs no continuations either).
 #   4. Scale: 1, 10, 100, 1000 concurrent agent runs (ah.parallel) in one process.
 #   5. Where the instructions go (callgrind of the whole-stack client, per format).
+#   6. Redis: fleet retry amplification (1, 8, 32 processes) and the cost of a shared
+#      budget, pacing or ledger decision against the local one (needs redis-server).
 # Every client is a separate process measured from wait4() (CPU user + system, peak RSS,
 # wall), RUNS times; tables give medians, and ratios are the median of per-run ratios
 # (run i of one client against run i of the other, measured back to back).
@@ -414,5 +416,16 @@ for wire in "${WIRES[@]}"; do
     cell() { printf '%s (%s%%)' "$(fmt %.0f "$(calc "$1 / $e")")" "$(fmt %.0f "$(calc "$1 / $t * 100")")"; }
     out "| $wire | $(fmt %.0f "$(calc "$t / $e")") | $(cell "$sse") | $(cell "$parse") | $(cell "$del") | $(cell "$((dec - sse - parse - del))") | $(cell "$((t - dec))") | $(fmt %.0f "$([ -n "${PROF[$wire.curl.total]:-}" ] && calc "${PROF[$wire.curl.total]} / $e")") |"
 done
+out ""
+# -- 6
+out "## 6. Beyond one machine: Redis (docs/scale-out.md)"
+out ""
+out "Retry amplification (attempts / requests) under 50 % injected 5xx, max_attempts 5, budget max_tokens 10, token_ratio 0.1; in brackets the runs that completed (tests/bench/fleet_bench.sh):"
+out ""
+out "$("$BENCH/fleet_bench.sh" "$BUILD_DIR")"
+out ""
+out "The cost of a shared decision against the local one (tests/bench/redis_bench.c, one loop, unix socket):"
+out ""
+out "$("$BUILD_DIR/tests/bench/redis_bench")"
 out ""
 out "Raw data: \`$(basename "$BUILD_DIR")/bench-work/\` (per-run measurements in raw/, callgrind files in callgrind/). Bench time: $(($(date +%s) - started)) s."

@@ -2,7 +2,7 @@
 -- mock and one redis-server, and prints what the mock saw.
 --   agenthost fleet_driver.lua AGENTHOST_BIN SCENARIO P RUNS [OUTAGE] [RPM] [REDIS_URL]
 -- SCENARIO: shared | local (retry budgets; the mock answers 503 to everything, or to its
--- first OUTAGE requests only),
+-- first OUTAGE requests only, or, with OUTAGE = -2, to every other request),
 -- pace | nopace (a mock enforcing RPM). Output: key=value lines (requests, s429, s503,
 -- elapsed_ms, and each worker's line).
 local ah = require "agenthost"
@@ -19,6 +19,8 @@ if scenario == "pace" or scenario == "nopace" then
   -- process sends late (2 cores, 8 processes) moves the mock's schedule, not the pacer's
   plan = string.format('{"steps": [], "rate_limit": {"requests_per_minute": %d, "burst": 4}}',
                        rpm)
+elseif outage == -2 then -- every other request fails: 50 % injected 5xx
+  plan = '{"steps": [' .. string.rep('{"status": 503}, {"ok": true}', 20000, ", ") .. ']}'
 elseif outage >= 0 then
   plan = '{"steps": [' .. string.rep('{"status": 503}', outage, ", ") .. ']}'
 else
