@@ -13,6 +13,9 @@
 #    31 x 50 ms; the same fleet unpaced collects 429s;
 #  - Redis unreachable from the start: budget and pacer fall back to local ones, each
 #    process says so once per component, every run ends.
+# Under a launcher (./run valgrind passes agenthost-launched) the fleet is smaller (2 x 5)
+# and the checks that need real-time speed (the mock's 429s) are skipped: the counts and
+# formulas still hold, and memcheck sees every path.
 set -u
 bin=$1
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -35,48 +38,57 @@ drive() { # out, args...
     fi
 }
 
-P=8 RUNS=20 R=$((8 * 20))
+P=8 RUNS=20 PACE_RUNS=4 fast=1
+[ "$(basename "$bin")" = agenthost ] || { P=2 RUNS=5 PACE_RUNS=2 fast=0; }
+R=$((P * RUNS)) OUT=$((P * RUNS * 5 / 8)) NP=$((P * PACE_RUNS))
 drive "$tmp/shared" shared $P $RUNS
 drive "$tmp/local" local $P $RUNS
 shared=$(val "$tmp/shared" requests) local=$(val "$tmp/local" requests)
 echo "outage: shared budget $shared requests, one budget per process $local (R = $R)"
 check "outage, shared budget: requests = R + ceil(M/2) - 1" "$shared == R + 4"
-check "outage, a budget per process: requests = R + P x (ceil(M/2) - 1)" "$local == R + 8 * 4"
+check "outage, a budget per process: requests = R + P x (ceil(M/2) - 1)" "$local == R + P * 4"
 
-drive "$tmp/shared2" shared $P $RUNS 100
-drive "$tmp/local2" local $P $RUNS 100
+drive "$tmp/shared2" shared $P $RUNS $OUT
+drive "$tmp/local2" local $P $RUNS $OUT
 shared2=$(val "$tmp/shared2" requests) local2=$(val "$tmp/local2" requests)
 S=$(sum "$tmp/shared2" completed)
 bound=$((R + 4 + (S + 9) / 10))
 echo "outage then recovery: shared $shared2 (bound $bound, S = $S), per process $local2"
 check "recovery, shared budget within R + ceil(M/2) - 1 + ceil(r S)" "$shared2 <= bound"
-check "recovery, shared below unshared" "$shared2 < local2"
-check "recovery: the mock saw the outage" "$(val "$tmp/shared2" s503) == 100"
+if [ $fast = 1 ]; then
+    check "recovery, shared below unshared" "$shared2 < local2"
+else
+    check "recovery, shared not above unshared" "$shared2 <= local2"
+fi
+check "recovery: the mock saw the outage" "$(val "$tmp/shared2" s503) == OUT"
 
-drive "$tmp/pace" pace $P 4 -1 1200
-drive "$tmp/nopace" nopace $P 4 -1 1200
+drive "$tmp/pace" pace $P $PACE_RUNS -1 1200
+[ $fast = 1 ] && drive "$tmp/nopace" nopace $P $PACE_RUNS -1 1200
 n=$(val "$tmp/pace" requests) el=$(val "$tmp/pace" elapsed_ms)
-echo "pacing: $n requests in $el ms, $(val "$tmp/pace" s429) 429s;" \
-     "unpaced: $(val "$tmp/nopace" s429) 429s of $(val "$tmp/nopace" requests)"
-check "paced fleet: no 429 from a mock enforcing the limit" "$(val "$tmp/pace" s429) == 0"
-check "paced fleet: every run completed" "$(sum "$tmp/pace" completed) == 32"
-check "paced fleet: 32 requests took >= 31 x 50 ms" "$el >= 31 * 50"
-check "paced fleet: llm_paced emitted" "$(sum "$tmp/pace" paced) >= 16"
-check "unpaced fleet: the mock enforces (429s)" "$(val "$tmp/nopace" s429) > 0"
+echo "pacing: $n requests in $el ms, $(val "$tmp/pace" s429) 429s"
+check "paced fleet: $NP requests took >= ($NP - 1) x 50 ms" "$el >= (NP - 1) * 50"
+if [ $fast = 1 ]; then
+    check "paced fleet: llm_paced emitted" "$(sum "$tmp/pace" paced) >= NP / 2"
+    echo "unpaced: $(val "$tmp/nopace" s429) 429s of $(val "$tmp/nopace" requests)"
+    check "paced fleet: no 429 from a mock enforcing the limit" "$(val "$tmp/pace" s429) == 0"
+    check "paced fleet: every run completed" "$(sum "$tmp/pace" completed) == NP"
+    check "unpaced fleet: the mock enforces (429s)" "$(val "$tmp/nopace" s429) > 0"
+fi
 
 bad=unix:$tmp/no-such-dir/redis.sock
-drive "$tmp/down" shared $P $RUNS 100 0 "$bad"
-drive "$tmp/downpace" pace 4 2 -1 6000 "$bad"
+drive "$tmp/down" shared $P $RUNS $OUT 0 "$bad"
+drive "$tmp/downpace" pace $P 2 -1 6000 "$bad"
 check "redis down: the budget falls back once per process" \
-    "$(grep -c 'the retry budget falls back to a local one' "$tmp/down") == 8"
+    "$(grep -c 'the retry budget falls back to a local one' "$tmp/down") == P"
 check "redis down: every run ended" "$(sum "$tmp/down" runs) == R"
 check "redis down: local budgets bound it like unshared ones" \
-    "$(val "$tmp/down" requests) <= R + 8 * 4"
+    "$(val "$tmp/down" requests) <= R + P * 4"
 check "redis down: the pacer falls back once per process" \
-    "$(grep -c 'pacing falls back to this process' "$tmp/downpace") == 4"
+    "$(grep -c 'pacing falls back to this process' "$tmp/downpace") == P"
 check "redis down: paced runs end (each process paces only itself)" \
-    "$(sum "$tmp/downpace" runs) == 8"
-check "no crash" "$(grep -c -i 'segmentation\|abort\|sanitizer' "$tmp"/* | awk -F: '{s+=$2} END {print s+0}') == 0"
+    "$(sum "$tmp/downpace" runs) == P * 2"
+check "no crash, no memcheck error in any process" \
+    "$(cat "$tmp"/* | grep -c -i -E 'sanitizer|segmentation|abort|^stderr: ==[0-9]+==') == 0"
 
 [ "$fail" -eq 0 ] && echo "all fleet checks passed"
 exit "$fail"
