@@ -78,6 +78,18 @@ else
     bad "a pkg-config build compiles"; cat "$tmp/cc.log"
 fi
 
+# The libuv adapter's pc file, with examples/embed_uv.c.
+if [ -e "$P/$libdir/pkgconfig/agenthost-uv.pc" ]; then
+    # shellcheck disable=SC2046
+    if cc "${san[@]}" "$src/examples/embed_uv.c" $(pkg-config --cflags --libs agenthost-uv) \
+        -o app_uv 2>"$tmp/ccuv.log" && LD_LIBRARY_PATH=$P/$libdir ./app_uv >"$tmp/app_uv.out" 2>&1
+    then
+        ok "a pkg-config build of the libuv example runs against the moved library"
+    else
+        bad "a pkg-config build of the libuv example runs"; cat "$tmp/ccuv.log" "$tmp/app_uv.out"
+    fi
+fi
+
 mkdir -p cm
 cat >cm/CMakeLists.txt <<EOF
 cmake_minimum_required(VERSION 3.20)

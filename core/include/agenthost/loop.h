@@ -133,8 +133,10 @@ int64_t ah_timer_due_ms(const ah_timer *t);
 typedef struct ah_io ah_io;
 typedef void (*ah_io_fn)(void *ud, int fd, int events);
 
-ah_io *ah_io_new(ah_loop *loop, int fd, ah_io_fn fn, void *ud); /* NULL: bad args, fd taken */
-/* Watch for events (AH_IO_READ | AH_IO_WRITE; 0 stops). AH_OK, AH_ERR_NOMEM. */
+/* NULL on bad arguments, or when another watcher is watching fd. */
+ah_io *ah_io_new(ah_loop *loop, int fd, ah_io_fn fn, void *ud);
+/* Watch for events (AH_IO_READ | AH_IO_WRITE; 0 stops). AH_OK, AH_ERR_NOMEM, or
+ * AH_ERR_STATE when another watcher is watching the fd. */
 ah_status ah_io_start(ah_io *io, int events);
 void ah_io_stop(ah_io *io);
 void ah_io_free(ah_io *io); /* stops it first; NULL is a no-op */
