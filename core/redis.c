@@ -1,5 +1,5 @@
 /* redis.c - one Redis connection on the host's loop: URL parsing, the hiredis adapter
- * (fd watches + loop timers), timeouts, lazy reconnection and scripts.
+ * (the loop's fd watchers + loop timers), timeouts, lazy reconnection and scripts.
  *
  * Invariants:
  *   - r->ac is the live hiredis context or NULL. It is set to NULL (conn_lost) before
@@ -279,7 +279,8 @@ struct ah_redis {
     ah_redis_options opt;
     redisAsyncContext *ac;
     conn_state state;
-    ah_fdwatch *watch;
+    ah_io *watch;
+    int watch_events; /* what the watcher waits for (AH_IO_*) */
     ah_timer *connect_timer;
     int64_t retry_at;   /* DOWN: no reconnect before this (loop clock) */
     int64_t backoff_ms; /* the next back-off after a failure */
@@ -335,7 +336,7 @@ static void conn_lost(ah_redis *r, const char *why)
     int was_up = r->state == CONN_UP;
     r->ac = NULL;
     r->state = CONN_DOWN;
-    ah_fdwatch_free(r->watch); /* the dying context's hooks no longer reach it */
+    ah_io_free(r->watch); /* the dying context's hooks no longer reach it */
     r->watch = NULL;
     ah_timer_stop(r->connect_timer);
     if (r->freeing)
@@ -409,15 +410,15 @@ static void on_req_timeout(void *ud)
 
 /* ---- the hiredis event hooks ------------------------------------------------------- */
 
-static void on_fd(void *ud, int events)
+static void on_fd(void *ud, int fd, int events)
 {
     ah_redis *r = ud;
     redisAsyncContext *ac = r->ac;
     if (!ac)
         return;
-    if (events & AH_FD_READ)
+    if (events & AH_IO_READ)
         redisAsyncHandleRead(ac);
-    if ((events & AH_FD_WRITE) && r->ac == ac)
+    if ((events & AH_IO_WRITE) && r->ac == ac)
         redisAsyncHandleWrite(ac);
 }
 
@@ -430,30 +431,36 @@ static void ev_set(void *p, int add, int del)
     if (ac != r->ac)
         return;
     if (!r->watch) {
-        r->watch = ah_fdwatch_new(r->loop, ac->c.fd, on_fd, r);
+        r->watch = ah_io_new(r->loop, ac->c.fd, on_fd, r);
+        r->watch_events = 0;
         if (!r->watch) {
-            ah__log(AH_LOG_ERROR, "redis %s: out of memory watching the socket", r->name);
+            ah__log(AH_LOG_ERROR, "redis %s: cannot watch the socket", r->name);
             return;
         }
     }
-    ah_fdwatch_set(r->watch, (ah_fdwatch_events(r->watch) | add) & ~del);
+    int ev = (r->watch_events | add) & ~del;
+    if (ev == r->watch_events)
+        return;
+    r->watch_events = ev;
+    if (ah_io_start(r->watch, ev) != AH_OK)
+        ah__log(AH_LOG_ERROR, "redis %s: cannot watch the socket", r->name);
 }
 
 static void ev_add_read(void *p)
 {
-    ev_set(p, AH_FD_READ, 0);
+    ev_set(p, AH_IO_READ, 0);
 }
 static void ev_del_read(void *p)
 {
-    ev_set(p, 0, AH_FD_READ);
+    ev_set(p, 0, AH_IO_READ);
 }
 static void ev_add_write(void *p)
 {
-    ev_set(p, AH_FD_WRITE, 0);
+    ev_set(p, AH_IO_WRITE, 0);
 }
 static void ev_del_write(void *p)
 {
-    ev_set(p, 0, AH_FD_WRITE);
+    ev_set(p, 0, AH_IO_WRITE);
 }
 static void ev_cleanup(void *p)
 {
@@ -461,7 +468,7 @@ static void ev_cleanup(void *p)
     ah_redis *r = ac->data;
     if (ac != r->ac)
         return;
-    ah_fdwatch_free(r->watch);
+    ah_io_free(r->watch);
     r->watch = NULL;
 }
 
@@ -610,7 +617,7 @@ void ah_redis_free(ah_redis *r)
     redisAsyncContext *ac = r->ac;
     /* Write what is buffered (a ledger's claim releases) without waiting for replies:
      * one non-blocking write; whatever the socket does not take is lost. */
-    if (ac && r->state == CONN_UP && (ah_fdwatch_events(r->watch) & AH_FD_WRITE))
+    if (ac && r->state == CONN_UP && (r->watch_events & AH_IO_WRITE))
         redisAsyncHandleWrite(ac);
     ac = r->ac;
     r->ac = NULL;
@@ -619,7 +626,7 @@ void ah_redis_free(ah_redis *r)
         redisAsyncFree(ac);
     while (r->reqs) /* not sent to hiredis (cannot happen), or left by it */
         req_free(r->reqs);
-    ah_fdwatch_free(r->watch);
+    ah_io_free(r->watch);
     ah_timer_free(r->connect_timer);
     memset(r->url.password, 0, sizeof r->url.password);
     free(r);

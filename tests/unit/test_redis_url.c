@@ -1,6 +1,6 @@
 /* test_redis_url.c - Redis URL parsing (every accepted form, every refusal naming its part
- * and never echoing the password), the display form that hides the password, the SHA-1
- * behind EVALSHA (against known vectors), and the loop's fd watches on a pipe. */
+ * and never echoing the password), the display form that hides the password, and the
+ * SHA-1 behind EVALSHA (against known vectors). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,7 +8,6 @@
 #include <cmocka.h>
 
 #include <string.h>
-#include <unistd.h>
 
 #include "agenthost.h"
 #include "redis_internal.h"
@@ -123,61 +122,6 @@ static void sha1_known_vectors(void **state)
     assert_string_equal(h, "e0e1f9fabfc9d4800c877a703b823ac0578ff8db");
 }
 
-typedef struct watch_rec {
-    int calls, last;
-    ah_fdwatch *self;
-    int free_self;
-} watch_rec;
-
-static void on_watch(void *ud, int events)
-{
-    watch_rec *r = ud;
-    r->calls++;
-    r->last = events;
-    if (r->free_self) {
-        ah_fdwatch_free(r->self);
-        r->self = NULL;
-    }
-}
-
-static void fd_watch_reports_readiness(void **state)
-{
-    ah_loop *loop = ah_loop_new(NULL, NULL);
-    int p[2];
-    assert_int_equal(pipe(p), 0);
-    watch_rec rr = {0}, wr = {0};
-    ah_fdwatch *rw = ah_fdwatch_new(loop, p[0], on_watch, &rr);
-    ah_fdwatch *ww = ah_fdwatch_new(loop, p[1], on_watch, &wr);
-    rr.self = rw;
-    wr.self = ww;
-    assert_non_null(rw);
-    /* nothing asked: nothing reported, and the loop is not kept alive */
-    assert_int_equal(ah_loop_run_once(loop, 0), AH_OK);
-    assert_int_equal(rr.calls + wr.calls, 0);
-    assert_false(ah_loop_alive(loop));
-    ah_fdwatch_set(rw, AH_FD_READ);
-    ah_fdwatch_set(ww, AH_FD_WRITE);
-    assert_int_equal(ah_loop_run_once(loop, 1000), AH_OK);
-    assert_int_equal(rr.calls, 0); /* empty pipe */
-    assert_int_equal(wr.calls, 1);
-    assert_int_equal(wr.last, AH_FD_WRITE);
-    ah_fdwatch_set(ww, 0);
-    assert_int_equal(write(p[1], "x", 1), 1);
-    wr.free_self = 1; /* freeing inside the dispatch is safe */
-    rr.free_self = 1;
-    ah_fdwatch_set(ww, AH_FD_WRITE);
-    assert_int_equal(ah_loop_run_once(loop, 1000), AH_OK);
-    assert_int_equal(rr.calls, 1);
-    assert_int_equal(rr.last, AH_FD_READ);
-    assert_null(rr.self);
-    assert_null(wr.self);
-    assert_int_equal(ah_loop_run_once(loop, 0), AH_OK);
-    assert_int_equal(rr.calls, 1);
-    close(p[0]);
-    close(p[1]);
-    ah_loop_free(loop);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -186,7 +130,6 @@ int main(void)
         cmocka_unit_test(refuses_bad_urls_without_the_password),
         cmocka_unit_test(display_hides_the_password),
         cmocka_unit_test(sha1_known_vectors),
-        cmocka_unit_test(fd_watch_reports_readiness),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
