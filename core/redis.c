@@ -263,6 +263,7 @@ struct ah_redis_req {
     ah__redis_fn fn;
     void *ud;
     ah__redis_user user;
+    int done; /* its callback ran (timeout) or it was cancelled: nothing more to do */
     ah_timer *timer;
     const ah__redis_script *script; /* for the NOSCRIPT resend */
     int resent;
@@ -323,6 +324,7 @@ static void deliver(ah_redis_req *q, const redisReply *reply, const char *err)
 {
     ah__redis_fn fn = q->fn;
     q->fn = NULL;
+    q->done = 1;
     ah_timer_stop(q->timer);
     if (fn)
         fn(q->ud, &q->user, reply, err);
@@ -373,7 +375,8 @@ static void reply_cb(redisAsyncContext *ac, void *reply_v, void *privdata)
         return;
     }
     if (reply->type == REDIS_REPLY_ERROR) {
-        if (q->script && !q->resent && q->fn && strncmp(reply->str, "NOSCRIPT", 8) == 0 &&
+        /* (fire-and-forget commands too: a refund or a claim release must still run) */
+        if (q->script && !q->resent && !q->done && strncmp(reply->str, "NOSCRIPT", 8) == 0 &&
             ac == r->ac) {
             /* The server lost the script (restart, SCRIPT FLUSH): send it whole once. */
             q->resent = 1;
@@ -612,6 +615,7 @@ void ah_redis_free(ah_redis *r)
     r->freeing = 1;
     for (ah_redis_req *q = r->reqs; q; q = q->next) {
         q->fn = NULL;
+        q->done = 1;
         ah_timer_stop(q->timer);
     }
     redisAsyncContext *ac = r->ac;
@@ -662,6 +666,7 @@ void ah_redis_req_cancel(ah_redis_req *q)
     if (!q)
         return;
     q->fn = NULL;
+    q->done = 1;
     ah_timer_stop(q->timer);
 }
 

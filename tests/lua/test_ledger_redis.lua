@@ -94,6 +94,55 @@ T.test("redis: two handles share one ledger; a waiter with a deadline ends in_pr
        "the other handle sees the receipt")
 end)
 
+T.test("redis: a holder that fails hands the key to the waiter", function()
+  local p = { runs = 0, fail = true }
+  local tool = ah.tool { name = "charge", policy = { max_attempts = 1 },
+    run = function(args)
+      p.runs = p.runs + 1
+      ah.sleep(30)
+      if p.fail then
+        p.fail = false
+        error(ah.permanent("declined"))
+      end
+      return { charge = "ch_" .. p.runs }
+    end }
+  local ledger = new_ledger()
+  local rs = ah.parallel {
+    function() return tool:call({ amount = 5 }, { key = "F-1", ledger = ledger }) end,
+    function() return tool:call({ amount = 5 }, { key = "F-1", ledger = ledger }) end,
+  }
+  T.eq(p.runs, 2, "the waiter ran the body after the holder failed")
+  T.eq({ rs[1].ok, rs[1].error and rs[1].error.kind }, { false, "permanent" }, "holder")
+  T.eq({ rs[2].ok, rs[2].duplicate }, { true, false }, "waiter ran it")
+  T.eq(#ledger, 1, "one entry")
+end)
+
+T.test("redis: two agent runs whose tool calls map to one key charge once", function()
+  local mock = ah.mock {}
+  local client = ah.client { provider = "anthropic", model = "m", base_url = mock.url,
+                             api_key = "k" }
+  local charged = 0
+  local agent = ah.agent {
+    client = client, max_steps = 3, ledger = new_ledger(), on_event = false,
+    tools = { charge = {
+      description = "charge", schema = { type = "object", properties = {} },
+      idempotency_key = function() return "order-7" end,
+      run = function()
+        charged = charged + 1
+        ah.sleep(20)
+        return { charged = 100 }
+      end,
+    } },
+  }
+  local rs = ah.parallel {
+    function() return agent:run("charge order 7") end,
+    function() return agent:run("charge order 7") end,
+  }
+  T.eq({ rs[1].outcome, rs[2].outcome }, { "completed", "completed" }, "both runs complete")
+  T.eq(charged, 1, "charged once")
+  mock:close()
+end)
+
 T.test("redis: entries carry the TTL", function()
   local ledger = new_ledger { prefix = "ttl:", ttl_s = 100 }
   charge_tool({ runs = 0 }):call({ amount = 1 }, { key = "T-1", ledger = ledger })
