@@ -2,8 +2,9 @@
  * hiredis adapter on the loop (TCP with a password, unix socket), the shared retry
  * budget (one bucket across connections; NOSCRIPT reload; fallback logged once when the
  * server dies, shared again after it returns; a stalled server times out into the
- * fallback), GCRA pacing shared by two limiters, and a password that never reaches a
- * log line. */
+ * fallback), GCRA pacing shared by two limiters, a password that never reaches a log
+ * line, and the ledger backend (claims, BUSY, mismatches, a lease taken over with the
+ * fencing token guarding the new holder's claim, cancel, fail closed). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -393,6 +394,127 @@ static void cancelled_request_never_calls_back(void **state)
     redis_fixture_stop(&f);
 }
 
+/* ---- the ledger backend -------------------------------------------------------------- */
+
+typedef struct lanswer {
+    int done;
+    ah_ledger_result r;
+    char receipt[64];
+} lanswer;
+
+static void on_lanswer(void *ud, const ah_ledger_result *r)
+{
+    lanswer *a = ud;
+    a->done = 1;
+    a->r = *r;
+    snprintf(a->receipt, sizeof a->receipt, "%s", r->entry.receipt ? r->entry.receipt : "");
+}
+
+static ah_ledger_answer lclaim(ah_loop *loop, ah_ledger *l, const char *key, const char *args,
+                               lanswer *a)
+{
+    memset(a, 0, sizeof *a);
+    ah_ledger_result r;
+    ah_ledger_answer x = ah_ledger_claim(l, key, args, &r, on_lanswer, a);
+    if (x != AH_LEDGER_PENDING)
+        return x;
+    assert_int_equal(a->done, 0);
+    run_until(loop, &a->done);
+    return a->r.answer;
+}
+
+static ah_ledger_answer lcomplete(ah_loop *loop, ah_ledger *l, const char *key,
+                                  const char *args, const char *receipt, lanswer *a)
+{
+    memset(a, 0, sizeof *a);
+    ah_ledger_result r;
+    ah_ledger_answer x = ah_ledger_complete(l, key, args, receipt, &r, on_lanswer, a);
+    if (x != AH_LEDGER_PENDING)
+        return x;
+    run_until(loop, &a->done);
+    return a->r.answer;
+}
+
+static void on_refreshed(void *ud, ah_status st)
+{
+    *(int *)ud = st == AH_OK ? 1 : -1;
+}
+
+static void ledger_claims_leases_and_fencing(void **state)
+{
+    redis_fixture f;
+    assert_int_equal(redis_fixture_start(&f, 0, NULL), 0);
+    ah_loop *loop = ah_loop_new(NULL, NULL);
+    char err[256];
+    ah_ledger_redis_config c;
+    ah_ledger_redis_config_init(&c);
+    c.url = f.url;
+    c.prefix = "lt:";
+    c.lease_ms = 150;
+    ah_ledger *a = ah_ledger_new_redis(loop, &c, err, sizeof err);
+    ah_ledger *b = ah_ledger_new_redis(loop, &c, err, sizeof err);
+    assert_non_null(a);
+    assert_true(ah_ledger_is_redis(a));
+    assert_string_equal(ah_ledger_backend(a), "redis");
+    lanswer x;
+    /* a claims; b (another holder) is told BUSY; a completes; b gets a's receipt */
+    assert_int_equal(lclaim(loop, a, "k1", "{\"n\":1}", &x), AH_LEDGER_OWNED);
+    assert_int_equal(lclaim(loop, b, "k1", "{\"n\":1}", &x), AH_LEDGER_BUSY);
+    assert_true(x.r.retry_ms > 0 && x.r.retry_ms <= 100);
+    assert_int_equal(lclaim(loop, b, "k1", "{\"n\":2}", &x), AH_LEDGER_MISMATCH);
+    assert_non_null(strstr(ah_ledger_errmsg(b), "in flight with different arguments"));
+    assert_int_equal(lcomplete(loop, a, "k1", "{\"n\":1}", "\"r1\"", &x), AH_LEDGER_DONE);
+    assert_int_equal(x.r.entry.seq, 1);
+    assert_int_equal(x.r.duplicate, 0);
+    assert_int_equal(lclaim(loop, b, "k1", "{\"n\":1}", &x), AH_LEDGER_DONE);
+    assert_string_equal(x.receipt, "\"r1\"");
+    assert_int_equal(x.r.entry.seq, 1);
+    assert_int_equal(lclaim(loop, b, "k1", "{\"n\":9}", &x), AH_LEDGER_MISMATCH);
+
+    /* fencing: a's lease runs out, b takes over; a's late record is kept (its effect
+     * happened) but does not drop b's claim; b's record is then a duplicate */
+    assert_int_equal(lclaim(loop, a, "k2", "{}", &x), AH_LEDGER_OWNED);
+    redis_fixture_sleep_ms(200);
+    assert_int_equal(lclaim(loop, b, "k2", "{}", &x), AH_LEDGER_OWNED);
+    assert_true(x.r.reclaimed);
+    assert_int_equal(lcomplete(loop, a, "k2", "{}", "\"late\"", &x), AH_LEDGER_DONE);
+    assert_int_equal(x.r.duplicate, 0);
+    int refreshed = 0;
+    ah_redis_req *q;
+    assert_int_equal(ah_ledger_redis_refresh(b, on_refreshed, &refreshed, &q), AH_OK);
+    run_until(loop, &refreshed);
+    assert_int_equal(refreshed, 1);
+    assert_int_equal(ah_ledger_claims(b), 1); /* b's claim stands */
+    assert_int_equal(ah_ledger_count(b), 2);
+    assert_int_equal(lcomplete(loop, b, "k2", "{}", "\"b\"", &x), AH_LEDGER_DONE);
+    assert_int_equal(x.r.duplicate, 1);
+    assert_string_equal(x.receipt, "\"late\"");
+    ah_ledger_entry e;
+    assert_int_equal(ah_ledger_lookup(b, "k1", "{\"n\":1}", &e), AH_OK); /* the snapshot */
+    assert_int_equal(e.seq, 1);
+
+    /* a cancelled claim never calls back */
+    memset(&x, 0, sizeof x);
+    ah_ledger_result r;
+    assert_int_equal(ah_ledger_claim(a, "k3", "{}", &r, on_lanswer, &x), AH_LEDGER_PENDING);
+    ah_ledger_cancel(a, &x);
+    for (int i = 0; i < 20; i++)
+        ah_loop_run_once(loop, 5);
+    assert_int_equal(x.done, 0);
+
+    /* Redis gone: FAILED at once, with a message */
+    redis_fixture_kill(&f, SIGKILL);
+    for (int i = 0; i < 20; i++)
+        ah_loop_run_once(loop, 5);
+    assert_int_equal(lclaim(loop, a, "k4", "{}", &x), AH_LEDGER_FAILED); /* the loss */
+    assert_int_equal(lclaim(loop, a, "k5", "{}", &x), AH_LEDGER_FAILED);
+    assert_non_null(strstr(ah_ledger_errmsg(a), "failing closed"));
+    ah_ledger_free(a);
+    ah_ledger_free(b);
+    ah_loop_free(loop);
+    redis_fixture_stop(&f);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -404,6 +526,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(bad_password_is_named_not_shown, setup, teardown),
         cmocka_unit_test_setup_teardown(shared_pacing_spaces_requests, setup, teardown),
         cmocka_unit_test_setup_teardown(cancelled_request_never_calls_back, setup, teardown),
+        cmocka_unit_test_setup_teardown(ledger_claims_leases_and_fencing, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
