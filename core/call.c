@@ -17,6 +17,7 @@
  *     transport callback (there we return nonzero and let the attempt complete).
  */
 #include "internal.h"
+#include "redis_internal.h"
 
 #include "agenthost/call.h"
 
@@ -423,6 +424,8 @@ static int sink_head(void *ud, int status, const ah_header *h, size_t n)
 {
     ah_call *c = ud;
     c->status = status;
+    if (c->rate_limit) /* a limit the provider says is exhausted holds the schedule */
+        ah__rate_limit_observe(c->rate_limit, c->loop, h, n);
     if (status < 200 || status > 299) {
         keep_error_head(c, h, n); /* the body follows; the attempt timer still runs */
         return cancel_pending(c);

@@ -22,13 +22,29 @@ static const char *const LIMIT_REQ = "requests_per_minute";
 static const char *const LIMIT_TOK = "tokens_per_minute";
 
 /* KEYS[1] request TAT, KEYS[2] token TAT (microseconds on the server's clock).
- * ARGV op ("acquire" | "charge"), T_us, tau_us, token T_us, token tau_us, tokens.
- * acquire returns {wait_us, which (0 none, 1 requests, 2 tokens)}; charge returns {0, 0}. */
+ * ARGV op ("acquire" | "charge" | "hold"), T_us, tau_us, token T_us, token tau_us,
+ * tokens (charge) or request hold us (hold), token hold us (hold).
+ * acquire returns {wait_us, which (0 none, 1 requests, 2 tokens)}; the others {0, 0}. */
 static const char RATE_SRC[] =
     "local t = redis.call('TIME')\n"
     "local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
     "local T, tau = tonumber(ARGV[2]), tonumber(ARGV[3])\n"
     "local tT, ttau = tonumber(ARGV[4]), tonumber(ARGV[5])\n"
+    "if ARGV[1] == 'hold' then\n"
+    "  local h = {tonumber(ARGV[6]), tonumber(ARGV[7])}\n"
+    "  local tol = {tau, ttau}\n"
+    "  for i = 1, 2 do\n"
+    "    if h[i] >= 0 then\n"
+    "      local v = tonumber(redis.call('GET', KEYS[i]) or now)\n"
+    "      local want = now + h[i] + tol[i]\n"
+    "      if want > v then\n"
+    "        redis.call('SET', KEYS[i], string.format('%.0f', want), 'PX',\n"
+    "                   math.floor((want - now) / 1000) + 60000)\n"
+    "      end\n"
+    "    end\n"
+    "  end\n"
+    "  return {0, 0}\n"
+    "end\n"
     "if ARGV[1] == 'charge' then\n"
     "  if tT > 0 then\n"
     "    local tt = tonumber(redis.call('GET', KEYS[2]) or now)\n"
@@ -73,6 +89,7 @@ struct ah_rate_limit {
     char *keys[2];
     char args[5][40];
     int down_logged;
+    int ignore_headers;
 };
 
 ah_rate_limit *ah_rate_limit_new(const ah_rate_limit_config *cfg, ah_redis *r, char *err,
@@ -115,6 +132,7 @@ ah_rate_limit *ah_rate_limit_new(const ah_rate_limit_config *cfg, ah_redis *r, c
         return NULL;
     }
     int burst = cfg->burst > 0 ? cfg->burst : 1;
+    rl->ignore_headers = cfg->ignore_headers;
     if (cfg->requests_per_minute > 0) {
         rl->t_ms = 60000.0 / cfg->requests_per_minute;
         rl->tau_ms = (burst - 1) * rl->t_ms;
@@ -263,4 +281,50 @@ void ah_rate_limit_charge(ah_rate_limit *rl, ah_loop *loop, int64_t tokens)
         rl->tok_tat = now;
     rl->tok_tat += (double)tokens * rl->tok_t_ms;
     pthread_mutex_unlock(&rl->mu);
+}
+
+void ah_rate_limit_hold(ah_rate_limit *rl, ah_loop *loop, int64_t req_ms, int64_t tok_ms)
+{
+    if (!rl || (req_ms < 0 && tok_ms < 0))
+        return;
+    if (rl->t_ms <= 0)
+        req_ms = -1;
+    if (rl->tok_t_ms <= 0)
+        tok_ms = -1;
+    if (req_ms < 0 && tok_ms < 0)
+        return;
+    if (req_ms >= 0 || tok_ms >= 0)
+        ah__log(AH_LOG_INFO, "rate limit: the provider says a limit is exhausted; pacing "
+                             "holds %lld ms (requests) / %lld ms (tokens)",
+                (long long)req_ms, (long long)tok_ms);
+    if (rl->r) {
+        char a[32], b[32];
+        snprintf(a, sizeof a, "%lld", (long long)(req_ms >= 0 ? req_ms * 1000 : -1));
+        snprintf(b, sizeof b, "%lld", (long long)(tok_ms >= 0 ? tok_ms * 1000 : -1));
+        const char *args[] = {"hold", rl->args[0], rl->args[1], rl->args[2], rl->args[3],
+                              a, b};
+        if (ah__redis_eval(rl->r, &rate_script, 2, (const char *const *)rl->keys, 7, args,
+                           NULL, NULL, (ah__redis_user){0}))
+            return;
+    }
+    double now = (double)ah_loop_now_ms(loop);
+    pthread_mutex_lock(&rl->mu);
+    if (!rl->have_clock) {
+        rl->tat = rl->tok_tat = now;
+        rl->have_clock = 1;
+    }
+    if (req_ms >= 0 && rl->tat < now + (double)req_ms + rl->tau_ms)
+        rl->tat = now + (double)req_ms + rl->tau_ms;
+    if (tok_ms >= 0 && rl->tok_tat < now + (double)tok_ms + rl->tok_tau_ms)
+        rl->tok_tat = now + (double)tok_ms + rl->tok_tau_ms;
+    pthread_mutex_unlock(&rl->mu);
+}
+
+void ah__rate_limit_observe(ah_rate_limit *rl, ah_loop *loop, const ah_header *h, size_t n)
+{
+    if (!rl || rl->ignore_headers || n == 0)
+        return;
+    int64_t req_ms, tok_ms;
+    ah__ratelimit_exhausted(h, n, ah_loop_wall_ms(loop), &req_ms, &tok_ms);
+    ah_rate_limit_hold(rl, loop, req_ms, tok_ms);
 }

@@ -63,11 +63,12 @@ static double opt_rate(lua_State *L, const char *field, const char *where)
 }
 
 /* ah.rate_limit{ redis = "redis://..." or nil, key = "...", requests_per_minute = N,
- * tokens_per_minute = M, burst = B } */
+ * tokens_per_minute = M, burst = B, follow_headers = true } */
 static int l_rate_limit(lua_State *L)
 {
-    static const char *const known[] = {"redis", "key", "requests_per_minute",
-                                        "tokens_per_minute", "burst", NULL};
+    static const char *const known[] = {"redis",      "key",           "requests_per_minute",
+                                        "tokens_per_minute", "burst", "follow_headers",
+                                        NULL};
     const char *where = "ah.rate_limit";
     luaL_checktype(L, 1, LUA_TTABLE);
     lua_settop(L, 1);
@@ -82,7 +83,12 @@ static int l_rate_limit(lua_State *L)
             return luaL_error(L, "%s: burst must be a whole number 1..1000000", where);
         cfg.burst = (int)lua_tointeger(L, -1);
     }
-    int ty = lua_getfield(L, 1, "key");
+    int ty = lua_getfield(L, 1, "follow_headers");
+    if (ty == LUA_TBOOLEAN)
+        cfg.ignore_headers = !lua_toboolean(L, -1);
+    else if (ty != LUA_TNIL)
+        return luaL_error(L, "%s: follow_headers must be a boolean", where);
+    ty = lua_getfield(L, 1, "key");
     if (ty == LUA_TSTRING)
         cfg.key = lua_tostring(L, -1);
     else if (ty != LUA_TNIL)

@@ -1,7 +1,9 @@
 /* test_redis_call.c - ah_call with a shared retry budget and a pacer, against the
  * in-process mock and a real redis-server: the budget's verdict arrives on the loop and
  * bounds the attempts of a run of failing calls exactly as the local bucket would; a
- * paced attempt emits llm_paced before its llm_call_start and waits; a cancel while the
+ * paced attempt emits llm_paced before its llm_call_start and waits; a response whose
+ * rate-limit headers say the limit is exhausted holds the schedule until the reset (local
+ * and shared); a cancel while the
  * verdict is awaited ends the call with no further attempt; with Redis gone the same
  * calls decide locally. */
 #include <setjmp.h>
@@ -210,6 +212,36 @@ static void paced_attempt_says_so_first(void **state)
     ah_rate_limit_free(local);
 }
 
+static void provider_headers_slow_the_fleet(void **state)
+{
+    harness *h = *state;
+    /* the first response says the request limit is exhausted for 300 ms */
+    start_mock(h, "[{\"ok\": true, \"headers\": {\"x-ratelimit-remaining-requests\": "
+                  "\"0\", \"x-ratelimit-reset-requests\": \"300ms\"}}, {\"ok\": true}, "
+                  "{\"ok\": true, \"headers\": {\"x-ratelimit-remaining-requests\": "
+                  "\"0\", \"x-ratelimit-reset-requests\": \"300ms\"}}, {\"ok\": true}]");
+    char err[256];
+    ah_rate_limit_config rc = {.requests_per_minute = 600000, .key = "call:hdr"};
+    ah_rate_limit *shared = ah_rate_limit_new(&rc, h->r, err, sizeof err);
+    ah_rate_limit *local = ah_rate_limit_new(&rc, NULL, err, sizeof err);
+    ah_rate_limit *both[] = {local, shared};
+    for (int k = 0; k < 2; k++) {
+        ah_call *c = make_call(h, NULL, both[k]);
+        assert_int_equal(ah_call_run(c), AH_CALL_DONE);
+        ah_call_free(c);
+        for (int i = 0; i < 10; i++) /* the shared hold is fire and forget */
+            ah_loop_run_once(h->loop, 2);
+        h->paced = 0;
+        c = make_call(h, NULL, both[k]);
+        assert_int_equal(ah_call_run(c), AH_CALL_DONE);
+        assert_int_equal(h->paced, 1);
+        assert_true(h->paced_wait > 150 && h->paced_wait <= 300);
+        ah_call_free(c);
+    }
+    ah_rate_limit_free(shared);
+    ah_rate_limit_free(local);
+}
+
 static void cancel_while_the_verdict_is_awaited(void **state)
 {
     harness *h = *state;
@@ -242,6 +274,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(shared_budget_bounds_failing_calls, setup, teardown),
         cmocka_unit_test_setup_teardown(paced_attempt_says_so_first, setup, teardown),
+        cmocka_unit_test_setup_teardown(provider_headers_slow_the_fleet, setup, teardown),
         cmocka_unit_test_setup_teardown(cancel_while_the_verdict_is_awaited, setup,
                                         teardown),
     };

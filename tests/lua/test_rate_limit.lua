@@ -52,6 +52,9 @@ T.test("bad fields are named", function()
            "type")
   T.raises(function() ah.rate_limit { requests_per_minute = 5, burst = 0 } end, "burst",
            "burst")
+  T.raises(function() ah.rate_limit { requests_per_minute = 5, follow_headers = 1 } end,
+           "follow_headers must be a boolean", "follow_headers")
+  T.ok(ah.rate_limit { requests_per_minute = 5, follow_headers = false }, "follow_headers")
   T.raises(function() ah.rate_limit { requests_per_minute = 5, redis = "redis://h:1" } end,
            "key is required", "key with redis")
   T.raises(function() ah.rate_limit { requests_per_minute = 5, redis = "http://h", key = "k" } end,

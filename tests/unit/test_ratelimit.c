@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "agenthost.h"
+#include "internal.h"
 
 typedef struct fx {
     ah_manual_clock *clock;
@@ -136,12 +137,51 @@ static void config_errors_name_the_field(void **state)
     assert_null(strstr(err, "pw"));
 }
 
+static void provider_headers_hold_the_schedule(void **state)
+{
+    fx *f = *state;
+    /* what the providers send: OpenAI durations, Anthropic RFC 3339 instants */
+    const int64_t now = 1700000000000; /* 2023-11-14T22:13:20Z */
+    ah_header oa[] = {{"x-ratelimit-remaining-requests", "0"},
+                      {"x-ratelimit-reset-requests", "1.5s"},
+                      {"x-ratelimit-remaining-tokens", "1200"},
+                      {"x-ratelimit-reset-tokens", "6m0s"}};
+    int64_t rq, tk;
+    ah__ratelimit_exhausted(oa, 4, now, &rq, &tk);
+    assert_int_equal(rq, 1500);
+    assert_int_equal(tk, -1); /* tokens left: no hold */
+    ah_header an[] = {{"anthropic-ratelimit-requests-remaining", "10"},
+                      {"anthropic-ratelimit-requests-reset", "2023-11-14T22:13:25Z"},
+                      {"anthropic-ratelimit-output-tokens-remaining", "0"},
+                      {"anthropic-ratelimit-output-tokens-reset", "2023-11-14T22:13:22Z"}};
+    ah__ratelimit_exhausted(an, 4, now, &rq, &tk);
+    assert_int_equal(rq, -1);
+    assert_int_equal(tk, 2000);
+    ah__ratelimit_exhausted(NULL, 0, now, &rq, &tk);
+    assert_int_equal(rq + tk, -2);
+
+    char err[128];
+    ah_rate_limit_config c = {.requests_per_minute = 6000, .tokens_per_minute = 60000};
+    ah_rate_limit *rl = ah_rate_limit_new(&c, NULL, err, sizeof err);
+    const char *lim;
+    assert_int_equal(acquire(f, rl, &lim), 0);
+    ah_rate_limit_hold(rl, f->loop, 300, -1);
+    assert_int_equal(acquire(f, rl, &lim), 300);
+    assert_string_equal(lim, "requests_per_minute");
+    ah_manual_clock_advance(f->clock, 1000);
+    ah_rate_limit_hold(rl, f->loop, -1, 700);
+    assert_int_equal(acquire(f, rl, &lim), 700);
+    assert_string_equal(lim, "tokens_per_minute");
+    ah_rate_limit_free(rl);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(request_schedule, setup, teardown),
         cmocka_unit_test_setup_teardown(token_charges, setup, teardown),
         cmocka_unit_test_setup_teardown(config_errors_name_the_field, setup, teardown),
+        cmocka_unit_test_setup_teardown(provider_headers_hold_the_schedule, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -120,6 +120,7 @@ typedef struct ah_rate_limit_config {
     double tokens_per_minute;   /* 0 = no token limit */
     int burst;                  /* requests allowed back to back, default (0) 1 */
     const char *key;            /* Redis key prefix; required with a connection */
+    int ignore_headers;         /* 1: do not follow the providers' rate-limit headers */
 } ah_rate_limit_config;
 
 /* NULL with a message naming the field on a bad config (both limits 0, a negative one,
@@ -140,6 +141,12 @@ int ah_rate_limit_acquire(ah_rate_limit *rl, ah_loop *loop, int64_t *wait_ms,
                           ah_redis_req **pending);
 /* Charge tokens a response used (no-op without a token limit). */
 void ah_rate_limit_charge(ah_rate_limit *rl, ah_loop *loop, int64_t tokens);
+/* Hold the schedule: no request slot before req_ms from now, no token slot before
+ * tok_ms from now (< 0 = leave that one). The call state machine does this by itself
+ * when a response's headers say a limit is exhausted (anthropic-ratelimit-*-remaining
+ * or x-ratelimit-remaining-* = 0 with its reset time), unless ignore_headers: the fleet
+ * then waits for the reset instead of collecting 429s. */
+void ah_rate_limit_hold(ah_rate_limit *rl, ah_loop *loop, int64_t req_ms, int64_t tok_ms);
 
 /* ---- the idempotency ledger on Redis ------------------------------------------------
  * The claim-then-execute ledger of agenthost/ledger.h, shared by every process naming
