@@ -200,10 +200,9 @@ static int run_check_output(void *ud, const char *text, int refused, char *why,
     }
     int value = lua_gettop(L);
     if (r->validate_ref != LUA_NOREF) {
-        lua_pushcfunction(L, lah_traceback);
         lua_rawgeti(L, LUA_REGISTRYINDEX, r->validate_ref);
         lua_pushvalue(L, value);
-        if (lua_pcall(L, 1, 2, value + 1) != LUA_OK) {
+        if (lah_pcall_hook(L, 1, 2) != LUA_OK) {
             const char *msg = lua_tostring(L, -1);
             if (!r->agent->validate_failed) {
                 ah__log(AH_LOG_WARN, "output.validate: %s", msg);
@@ -572,6 +571,7 @@ static lagent *check_agent(lua_State *L, int idx)
 /* agent:run(input [, { output = { validate = fn, max_retries = 1 } }]) -> result */
 static int agent_run(lua_State *L)
 {
+    lah_check_not_in_hook(L, "agent:run");
     lagent *a = check_agent(L, 1);
     const char *input = luaL_checkstring(L, 2);
     lua_settop(L, 3);

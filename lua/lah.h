@@ -87,6 +87,19 @@ void lah_leave(lua_State *L, lua_State *prev);
 int lah_pcall_once(lua_State *L, int nargs, int nresults, const char *what, int *once);
 int lah_pcall(lua_State *L, int nargs, int nresults, const char *what); /* once = NULL */
 
+/* The same protected call for a hook whose caller wants the error: returns the
+ * lua_pcall status and leaves "message\ntraceback" on the stack on failure (nothing
+ * logged). Every hook runs through here (lah_pcall_once does), so the scheduler knows
+ * when a hook is running. */
+int lah_pcall_hook(lua_State *L, int nargs, int nresults);
+
+/* Hooks must not wait: a hook runs synchronously inside a step of the loop or of a tool
+ * call, so a wait there would re-enter the loop or resume a half-finished step. Every
+ * Lua function that waits (ah.parallel, ah.sleep, agent:run, tool:call, ah.batch...)
+ * calls this FIRST, before it has any effect: inside a hook it raises
+ * "<what> cannot be called inside a hook (...)"; elsewhere it does nothing. */
+void lah_check_not_in_hook(lua_State *L, const char *what);
+
 /* A message handler for lua_pcall: turns the error (string, or a value with __tostring)
  * into "message\ntraceback". */
 int lah_traceback(lua_State *L);

@@ -545,6 +545,7 @@ static void push_key(lua_State *L, tool_ud *t)
 
 static int l_tool_call(lua_State *L)
 {
+    lah_check_not_in_hook(L, "tool:call");
     tool_ud *t = check_tool(L, TOOL);
     lua_settop(L, OPTS);
     if (!lua_isnil(L, OPTS)) {
