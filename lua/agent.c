@@ -764,6 +764,15 @@ static void read_tools(lua_State *L, int t, int agent, lagent *a)
             return;
         }
         snprintf(where, sizeof where, "ah.agent: tools.%.100s", name);
+        if (lua_type(L, -2) == LUA_TSTRING) {
+            lua_pushvalue(L, -2);
+            lah_check_no_nul(L, -1, "ah.agent: a tool name");
+            lua_pop(L, 1);
+        } else {
+            lua_getfield(L, spec, "name");
+            lah_check_no_nul(L, -1, "ah.agent: a tool name");
+            lua_pop(L, 1);
+        }
         if (!lua_istable(L, spec))
             luaL_error(L, "%s: expected a table {description, schema, run, ...}, got %s",
                        where, luaL_typename(L, spec));

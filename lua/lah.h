@@ -135,6 +135,11 @@ void lah_push_cjson(lua_State *L, struct cJSON *root);
  * table at idx that is not in the NULL-terminated list `known`; also raise for a
  * non-string key. */
 void lah_check_fields(lua_State *L, int idx, const char *where, const char *const *known);
+
+/* The string at idx, which must hold no NUL byte: C sees a string only up to its first
+ * NUL, so "rec\0evil" would be the tool "rec" and keys "order\0A" / "order\0B" would
+ * collide. Raises "<what> contains a NUL byte at offset N" otherwise. */
+const char *lah_check_no_nul(lua_State *L, int idx, const char *what);
 /* The NULL-terminated list's nearest name to `name` within a small edit distance, or
  * NULL. */
 const char *lah_did_you_mean(const char *name, const char *const *known);

@@ -129,7 +129,7 @@ static void tool_push_from_spec(lua_State *L, int spec, const char *name)
         if (lua_getfield(L, spec, "name") != LUA_TSTRING)
             luaL_error(L, "ah.tool: name must be a string (got %s)",
                        luaL_typename(L, -1));
-        name = lua_tostring(L, -1); /* anchored in spec */
+        name = lah_check_no_nul(L, -1, "ah.tool: name"); /* anchored in spec */
         lua_pop(L, 1);
     }
     lua_pushfstring(L, "tool '%s'", name);
@@ -513,6 +513,8 @@ static void push_key(lua_State *L, tool_ud *t)
     } else if (ty != LUA_TNIL && ty != LUA_TSTRING) {
         luaL_error(L, "tool:call: key must be a string or a number (got %s)",
                    luaL_typename(L, -1));
+    } else if (ty == LUA_TSTRING) {
+        lah_check_no_nul(L, -1, "tool:call: the idempotency key");
     }
     if (lua_getiuservalue(L, TOOL, UV_IDEMPOTENCY_KEY) != LUA_TFUNCTION) {
         lua_pop(L, 1);
@@ -529,6 +531,8 @@ static void push_key(lua_State *L, tool_ud *t)
     if (!lah_pcall_once(L, 2, 1, t->idempotency_key_what, &t->idempotency_key_logged))
         return; /* logged; the caller's key stays */
     ty = lua_type(L, -1);
+    if (ty == LUA_TSTRING)
+        lah_check_no_nul(L, -1, t->idempotency_key_what);
     if (ty == LUA_TSTRING || ty == LUA_TNUMBER) {
         lua_pushstring(L, lua_tostring(L, -1));
         lua_remove(L, -2);

@@ -87,6 +87,18 @@ const char *lah_did_you_mean(const char *name, const char *const *known)
     return ah__did_you_mean(name, known, n, sizeof known[0]);
 }
 
+const char *lah_check_no_nul(lua_State *L, int idx, const char *what)
+{
+    size_t len = 0;
+    const char *s = lua_tolstring(L, idx, &len);
+    const char *nul = s ? memchr(s, '\0', len) : NULL;
+    if (nul)
+        luaL_error(L, "%s contains a NUL byte at offset %d (names and keys must be text "
+                      "without NUL)",
+                   what, (int)(nul - s));
+    return s;
+}
+
 void lah_check_fields(lua_State *L, int idx, const char *where, const char *const *known)
 {
     idx = lua_absindex(L, idx);
