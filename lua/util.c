@@ -57,24 +57,16 @@ int lah_json_encode(lua_State *L, int idx)
 
 int lah_json_decode(lua_State *L, const char *s, size_t len)
 {
-    const char *end = NULL;
-    cJSON *j = cJSON_ParseWithLengthOpts(s, len, &end, 0);
-    if (!j) {
-        size_t at = end && end >= s ? (size_t)(end - s) : 0;
-        lua_pushfstring(L, "invalid JSON at byte %d", (int)at);
-        return 0;
-    }
-    const char *p = end;
-    while (p && p < s + len && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
-        p++;
-    if (p && p < s + len) {
-        cJSON_Delete(j);
+    size_t at = 0;
+    int trailing = 0;
+    if (lah_json_push_exact(L, s, len, &at, &trailing))
+        return 1;
+    if (trailing)
         lua_pushfstring(L, "invalid JSON: unexpected text after the value at byte %d",
-                        (int)(p - s));
-        return 0;
-    }
-    lah_push_cjson(L, j); /* frees j, also when it raises */
-    return 1;
+                        (int)at);
+    else
+        lua_pushfstring(L, "invalid JSON at byte %d", (int)at);
+    return 0;
 }
 
 /* ---- config tables ----------------------------------------------------------------- */
