@@ -304,6 +304,14 @@ static void tool_done(void *ud, lua_State *co, int ok)
             } else {
                 lua_pushvalue(L, -1);
             }
+        } else if (outcome && strcmp(outcome, "in_progress") == 0) {
+            /* The key is in flight in another call and its receipt did not come in
+             * time: the model is told so (calling again later gets the receipt). */
+            res.outcome = AH_TOOL_IN_PROGRESS;
+            lua_getfield(L, rec, "error");
+            ah_error e;
+            lah_to_error(L, -1, &e);
+            lua_pushfstring(L, "error: %s", e.message);
         } else if (outcome && strcmp(outcome, "budget_exhausted") == 0) {
             res.outcome = AH_TOOL_BUDGET_EXHAUSTED;
             lua_pushliteral(
