@@ -15,7 +15,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 worker=$root/tests/lua/claims_worker.lua
 tmp=$(mktemp -d)
 pids=()
-trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
+trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; [ -n "${KEEP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"' EXIT
 fail=0
 check() { # description, got, want
     if [ "$2" != "$3" ]; then
