@@ -557,9 +557,13 @@ static int l_tool_call(lua_State *L)
         lah_check_fields(L, OPTS, "tool:call options", opts_fields);
     }
 
-    call_state *st = lua_newuserdatauv(L, sizeof *st, 0); /* ST */
+    /* ST. Its metatable (and so its __gc) is set only once the ledger is resolved:
+     * Lua runs finalizers in the reverse order objects got theirs, so a ledger made for
+     * this call (the tool's own, or a path opened now) is finalized after the call
+     * state, whose __gc still releases the key's claim in it. Nothing C-allocated is in
+     * the state before then. */
+    call_state *st = lua_newuserdatauv(L, sizeof *st, 0);
     memset(st, 0, sizeof *st);
-    luaL_setmetatable(L, CALL_MT);
     st->tool = t;
 
     /* ON_EVENT: the call's hook, else the tool's. */
@@ -648,6 +652,9 @@ static int l_tool_call(lua_State *L)
         st->started_ms + (t->policy.deadline_ms > 0 ? t->policy.deadline_ms
                           : lu                      ? ah_ledger_lease_ms(lu->l)
                                                     : 0);
+    lua_pushvalue(L, ST);
+    luaL_setmetatable(L, CALL_MT);
+    lua_pop(L, 1);
     st->call = ah_tool_call_new(&tp, lu ? lu->l : NULL, bu ? bu->b : NULL,
                                 lua_isnil(L, KEY) ? NULL : lua_tostring(L, KEY),
                                 lua_tostring(L, -1));
