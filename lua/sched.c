@@ -158,7 +158,10 @@ int lah_pcall_hook(lua_State *L, int nargs, int nresults)
 
 void lah_check_not_in_hook(lua_State *L, const char *what)
 {
-    if (get_sched(L)->hook_depth > 0)
+    sched *s = get_sched(L);
+    /* in_loop too: whatever runs inside a loop callback is a hook, even one called
+     * through a protected call of its own rather than lah_pcall_hook. */
+    if (s->hook_depth > 0 || s->in_loop > 0)
         luaL_error(L, "%s cannot be called inside a hook (on_event, retry_on, validate, "
                       "idempotency_key, a log handler): hooks run inside a step of the "
                       "event loop and must not wait; start the work from the script or "
