@@ -22,6 +22,42 @@
 /* ---- cJSON accessors
  * ------------------------------------------------------------------------ */
 
+static const char *skip_ws(const char *p, const char *end)
+{
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+        p++;
+    return p;
+}
+
+const char *ah__dec_name(ah_decoder *d, const char *name)
+{
+    if (!name || !d->raw)
+        return name;
+    /* Look for "name" : "<name>\u0000 in the raw text (a name with other escapes before
+     * its NUL is not recognised: no real provider sends either). */
+    size_t n = strlen(name);
+    const char *p = d->raw, *end = d->raw + d->raw_len;
+    while ((p = memchr(p, '"', (size_t)(end - p))) != NULL) {
+        const char *q = p + 1;
+        p++;
+        if ((size_t)(end - q) < 5 || memcmp(q, "name\"", 5) != 0)
+            continue;
+        q = skip_ws(q + 5, end);
+        if (q >= end || *q != ':')
+            continue;
+        q = skip_ws(q + 1, end);
+        if (q >= end || *q != '"')
+            continue;
+        q++;
+        if ((size_t)(end - q) >= n + 6 && memcmp(q, name, n) == 0 &&
+            memcmp(q + n, "\\u0000", 6) == 0) {
+            ah__bufprintf(d->name_buf, sizeof d->name_buf, "%.120s\xEF\xBF\xBD", name);
+            return d->name_buf;
+        }
+    }
+    return name;
+}
+
 const char *ah__jstr(const cJSON *o, const char *key)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
@@ -280,10 +316,13 @@ static ah_status feed_event(ah_decoder *d, const ah_sse_event *ev, int64_t end)
         return ah__dec_fail(d, AH_ERR_PARSE, "malformed JSON in event data (%zu bytes)",
                             ev->data_len);
     ah_status st;
+    d->raw = ev->data;
+    d->raw_len = ev->data_len;
     if (!cJSON_IsObject(root))
         st = ah__dec_fail(d, AH_ERR_PARSE, "event data is JSON but not an object");
     else
         st = dispatch(d, root);
+    d->raw = NULL;
     d->ev_type = NULL; /* it pointed into the tree or the borrowed event */
     if (st != AH_OK && d->status == AH_OK)
         st = ah__dec_fail(d, st, "failed");
@@ -398,6 +437,8 @@ ah_status ah_decode_response(ah_wire wire, const char *body, size_t len, ah_time
     d.nonstream = 1;
     cJSON *root = body ? cJSON_ParseWithLength(body, len) : NULL;
     ah_status st;
+    d.raw = body;
+    d.raw_len = len;
     if (!root)
         st = ah__dec_fail(&d, AH_ERR_PARSE, "invalid JSON (%zu bytes)", len);
     else if (!cJSON_IsObject(root))

@@ -392,6 +392,11 @@ ah_ledger *ah_ledger_new_memory(void)
 #define LEDGER_APP_ID  1095257159
 #define LEDGER_VERSION 2
 #define LEDGER_BUSY_MS 5000
+/* How long a write that must not be lost (recording a receipt whose effect happened,
+ * creating the schema) keeps retrying a lock that stays busy past LEDGER_BUSY_MS, e.g.
+ * under heavy contention on a loaded machine. A claim does not wait this long: a busy
+ * lock answers BUSY and the caller asks again from its loop. */
+#define LEDGER_PATIENCE_MS 60000
 #define LEDGER_STR_(x) #x
 #define LEDGER_STR(x)  LEDGER_STR_(x)
 
@@ -512,12 +517,47 @@ cleanup:
     return st;
 }
 
-static int sql_begin(sql_ledger *s, const char *what)
+static int is_busy(int rc)
 {
-    if (sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) == SQLITE_OK)
+    rc &= 0xff;
+    return rc == SQLITE_BUSY || rc == SQLITE_LOCKED;
+}
+
+/* After a busy answer: 1 = pause briefly and try again, 0 = LEDGER_PATIENCE_MS since t0
+ * have passed. */
+static int keep_trying(const struct timespec *t0)
+{
+    struct timespec t, pause = {0, 10 * 1000000L};
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    if ((t.tv_sec - t0->tv_sec) * 1000 + (t.tv_nsec - t0->tv_nsec) / 1000000 >
+        LEDGER_PATIENCE_MS)
+        return 0;
+    nanosleep(&pause, NULL);
+    return 1;
+}
+
+/* Run sql, retrying while the database stays locked (each try already waits up to
+ * LEDGER_BUSY_MS in SQLite's busy handler), for up to LEDGER_PATIENCE_MS. */
+static int exec_patient(sqlite3 *db, const char *sql)
+{
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        int rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
+        if (!is_busy(rc) || !keep_trying(&t0))
+            return rc;
+    }
+}
+
+/* 1 in a write transaction; 0 with err set; -1 (claims only) when the lock is busy. */
+static int sql_begin(sql_ledger *s, const char *what, int patient)
+{
+    int rc = patient ? exec_patient(s->db, "BEGIN IMMEDIATE")
+                     : sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+    if (rc == SQLITE_OK)
         return 1;
     sql_fail(s, what);
-    return 0;
+    return !patient && is_busy(rc) ? -1 : 0;
 }
 
 static int sql_commit(sql_ledger *s, const char *what)
@@ -554,16 +594,47 @@ static int claim_dead(const sql_ledger *s, sqlite3_stmt *q, int64_t now_ms)
     return 0;
 }
 
+static ah_ledger_answer sql_claim_tx(sql_ledger *s, const char *key, const char *fp,
+                                     int64_t now_ms, ah_ledger_result *out);
+static void sql_abandon(ah_ledger *l, const char *key);
+
 static ah_ledger_answer sql_claim(ah_ledger *l, const char *key, const char *fp,
                                   int64_t now_ms, ah_ledger_result *out, ah_ledger_fn cb,
                                   void *ud)
 {
     sql_ledger *s = (sql_ledger *)l;
+    (void)cb, (void)ud;
+    /* A claim need not survive a power loss: after a reboot its boot id marks it dead
+     * anyway. So its commit skips the fsync (synchronous=NORMAL: in WAL mode the commit
+     * is written, not flushed; the next FULL commit flushes it too), and a call costs
+     * one fsync, for its receipt, not two. */
+    sqlite3_exec(s->db, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL);
+    ah_ledger_answer a = sql_claim_tx(s, key, fp, now_ms, out);
+    if (sqlite3_exec(s->db, "PRAGMA synchronous=FULL", NULL, NULL, NULL) != SQLITE_OK) {
+        /* Never leave the connection recording receipts without the fsync. */
+        sql_fail(s, "claim");
+        if (a == AH_LEDGER_OWNED)
+            sql_abandon(l, key);
+        return out->answer = AH_LEDGER_FAILED;
+    }
+    return a;
+}
+
+static ah_ledger_answer sql_claim_tx(sql_ledger *s, const char *key, const char *fp,
+                                     int64_t now_ms, ah_ledger_result *out)
+{
+    ah_ledger *l = &s->base;
     ah_ledger_entry e;
     const char *stored = NULL;
     int reclaimed = 0;
-    (void)cb, (void)ud;
-    if (!sql_begin(s, "claim"))
+    int begun = sql_begin(s, "claim", 0);
+    if (begun < 0) {
+        /* Someone holds the write lock for longer than the busy timeout: no claim was
+         * taken, so the caller may simply ask again (from its loop, not blocking it). */
+        out->retry_ms = SQL_BUSY_POLL_MS;
+        return out->answer = AH_LEDGER_BUSY;
+    }
+    if (!begun)
         return out->answer = AH_LEDGER_FAILED;
     ah_status st = sql_find(l, key, &e, &stored);
     if (st == AH_OK) {
@@ -652,7 +723,7 @@ static ah_ledger_answer sql_complete(ah_ledger *l, const char *key, const char *
     ah_ledger_entry e;
     const char *stored = NULL;
     (void)cb, (void)ud;
-    if (!sql_begin(s, "record"))
+    if (sql_begin(s, "record", 1) != 1)
         return out->answer = AH_LEDGER_FAILED;
     ah_status st = sql_find(l, key, &e, &stored);
     if (st != AH_OK && st != AH_ERR_NOT_FOUND)
@@ -805,7 +876,7 @@ static int sql_int(sqlite3 *db, const char *sql, int64_t *out)
 static int sql_check_schema(sqlite3 *db, const char *path, char *err, size_t errsize)
 {
     int64_t app = 0, version = 0, objects = 0;
-    int rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+    int rc = exec_patient(db, "BEGIN IMMEDIATE");
     if (rc == SQLITE_OK)
         rc = sql_int(db, "PRAGMA application_id", &app);
     if (rc == SQLITE_OK)
@@ -861,13 +932,26 @@ static int sql_set_durability(sqlite3 *db, const char *path, char *err, size_t e
 {
     sqlite3_stmt *q = NULL;
     int ok = 0;
-    if (sqlite3_prepare_v2(db, "PRAGMA journal_mode=WAL", -1, &q, NULL) == SQLITE_OK &&
-        sqlite3_step(q) == SQLITE_ROW) {
-        const unsigned char *mode = sqlite3_column_text(q, 0);
-        if (!mode || strcmp((const char *)mode, "wal") != 0)
-            ah__log(AH_LOG_WARN, "ledger '%s': journal mode %s (WAL refused)", path,
-                    mode ? (const char *)mode : "?");
-        ok = 1;
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    /* Switching a fresh file to WAL needs it to itself: with several processes opening
+     * it at once, the others are told "busy" at once, whatever the busy timeout. */
+    for (;;) {
+        int rc = sqlite3_prepare_v2(db, "PRAGMA journal_mode=WAL", -1, &q, NULL);
+        if (rc == SQLITE_OK)
+            rc = sqlite3_step(q);
+        if (rc == SQLITE_ROW) {
+            const unsigned char *mode = sqlite3_column_text(q, 0);
+            if (!mode || strcmp((const char *)mode, "wal") != 0)
+                ah__log(AH_LOG_WARN, "ledger '%s': journal mode %s (WAL refused)", path,
+                        mode ? (const char *)mode : "?");
+            ok = 1;
+            break;
+        }
+        sqlite3_finalize(q);
+        q = NULL;
+        if (!is_busy(rc) || !keep_trying(&t0))
+            break;
     }
     sqlite3_finalize(q);
     if (ok && sqlite3_exec(db, "PRAGMA synchronous=FULL", NULL, NULL, NULL) == SQLITE_OK)

@@ -129,7 +129,7 @@ static void tool_push_from_spec(lua_State *L, int spec, const char *name)
         if (lua_getfield(L, spec, "name") != LUA_TSTRING)
             luaL_error(L, "ah.tool: name must be a string (got %s)",
                        luaL_typename(L, -1));
-        name = lua_tostring(L, -1); /* anchored in spec */
+        name = lah_check_no_nul(L, -1, "ah.tool: name"); /* anchored in spec */
         lua_pop(L, 1);
     }
     lua_pushfstring(L, "tool '%s'", name);
@@ -513,6 +513,8 @@ static void push_key(lua_State *L, tool_ud *t)
     } else if (ty != LUA_TNIL && ty != LUA_TSTRING) {
         luaL_error(L, "tool:call: key must be a string or a number (got %s)",
                    luaL_typename(L, -1));
+    } else if (ty == LUA_TSTRING) {
+        lah_check_no_nul(L, -1, "tool:call: the idempotency key");
     }
     if (lua_getiuservalue(L, TOOL, UV_IDEMPOTENCY_KEY) != LUA_TFUNCTION) {
         lua_pop(L, 1);
@@ -529,6 +531,8 @@ static void push_key(lua_State *L, tool_ud *t)
     if (!lah_pcall_once(L, 2, 1, t->idempotency_key_what, &t->idempotency_key_logged))
         return; /* logged; the caller's key stays */
     ty = lua_type(L, -1);
+    if (ty == LUA_TSTRING)
+        lah_check_no_nul(L, -1, t->idempotency_key_what);
     if (ty == LUA_TSTRING || ty == LUA_TNUMBER) {
         lua_pushstring(L, lua_tostring(L, -1));
         lua_remove(L, -2);
@@ -545,6 +549,7 @@ static void push_key(lua_State *L, tool_ud *t)
 
 static int l_tool_call(lua_State *L)
 {
+    lah_check_not_in_hook(L, "tool:call");
     tool_ud *t = check_tool(L, TOOL);
     lua_settop(L, OPTS);
     if (!lua_isnil(L, OPTS)) {
@@ -552,9 +557,13 @@ static int l_tool_call(lua_State *L)
         lah_check_fields(L, OPTS, "tool:call options", opts_fields);
     }
 
-    call_state *st = lua_newuserdatauv(L, sizeof *st, 0); /* ST */
+    /* ST. Its metatable (and so its __gc) is set only once the ledger is resolved:
+     * Lua runs finalizers in the reverse order objects got theirs, so a ledger made for
+     * this call (the tool's own, or a path opened now) is finalized after the call
+     * state, whose __gc still releases the key's claim in it. Nothing C-allocated is in
+     * the state before then. */
+    call_state *st = lua_newuserdatauv(L, sizeof *st, 0);
     memset(st, 0, sizeof *st);
-    luaL_setmetatable(L, CALL_MT);
     st->tool = t;
 
     /* ON_EVENT: the call's hook, else the tool's. */
@@ -643,6 +652,9 @@ static int l_tool_call(lua_State *L)
         st->started_ms + (t->policy.deadline_ms > 0 ? t->policy.deadline_ms
                           : lu                      ? ah_ledger_lease_ms(lu->l)
                                                     : 0);
+    lua_pushvalue(L, ST);
+    luaL_setmetatable(L, CALL_MT);
+    lua_pop(L, 1);
     st->call = ah_tool_call_new(&tp, lu ? lu->l : NULL, bu ? bu->b : NULL,
                                 lua_isnil(L, KEY) ? NULL : lua_tostring(L, KEY),
                                 lua_tostring(L, -1));

@@ -63,9 +63,7 @@ static int l_ledger_new(lua_State *L)
     const char *path = NULL;
     lua_Integer lease = 0;
     if (lua_type(L, 1) == LUA_TSTRING) {
-        path = lua_tostring(L, 1);
-        if (memchr(path, '\0', lua_rawlen(L, 1)))
-            return luaL_error(L, "ah.ledger: path contains a NUL byte");
+        path = lah_check_no_nul(L, 1, "ah.ledger: path");
     } else if (!lua_isnoneornil(L, 1)) {
         static const char *const known[] = {"path", "lease_ms", "redis", "prefix", "ttl_s",
                                             NULL};
@@ -78,9 +76,7 @@ static int l_ledger_new(lua_State *L)
             if (lua_type(L, -1) != LUA_TSTRING)
                 return luaL_error(L, "ah.ledger: path must be a string (got %s)",
                                   luaL_typename(L, -1));
-            path = lua_tostring(L, -1);
-            if (memchr(path, '\0', lua_rawlen(L, -1)))
-                return luaL_error(L, "ah.ledger: path contains a NUL byte");
+            path = lah_check_no_nul(L, -1, "ah.ledger: path");
         }
         if (lua_getfield(L, 1, "lease_ms") != LUA_TNIL) {
             lua_Number n = lua_tonumber(L, -1);
@@ -106,6 +102,7 @@ lah_ledger_ud *lah_ledger_push_arg(lua_State *L, int idx)
         return NULL;
     }
     if (t == LUA_TSTRING) {
+        lah_check_no_nul(L, idx, "ledger path");
         luaL_getsubtable(L, LUA_REGISTRYINDEX, LEDGER_CACHE);
         lua_pushvalue(L, idx);
         lua_rawget(L, -2);

@@ -15,7 +15,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 worker=$root/tests/lua/claims_worker.lua
 tmp=$(mktemp -d)
 pids=()
-trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
+trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; [ -n "${KEEP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"' EXIT
 fail=0
 check() { # description, got, want
     if [ "$2" != "$3" ]; then
@@ -49,6 +49,13 @@ done
 check "body executions in total" "$(wc -l <"$tmp/a.side")" "$N"
 check "keys whose body ran twice" "$(awk '{print $1}' "$tmp/a.side" | sort | uniq -d | wc -l)" "0"
 check "distinct keys run" "$(awk '{print $1}' "$tmp/a.side" | sort -u | wc -l)" "$N"
+cat >"$tmp/count.lua" <<'LUA'
+local ah = require "agenthost"
+local l = ah.ledger { path = arg[1] }
+print(#l, l.claims)
+LUA
+check "the file: one entry per key, no claim left" "$("$bin" "$tmp/count.lua" "$tmp/a.db")" \
+    "$(printf '%s\t0' "$N")"
 
 # 2. kill -9 of a holder mid-body
 "$bin" "$worker" "$tmp/b.db" "$tmp/b.side" 1 600000 1 60000 >"$tmp/b1.out" 2>"$tmp/b1.err" &
