@@ -307,6 +307,7 @@ static void op_answered(void *ud, const ah__redis_user *user, const redisReply *
     if (strcmp(t, "owned") == 0) {
         owned_add(s, o->key, (long long)elem_int(reply, 1));
         res.answer = AH_LEDGER_OWNED;
+        res.fence = elem_int(reply, 1);
         res.reclaimed = elem_int(reply, 2) != 0;
         if (res.reclaimed)
             ah__log(AH_LOG_WARN,

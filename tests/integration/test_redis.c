@@ -474,9 +474,12 @@ static void ledger_claims_leases_and_fencing(void **state)
     /* fencing: a's lease runs out, b takes over; a's late record is kept (its effect
      * happened) but does not drop b's claim; b's record is then a duplicate */
     assert_int_equal(lclaim(loop, a, "k2", "{}", &x), AH_LEDGER_OWNED);
+    int64_t fence_a = x.r.fence;
+    assert_true(fence_a > 0);
     redis_fixture_sleep_ms(200);
     assert_int_equal(lclaim(loop, b, "k2", "{}", &x), AH_LEDGER_OWNED);
     assert_true(x.r.reclaimed);
+    assert_true(x.r.fence > fence_a); /* the new holder's token supersedes */
     assert_int_equal(lcomplete(loop, a, "k2", "{}", "\"late\"", &x), AH_LEDGER_DONE);
     assert_int_equal(x.r.duplicate, 0);
     int refreshed = 0;

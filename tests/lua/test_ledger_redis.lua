@@ -154,9 +154,17 @@ T.test("redis: a dead holder's claim is taken over after its lease", function()
   -- a claim left by a holder that died: written as the ledger writes it
   local ledger = new_ledger { prefix = "lease:", lease_ms = 200 }
   redis.cli("hset lease:c:L-1 fp x holder dead until 1 token 1")
-  local p = { runs = 0 }
-  local r = charge_tool(p):call({ amount = 1 }, { key = "L-1", ledger = ledger })
+  redis.cli("set lease:fence 1")
+  local p, fences = { runs = 0 }, {}
+  local tool = ah.tool { name = "charge", run = function(args, ctx)
+    p.runs = p.runs + 1
+    fences[#fences + 1] = ctx.fence
+    return { ok = true }
+  end }
+  local r = tool:call({ amount = 1 }, { key = "L-1", ledger = ledger })
   T.eq({ r.ok, r.duplicate, p.runs }, { true, false, 1 }, "taken over at once (lease over)")
+  tool:call({ amount = 1 }, { key = "L-2", ledger = ledger })
+  T.eq(fences, { 2, 3 }, "ctx.fence: the claims' fencing tokens, increasing")
 end)
 
 T.test("redis unreachable: the call fails closed with kind ledger", function()
