@@ -29,6 +29,14 @@ T.test("a client's rate limit paces its agents", function()
   T.eq(before_start, 2, "each llm_paced comes right before its llm_call_start")
 end)
 
+T.test("the status display words a paced wait", function()
+  local st = require("agenthost.status").new { stream = io.stdout, tty = false }
+  local kind, text = st:describe { type = "llm_paced", llm_call = 1, wait_ms = 250,
+                                   limit = "tokens_per_minute" }
+  T.eq({ kind, text }, { "transient", "pacing: next LLM request in 250ms (token rate limit)" },
+       "llm_paced line")
+end)
+
 T.test("the agent's rate limit wins over the client's", function()
   local slow = ah.rate_limit { requests_per_minute = 1 }
   local client = ah.client { provider = "anthropic", model = "m", base_url = mock.url,
