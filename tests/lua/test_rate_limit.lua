@@ -6,18 +6,19 @@ local T = require "toolcheck"
 
 local mock = ah.mock {}
 T.test("a client's rate limit paces its agents", function()
-  local rl = ah.rate_limit { requests_per_minute = 600 } -- one slot per 100 ms
+  -- one slot per second: the second run is paced however slow the first (valgrind)
+  local rl = ah.rate_limit { requests_per_minute = 60 }
   T.ok(tostring(rl):find("local", 1, true), "tostring: " .. tostring(rl))
   local client = ah.client { provider = "anthropic", model = "m", base_url = mock.url,
                              api_key = "k", rate_limit = rl }
   local evs = {}
   local agent = ah.agent { client = client, on_event = function(ev) evs[#evs + 1] = ev end }
-  for i = 1, 3 do T.eq(agent:run("hi " .. i).outcome, "completed", "run " .. i) end
+  for i = 1, 2 do T.eq(agent:run("hi " .. i).outcome, "completed", "run " .. i) end
   local paced, before_start = 0, 0
   for i, ev in ipairs(evs) do
     if ev.type == "llm_paced" then
       paced = paced + 1
-      T.ok(ev.wait_ms > 0 and ev.wait_ms <= 100, "wait_ms " .. ev.wait_ms)
+      T.ok(ev.wait_ms > 0 and ev.wait_ms <= 1000, "wait_ms " .. ev.wait_ms)
       T.eq(ev.limit, "requests_per_minute", "limit")
       T.eq(type(ev.llm_call), "number", "llm_call")
       if evs[i + 1] and evs[i + 1].type == "llm_call_start" then
@@ -25,8 +26,8 @@ T.test("a client's rate limit paces its agents", function()
       end
     end
   end
-  T.eq(paced, 2, "the 2nd and 3rd runs were paced")
-  T.eq(before_start, 2, "each llm_paced comes right before its llm_call_start")
+  T.eq(paced, 1, "the 2nd run was paced")
+  T.eq(before_start, 1, "llm_paced comes right before its llm_call_start")
 end)
 
 T.test("the status display words a paced wait", function()
