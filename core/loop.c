@@ -47,6 +47,7 @@ struct ah_loop {
     ah_seeded_rng *own_rng; /* when the embedder gave none */
     ah_timer **heap;
     size_t n_heap, cap_heap;
+    size_t n_timers; /* timers created and not freed: cap_heap >= n_timers always */
     uint64_t next_seq;
     size_t n_easy;
     ah_async *asyncs; /* doubly linked, loop thread only */
@@ -133,9 +134,20 @@ ah_timer *ah_timer_new(ah_loop *loop, ah_timer_fn fn, void *ud)
 {
     if (!loop || !fn)
         return NULL;
+    /* The heap gets a slot for every timer when the timer is made, so arming one later
+     * never allocates and cannot fail: no timer is ever lost. */
+    if (loop->n_timers == loop->cap_heap) {
+        size_t cap = loop->cap_heap ? loop->cap_heap * 2 : 16;
+        ah_timer **h = realloc(loop->heap, cap * sizeof *h);
+        if (!h)
+            return NULL;
+        loop->heap = h;
+        loop->cap_heap = cap;
+    }
     ah_timer *t = calloc(1, sizeof *t);
     if (!t)
         return NULL;
+    loop->n_timers++;
     t->loop = loop;
     t->fn = fn;
     t->ud = ud;
@@ -154,6 +166,7 @@ void ah_timer_free(ah_timer *t)
     if (!t)
         return;
     ah_timer_stop(t);
+    t->loop->n_timers--;
     free(t);
 }
 
@@ -176,17 +189,7 @@ void ah_timer_start(ah_timer *t, int64_t delay_ms)
             sift_down(l, i);
         return;
     }
-    if (l->n_heap == l->cap_heap) {
-        size_t cap = l->cap_heap ? l->cap_heap * 2 : 16;
-        ah_timer **h = realloc(l->heap, cap * sizeof *h);
-        if (!h) {
-            /* Cannot happen in practice with 16+ slots; never lose a timer silently. */
-            ah__log(AH_LOG_ERROR, "loop: out of memory arming a timer");
-            return;
-        }
-        l->heap = h;
-        l->cap_heap = cap;
-    }
+    /* A slot was reserved by ah_timer_new: n_heap < n_timers <= cap_heap. */
     heap_set(l, l->n_heap++, t);
     sift_up(l, t->idx);
 }

@@ -1,0 +1,356 @@
+/* test_wire_edges.c - the worker and the call at the edges of the wire, on a scripted fake
+ * transport and (mostly) a manual clock: a transport whose start() fails (the
+ * synchronous-completion hang), a complete response followed by an unclean close, the
+ * deadline across continuations, error bodies that never end, a 200 that is not an event
+ * stream, the response cap. No real waits except where a blocking driver is the subject. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agenthost.h"
+#include "agenthost/call.h"
+
+/* ---- the fake transport ---------------------------------------------------------- */
+
+enum { END_CLEAN, END_CUT, END_STALL };
+
+typedef struct step {
+    int start_fails;          /* start() itself fails */
+    ah_error_kind fail_kind;  /* its error kind (CONNECT when 0) */
+    int fail_should_retry;    /* -1 unknown, 0 no, 1 yes */
+    int status;               /* the head's status (200 when 0) */
+    const char *content_type; /* NULL = text/event-stream */
+    const char *chunks[16];
+    size_t repeat_last;       /* send the last chunk this many more times */
+    int end;                  /* after the chunks */
+} step;
+
+typedef struct fake {
+    const step *steps;
+    int n_steps;
+    int started, aborted, live;
+} fake;
+
+typedef struct fattempt {
+    fake *f;
+    const step *s;
+    ah_timer *t;
+    int phase;
+    size_t repeated;
+    ah_transport_sink sink;
+    void *ud;
+} fattempt;
+
+static void fa_free(fattempt *a)
+{
+    a->f->live--;
+    ah_timer_free(a->t);
+    free(a);
+}
+
+static void fa_done(fattempt *a, ah_error_kind kind)
+{
+    ah_error e;
+    ah_error_clear(&e);
+    if (kind != AH_EK_NONE)
+        ah_error_set(&e, kind, 0, "scripted %s", ah_error_kind_name(kind));
+    ah_transport_sink sink = a->sink;
+    void *ud = a->ud;
+    fa_free(a);
+    sink.on_done(ud, &e);
+}
+
+static void fa_tick(void *ud)
+{
+    fattempt *a = ud;
+    const step *s = a->s;
+    if (a->phase == 0) {
+        ah_header h[1] = {{"content-type", s->content_type ? s->content_type
+                                                           : "text/event-stream"}};
+        a->phase = 1;
+        if (a->sink.on_head(a->ud, s->status ? s->status : 200, h, 1) != 0) {
+            fa_done(a, AH_EK_CANCELLED);
+            return;
+        }
+    } else {
+        const char *c = s->chunks[a->phase - 1];
+        if (!s->chunks[a->phase] && a->repeated < s->repeat_last)
+            a->repeated++;
+        else
+            a->phase++;
+        if (a->sink.on_body(a->ud, c, strlen(c)) != 0) {
+            fa_done(a, AH_EK_CANCELLED);
+            return;
+        }
+    }
+    if (a->phase - 1 < 16 && s->chunks[a->phase - 1]) {
+        ah_timer_start(a->t, 1);
+        return;
+    }
+    if (s->end == END_CLEAN)
+        fa_done(a, AH_EK_NONE);
+    else if (s->end == END_CUT)
+        fa_done(a, AH_EK_STREAM);
+    /* END_STALL: silent until aborted */
+}
+
+static ah_status fake_start(void *self, ah_loop *loop, const ah_http_request *req,
+                            const ah_transport_sink *sink, void *sink_ud, void **out,
+                            ah_error *err)
+{
+    (void)req;
+    fake *f = self;
+    assert_true(f->started < f->n_steps);
+    const step *s = &f->steps[f->started++];
+    if (s->start_fails) {
+        ah_error_set(err, s->fail_kind ? s->fail_kind : AH_EK_CONNECT, 0,
+                     "scripted start failure");
+        err->should_retry = s->fail_should_retry;
+        return AH_ERR_TRANSPORT;
+    }
+    fattempt *a = calloc(1, sizeof *a);
+    a->f = f;
+    a->s = s;
+    a->sink = *sink;
+    a->ud = sink_ud;
+    a->t = ah_timer_new(loop, fa_tick, a);
+    f->live++;
+    ah_timer_start(a->t, 1);
+    *out = a;
+    return AH_OK;
+}
+
+static void fake_abort(void *self, void *handle)
+{
+    fake *f = self;
+    f->aborted++;
+    fa_free(handle);
+}
+
+static const ah_transport_ops fake_ops = {"fake", fake_start, fake_abort};
+
+/* ---- the harness ----------------------------------------------------------------- */
+
+typedef struct harness {
+    ah_manual_clock *clock;
+    ah_seeded_rng *rng;
+    ah_loop *loop;
+    fake f;
+    ah_transport tr;
+    ah_policy policy;
+    ah_client *client;
+    ah_worker *w;
+    ah_retry_budget *budget;
+    ah_tool_def tools[1];
+    size_t n_tools;
+    int tool_runs;
+    int events[AH_EV_COUNT_];
+    char last_error[AH_ERROR_MESSAGE_MAX];
+} harness;
+
+static void on_event(void *ud, const ah_event *e)
+{
+    harness *h = ud;
+    h->events[e->type]++;
+}
+
+static int tool_exec(void *ud, ah_worker *w, const ah_tool_request *req,
+                     ah_tool_response *res)
+{
+    (void)w;
+    (void)req;
+    harness *h = ud;
+    h->tool_runs++;
+    res->outcome = AH_TOOL_OK;
+    res->content = "ran";
+    res->attempts = 1;
+    return 0;
+}
+
+static harness *new_harness(int real_clock, ah_wire wire)
+{
+    harness *h = calloc(1, sizeof *h);
+    if (!real_clock) {
+        h->clock = ah_manual_clock_new(50000, 1700000000000);
+        h->rng = ah_seeded_rng_new(7);
+        h->loop = ah_loop_new(ah_manual_clock_get(h->clock), ah_seeded_rng_get(h->rng));
+    } else {
+        h->loop = ah_loop_new(NULL, NULL);
+    }
+    assert_non_null(h->loop);
+    h->tr.ops = &fake_ops;
+    h->tr.self = &h->f;
+    ah_policy_init(&h->policy);
+    h->policy.base_ms = 100;
+    h->policy.cap_ms = 1000;
+    ah_client_config cc = {.wire = wire, .base_url = "http://fake.invalid", .model = "m"};
+    char err[128];
+    h->client = ah_client_new(&cc, err, sizeof err);
+    assert_non_null(h->client);
+    return h;
+}
+
+static void make_worker(harness *h, const step *steps, int n)
+{
+    h->f.steps = steps;
+    h->f.n_steps = n;
+    ah_worker_config wc = {0};
+    wc.loop = h->loop;
+    wc.client = h->client;
+    wc.policy = &h->policy;
+    wc.retry_budget = h->budget;
+    wc.transport = &h->tr;
+    wc.on_event = on_event;
+    wc.event_ud = h;
+    if (h->n_tools) {
+        wc.tools = h->tools;
+        wc.n_tools = h->n_tools;
+        wc.tool_exec = tool_exec;
+        wc.tool_ud = h;
+    }
+    char err[256];
+    h->w = ah_worker_new(&wc, err, sizeof err);
+    assert_non_null(h->w);
+}
+
+static void free_harness(harness *h)
+{
+    ah_worker_free(h->w);
+    assert_int_equal(h->f.live, 0);
+    ah_client_free(h->client);
+    ah_retry_budget_free(h->budget);
+    assert_int_equal(ah_loop_next_timer_ms(h->loop), -1);
+    ah_loop_free(h->loop);
+    ah_seeded_rng_free(h->rng);
+    ah_manual_clock_free(h->clock);
+    free(h);
+}
+
+/* Virtual-time driver: step; when idle jump to the next timer. */
+static ah_run_outcome drive(harness *h, const char *input) __attribute__((unused));
+static ah_run_outcome drive(harness *h, const char *input)
+{
+    assert_int_equal(ah_worker_start(h->w, input), AH_OK);
+    for (int guard = 0; guard < 1000000; guard++) {
+        ah_loop_run_once(h->loop, 0);
+        if (ah_worker_finished(h->w)) {
+            snprintf(h->last_error, sizeof h->last_error, "%s",
+                     ah_worker_error(h->w)->message);
+            return ah_worker_outcome(h->w);
+        }
+        int64_t d = ah_loop_next_timer_ms(h->loop);
+        if (d < 0)
+            fail_msg("run stuck with nothing scheduled (the hang)");
+        ah_manual_clock_advance(h->clock, d);
+    }
+    fail_msg("run never finished");
+    return AH_OUTCOME_FAILED;
+}
+
+static void on_alarm(int sig)
+{
+    (void)sig;
+    static const char msg[] = "test_wire_edges: ah_worker_run hung\n";
+    ssize_t r = write(2, msg, sizeof msg - 1);
+    (void)r;
+    _exit(3);
+}
+
+/* ---- the synchronous-completion hang --------------------------------------------- */
+
+static int retry_on_no(void *ud, const ah_error *err, int def)
+{
+    (void)ud;
+    (void)err;
+    (void)def;
+    return 0;
+}
+
+/* A transport whose start() fails made ah_call_start finish the call (and fire
+ * on_finish) before it returned: the worker was not yet CALLING, ignored it, and
+ * ah_worker_run never returned. Three ways to give up at once: a non-retryable start
+ * failure, an empty retry budget, a retry_on that says no. */
+static void start_failure_does_not_hang(void **state)
+{
+    (void)state;
+    signal(SIGALRM, on_alarm);
+    for (int variant = 0; variant < 3; variant++) {
+        harness *h = new_harness(1, AH_WIRE_ANTHROPIC);
+        step steps[4] = {{.start_fails = 1, .fail_should_retry = variant == 0 ? 0 : -1}};
+        for (int i = 1; i < 4; i++)
+            steps[i] = steps[0];
+        if (variant == 1) {
+            h->budget = ah_retry_budget_new(2, 0.1);
+            for (int i = 0; i < 4; i++) /* drain it: no retry is allowed */
+                ah_retry_budget_try_spend(h->budget);
+        }
+        if (variant == 2)
+            h->policy.retry_on = retry_on_no;
+        make_worker(h, steps, 4);
+        alarm(10);
+        ah_run_outcome o = ah_worker_run(h->w, "hi");
+        alarm(0);
+        assert_int_equal(o, AH_OUTCOME_FAILED);
+        assert_int_equal(h->f.started, 1);
+        assert_int_equal(h->events[AH_EV_LLM_CALL_START], 1);
+        assert_int_equal(h->events[AH_EV_LLM_GAVE_UP], 1);
+        assert_int_equal(h->events[AH_EV_RUN_END], 1);
+        assert_non_null(strstr(ah_worker_error(h->w)->message, "scripted start failure"));
+        free_harness(h);
+    }
+}
+
+/* ah_call_start fires nothing itself: no event and no on_finish before it returns. */
+static int finishes;
+static void count_finish(void *ud, ah_call *c)
+{
+    (void)ud;
+    (void)c;
+    finishes++;
+}
+
+static void call_start_completes_later(void **state)
+{
+    (void)state;
+    harness *h = new_harness(0, AH_WIRE_ANTHROPIC);
+    step steps[1] = {{.start_fails = 1, .fail_should_retry = 0}};
+    h->f.steps = steps;
+    h->f.n_steps = 1;
+    ah_call_config cfg = {0};
+    cfg.loop = h->loop;
+    cfg.transport = &h->tr;
+    cfg.request.url = "http://fake.invalid/v1/messages";
+    cfg.on_event = on_event;
+    cfg.event_ud = h;
+    cfg.on_finish = count_finish;
+    ah_call *c = NULL;
+    assert_int_equal(ah_call_new(&cfg, &c, NULL, 0), AH_OK);
+    finishes = 0;
+    assert_int_equal(ah_call_start(c), AH_OK);
+    assert_int_equal(finishes, 0);
+    assert_int_equal(h->f.started, 0);
+    assert_int_equal(h->events[AH_EV_LLM_CALL_START], 0);
+    assert_int_equal(ah_call_start(c), AH_ERR_STATE);
+    ah_loop_run_once(h->loop, 0);
+    assert_int_equal(finishes, 1);
+    assert_int_equal(ah_call_get_state(c), AH_CALL_GAVE_UP);
+    ah_call_free(c);
+    free_harness(h);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(start_failure_does_not_hang),
+        cmocka_unit_test(call_start_completes_later),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
