@@ -24,13 +24,20 @@
 #include <string.h>
 #include <strings.h>
 
-enum { ERROR_BODY_MAX = 64 * 1024 }; /* bytes of a non-2xx body kept for the error */
+enum {
+    ERROR_BODY_MAX = 64 * 1024, /* bytes of a non-2xx body kept for the error */
+    /* After the stream's final event, how long the rest of the response (the chunked
+     * terminator, a proxy's trailing bytes) may take before the call ends DONE anyway. */
+    END_GRACE_MS = 1000
+};
 
 typedef enum timer_role {
     ROLE_NONE,
+    ROLE_START, /* ah_call_start() was called: the first attempt begins at the next step */
     ROLE_WAIT,
     ROLE_ATTEMPT_TIMEOUT,
-    ROLE_DEADLINE
+    ROLE_DEADLINE,
+    ROLE_AFTER_END /* the final event arrived; the transfer has END_GRACE_MS to end */
 } timer_role;
 
 struct ah_call {
@@ -52,6 +59,7 @@ struct ah_call {
     char **secrets; /* NULL-terminated, owned */
 
     ah_call_state state;
+    int started; /* ah_call_start() was called (the state stays IDLE until the first step) */
     void *attempt;
     ah_timer *timer;
     timer_role timer_role;
@@ -70,6 +78,9 @@ struct ah_call {
     /* A stream consumer's verdict, recorded in a transport callback, acted on at done. */
     int consumer_failed;
     ah_error consumer_err;
+    /* The consumer saw the stream's final event: the response is complete whatever the
+     * connection does next (an unclean close, more bytes). */
+    int end_seen;
 
     /* A non-2xx response being read: its headers (copied) and capped body. */
     ah_header *eh;
@@ -246,6 +257,30 @@ static void finish_interrupted(ah_call *c, ah_error *e, const char *why)
     finish(c, AH_CALL_INTERRUPTED, e, why);
 }
 
+/* The stream is over at the HTTP level, or its final event arrived (end_seen): ask the
+ * consumer whether it was complete. terr is the transport's error, or NULL. */
+static void finish_complete(ah_call *c, const ah_error *terr)
+{
+    ah_error e;
+    if (terr && terr->kind != AH_EK_NONE && !c->end_seen) {
+        e = *terr;
+        finish_interrupted(c, &e, "transport");
+        return;
+    }
+    if (terr && terr->kind != AH_EK_NONE && ah__log_enabled(AH_LOG_DEBUG))
+        ah__log(AH_LOG_DEBUG,
+                "llm_call %d: complete response, then the connection ended uncleanly (%s)",
+                c->llm_call, terr->message);
+    ah_error_clear(&e);
+    if (c->stream.on_end && c->stream.on_end(c->stream.ud, &e) != 0) {
+        if (e.kind == AH_EK_NONE)
+            ah_error_set(&e, AH_EK_STREAM, 0, "the stream ended incomplete");
+        finish_interrupted(c, &e, "stream incomplete");
+    } else {
+        finish(c, AH_CALL_DONE, NULL, "complete");
+    }
+}
+
 /* ---- attempts and waits ---------------------------------------------------------- */
 
 static void begin_attempt(ah_call *c);
@@ -316,6 +351,7 @@ static void on_timer(void *ud)
     }
     ah_error e;
     switch (role) {
+    case ROLE_START:
     case ROLE_WAIT:
         begin_attempt(c);
         return;
@@ -335,6 +371,10 @@ static void on_timer(void *ud)
                      (long long)c->policy.deadline_ms);
         finish_interrupted(c, &e, "deadline");
         return;
+    case ROLE_AFTER_END:
+        abort_attempt(c); /* a connection held open after the end: drop it */
+        finish_complete(c, NULL);
+        return;
     case ROLE_NONE:
         return;
     }
@@ -345,7 +385,7 @@ static void on_timer(void *ud)
 static void on_idle(void *ud)
 {
     ah_call *c = ud;
-    if (c->state != AH_CALL_STREAMING)
+    if (c->state != AH_CALL_STREAMING || c->end_seen)
         return;
     int64_t silent = now_ms(c) - c->last_rx_ms;
     if (silent < c->policy.idle_timeout_ms) {
@@ -363,6 +403,8 @@ static void on_async(void *ud)
     ah_call *c = ud;
     if (cancel_pending(c) && !is_terminal(c->state) && c->state != AH_CALL_IDLE)
         finish_cancelled(c);
+    /* Cancelled between ah_call_start() and its first step: the start timer finishes it
+     * as cancelled (begin_attempt checks first). */
 }
 
 /* ---- transport sink -------------------------------------------------------------- */
@@ -410,6 +452,8 @@ static int sink_body(void *ud, const char *buf, size_t len)
         keep_error_body(c, buf, len);
         return cancel_pending(c);
     }
+    if (c->end_seen)
+        return cancel_pending(c); /* bytes after the final event are not the answer */
     if (c->policy.idle_timeout_ms > 0)
         c->last_rx_ms = now_ms(c);
     if (c->stream.on_data) {
@@ -421,6 +465,14 @@ static int sink_body(void *ud, const char *buf, size_t len)
             c->consumer_failed = 1;
             return 1;
         }
+    }
+    if (c->stream.ended && c->stream.ended(c->stream.ud)) {
+        /* The final event: the answer is complete. The connection gets a short grace to
+         * end cleanly (so it can be reused); after that, or on any error, it is DONE. */
+        c->end_seen = 1;
+        ah_timer_stop(c->idle);
+        c->timer_role = ROLE_AFTER_END;
+        ah_timer_start(c->timer, END_GRACE_MS);
     }
     return cancel_pending(c);
 }
@@ -438,18 +490,8 @@ static void sink_done(void *ud, const ah_error *terr)
         if (c->consumer_failed) {
             e = c->consumer_err;
             finish_interrupted(c, &e, "stream consumer");
-        } else if (terr->kind != AH_EK_NONE) {
-            e = *terr;
-            finish_interrupted(c, &e, "transport");
         } else {
-            ah_error_clear(&e);
-            if (c->stream.on_end && c->stream.on_end(c->stream.ud, &e) != 0) {
-                if (e.kind == AH_EK_NONE)
-                    ah_error_set(&e, AH_EK_STREAM, 0, "the stream ended incomplete");
-                finish_interrupted(c, &e, "stream incomplete");
-            } else {
-                finish(c, AH_CALL_DONE, NULL, "complete");
-            }
+            finish_complete(c, terr); /* a cut, unless the final event arrived */
         }
         return;
     }
@@ -487,6 +529,7 @@ static void begin_attempt(ah_call *c)
     c->attempts++;
     c->status = 0;
     c->consumer_failed = 0;
+    c->end_seen = 0;
     clear_error_response(c);
     set_state(c, AH_CALL_ATTEMPT, "start");
     ah_event ev = {.type = AH_EV_LLM_CALL_START};
@@ -681,16 +724,23 @@ ah_status ah_call_start(ah_call *c)
 {
     if (!c)
         return AH_ERR_INVALID;
-    if (c->state != AH_CALL_IDLE)
+    if (c->state != AH_CALL_IDLE || c->started)
         return AH_ERR_STATE;
+    /* Nothing happens inside this function but arming a zero-delay timer: the first
+     * attempt, and so every event and on_finish (a transport whose start() fails, a
+     * policy that refuses at once), come from a later loop step, never from inside the
+     * call that started the work (libuv's rule). A caller may therefore change its own
+     * state after ah_call_start() returns and still see the completion. */
+    c->started = 1;
     c->start_ms = now_ms(c);
-    begin_attempt(c);
+    c->timer_role = ROLE_START;
+    ah_timer_start(c->timer, 0);
     return AH_OK;
 }
 
 ah_call_state ah_call_run(ah_call *c)
 {
-    if (c->state == AH_CALL_IDLE && ah_call_start(c) != AH_OK)
+    if (c->state == AH_CALL_IDLE && !c->started && ah_call_start(c) != AH_OK)
         return c->state;
     while (!is_terminal(c->state)) {
         if (ah_loop_run_once(c->loop, -1) != AH_OK)

@@ -264,8 +264,10 @@ static ah_status feed_event(ah_decoder *d, const ah_sse_event *ev, int64_t end)
     d->events++;
     d->ev_end = end;
     d->ev_type = ev->type;
-    if (d->done_seen) {
-        ah__log(AH_LOG_DEBUG, "%s stream: event after [DONE] ignored",
+    if (ah_decoder_ended(d)) {
+        /* Nothing after the final event is the answer: a tool_use sent after
+         * message_stop never runs. */
+        ah__log(AH_LOG_DEBUG, "%s stream: event after the final event ignored",
                 ah_wire_name(d->wire));
         return AH_OK;
     }
@@ -334,6 +336,13 @@ ah_status ah_decoder_feed(ah_decoder *d, const void *bytes, size_t len)
         }
     }
     return AH_OK;
+}
+
+int ah_decoder_ended(const ah_decoder *d)
+{
+    /* Chat: [DONE] (a finish_reason chunk is followed by the usage chunk). The others:
+     * the event that finished the timeline (message_stop, response.completed, ...). */
+    return d && (d->done_seen || (d->wire != AH_WIRE_OPENAI && ah_timeline_finished(d->tl)));
 }
 
 static const char *end_marker(ah_wire w)

@@ -287,6 +287,12 @@ static int stream_end(void *ud, ah_error *err)
     return ah_decoder_finish(w->dec, err) != AH_OK;
 }
 
+static int stream_ended(void *ud)
+{
+    ah_worker *w = ud;
+    return ah_decoder_ended(w->dec);
+}
+
 static void forward_event(void *ud, const ah_event *ev)
 {
     ah_worker *w = ud;
@@ -369,6 +375,7 @@ static void send_request(ah_worker *w)
     cc.secrets = w->client->api_key ? secrets : NULL;
     cc.stream.on_data = stream_data;
     cc.stream.on_end = stream_end;
+    cc.stream.ended = stream_ended;
     cc.stream.ud = w;
     cc.on_event = forward_event;
     cc.event_ud = w;

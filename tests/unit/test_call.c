@@ -311,7 +311,7 @@ static ah_call *make_call(harness *h, const fake_step *steps, int n, ah_retry_bu
     cfg.request.body_len = strlen(cfg.request.body);
     cfg.policy = &h->policy;
     cfg.retry_budget = b;
-    cfg.stream = (ah_stream_fns){on_open, on_data, on_end, h};
+    cfg.stream = (ah_stream_fns){on_open, on_data, on_end, h, NULL};
     cfg.on_event = on_event;
     cfg.event_ud = h;
     cfg.on_finish = on_finish;
