@@ -28,7 +28,9 @@ enum {
     ERROR_BODY_MAX = 64 * 1024, /* bytes of a non-2xx body kept for the error */
     /* After the stream's final event, how long the rest of the response (the chunked
      * terminator, a proxy's trailing bytes) may take before the call ends DONE anyway. */
-    END_GRACE_MS = 1000
+    END_GRACE_MS = 1000,
+    /* An error body silent this long is a timeout when idle_timeout_ms is off. */
+    ERROR_BODY_IDLE_MS = 30000
 };
 
 typedef enum timer_role {
@@ -88,6 +90,7 @@ struct ah_call {
     char *ehbuf;
     char *ebody;
     size_t elen, ecap;
+    int ebody_full; /* the cap was reached: the transfer was dropped there */
 };
 
 const char *ah_call_state_name(ah_call_state s)
@@ -297,6 +300,7 @@ static const char *describe(const ah_error *e, char *buf, size_t size)
 /* An attempt failed before any stream opened: decide, then WAIT or GAVE_UP. */
 static void attempt_failed(ah_call *c, const ah_error *e)
 {
+    ah_timer_stop(c->idle);
     ah_timer_stop(c->timer);
     c->timer_role = ROLE_NONE;
     clear_error_response(c);
@@ -382,9 +386,29 @@ static void on_timer(void *ud)
 
 /* The idle timer is lazy: chunks only record their arrival time; when the timer fires
  * early it re-arms for the rest, so the hot path costs one clock read per chunk. */
+static int64_t error_body_idle_ms(const ah_call *c)
+{
+    return c->policy.idle_timeout_ms > 0 ? c->policy.idle_timeout_ms : ERROR_BODY_IDLE_MS;
+}
+
 static void on_idle(void *ud)
 {
     ah_call *c = ud;
+    if (c->state == AH_CALL_ATTEMPT && c->attempt && c->status != 0) {
+        /* A non-2xx body is being read: one that stalls is a (retryable) timeout. */
+        int64_t silent = now_ms(c) - c->last_rx_ms, limit = error_body_idle_ms(c);
+        if (silent < limit) {
+            ah_timer_start(c->idle, limit - silent);
+            return;
+        }
+        abort_attempt(c);
+        ah_error e;
+        ah_error_set(&e, AH_EK_TIMEOUT, 0,
+                     "the HTTP %d error body stalled for %lld ms (after %zu bytes)",
+                     c->status, (long long)silent, c->elen);
+        attempt_failed(c, &e);
+        return;
+    }
     if (c->state != AH_CALL_STREAMING || c->end_seen)
         return;
     int64_t silent = now_ms(c) - c->last_rx_ms;
@@ -415,6 +439,8 @@ static int sink_head(void *ud, int status, const ah_header *h, size_t n)
     c->status = status;
     if (status < 200 || status > 299) {
         keep_error_head(c, h, n); /* the body follows; the attempt timer still runs */
+        c->last_rx_ms = now_ms(c);
+        ah_timer_start(c->idle, error_body_idle_ms(c));
         return cancel_pending(c);
     }
     /* The commit point: from here on this request is never resent. */
@@ -449,7 +475,13 @@ static int sink_body(void *ud, const char *buf, size_t len)
 {
     ah_call *c = ud;
     if (c->state != AH_CALL_STREAMING) {
+        c->last_rx_ms = now_ms(c);
         keep_error_body(c, buf, len);
+        if (c->elen >= ERROR_BODY_MAX) {
+            /* Enough to classify it: drop the connection rather than drain the rest. */
+            c->ebody_full = 1;
+            return 1;
+        }
         return cancel_pending(c);
     }
     if (c->end_seen)
@@ -495,8 +527,9 @@ static void sink_done(void *ud, const ah_error *terr)
         }
         return;
     }
-    if (terr->kind == AH_EK_NONE) {
-        /* A complete non-2xx response: classify it with its hints and body. */
+    if (terr->kind == AH_EK_NONE || (c->ebody_full && terr->kind == AH_EK_CANCELLED)) {
+        /* A complete non-2xx response (or its first 64 KiB): classify it with its hints
+         * and body. */
         ah_error_from_http(&e, c->status, c->eh, c->neh, c->ebody, c->elen,
                            ah_loop_wall_ms(c->loop), (const char *const *)c->secrets);
     } else {
@@ -530,6 +563,7 @@ static void begin_attempt(ah_call *c)
     c->status = 0;
     c->consumer_failed = 0;
     c->end_seen = 0;
+    c->ebody_full = 0;
     clear_error_response(c);
     set_state(c, AH_CALL_ATTEMPT, "start");
     ah_event ev = {.type = AH_EV_LLM_CALL_START};

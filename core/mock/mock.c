@@ -491,8 +491,8 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
     return (ssize_t)n;
 }
 
-/* A STATUS step's error body with a body_fault: endless (a Content-Length of 10 GiB,
- * then the body and spaces for as long as the client reads) or stall (half the body,
+/* A STATUS step's error body with a body_fault: endless (chunked: the body, then spaces
+ * for as long as the client reads) or stall (half the body,
  * then silence until the client or the mock goes away). */
 typedef struct errbody_ctx {
     ah_mock *m;
@@ -549,12 +549,10 @@ static struct MHD_Response *faulty_error_response(ah_mock *m, struct MHD_Connect
     else
         ah__mock_error_body(wire, status, step->error_type, step->message, request_id,
                             &e->body);
-    uint64_t size =
-        e->fault == AH__MOCK_BODY_ENDLESS ? (uint64_t)10 << 30 : MHD_SIZE_UNKNOWN;
     struct MHD_Response *resp =
         e->body.failed ? NULL
-                       : MHD_create_response_from_callback(size, BLOCK_SIZE, errbody_reader,
-                                                           e, errbody_free);
+                       : MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, BLOCK_SIZE,
+                                                           errbody_reader, e, errbody_free);
     if (!resp) {
         errbody_free(e);
         return NULL;

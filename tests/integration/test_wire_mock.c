@@ -9,9 +9,11 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "agenthost.h"
 
@@ -167,11 +169,76 @@ static void content_after_the_end_is_ignored(void **state)
     }
 }
 
+/* ---- item: error bodies ---------------------------------------------------------------- */
+
+static void on_alarm(int sig)
+{
+    (void)sig;
+    static const char msg[] = "test_wire_mock: the run hung (an error body read forever?)\n";
+    ssize_t r = write(2, msg, sizeof msg - 1);
+    (void)r;
+    _exit(3);
+}
+
+/* A 503 whose body never ends: the connection is dropped at the 64 KiB
+ * cap and the attempt classified from what was read (retried as a 503, then ok). */
+static void endless_error_body_is_dropped_at_the_cap(void **state)
+{
+    (void)state;
+    signal(SIGALRM, on_alarm);
+    alarm(20);
+    for (size_t wi = 0; wi < 3; wi++) {
+        harness h;
+        opts o = {.wire = WIRES[wi],
+                  .plan = "[{\"status\": 503, \"body_fault\": \"endless\"}, "
+                          "{\"status\": 503, \"body_fault\": \"endless\"}]"};
+        ah_run_outcome out = run(&h, &o);
+        if (out != AH_OUTCOME_COMPLETED)
+            fail_msg("%s: outcome %s: %s", ah_wire_name(WIRES[wi]),
+                     ah_run_outcome_name(out), ah_worker_error(h.worker)->message);
+        assert_int_equal(h.events[AH_EV_LLM_RETRY], 2);
+        assert_int_equal(h.events[AH_EV_LLM_CALL_START], 3);
+        done(&h);
+    }
+    alarm(0);
+}
+
+/* A 503 whose body stops half way and stays silent: a timeout (idle_timeout_ms bounds
+ * it), retried; the run completes. Without the bound it hung forever. */
+static void stalled_error_body_is_a_timeout(void **state)
+{
+    (void)state;
+    signal(SIGALRM, on_alarm);
+    alarm(20);
+    harness h;
+    opts o = {.wire = AH_WIRE_ANTHROPIC,
+              .idle_timeout_ms = 200,
+              .plan = "[{\"status\": 503, \"body_fault\": \"stall\"}]"};
+    ah_run_outcome out = run(&h, &o);
+    if (out != AH_OUTCOME_COMPLETED)
+        fail_msg("outcome %s: %s", ah_run_outcome_name(out),
+                 ah_worker_error(h.worker)->message);
+    assert_int_equal(h.events[AH_EV_LLM_RETRY], 1);
+    done(&h);
+    /* Every attempt stalls: the run gives up with a timeout naming the error body. */
+    o.plan = "{\"steps\": [], \"then\": {\"status\": 503, \"body_fault\": \"stall\"}}";
+    o.max_attempts = 2;
+    out = run(&h, &o);
+    assert_int_equal(out, AH_OUTCOME_FAILED);
+    const ah_error *e = ah_worker_error(h.worker);
+    assert_int_equal(e->kind, AH_EK_TIMEOUT);
+    assert_non_null(strstr(e->message, "error body stalled"));
+    done(&h);
+    alarm(0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(complete_then_unclean_close_is_complete),
         cmocka_unit_test(content_after_the_end_is_ignored),
+        cmocka_unit_test(endless_error_body_is_dropped_at_the_cap),
+        cmocka_unit_test(stalled_error_body_is_a_timeout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
