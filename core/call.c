@@ -371,7 +371,9 @@ static void on_timer(void *ud)
         attempt_failed(c, &e);
         return;
     case ROLE_DEADLINE:
-        ah_error_set(&e, AH_EK_STREAM, 0, "deadline of %lld ms reached while streaming",
+        /* A timeout, not a stream cut: the deadline covers the continuations too, so
+         * the worker does not continue this one. */
+        ah_error_set(&e, AH_EK_TIMEOUT, 0, "deadline of %lld ms reached while streaming",
                      (long long)c->policy.deadline_ms);
         finish_interrupted(c, &e, "deadline");
         return;

@@ -232,6 +232,62 @@ static void stalled_error_body_is_a_timeout(void **state)
     alarm(0);
 }
 
+/* ---- item: a 200 that is not an event stream -------------------------------------------- */
+
+/* A proxy answered `stream: true` with the JSON body: decoded as the non-stream response
+ * it is (tool call included), not resent as a broken stream. */
+static void json_200_is_decoded_as_a_response(void **state)
+{
+    (void)state;
+    for (size_t wi = 0; wi < 3; wi++) {
+        harness h;
+        opts o = {.wire = WIRES[wi],
+                  .tools = 1,
+                  .plan = "{\"steps\": [], \"then\": {\"ok\": true, \"json_body\": true}}"};
+        ah_run_outcome out = run(&h, &o);
+        if (out != AH_OUTCOME_COMPLETED)
+            fail_msg("%s: outcome %s: %s", ah_wire_name(WIRES[wi]),
+                     ah_run_outcome_name(out), ah_worker_error(h.worker)->message);
+        assert_int_equal(h.tool_runs, 1);
+        assert_int_equal(h.events[AH_EV_LLM_CONTINUATION], 0);
+        assert_int_equal(h.events[AH_EV_LLM_CALL_START], 2);
+        assert_true(h.events[AH_EV_TEXT_DELTA] >= 1); /* the text is shown */
+        assert_non_null(strstr(ah_worker_text(h.worker), "The tool returned: 5"));
+        done(&h);
+    }
+}
+
+/* text/html or a 204: fails at once, naming what came, neither retried nor continued. */
+static void non_stream_200_fails_at_once(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *plan, *needle;
+    } cases[] = {
+        {"[{\"status\": 200, \"body\": \"<html>proxy login</html>\", "
+         "\"content_type\": \"text/html; charset=utf-8\"}]",
+         "text/html"},
+        {"[{\"status\": 204}]", "204"},
+    };
+    for (size_t ci = 0; ci < 2; ci++) {
+        for (size_t wi = 0; wi < 3; wi++) {
+            harness h;
+            opts o = {.wire = WIRES[wi], .plan = cases[ci].plan};
+            ah_run_outcome out = run(&h, &o);
+            const ah_error *e = ah_worker_error(h.worker);
+            assert_int_equal(out, AH_OUTCOME_FAILED);
+            if (!strstr(e->message, cases[ci].needle))
+                fail_msg("%s: '%s' does not name %s", ah_wire_name(WIRES[wi]), e->message,
+                         cases[ci].needle);
+            assert_int_equal(e->kind, AH_EK_DECODE);
+            assert_int_equal(h.events[AH_EV_LLM_CALL_START], 1);
+            assert_int_equal(h.events[AH_EV_LLM_CONTINUATION], 0);
+            assert_int_equal(ah_mock_request_count(h.mock), 1);
+            done(&h);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -239,6 +295,8 @@ int main(void)
         cmocka_unit_test(content_after_the_end_is_ignored),
         cmocka_unit_test(endless_error_body_is_dropped_at_the_cap),
         cmocka_unit_test(stalled_error_body_is_a_timeout),
+        cmocka_unit_test(json_200_is_decoded_as_a_response),
+        cmocka_unit_test(non_stream_200_fails_at_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -235,7 +235,6 @@ static void free_harness(harness *h)
 }
 
 /* Virtual-time driver: step; when idle jump to the next timer. */
-static ah_run_outcome drive(harness *h, const char *input) __attribute__((unused));
 static ah_run_outcome drive(harness *h, const char *input)
 {
     assert_int_equal(ah_worker_start(h->w, input), AH_OK);
@@ -346,11 +345,129 @@ static void call_start_completes_later(void **state)
     free_harness(h);
 }
 
+/* ---- Anthropic stream pieces ----------------------------------------------------- */
+
+#define ANT_START                                                                        \
+    "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":"         \
+    "\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"m\",\"content\":[],"  \
+    "\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}}\n\n"                              \
+    "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,"       \
+    "\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"
+#define ANT_DELTA                                                                        \
+    "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,"       \
+    "\"delta\":{\"type\":\"text_delta\",\"text\":\"hello \"}}\n\n"
+#define ANT_END                                                                          \
+    "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n"     \
+    "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":"  \
+    "\"end_turn\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":2}}\n\n"             \
+    "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+
+/* ---- deadline_ms across continuations ---------------------------------------------- */
+
+/* Every response stalls after some text. The deadline hit mid-stream ends the call: it
+ * is not continued (it was, max_continuations times, each with a fresh deadline). */
+static void deadline_mid_stream_is_not_continued(void **state)
+{
+    (void)state;
+    harness *h = new_harness(0, AH_WIRE_ANTHROPIC);
+    h->policy.deadline_ms = 1000;
+    h->policy.max_continuations = 3;
+    step st = {.chunks = {ANT_START, ANT_DELTA}, .end = END_STALL};
+    step steps[4] = {st, st, st, st};
+    make_worker(h, steps, 4);
+    int64_t t0 = ah_loop_now_ms(h->loop);
+    assert_int_equal(drive(h, "hi"), AH_OUTCOME_FAILED);
+    assert_int_equal(ah_worker_error(h->w)->kind, AH_EK_TIMEOUT);
+    assert_non_null(strstr(h->last_error, "deadline"));
+    assert_int_equal(h->events[AH_EV_LLM_CALL_START], 1);
+    assert_int_equal(h->events[AH_EV_LLM_CONTINUATION], 0);
+    assert_true(ah_loop_now_ms(h->loop) - t0 <= 1000); /* virtual time */
+    free_harness(h);
+}
+
+/* Stalls caught by idle_timeout_ms are continued, but every continuation gets only what
+ * is left of the one deadline: the 4th request runs into it and the run fails with a
+ * timeout, though max_continuations (5) would allow more. */
+static void deadline_spans_continuations(void **state)
+{
+    (void)state;
+    harness *h = new_harness(0, AH_WIRE_ANTHROPIC);
+    h->policy.deadline_ms = 1000;
+    h->policy.idle_timeout_ms = 300;
+    h->policy.max_continuations = 5;
+    step st = {.chunks = {ANT_START, ANT_DELTA}, .end = END_STALL};
+    step steps[6] = {st, st, st, st, st, st};
+    make_worker(h, steps, 6);
+    int64_t t0 = ah_loop_now_ms(h->loop);
+    assert_int_equal(drive(h, "hi"), AH_OUTCOME_FAILED);
+    assert_int_equal(ah_worker_error(h->w)->kind, AH_EK_TIMEOUT);
+    assert_int_equal(h->events[AH_EV_LLM_CALL_START], 4);
+    assert_int_equal(h->events[AH_EV_LLM_CONTINUATION], 3);
+    assert_true(ah_loop_now_ms(h->loop) - t0 <= 1000);
+    free_harness(h);
+}
+
+/* ---- the response cap ---------------------------------------------------------------- */
+
+static void response_cap_ends_the_stream(void **state)
+{
+    (void)state;
+    harness *h = new_harness(0, AH_WIRE_ANTHROPIC);
+    h->policy.max_response_bytes = 1000; /* "hello " x 200 = 1200 bytes of text */
+    step steps[2] = {{.chunks = {ANT_START, ANT_DELTA}, .repeat_last = 200, .end = END_CLEAN}};
+    make_worker(h, steps, 2);
+    assert_int_equal(drive(h, "hi"), AH_OUTCOME_FAILED);
+    assert_int_equal(ah_worker_error(h->w)->kind, AH_EK_BUDGET);
+    assert_non_null(strstr(h->last_error, "max_response_bytes"));
+    assert_int_equal(h->events[AH_EV_LLM_CALL_START], 1); /* neither retried nor continued */
+    assert_int_equal(h->events[AH_EV_LLM_CONTINUATION], 0);
+    assert_int_equal(h->f.started, 1);
+    free_harness(h);
+}
+
+/* The default cap is 32 MiB: a 33 MiB answer is refused, a 1 MiB one is not. */
+static void default_response_cap_is_32_mib(void **state)
+{
+    (void)state;
+    ah_policy p;
+    ah_policy_init(&p);
+    assert_int_equal(p.max_response_bytes, (int64_t)32 << 20);
+    enum { TEXT = 64 * 1024 };
+    static char delta[TEXT + 256];
+    int n = snprintf(delta, sizeof delta,
+                     "event: content_block_delta\ndata: {\"type\":\"content_block_delta\","
+                     "\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"");
+    memset(delta + n, 'x', TEXT);
+    snprintf(delta + n + TEXT, sizeof delta - n - TEXT, "\"}}\n\n");
+    for (int big = 0; big < 2; big++) {
+        harness *h = new_harness(0, AH_WIRE_ANTHROPIC);
+        h->policy.max_continuations = 0;
+        step steps[1] = {{.chunks = {ANT_START, delta, ANT_END}, .end = END_CLEAN}};
+        /* 528 x 64 KiB = 33 MiB; 16 x 64 KiB = 1 MiB */
+        steps[0].chunks[2] = NULL;
+        steps[0].repeat_last = big ? 528 : 16;
+        make_worker(h, steps, 1);
+        ah_run_outcome o = drive(h, "hi");
+        if (big) {
+            assert_int_equal(o, AH_OUTCOME_FAILED);
+            assert_int_equal(ah_worker_error(h->w)->kind, AH_EK_BUDGET);
+        } else {
+            /* ended without message_stop: a cut (not continued here), not a budget error */
+            assert_int_equal(ah_worker_error(h->w)->kind, AH_EK_STREAM);
+        }
+        free_harness(h);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(start_failure_does_not_hang),
         cmocka_unit_test(call_start_completes_later),
+        cmocka_unit_test(deadline_mid_stream_is_not_continued),
+        cmocka_unit_test(deadline_spans_continuations),
+        cmocka_unit_test(response_cap_ends_the_stream),
+        cmocka_unit_test(default_response_cap_is_32_mib),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
