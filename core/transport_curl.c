@@ -8,9 +8,10 @@
  * only http/https. TLS peer and host verification stay on. libcurl silently resends a
  * request whose reused keep-alive connection died before any response byte ("Connection
  * died, retrying a fresh connect"), which would be a second request the retry policy
- * never counted (SPEC §2: the core's loop is the one retry owner). The body is therefore
- * given through a read callback with no seek callback: such a resend needs a rewind,
- * fails with CURLE_SEND_FAIL_REWIND, and the core decides whether to retry.
+ * never counted (SPEC §2: the core's loop is the one retry owner). The body is given
+ * with CURLOPT_POSTFIELDS, so headers and body leave in one write (a read callback sent
+ * them in two), and a CURLOPT_PREREQFUNCTION refuses any second send of the same
+ * attempt: the resend fails at once and the core decides whether to retry.
  *   - After abort() or on_done() the attempt is gone; no sink call follows either.
  *   - Errors name the curl failure only; never the request's headers or body.
  */
@@ -37,11 +38,13 @@ typedef struct attempt {
     void *ud;
     int head_done;
     int sink_abort; /* the sink returned nonzero */
+    int sends;          /* times libcurl was about to send the request (on_prereq) */
+    int resend_refused; /* on_prereq refused a second send */
     int status;
     /* The request body, borrowed from the request (the caller keeps it alive until the
-     * attempt ends), and how much of it curl has read. */
+     * attempt ends). */
     const char *body;
-    size_t body_len, body_off;
+    size_t body_len;
     /* The current header block: "name\0value\0" pairs in hbuf, offsets in hoff. */
     char *hbuf;
     size_t hlen, hcap;
@@ -152,16 +155,21 @@ static size_t on_header(char *buf, size_t size, size_t nitems, void *ud)
     return total;
 }
 
-/* Hands curl the body. There is deliberately no CURLOPT_SEEKFUNCTION: see the top. */
-static size_t on_read(char *buf, size_t size, size_t nitems, void *ud)
+/* Called by libcurl before the request goes out on a connection. A second call for the
+ * same attempt is libcurl's silent resend on a fresh connection after a reused one died
+ * before any response byte (see the top): refused here, so the attempt fails and the
+ * core's retry policy decides, and counts, whether the request is sent again. */
+static int on_prereq(void *ud, char *conn_primary_ip, char *conn_local_ip,
+                     int conn_primary_port, int conn_local_port)
 {
+    (void)conn_primary_ip, (void)conn_local_ip, (void)conn_primary_port,
+        (void)conn_local_port;
     attempt *a = ud;
-    size_t n = a->body_len - a->body_off;
-    if (n > size * nitems)
-        n = size * nitems;
-    memcpy(buf, a->body + a->body_off, n);
-    a->body_off += n;
-    return n;
+    if (a->sends++ > 0) {
+        a->resend_refused = 1;
+        return CURL_PREREQFUNC_ABORT;
+    }
+    return CURL_PREREQFUNC_OK;
 }
 
 static size_t on_write(char *buf, size_t size, size_t nitems, void *ud)
@@ -210,7 +218,12 @@ static void classify(const attempt *a, CURLcode rc, ah_error *err)
     if (rc == CURLE_OK)
         return;
     const char *detail = a->errbuf[0] ? a->errbuf : curl_easy_strerror(rc);
-    if (a->sink_abort || rc == CURLE_ABORTED_BY_CALLBACK) {
+    if (a->resend_refused && !a->head_done) {
+        /* libcurl wanted to resend on a fresh connection (see the top); the request may
+         * have reached the server, so the retry policy decides, and counts it. */
+        ah_error_set(err, AH_EK_CONNECT, 0,
+                     "connection lost before the response (a reused connection closed)");
+    } else if (a->sink_abort || rc == CURLE_ABORTED_BY_CALLBACK) {
         ah_error_set(err, AH_EK_CANCELLED, 0, "attempt aborted by its consumer");
     } else if (rc == CURLE_URL_MALFORMAT || rc == CURLE_UNSUPPORTED_PROTOCOL) {
         ah_error_set(err, AH_EK_CONNECT, 0, "cannot start the request: %s", detail);
@@ -351,14 +364,17 @@ static ah_status curl_start(void *self, ah_loop *loop, const ah_http_request *re
          * CURLOPT_POSTFIELDS would; the read callback makes it non-rewindable. */
         curl_easy_setopt(e, CURLOPT_POST, 1L);
         curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)a->body_len);
-        curl_easy_setopt(e, CURLOPT_READFUNCTION, on_read);
-        curl_easy_setopt(e, CURLOPT_READDATA, a);
+        /* Borrowed, not copied (the call keeps it until the attempt ends). libcurl puts
+         * headers and body in one send; on_prereq refuses its silent resend. */
+        curl_easy_setopt(e, CURLOPT_POSTFIELDS, a->body);
     }
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, a);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, a);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, a->errbuf);
+    curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, on_prereq);
+    curl_easy_setopt(e, CURLOPT_PREREQDATA, a);
 
     st = ah__loop_add_easy(loop, e, &a->link);
     if (st != AH_OK) {
