@@ -800,7 +800,9 @@ static ah_status answer(ah_worker *w, size_t index, const ah_tool_response *res)
     pending_tool *t = &w->pending[index];
     t->answered = 1;
     t->outcome = res->outcome;
-    t->content = ah__strdup(res->content ? res->content : "");
+    /* A tool's bytes go into the next request body: invalid UTF-8 becomes U+FFFD. */
+    const char *content = res->content ? res->content : "";
+    t->content = ah__utf8_dup(content, strlen(content), NULL);
     w->stats.tool_calls++;
     w->stats.tool_attempts += res->attempts;
     ah_event ev = {.type = AH_EV_TOOL_CALL_END};

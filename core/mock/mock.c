@@ -593,6 +593,10 @@ static struct MHD_Response *reply_response(ah_mock *m, struct MHD_Connection *co
         *status = st == AH_ERR_INVALID ? 400 : 500;
         return error_response(wire, *status, NULL, err, request_id, step);
     }
+    if (step->invalid_utf8 && s->reply.text_len >= 2) {
+        s->reply.text[0] = (char)0xFF; /* never valid UTF-8, sent raw in the JSON */
+        s->reply.text[1] = (char)0xFE;
+    }
     ah__mock_step_kind kind = step->kind;
     int fault = kind == AH__MOCK_CUT || kind == AH__MOCK_STALL ||
                 kind == AH__MOCK_MALFORMED || kind == AH__MOCK_ERROR_EVENT;

@@ -105,6 +105,7 @@ typedef struct ah__mock_step {
     char *content_type; /* overrides the response's Content-Type (NULL = the usual) */
     int json_body;      /* OK / DELAY: a JSON body even when the request asked to stream */
     int body_fault;     /* STATUS: AH__MOCK_BODY_* */
+    int invalid_utf8;   /* OK / DELAY: the reply text starts with the bytes FF FE */
 } ah__mock_step;
 
 enum { AH__MOCK_UNCLEAN_NONE, AH__MOCK_UNCLEAN_NO_FINAL_CHUNK, AH__MOCK_UNCLEAN_RESET,

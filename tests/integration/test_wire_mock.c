@@ -31,12 +31,34 @@ typedef struct harness {
     int events[AH_EV_COUNT_];
     int tool_runs;
     char tool_names[256];
+    int invalid_lines; /* events whose JSON is not valid UTF-8 */
+    int replacement_seen;
 } harness;
+
+static int valid_utf8(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        int n = *p < 0x80 ? 1 : (*p >> 5) == 6 ? 2 : (*p >> 4) == 14 ? 3 : (*p >> 3) == 30 ? 4 : 0;
+        if (!n || (n == 2 && *p < 0xC2))
+            return 0;
+        for (int i = 1; i < n; i++)
+            if ((p[i] & 0xC0) != 0x80)
+                return 0;
+        p += n;
+    }
+    return 1;
+}
 
 static void on_event(void *ud, const ah_event *ev)
 {
     harness *h = ud;
     h->events[ev->type]++;
+    char *json = ah_event_to_json(ev); /* what --events writes, one line per event */
+    assert_non_null(json);
+    h->invalid_lines += !valid_utf8(json);
+    h->replacement_seen |= strstr(json, "\xEF\xBF\xBD") != NULL;
+    free(json);
 }
 
 static int run_tool(void *ud, ah_worker *w, const ah_tool_request *req, ah_tool_response *res)
@@ -288,6 +310,35 @@ static void non_stream_200_fails_at_once(void **state)
     }
 }
 
+/* ---- item: invalid UTF-8 from the provider ----------------------------------------------- */
+
+/* The reply text starts with the bytes FF FE: every event line stays valid UTF-8 (the
+ * bytes are U+FFFD), and so do the answer and the next request body. */
+static void provider_invalid_utf8_becomes_replacement(void **state)
+{
+    (void)state;
+    for (size_t wi = 0; wi < 3; wi++) {
+        harness h;
+        opts o = {.wire = WIRES[wi],
+                  .tools = 1,
+                  .plan = "{\"steps\": [], \"then\": {\"ok\": true, \"invalid_utf8\": true}}"};
+        ah_run_outcome out = run(&h, &o);
+        if (out != AH_OUTCOME_COMPLETED)
+            fail_msg("%s: outcome %s: %s", ah_wire_name(WIRES[wi]),
+                     ah_run_outcome_name(out), ah_worker_error(h.worker)->message);
+        assert_int_equal(h.invalid_lines, 0);
+        assert_true(h.replacement_seen);
+        assert_true(valid_utf8(ah_worker_text(h.worker)));
+        assert_non_null(strstr(ah_worker_text(h.worker), "\xEF\xBF\xBD"));
+        ah_mock_request r;
+        size_t n = ah_mock_request_count(h.mock);
+        assert_int_equal(n, 2);
+        ah_mock_request_get(h.mock, 1, &r); /* carries the first answer's text back */
+        assert_true(valid_utf8(r.body));
+        done(&h);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -297,6 +348,7 @@ int main(void)
         cmocka_unit_test(stalled_error_body_is_a_timeout),
         cmocka_unit_test(json_200_is_decoded_as_a_response),
         cmocka_unit_test(non_stream_200_fails_at_once),
+        cmocka_unit_test(provider_invalid_utf8_becomes_replacement),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

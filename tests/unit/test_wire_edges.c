@@ -37,6 +37,7 @@ typedef struct fake {
     const step *steps;
     int n_steps;
     int started, aborted, live;
+    char last_body[8192];
 } fake;
 
 typedef struct fattempt {
@@ -106,9 +107,10 @@ static ah_status fake_start(void *self, ah_loop *loop, const ah_http_request *re
                             const ah_transport_sink *sink, void *sink_ud, void **out,
                             ah_error *err)
 {
-    (void)req;
     fake *f = self;
     assert_true(f->started < f->n_steps);
+    snprintf(f->last_body, sizeof f->last_body, "%.*s", (int)req->body_len,
+             req->body ? req->body : "");
     const step *s = &f->steps[f->started++];
     if (s->start_fails) {
         ah_error_set(err, s->fail_kind ? s->fail_kind : AH_EK_CONNECT, 0,
@@ -170,7 +172,7 @@ static int tool_exec(void *ud, ah_worker *w, const ah_tool_request *req,
     harness *h = ud;
     h->tool_runs++;
     res->outcome = AH_TOOL_OK;
-    res->content = "ran";
+    res->content = "bad \xff\xfe bytes"; /* not UTF-8 */
     res->attempts = 1;
     return 0;
 }
@@ -459,6 +461,74 @@ static void default_response_cap_is_32_mib(void **state)
     }
 }
 
+/* ---- invalid UTF-8 -------------------------------------------------------------------- */
+
+static int valid_utf8(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        int n = *p < 0x80 ? 1 : (*p >> 5) == 6 ? 2 : (*p >> 4) == 14 ? 3 : (*p >> 3) == 30 ? 4 : 0;
+        if (!n || (n == 2 && *p < 0xC2))
+            return 0;
+        for (int i = 1; i < n; i++)
+            if ((p[i] & 0xC0) != 0x80)
+                return 0;
+        p += n;
+    }
+    return 1;
+}
+
+#define ANT_DELTA_OF(t)                                                                  \
+    "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,"       \
+    "\"delta\":{\"type\":\"text_delta\",\"text\":\"" t "\"}}\n\n"
+
+/* A lone low surrogate escape made the event unparseable ("malformed") on every
+ * continuation until the run failed; now it is U+FFFD, like raw invalid bytes. */
+static void lone_surrogate_and_invalid_bytes_become_replacement(void **state)
+{
+    (void)state;
+    harness *h = new_harness(0, AH_WIRE_ANTHROPIC);
+    step steps[1] = {{.chunks = {ANT_START, ANT_DELTA_OF("a\\udc00b \xff\xfe c \\ud83d\\ude00"),
+                                  ANT_END}}};
+    make_worker(h, steps, 1);
+    ah_run_outcome o = drive(h, "hi");
+    if (o != AH_OUTCOME_COMPLETED)
+        fail_msg("outcome %s: %s", ah_run_outcome_name(o), h->last_error);
+    assert_string_equal(ah_worker_text(h->w),
+                        "a\xEF\xBF\xBD" "b \xEF\xBF\xBD\xEF\xBF\xBD c \xF0\x9F\x98\x80");
+    assert_int_equal(h->events[AH_EV_LLM_CONTINUATION], 0);
+    free_harness(h);
+}
+
+#define ANT_TOOL_USE                                                                     \
+    "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,"       \
+    "\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"t\","           \
+    "\"input\":{}}}\n\n"                                                                  \
+    "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":1}\n\n"     \
+    "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":"  \
+    "\"tool_use\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":2}}\n\n"             \
+    "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+
+/* A tool returning bytes that are not UTF-8 made the next request body invalid (the
+ * provider answered 400): they reach the body as U+FFFD. */
+static void tool_result_bytes_keep_the_next_body_valid(void **state)
+{
+    (void)state;
+    harness *h = new_harness(0, AH_WIRE_ANTHROPIC);
+    h->tools[0] = (ah_tool_def){.name = "t", .schema_json = "{\"type\":\"object\"}"};
+    h->n_tools = 1;
+    step steps[2] = {{.chunks = {ANT_START, ANT_DELTA, ANT_TOOL_USE}},
+                     {.chunks = {ANT_START, ANT_DELTA, ANT_END}}};
+    make_worker(h, steps, 2);
+    ah_run_outcome o = drive(h, "hi");
+    if (o != AH_OUTCOME_COMPLETED)
+        fail_msg("outcome %s: %s", ah_run_outcome_name(o), h->last_error);
+    assert_int_equal(h->tool_runs, 1);
+    assert_true(valid_utf8(h->f.last_body));
+    assert_non_null(strstr(h->f.last_body, "bad \xEF\xBF\xBD\xEF\xBF\xBD bytes"));
+    free_harness(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -468,6 +538,8 @@ int main(void)
         cmocka_unit_test(deadline_spans_continuations),
         cmocka_unit_test(response_cap_ends_the_stream),
         cmocka_unit_test(default_response_cap_is_32_mib),
+        cmocka_unit_test(lone_surrogate_and_invalid_bytes_become_replacement),
+        cmocka_unit_test(tool_result_bytes_keep_the_next_body_valid),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
