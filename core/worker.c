@@ -191,6 +191,7 @@ struct ah_worker {
     ah_run_outcome outcome;
     ah_error error;
     char *text;
+    const char *text_ref; /* the answer's one text block, in history (not owned) */
     ah_worker_stats stats;
 };
 
@@ -207,10 +208,32 @@ static void set_state(ah_worker *w, wstate s)
     w->state = s;
 }
 
-/* Concatenate the text blocks of the assistant messages of the current answer. */
+/* Concatenate the text blocks of the assistant messages of the current answer. An answer
+ * of one text block is not copied: w->text_ref points at it in history (which only
+ * grows until the worker is freed, so the pointer stays valid). */
 static void build_text(ah_worker *w)
 {
     size_t total = 0, n = ah_conversation_count(w->conv);
+    const char *only = NULL;
+    size_t n_text = 0;
+    for (size_t m = w->answer_start; m < n; m++) {
+        if (ah_conversation_role(w->conv, m) != AH_ROLE_ASSISTANT)
+            continue;
+        for (size_t i = 0; i < ah_conversation_block_count(w->conv, m); i++) {
+            const ah_msg_block *b = ah_conversation_block(w->conv, m, i);
+            if (b->kind == AH_MSG_TEXT && b->text[0]) {
+                only = b->text;
+                n_text++;
+            }
+        }
+    }
+    w->text_ref = NULL;
+    if (n_text == 1) {
+        free(w->text);
+        w->text = NULL;
+        w->text_ref = only;
+        return;
+    }
     for (int pass = 0; pass < 2; pass++) {
         size_t pos = 0;
         for (size_t m = w->answer_start; m < n; m++) {
@@ -536,10 +559,14 @@ static void on_kick(void *ud)
 static ah_status commit_block(ah_worker *w, const ah_block *b)
 {
     switch (b->kind) {
-    case AH_BLOCK_TEXT:
+    case AH_BLOCK_TEXT: {
         if (b->text_len == 0)
             return AH_OK; /* providers reject empty text blocks; nothing is lost */
-        return ah_conversation_add_text(w->conv, b->text, b->text_len);
+        /* The timeline's text is NUL-terminated: one copy into history, not two (a
+         * large answer briefly held three times otherwise). */
+        ah_msg_block mb = {.kind = AH_MSG_TEXT, .text = b->text};
+        return ah_conversation_add_block(w->conv, &mb);
+    }
     case AH_BLOCK_REASONING:
         return ah_conversation_add_reasoning(w->conv, b->text,
                                              b->signature_len ? b->signature : NULL,
@@ -571,12 +598,12 @@ static void run_tools(ah_worker *w, size_t msg);
 static void check_answer(ah_worker *w, int refused)
 {
     build_text(w);
-    if (!w->text) {
+    if (!w->text && !w->text_ref) {
         fail_nomem(w, "answer text");
         return;
     }
     char why[1024] = "";
-    if (w->check_output(w->check_ud, w->text, refused, why, sizeof why) == 0) {
+    if (w->check_output(w->check_ud, ah_worker_text(w), refused, why, sizeof why) == 0) {
         finish(w, AH_OUTCOME_COMPLETED, NULL);
         return;
     }
@@ -648,11 +675,16 @@ static void commit_response(ah_worker *w)
     emit(w, &ev);
     if (w->state == W_FINISHED)
         return;
+    const char *stop = ah_timeline_stop_reason(w->tl);
+    int refused =
+        (!has_text && refusal && rlen > 0) || (stop && strcmp(stop, "refusal") == 0);
+    /* Everything is in history now: let the response's buffers go (a large answer
+     * would otherwise be held twice until the next request). */
+    ah_timeline_reset(w->tl);
+    ah_decoder_free(w->dec);
+    w->dec = NULL;
     if (n_tools == 0) {
         if (w->check_output) {
-            const char *stop = ah_timeline_stop_reason(w->tl);
-            int refused = (!has_text && refusal && rlen > 0) ||
-                          (stop && strcmp(stop, "refusal") == 0);
             check_answer(w, refused);
             return;
         }
@@ -1098,7 +1130,7 @@ const ah_error *ah_worker_error(const ah_worker *w)
 
 const char *ah_worker_text(const ah_worker *w)
 {
-    return w->text ? w->text : "";
+    return w->text_ref ? w->text_ref : w->text ? w->text : "";
 }
 
 const ah_conversation *ah_worker_history(const ah_worker *w)
