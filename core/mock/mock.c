@@ -614,6 +614,11 @@ static struct MHD_Response *reply_response(ah_mock *m, struct MHD_Connection *co
             goto fail;
         s->fault_pending = fault;
         s->k = (size_t)step->after_events;
+        /* A K past the end fires just before the final event: after it the response is
+         * complete, and a client rightly ignores what follows. */
+        size_t nev = ah__mock_writer_event_count(s->w);
+        if (fault && nev > 0 && s->k >= nev)
+            s->k = nev - 1;
         /* short_content_length: claim 1 GiB, send the stream, close. */
         uint64_t size = step->unclean == AH__MOCK_UNCLEAN_SHORT_CONTENT_LENGTH
                             ? (uint64_t)1 << 30
