@@ -16,8 +16,11 @@
 
 #include "agenthost/loop.h"
 
+#include <arpa/inet.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <pthread.h>
+#include <sys/socket.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
@@ -53,6 +56,11 @@ struct ah_loop {
     ah_async *asyncs; /* doubly linked, loop thread only */
     atomic_int async_pending;
     int in_curl; /* inside curl_multi_perform(): curl forbids removals now */
+    struct sock {
+        curl_socket_t fd;
+        int port; /* local port, 0 until looked up */
+    } * socks;
+    size_t n_socks, cap_socks;
     struct discard {
         CURL *easy;
         void (*release)(void *ud);
@@ -322,7 +330,8 @@ void ah_loop_free(ah_loop *loop)
     /* Detach what is left so nothing points into freed memory. */
     for (size_t i = 0; i < loop->n_heap; i++)
         loop->heap[i]->idx = NOT_IN_HEAP;
-    curl_multi_cleanup(loop->multi);
+    curl_multi_cleanup(loop->multi); /* closes the cached connections (sock_remove) */
+    free(loop->socks);
     free(loop->discards);
     ah_seeded_rng_free(loop->own_rng);
     free(loop->heap);
@@ -415,6 +424,56 @@ void ah__loop_discard_easy(ah_loop *loop, CURL *easy, ah__easy_link *link,
     }
     remove_easy(loop, easy);
     release(ud);
+}
+
+void ah__loop_sock_add(ah_loop *loop, curl_socket_t fd)
+{
+    if (loop->n_socks == loop->cap_socks) {
+        size_t cap = loop->cap_socks ? 2 * loop->cap_socks : 8;
+        struct sock *s = realloc(loop->socks, cap * sizeof *s);
+        if (!s)
+            return; /* only an optimisation (the early ACK) is lost for this socket */
+        loop->socks = s;
+        loop->cap_socks = cap;
+    }
+    loop->socks[loop->n_socks++] = (struct sock){fd, 0};
+}
+
+void ah__loop_sock_remove(ah_loop *loop, curl_socket_t fd)
+{
+    for (size_t i = 0; i < loop->n_socks; i++) {
+        if (loop->socks[i].fd == fd) {
+            loop->socks[i] = loop->socks[--loop->n_socks];
+            return;
+        }
+    }
+}
+
+static int local_port(curl_socket_t fd)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0)
+        return 0;
+    if (ss.ss_family == AF_INET)
+        return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    if (ss.ss_family == AF_INET6)
+        return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+    return 0;
+}
+
+curl_socket_t ah__loop_sock_by_port(ah_loop *loop, int port)
+{
+    if (port <= 0)
+        return CURL_SOCKET_BAD;
+    for (size_t i = 0; i < loop->n_socks; i++) {
+        struct sock *s = &loop->socks[i];
+        if (s->port == 0)
+            s->port = local_port(s->fd); /* bound by now: the connection is up */
+        if (s->port == port)
+            return s->fd;
+    }
+    return CURL_SOCKET_BAD;
 }
 
 static void run_discards(ah_loop *l)
