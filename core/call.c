@@ -4,8 +4,12 @@
  * Invariants:
  *   - Every state change goes through set_state(), which logs it at debug level.
  *   - At most one attempt is in flight (c->attempt), only in ATTEMPT or STREAMING.
- *   - c->timer has one meaning at a time (c->timer_role): the end of a backoff wait
- *     (WAIT), the attempt's timeout (ATTEMPT), or the deadline (STREAMING).
+ *   - c->timer has one meaning at a time (c->timer_role): the first attempt's start
+ *     (ah_call_start only arms it), the end of a backoff wait (WAIT), the attempt's
+ *     timeout (ATTEMPT), the deadline (STREAMING), or the grace after the final event.
+ *   - Nothing fires from inside ah_call_start(): no event, no start(), no on_finish.
+ *   - Once the consumer saw the final event (end_seen) the call ends DONE, whatever the
+ *     connection does next.
  *   - Retrying is decided only by ah_backoff_decide(), only before the stream opened.
  *     Once a 2xx head arrived the call ends DONE, INTERRUPTED or CANCELLED: never resent.
  *   - finish() is the last thing any handler does: on_finish may free the call.
@@ -386,13 +390,14 @@ static void on_timer(void *ud)
     }
 }
 
-/* The idle timer is lazy: chunks only record their arrival time; when the timer fires
- * early it re-arms for the rest, so the hot path costs one clock read per chunk. */
 static int64_t error_body_idle_ms(const ah_call *c)
 {
     return c->policy.idle_timeout_ms > 0 ? c->policy.idle_timeout_ms : ERROR_BODY_IDLE_MS;
 }
 
+/* The idle timer is lazy: chunks only record their arrival time; when the timer fires
+ * early it re-arms for the rest, so the hot path costs one clock read per chunk. It also
+ * bounds a non-2xx body that stalls (ATTEMPT). */
 static void on_idle(void *ud)
 {
     ah_call *c = ud;
