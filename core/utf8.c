@@ -9,6 +9,7 @@
  */
 #include "internal.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -185,10 +186,25 @@ static int json_fix_pass(const char *s, size_t n, char *out, size_t *olen)
 
 int ah__json_text_fix(const char *s, size_t n, char **out, size_t *outlen)
 {
-    /* Fast path: nothing non-ASCII and no "\u" escape at all. */
-    int suspicious = 0;
-    for (size_t i = 0; i < n && !suspicious; i++)
-        suspicious = (unsigned char)s[i] >= 0x80 || (s[i] == '\\' && i + 1 < n && s[i + 1] == 'u');
+    /* Fast path (every event goes through here): ASCII only, checked a word at a time,
+     * and no "\u" escape (memchr for the backslashes). */
+    uint64_t acc = 0;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        acc |= w;
+    }
+    for (; i < n; i++)
+        acc |= (unsigned char)s[i];
+    int suspicious = (acc & 0x8080808080808080ULL) != 0;
+    for (const char *p = s, *end = s + n; !suspicious && p < end;) {
+        const char *b = memchr(p, '\\', (size_t)(end - p));
+        if (!b || b + 1 >= end)
+            break;
+        suspicious = b[1] == 'u';
+        p = b + 2; /* the escaped character is skipped: "\\u" is not an escape */
+    }
     if (!suspicious)
         return 0;
     size_t len = 0;
