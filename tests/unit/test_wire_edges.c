@@ -364,6 +364,15 @@ static void call_start_completes_later(void **state)
     "\"end_turn\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":2}}\n\n"             \
     "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
 
+#define ANT_TOOL_USE                                                                     \
+    "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,"       \
+    "\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"t\","           \
+    "\"input\":{}}}\n\n"                                                                  \
+    "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":1}\n\n"     \
+    "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":"  \
+    "\"tool_use\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":2}}\n\n"             \
+    "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+
 /* ---- deadline_ms across continuations ---------------------------------------------- */
 
 /* Every response stalls after some text. The deadline hit mid-stream ends the call: it
@@ -407,6 +416,35 @@ static void deadline_spans_continuations(void **state)
     assert_int_equal(h->events[AH_EV_LLM_CONTINUATION], 3);
     assert_true(ah_loop_now_ms(h->loop) - t0 <= 1000);
     free_harness(h);
+}
+
+/* ---- complete, then the connection misbehaves ---------------------------------------- */
+
+/* message_stop arrived, then the connection is held open (no terminator, no close): the
+ * call ends DONE after the grace, not at the idle timeout as a cut. And a reset right
+ * after the end, with a tool_use in the same chunk after message_stop: DONE, no tool. */
+static void held_open_or_reset_after_the_end_is_complete(void **state)
+{
+    (void)state;
+    for (int v = 0; v < 2; v++) {
+        harness *h = new_harness(0, AH_WIRE_ANTHROPIC);
+        h->policy.idle_timeout_ms = 5000;
+        h->tools[0] = (ah_tool_def){.name = "t", .schema_json = "{\"type\":\"object\"}"};
+        h->n_tools = 1;
+        step steps[1] = {{.chunks = {ANT_START, ANT_DELTA, v ? ANT_END ANT_TOOL_USE : ANT_END},
+                          .end = v ? END_CUT : END_STALL}};
+        make_worker(h, steps, 1);
+        int64_t t0 = ah_loop_now_ms(h->loop);
+        ah_run_outcome o = drive(h, "hi");
+        if (o != AH_OUTCOME_COMPLETED)
+            fail_msg("variant %d: outcome %s: %s", v, ah_run_outcome_name(o), h->last_error);
+        assert_int_equal(h->events[AH_EV_LLM_CONTINUATION], 0);
+        assert_int_equal(h->tool_runs, 0);
+        assert_string_equal(ah_worker_text(h->w), "hello ");
+        if (!v) /* the 1 s grace, well before the 5 s idle timeout */
+            assert_true(ah_loop_now_ms(h->loop) - t0 < 2000);
+        free_harness(h);
+    }
 }
 
 /* ---- the response cap ---------------------------------------------------------------- */
@@ -500,15 +538,6 @@ static void lone_surrogate_and_invalid_bytes_become_replacement(void **state)
     free_harness(h);
 }
 
-#define ANT_TOOL_USE                                                                     \
-    "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,"       \
-    "\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"t\","           \
-    "\"input\":{}}}\n\n"                                                                  \
-    "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":1}\n\n"     \
-    "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":"  \
-    "\"tool_use\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":2}}\n\n"             \
-    "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
-
 /* A tool returning bytes that are not UTF-8 made the next request body invalid (the
  * provider answered 400): they reach the body as U+FFFD. */
 static void tool_result_bytes_keep_the_next_body_valid(void **state)
@@ -536,6 +565,7 @@ int main(void)
         cmocka_unit_test(call_start_completes_later),
         cmocka_unit_test(deadline_mid_stream_is_not_continued),
         cmocka_unit_test(deadline_spans_continuations),
+        cmocka_unit_test(held_open_or_reset_after_the_end_is_complete),
         cmocka_unit_test(response_cap_ends_the_stream),
         cmocka_unit_test(default_response_cap_is_32_mib),
         cmocka_unit_test(lone_surrogate_and_invalid_bytes_become_replacement),
