@@ -159,7 +159,8 @@ void ah_rate_limit_hold(ah_rate_limit *rl, ah_loop *loop, int64_t req_ms, int64_
  * expire after ttl_s (0 = never). claim and complete answer asynchronously (PENDING,
  * then the callback from the loop); every Redis error is FAILED: fail closed. The
  * synchronous reads (ah_ledger_lookup, _count, _claims, _foreach) read the snapshot of
- * the last ah_ledger_redis_refresh(); nothing blocks the loop. Durability is Redis's:
+ * the last ah_ledger_redis_refresh(); the synchronous ah_ledger_record() answers FAILED
+ * (use ah_ledger_complete() with a callback); nothing blocks the loop. Durability is Redis's:
  * run it with appendonly yes / appendfsync always where a lost entry matters. */
 typedef struct ah_ledger_redis_config {
     const char *url;                /* required */
