@@ -4,11 +4,15 @@
  *   - retry budget: local try_spend vs a shared spend (one EVALSHA round trip), one at a
  *     time (latency) and 64 in flight (throughput);
  *   - pacing: local acquire vs shared acquire;
- *   - ledger: claim + complete on the memory ledger vs on Redis (two round trips).
+ *   - ledger: claim + complete on the memory ledger vs on Redis (two round trips);
+ *   - the floor: a blocking hiredis PING round trip on the same socket (no loop, no
+ *     script), measured in the same run, since the machine's speed varies.
  * Prints a markdown table. Numbers, never assertions.
  *   redis_bench [N]   (N shared operations per row, default 5000) */
 #include "agenthost.h"
 #include "support/redis_fixture.h"
+
+#include <hiredis/hiredis.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,6 +70,18 @@ int main(int argc, char **argv)
         ah_loop_run_once(loop, 10);
 
     printf("| operation | local | shared (Redis, unix socket) |\n|---|---|---|\n");
+
+    /* the floor: what one round trip costs without agenthost */
+    redisContext *sync = redisConnectUnix(f.sock);
+    double t_floor = now_us();
+    for (int i = 0; sync && !sync->err && i < n; i++) {
+        redisReply *rep = redisCommand(sync, "PING");
+        freeReplyObject(rep);
+    }
+    printf("| floor: blocking hiredis PING round trip | | %.1f us |\n",
+           (now_us() - t_floor) / n);
+    if (sync)
+        redisFree(sync);
 
     /* retry budget */
     ah_retry_budget *lb = ah_retry_budget_new(1e6, 1);
