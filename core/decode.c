@@ -2,8 +2,9 @@
  * format, sticky errors, hooks, end-of-stream verdict, and the non-stream entry point.
  *
  * Invariants:
- *   - each event's data is parsed exactly once (cJSON) and the tree is freed before the
- * next event; format code borrows it and copies only what the timeline keeps;
+ *   - each event's data is parsed exactly once: by the fast path (decode_fast.c) when it
+ * is one of the hot delta shapes, else by cJSON, whose tree is freed before the next
+ * event; format code borrows it and copies only what the timeline keeps;
  *   - after the first decoder error every feed returns the same sticky status and nothing
  *     more reaches the timeline or the hooks;
  *   - "[DONE]" is the end-of-data sentinel in every format (Chat always sends it, some
@@ -215,7 +216,14 @@ void ah_decoder_free(ah_decoder *d)
     if (!d)
         return;
     ah_sse_free(d->sse);
+    free(d->scratch);
     free(d);
+}
+
+void ah__decoder_set_slow(ah_decoder *d, int slow)
+{
+    if (d)
+        d->slow = slow != 0;
 }
 
 const ah_error *ah_decoder_error(const ah_decoder *d)
@@ -275,11 +283,17 @@ static ah_status feed_event(ah_decoder *d, const ah_sse_event *ev, int64_t end)
             ah__openai_end(d);
         return d->status;
     }
+    ah_status st;
+    if (!d->slow && ah__fast_event(d, ev->data, ev->data_len, &st)) {
+        d->ev_type = NULL;
+        if (st != AH_OK && d->status == AH_OK)
+            st = ah__dec_fail(d, st, "failed");
+        return st;
+    }
     cJSON *root = cJSON_ParseWithLength(ev->data, ev->data_len);
     if (!root)
         return ah__dec_fail(d, AH_ERR_PARSE, "malformed JSON in event data (%zu bytes)",
                             ev->data_len);
-    ah_status st;
     if (!cJSON_IsObject(root))
         st = ah__dec_fail(d, AH_ERR_PARSE, "event data is JSON but not an object");
     else
