@@ -9,9 +9,9 @@
  *     more reaches the timeline or the hooks;
  *   - "[DONE]" is the end-of-data sentinel in every format (Chat always sends it, some
  *     Responses servers do too); later events are ignored;
- *   - bytes are handed to the SSE parser one line at a time so that the byte offset named
- * in an error is the end of the offending event (exact for LF/CRLF streams; a CR-only
- * stream reports the end of the chunk).
+ *   - the byte offset named in an error is the end of the offending event (the SSE
+ * parser's consumed offset); a chunk is handed to it as its complete lines, then its
+ * unterminated rest, so the events before a framing error are all decoded.
  */
 #include "decode_internal.h"
 
@@ -322,8 +322,13 @@ ah_status ah_decoder_feed(ah_decoder *d, const void *bytes, size_t len)
         return AH_ERR_STATE;
     const char *p = bytes;
     while (len > 0) {
-        const char *nl = memchr(p, '\n', len);
-        size_t take = nl ? (size_t)(nl - p) + 1 : len;
+        /* The complete lines first, then the unterminated rest: every event before a bad
+         * line (say, one over the line limit) is decoded, as if fed line by line. */
+        size_t take = len;
+        while (take > 0 && p[take - 1] != '\n' && p[take - 1] != '\r')
+            take--;
+        if (take == 0)
+            take = len;
         ah_status st = ah_sse_feed(d->sse, p, take);
         d->bytes += take;
         p += take;
@@ -335,7 +340,7 @@ ah_status ah_decoder_feed(ah_decoder *d, const void *bytes, size_t len)
                 st = ah_sse_status(d->sse);
                 break;
             }
-            st = feed_event(d, &ev, (int64_t)d->bytes);
+            st = feed_event(d, &ev, (int64_t)ah_sse_bytes_consumed(d->sse));
         }
         if (st != AH_OK) {
             if (d->status == AH_OK) {
