@@ -225,12 +225,15 @@ static int anthropic(ah_decoder *d, cur *c, ah_status *st)
         !lit(c, ',') || !KEY(c, "index") || !uint_val(c, &idx) || !lit(c, ',') ||
         !KEY(c, "delta") || !lit(c, '{') || !KEY(c, "type"))
         return 0;
-    const char *type;
+    /* Each alternative starts from the same place (a failed one may have moved c). */
+    const char *type = NULL;
+    const cur at = *c;
     if (QUOTED(c, "text_delta") && lit(c, ',') && KEY(c, "text"))
         type = "text_delta";
-    else if (QUOTED(c, "thinking_delta") && lit(c, ',') && KEY(c, "thinking"))
+    else if ((*c = at, QUOTED(c, "thinking_delta") && lit(c, ',') && KEY(c, "thinking")))
         type = "thinking_delta";
-    else if (QUOTED(c, "input_json_delta") && lit(c, ',') && KEY(c, "partial_json"))
+    else if ((*c = at, QUOTED(c, "input_json_delta") && lit(c, ',') &&
+              KEY(c, "partial_json")))
         type = "input_json_delta";
     else
         return 0;

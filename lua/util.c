@@ -378,3 +378,35 @@ void lah_push_event(lua_State *L, const ah_event *ev)
     lua_createtable(L, 0, 8);
     ah_event_visit(ev, &lua_fields, L);
 }
+
+/* Refilling a table: a null field is set to nil, so nothing of the last event stays. */
+static void l_null_clear(void *ud, const char *key)
+{
+    lua_State *L = ud;
+    lua_pushnil(L);
+    lua_setfield(L, -2, key);
+}
+
+static void l_str_clear(void *ud, const char *key, const char *s, size_t len)
+{
+    if (s)
+        l_str(ud, key, s, len);
+    else
+        l_null_clear(ud, key);
+}
+
+static void l_error_clear(void *ud, const char *key, const ah_error *e)
+{
+    if (e)
+        l_error(ud, key, e);
+    else
+        l_null_clear(ud, key);
+}
+
+static const ah_event_fields refill_fields = {l_str_clear, l_num, l_bool, l_null_clear,
+                                              l_error_clear};
+
+void lah_refill_event(lua_State *L, const ah_event *ev)
+{
+    ah_event_visit(ev, &refill_fields, L);
+}

@@ -126,6 +126,9 @@ static void anthropic_near_misses_fall_back(void **state)
         "\"thinking\":\"a\"}}",
         "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"citations_delta\","
         "\"citation\":\"a\"}}",
+        /* found by fuzz_decode_fast: one delta type's string, then another's field */
+        "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\""
+        "\"input_json_delta\",\"partial_json\":\"a\"}}",
         /* other event types, truncated, a byte-order mark, a form feed as whitespace */
         "{\"type\":\"content_block_stop\",\"index\":0}",
         "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\","
