@@ -183,6 +183,7 @@ struct ah_worker {
     ah_run_outcome outcome;
     ah_error error;
     char *text;
+    int text_borrowed; /* text is the answer's one text block in history, not a copy */
     ah_worker_stats stats;
 };
 
@@ -200,9 +201,17 @@ static void set_state(ah_worker *w, wstate s)
 }
 
 /* Concatenate the text blocks of the assistant messages of the current answer. */
+/* The answer: the text blocks of the assistant messages since the input, joined. One
+ * text block (the common case) is borrowed from history rather than copied, so a long
+ * answer is held once in C. */
 static void build_text(ah_worker *w)
 {
-    size_t total = 0, n = ah_conversation_count(w->conv);
+    size_t total = 0, n = ah_conversation_count(w->conv), blocks = 0;
+    const char *only = NULL;
+    if (!w->text_borrowed)
+        free(w->text);
+    w->text = NULL;
+    w->text_borrowed = 0;
     for (int pass = 0; pass < 2; pass++) {
         size_t pos = 0;
         for (size_t m = w->answer_start; m < n; m++) {
@@ -215,12 +224,18 @@ static void build_text(ah_worker *w)
                 size_t len = strlen(b->text);
                 if (pass == 1)
                     memcpy(w->text + pos, b->text, len);
+                else if (len > 0)
+                    blocks++, only = b->text;
                 pos += len;
             }
         }
         if (pass == 0) {
             total = pos;
-            free(w->text);
+            if (blocks == 1) {
+                w->text = (char *)only;
+                w->text_borrowed = 1;
+                return;
+            }
             w->text = malloc(total + 1);
             if (!w->text)
                 return;
@@ -524,13 +539,17 @@ static void commit_response(ah_worker *w)
     if (w->state == W_FINISHED)
         return;
     if (n_tools == 0) {
+        /* The answer is in history now: drop the stream's copy before the result is
+         * built from history, so a long answer is not held three times at once. */
         if (w->check_output) {
             const char *stop = ah_timeline_stop_reason(w->tl);
             int refused = (!has_text && refusal && rlen > 0) ||
                           (stop && strcmp(stop, "refusal") == 0);
+            ah_timeline_reset(w->tl);
             check_answer(w, refused);
             return;
         }
+        ah_timeline_reset(w->tl);
         finish(w, AH_OUTCOME_COMPLETED, NULL);
         return;
     }
@@ -902,7 +921,8 @@ void ah_worker_free(ah_worker *w)
     }
     free(w->tools);
     free(w->continue_prompt);
-    free(w->text);
+    if (!w->text_borrowed)
+        free(w->text);
     free(w);
 }
 

@@ -457,8 +457,12 @@ static int run_tool_exec(void *ud, ah_worker *w, const ah_tool_request *req,
 
 /* ---- results ----------------------------------------------------------------------- */
 
-static void push_history(lua_State *L, const ah_conversation *c)
+/* share: a text pointer (the answer's, when it is one history block) whose Lua string
+ * is also set as field "text" of the table at index res, so a long answer is one Lua
+ * string in both places. Returns 1 when it did. */
+static int push_history(lua_State *L, const ah_conversation *c, const char *share, int res)
 {
+    int shared = 0;
     size_t n = ah_conversation_count(c);
     lua_createtable(L, (int)n, 0);
     for (size_t m = 0; m < n; m++) {
@@ -474,7 +478,15 @@ static void push_history(lua_State *L, const ah_conversation *c)
             set_str(L, "type", ah_msg_kind_name(b->kind));
             switch (b->kind) {
             case AH_MSG_TEXT:
-                set_str(L, "text", b->text);
+                if (share && b->text == share && !shared) {
+                    lua_pushstring(L, b->text);
+                    lua_pushvalue(L, -1);
+                    lua_setfield(L, res, "text");
+                    lua_setfield(L, -2, "text");
+                    shared = 1;
+                } else {
+                    set_str(L, "text", b->text);
+                }
                 break;
             case AH_MSG_REASONING:
                 set_str(L, "text", b->text);
@@ -505,6 +517,7 @@ static void push_history(lua_State *L, const ah_conversation *c)
         lua_setfield(L, -2, "content");
         lua_rawseti(L, -2, (lua_Integer)m + 1);
     }
+    return shared;
 }
 
 /* Drop the run's references and its worker. Tool calls still in flight (only possible
@@ -547,7 +560,8 @@ static int run_k(lua_State *L, int status, lua_KContext ctx)
     ah_worker *w = r->w;
     ah_run_outcome outcome = ah_worker_outcome(w);
     lua_createtable(L, 0, 8);
-    set_str(L, "text", ah_worker_text(w));
+    int res = lua_gettop(L);
+    const char *text = ah_worker_text(w);
     set_str(L, "outcome", ah_run_outcome_name(outcome));
     set_str(L, "run_id", ah_worker_run_id(w));
     if (outcome != AH_OUTCOME_COMPLETED && ah_worker_error(w)->kind != AH_EK_NONE) {
@@ -558,7 +572,10 @@ static int run_k(lua_State *L, int status, lua_KContext ctx)
         lua_rawgeti(L, LUA_REGISTRYINDEX, r->output_ref);
         lua_setfield(L, -2, "output");
     }
-    push_history(L, ah_worker_history(w));
+    if (!push_history(L, ah_worker_history(w), text, res)) {
+        lua_pushstring(L, text);
+        lua_setfield(L, res, "text");
+    }
     lua_setfield(L, -2, "history");
     ah_worker_stats st;
     ah_worker_get_stats(w, &st);
