@@ -63,6 +63,7 @@ typedef struct lrun {
     void *sink_ud;
     int self_ref, on_event_ref, status_ref, retry_on_ref, validate_ref, output_ref;
     int delta_ref[2]; /* on_event_reuse: the text_delta / reasoning_delta tables */
+    lua_State *const *running; /* lah_running_slot(main): read once per event */
     tool_op *ops; /* tool calls in flight */
 } lrun;
 
@@ -123,7 +124,7 @@ static void run_on_event(void *ud, const ah_event *ev)
         r->wait.ready = 1;
     if (r->on_event_ref == LUA_NOREF && r->status_ref == LUA_NOREF)
         return;
-    lua_State *L = lah_running(r->main);
+    lua_State *L = *r->running;
     if (!lua_checkstack(L, 8))
         return;
     if (r->on_event_ref != LUA_NOREF) {
@@ -643,6 +644,7 @@ static int agent_run(lua_State *L)
     r->self_ref = r->on_event_ref = r->status_ref = r->retry_on_ref = r->validate_ref =
         r->output_ref = LUA_NOREF;
     r->delta_ref[0] = r->delta_ref[1] = LUA_NOREF;
+    r->running = lah_running_slot(L);
     luaL_setmetatable(L, RUN_MT);
     r->agent = a;
     lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);

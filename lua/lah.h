@@ -69,6 +69,9 @@ int lah_step(lua_State *L);
 
 /* The Lua thread that is running right now (the one a hook must use). */
 lua_State *lah_running(lua_State *L);
+/* Where lah_running() reads the running thread: valid as long as the state (the
+ * scheduler is finalized last), for a caller on a hot path to read it directly. */
+lua_State *const *lah_running_slot(lua_State *L);
 
 /* A Lua API function that calls into the core synchronously (which may fire hooks, e.g.
  * ah_worker_start emits run_start) brackets the call with these, so lah_running() is

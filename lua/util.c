@@ -373,9 +373,35 @@ static void l_error(void *ud, const char *key, const ah_error *e)
 
 static const ah_event_fields lua_fields = {l_str, l_num, l_bool, l_null, l_error};
 
+static void c_str(void *ud, const char *key, const char *s, size_t len)
+{
+    (void)key, (void)len;
+    *(int *)ud += s != NULL;
+}
+static void c_num(void *ud, const char *key, int64_t v)
+{
+    (void)key, (void)v;
+    ++*(int *)ud;
+}
+static void c_bool(void *ud, const char *key, int v)
+{
+    (void)key, (void)v;
+    ++*(int *)ud;
+}
+static void c_error(void *ud, const char *key, const ah_error *e)
+{
+    (void)key;
+    *(int *)ud += e != NULL;
+}
+static const ah_event_fields count_fields = {c_str, c_num, c_bool, l_null, c_error};
+
 void lah_push_event(lua_State *L, const ah_event *ev)
 {
-    lua_createtable(L, 0, 8);
+    /* Sized exactly: a text_delta table is four fields, and a smaller table is less for
+     * the allocator and the garbage collector on a stream of them. */
+    int n = 0;
+    ah_event_visit(ev, &count_fields, &n);
+    lua_createtable(L, 0, n);
     ah_event_visit(ev, &lua_fields, L);
 }
 
