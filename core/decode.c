@@ -217,6 +217,7 @@ void ah_decoder_free(ah_decoder *d)
         return;
     ah_sse_free(d->sse);
     free(d->scratch);
+    free(d->fast_bytes);
     free(d);
 }
 

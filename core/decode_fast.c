@@ -31,11 +31,14 @@
  */
 #include "decode_internal.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 typedef struct cur {
     const char *p, *end;
+    const char *start;  /* the event's data */
+    const char *tq, *te; /* the delta string token: its opening quote, just past its end */
 } cur;
 
 static void ws(cur *c)
@@ -54,23 +57,41 @@ static int lit(cur *c, char ch)
     return 0;
 }
 
+/* The first byte in [p, end) that is '"', '\\' or a control byte (< 0x20), or end.
+ * Eight bytes at a time (the classic has-zero-byte / has-byte-less-than tests, exact for
+ * "is there one"), then byte by byte in the word that has one: string scanning is most
+ * of the matcher's time on a Chat chunk. */
+static const char *scan_plain(const char *p, const char *end)
+{
+    const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
+    while (end - p >= 8) {
+        uint64_t x;
+        memcpy(&x, p, 8);
+        uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
+        uint64_t hit = ((q - ones) & ~q) | ((b - ones) & ~b) | ((x - ones * 0x20) & ~x);
+        if (hit & highs)
+            break;
+        p += 8;
+    }
+    while (p < end && *p != '"' && *p != '\\' && (unsigned char)*p >= 0x20)
+        p++;
+    return p;
+}
+
 /* A string whose bytes are its value (no backslash, no control byte). */
 static int raw_str(cur *c, const char **s, size_t *n)
 {
     ws(c);
-    if (c->p >= c->end || *c->p != '"')
+    const char *p = c->p, *end = c->end;
+    if (p >= end || *p != '"')
         return 0;
-    const char *b = ++c->p;
-    while (c->p < c->end && *c->p != '"') {
-        if ((unsigned char)*c->p < 0x20 || *c->p == '\\')
-            return 0;
-        c->p++;
-    }
-    if (c->p >= c->end)
+    const char *b = ++p;
+    p = scan_plain(p, end);
+    if (p >= end || *p != '"')
         return 0;
     *s = b;
-    *n = (size_t)(c->p - b);
-    c->p++;
+    *n = (size_t)(p - b);
+    c->p = p + 1;
     return 1;
 }
 
@@ -151,33 +172,37 @@ static int skip_scalar(cur *c)
 static int text_val(ah_decoder *d, cur *c, const char **s, size_t *n)
 {
     ws(c);
-    if (c->p >= c->end || *c->p != '"')
+    const char *p = c->p, *end = c->end;
+    if (p >= end || *p != '"')
         return 0;
-    const char *b = ++c->p;
+    c->tq = p;
+    const char *b = ++p;
     size_t escapes = 0;
-    while (c->p < c->end && *c->p != '"') {
-        unsigned char ch = (unsigned char)*c->p;
+    for (;; p++) {
+        p = scan_plain(p, end);
+        if (p >= end)
+            return 0;
+        unsigned char ch = (unsigned char)*p;
+        if (ch == '"')
+            break;
         if (ch < 0x20)
             return 0;
         if (ch == '\\') {
-            if (c->end - c->p < 2)
+            if (end - p < 2)
                 return 0;
-            switch (c->p[1]) {
+            switch (p[1]) {
             case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't':
                 break;
             default:
                 return 0; /* \u and anything invalid: cJSON decides */
             }
             escapes++;
-            c->p += 2;
-            continue;
+            p++;
         }
-        c->p++;
     }
-    if (c->p >= c->end)
-        return 0;
-    size_t len = (size_t)(c->p - b);
-    c->p++;
+    size_t len = (size_t)(p - b);
+    c->p = p + 1;
+    c->te = c->p;
     if (!escapes) {
         *s = b;
         *n = len;
@@ -188,10 +213,10 @@ static int text_val(ah_decoder *d, cur *c, const char **s, size_t *n)
         size_t cap = d->scratch_cap ? d->scratch_cap : 256;
         while (cap < out + 1)
             cap *= 2;
-        char *p = realloc(d->scratch, cap);
-        if (!p)
+        char *np = realloc(d->scratch, cap);
+        if (!np)
             return 0; /* cJSON will report the out-of-memory, or manage */
-        d->scratch = p;
+        d->scratch = np;
         d->scratch_cap = cap;
     }
     char *o = d->scratch;
@@ -213,6 +238,53 @@ static int text_val(ah_decoder *d, cur *c, const char **s, size_t *n)
     *o = '\0';
     *s = d->scratch;
     *n = out;
+    return 1;
+}
+
+/* The shape cache. Within a stream the bytes around the delta string repeat from event
+ * to event (Anthropic: everything but the text; Chat: id, model, created ... too), so the
+ * bytes before and after the string of the last event the matcher took are kept: an
+ * event that has exactly those bytes around a string text_val() accepts has the same
+ * structure, so it decodes as that event did with its own string. Anything else goes
+ * through the matcher again. */
+static void remember(ah_decoder *d, const cur *c, int kind, int64_t idx, const char *dt)
+{
+    size_t pre = (size_t)(c->tq - c->start), suf = (size_t)(c->p - c->te);
+    d->fast_kind = 0;
+    if (pre + suf > d->fast_cap) {
+        char *np = realloc(d->fast_bytes, pre + suf);
+        if (!np)
+            return;
+        d->fast_bytes = np;
+        d->fast_cap = pre + suf;
+    }
+    memcpy(d->fast_bytes, c->start, pre);
+    memcpy(d->fast_bytes + pre, c->te, suf);
+    d->fast_pre = pre;
+    d->fast_suf = suf;
+    d->fast_kind = kind;
+    d->fast_idx = idx;
+    d->fast_dt = dt;
+}
+
+static int replay(ah_decoder *d, cur *c, ah_status *st)
+{
+    const char *s;
+    size_t n, pre = d->fast_pre, suf = d->fast_suf;
+    if ((size_t)(c->end - c->start) < pre + suf + 2 ||
+        memcmp(c->start, d->fast_bytes, pre) != 0 || c->start[pre] != '"')
+        return 0;
+    c->p = c->start + pre;
+    if (!text_val(d, c, &s, &n) || (size_t)(c->end - c->p) < suf ||
+        memcmp(c->p, d->fast_bytes + pre, suf) != 0)
+        return 0;
+    if (d->fast_kind == 1) {
+        d->ev_type = "content_block_delta";
+        *st = ah__anthropic_delta(d, d->fast_idx, d->fast_dt, NULL, s, n);
+    } else {
+        d->ev_type = "chat.completion.chunk";
+        *st = ah__openai_content(d, AH_BLOCK_TEXT, s, n);
+    }
     return 1;
 }
 
@@ -239,6 +311,7 @@ static int anthropic(ah_decoder *d, cur *c, ah_status *st)
         return 0;
     if (!text_val(d, c, &s, &n) || !lit(c, '}') || !lit(c, '}'))
         return 0;
+    remember(d, c, 1, idx, type);
     d->ev_type = "content_block_delta";
     *st = ah__anthropic_delta(d, idx, type, NULL, s, n);
     return 1;
@@ -288,13 +361,24 @@ static int chat_choices(ah_decoder *d, cur *c, const char **text, size_t *tn)
 /* Top-level keys the Chat decoder does not read, whose scalar values are skipped. */
 static int chat_ignored(const char *k, size_t n)
 {
-    static const char *const keys[] = {"id",    "object",       "created",
-                                       "model", "service_tier", "system_fingerprint",
-                                       "obfuscation"};
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-        if (str_is(k, n, keys[i]))
-            return 1;
-    return 0;
+    switch (n) {
+    case 2:
+        return memcmp(k, "id", 2) == 0;
+    case 5:
+        return memcmp(k, "model", 5) == 0;
+    case 6:
+        return memcmp(k, "object", 6) == 0;
+    case 7:
+        return memcmp(k, "created", 7) == 0;
+    case 11:
+        return memcmp(k, "obfuscation", 11) == 0;
+    case 12:
+        return memcmp(k, "service_tier", 12) == 0;
+    case 18:
+        return memcmp(k, "system_fingerprint", 18) == 0;
+    default:
+        return 0;
+    }
 }
 
 static int chat(ah_decoder *d, cur *c, ah_status *st)
@@ -321,6 +405,7 @@ static int chat(ah_decoder *d, cur *c, ah_status *st)
     } while (lit(c, ','));
     if (!lit(c, '}') || !choices)
         return 0;
+    remember(d, c, 2, 0, NULL);
     /* text may point into the scratch buffer: nothing above reused it after the delta. */
     d->ev_type = "chat.completion.chunk";
     *st = ah__openai_content(d, AH_BLOCK_TEXT, text, tn);
@@ -329,7 +414,10 @@ static int chat(ah_decoder *d, cur *c, ah_status *st)
 
 int ah__fast_event(ah_decoder *d, const char *data, size_t len, ah_status *st)
 {
-    cur c = {data, data + len};
+    cur c = {data, data + len, data, NULL, NULL};
+    if (d->fast_kind && replay(d, &c, st))
+        return 1;
+    c.p = data;
     switch (d->wire) {
     case AH_WIRE_ANTHROPIC:
         return anthropic(d, &c, st);

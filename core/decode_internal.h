@@ -97,6 +97,13 @@ struct ah_decoder {
     int slow;       /* the fast path is off (tests) */
     char *scratch;  /* the fast path's unescaped string, reused */
     size_t scratch_cap;
+    /* the fast path's shape cache (decode_fast.c): the bytes around the delta string of
+     * the last event it took, and what that event was */
+    char *fast_bytes;
+    size_t fast_pre, fast_suf, fast_cap;
+    int fast_kind; /* 0 none, 1 Anthropic delta (fast_idx, fast_dt), 2 Chat content */
+    int64_t fast_idx;
+    const char *fast_dt;
     /* Chat Completions state */
     size_t chat_open; /* the open text/reasoning block, AH__NONE if none */
     int chat_finish_seen;
