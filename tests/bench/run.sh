@@ -110,14 +110,14 @@ pair_ratio() { # prefixA prefixB field -> median over runs of A_i / B_i
     local i a b
     for ((i = 1; i <= RUNS; i++)); do
         a=$(val "$1.$i" "$3") b=$(val "$2.$i" "$3")
-        [ -n "$a" ] && [ -n "$b" ] && awk -v a="$a" -v b="$b" 'BEGIN { if (b > 0) printf "%.6f\n", a / b }'
+        if [ -n "$a" ] && [ -n "$b" ]; then awk -v a="$a" -v b="$b" 'BEGIN { if (b > 0) printf "%.6f\n", a / b }'; fi
     done | med
 }
-pair_diff() { # prefixA prefixB field -> A_i - B_i, one per run
+pair_diff() { # prefixA prefixB field -> A_i - B_i, one per run (none for failed runs)
     local i a b
     for ((i = 1; i <= RUNS; i++)); do
         a=$(val "$1.$i" "$3") b=$(val "$2.$i" "$3")
-        [ -n "$a" ] && [ -n "$b" ] && awk -v a="$a" -v b="$b" 'BEGIN { printf "%.6f\n", a - b }'
+        if [ -n "$a" ] && [ -n "$b" ]; then awk -v a="$a" -v b="$b" 'BEGIN { printf "%.6f\n", a - b }'; fi
     done
 }
 fmt() { # printf-format value -> formatted, or "n/a" when empty
@@ -461,7 +461,9 @@ net_ratio() { # agenthost-prefix wire -> median over runs of (node_i - node_star
     local i a n st
     for ((i = 1; i <= RUNS; i++)); do
         a=$(val "$2.$1.$i" cpu_s) n=$(val "$2.node.$i" cpu_s) st=$(val "start.node-$2.$i" cpu_s)
-        [ -n "$a" ] && [ -n "$n" ] && [ -n "$st" ] && awk -v a="$a" -v n="$n" -v s="$st" 'BEGIN { if (a > 0) printf "%.6f\n", (n - s) / a }'
+        if [ -n "$a" ] && [ -n "$n" ] && [ -n "$st" ]; then
+            awk -v a="$a" -v n="$n" -v s="$st" 'BEGIN { if (a > 0) printf "%.6f\n", (n - s) / a }'
+        fi
     done | med
 }
 for wire in "${WIRES[@]}"; do
