@@ -326,7 +326,23 @@ static void tool_done(void *ud, lua_State *co, int ok)
             }
         }
     }
-    res.content = lua_tostring(L, -1);
+    size_t clen = 0;
+    const char *content = lua_tolstring(L, -1, &clen);
+    if (content && memchr(content, '\0', clen)) {
+        /* C strings end at NUL: a NUL byte in a tool's result is sent as the six
+         * characters \u0000 instead of cutting the result there. */
+        luaL_Buffer b;
+        luaL_buffinit(L, &b);
+        for (size_t i = 0; i < clen; i++) {
+            if (content[i])
+                luaL_addchar(&b, content[i]);
+            else
+                luaL_addstring(&b, "\\u0000");
+        }
+        luaL_pushresult(&b);
+        content = lua_tostring(L, -1);
+    }
+    res.content = content;
     ah_worker_tool_done(r->w, index, &res); /* copies the content */
     lua_settop(L, top);
 }
@@ -458,12 +474,12 @@ static int run_tool_exec(void *ud, ah_worker *w, const ah_tool_request *req,
 
 /* ---- results ----------------------------------------------------------------------- */
 
-/* share: a text pointer (the answer's, when it is one history block) whose Lua string
- * is also set as field "text" of the table at index res, so a long answer is one Lua
- * string in both places. Returns 1 when it did. */
-static int push_history(lua_State *L, const ah_conversation *c, const char *share, int res)
+/* shared: the absolute index of a Lua string (the result's text) that a text block equal
+ * to it reuses instead of a second copy of a large answer; 0 = none. */
+static void push_history(lua_State *L, const ah_conversation *c, int shared)
 {
-    int shared = 0;
+    size_t shared_len = 0;
+    const char *shared_s = shared ? lua_tolstring(L, shared, &shared_len) : NULL;
     size_t n = ah_conversation_count(c);
     lua_createtable(L, (int)n, 0);
     for (size_t m = 0; m < n; m++) {
@@ -479,12 +495,10 @@ static int push_history(lua_State *L, const ah_conversation *c, const char *shar
             set_str(L, "type", ah_msg_kind_name(b->kind));
             switch (b->kind) {
             case AH_MSG_TEXT:
-                if (share && b->text == share && !shared) {
-                    lua_pushstring(L, b->text);
-                    lua_pushvalue(L, -1);
-                    lua_setfield(L, res, "text");
+                if (shared_s && shared_len > 4096 && strlen(b->text) == shared_len &&
+                    memcmp(b->text, shared_s, shared_len) == 0) {
+                    lua_pushvalue(L, shared);
                     lua_setfield(L, -2, "text");
-                    shared = 1;
                 } else {
                     set_str(L, "text", b->text);
                 }
@@ -518,7 +532,6 @@ static int push_history(lua_State *L, const ah_conversation *c, const char *shar
         lua_setfield(L, -2, "content");
         lua_rawseti(L, -2, (lua_Integer)m + 1);
     }
-    return shared;
 }
 
 /* Drop the run's references and its worker. Tool calls still in flight (only possible
@@ -561,8 +574,7 @@ static int run_k(lua_State *L, int status, lua_KContext ctx)
     ah_worker *w = r->w;
     ah_run_outcome outcome = ah_worker_outcome(w);
     lua_createtable(L, 0, 8);
-    int res = lua_gettop(L);
-    const char *text = ah_worker_text(w);
+    set_str(L, "text", ah_worker_text(w));
     set_str(L, "outcome", ah_run_outcome_name(outcome));
     set_str(L, "run_id", ah_worker_run_id(w));
     if (outcome != AH_OUTCOME_COMPLETED && ah_worker_error(w)->kind != AH_EK_NONE) {
@@ -573,11 +585,10 @@ static int run_k(lua_State *L, int status, lua_KContext ctx)
         lua_rawgeti(L, LUA_REGISTRYINDEX, r->output_ref);
         lua_setfield(L, -2, "output");
     }
-    if (!push_history(L, ah_worker_history(w), text, res)) {
-        lua_pushstring(L, text);
-        lua_setfield(L, res, "text");
-    }
-    lua_setfield(L, -2, "history");
+    lua_getfield(L, -1, "text");
+    push_history(L, ah_worker_history(w), lua_gettop(L));
+    lua_setfield(L, -3, "history");
+    lua_pop(L, 1); /* the text */
     ah_worker_stats st;
     ah_worker_get_stats(w, &st);
     lua_createtable(L, 0, 10);
