@@ -421,7 +421,7 @@ static const char schema_sql[] =
     "PRAGMA application_id = " LEDGER_STR(LEDGER_APP_ID) ";";
 /* clang-format on */
 
-enum { BOOT_ID_MAX = 64 };
+enum { BOOT_ID_MAX = 64, HOST_ID_MAX = 128 };
 
 typedef struct sql_ledger {
     ah_ledger base;
@@ -429,25 +429,33 @@ typedef struct sql_ledger {
     sqlite3_stmt *find, *insert, *count, *all;
     sqlite3_stmt *claim_get, *claim_put, *claim_drop, *claim_count, *claim_mine;
     int64_t pid, holder;
-    char boot_id[BOOT_ID_MAX];
+    /* "<boot id> <pid namespace>" (the boot_id column): a pid can be checked only by a
+     * process of the same boot AND the same pid namespace (containers sharing a volume
+     * see each other's pids as absent). Either part may be "" when unknown. */
+    char host_id[HOST_ID_MAX];
+    size_t boot_len; /* length of the boot id part */
     /* scratch for the strings of the last found entry (valid until the next call) */
     char *key_buf, *receipt_buf;
     char fp_buf[AH_LEDGER_FINGERPRINT_SIZE];
 } sql_ledger;
 
-/* The kernel's boot id, or "" where there is none (then only leases end claims of dead
- * holders). */
-static void read_boot_id(char out[BOOT_ID_MAX])
+/* The kernel's boot id and this process's pid namespace, as "<boot> <ns>"; a part is ""
+ * where it cannot be read (then only leases end such claims). */
+static void read_host_id(sql_ledger *s)
 {
-    out[0] = '\0';
+    char boot[BOOT_ID_MAX] = "", ns[64] = "";
     FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
-    if (!f)
-        return;
-    if (fgets(out, BOOT_ID_MAX, f)) {
-        size_t n = strcspn(out, "\r\n");
-        out[n] = '\0';
+    if (f) {
+        if (fgets(boot, sizeof boot, f))
+            boot[strcspn(boot, "\r\n ")] = '\0';
+        else
+            boot[0] = '\0';
+        fclose(f);
     }
-    fclose(f);
+    ssize_t n = readlink("/proc/self/ns/pid", ns, sizeof ns - 1);
+    ns[n > 0 ? n : 0] = '\0';
+    ah__bufprintf(s->host_id, sizeof s->host_id, "%s %s", boot, ns);
+    s->boot_len = strlen(boot);
 }
 
 static int64_t new_nonce(const void *seed)
@@ -587,9 +595,14 @@ static int claim_dead(const sql_ledger *s, sqlite3_stmt *q, int64_t now_ms)
         return 1;
     if (holder == s->holder && pid == s->pid)
         return 0; /* ours: another call of this handle has it in flight */
-    if (!boot || !s->boot_id[0] || strcmp((const char *)boot, s->boot_id) != 0)
-        return s->boot_id[0] && boot && boot[0]; /* another boot: its holder is gone */
-    if (pid != s->pid && pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH)
+    const char *theirs = boot ? (const char *)boot : "";
+    size_t their_boot = strcspn(theirs, " ");
+    if (s->boot_len && their_boot &&
+        (their_boot != s->boot_len || memcmp(theirs, s->host_id, s->boot_len) != 0))
+        return 1; /* taken on another boot: its holder is gone */
+    /* Same boot and pid namespace: the pid says whether the holder lives. */
+    if (s->boot_len && strcmp(theirs, s->host_id) == 0 && pid != s->pid && pid > 0 &&
+        kill((pid_t)pid, 0) != 0 && errno == ESRCH)
         return 1;
     return 0;
 }
@@ -674,7 +687,7 @@ static ah_ledger_answer sql_claim_tx(sql_ledger *s, const char *key, const char 
     sqlite3_bind_text(q, 1, key, -1, SQLITE_STATIC);
     sqlite3_bind_text(q, 2, fp, -1, SQLITE_STATIC);
     sqlite3_bind_int64(q, 3, s->pid);
-    sqlite3_bind_text(q, 4, s->boot_id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 4, s->host_id, -1, SQLITE_STATIC);
     sqlite3_bind_int64(q, 5, s->holder);
     sqlite3_bind_int64(q, 6, now_ms);
     sqlite3_bind_int64(q, 7, now_ms + l->lease_ms);
@@ -1005,7 +1018,7 @@ ah_ledger *ah_ledger_open(const char *path, char *err, size_t errsize)
     s->db = db;
     s->pid = (int64_t)getpid();
     s->holder = new_nonce(s);
-    read_boot_id(s->boot_id);
+    read_host_id(s);
     static const struct {
         size_t off;
         const char *sql;
