@@ -121,13 +121,6 @@ int lah_json_encode(lua_State *L, int idx);
  * lightuserdata NULL; whole numbers are integers); or push an error message and return
  * 0 ("invalid JSON at byte N"). */
 int lah_json_decode(lua_State *L, const char *s, size_t len);
-/* The decoder behind lah_json_decode (lua/tools_json.c): integers exactly as written
- * (12345678901234567 stays that integer; cJSON would round it through a double). Returns
- * 1 with the value pushed, or 0 with nothing pushed, *errpos the byte offset of the
- * error and *trailing 1 when a value was followed by other text. Raises only for memory
- * or nesting too deep for the C stack. */
-int lah_json_push_exact(lua_State *L, const char *json, size_t len, size_t *errpos,
-                        int *trailing);
 /* Push an event as a Lua table with the SPEC §6 field names (ah_event_visit); a null
  * field (status 0, no error) is nil; an error is an error value (lah_push_error). */
 void lah_push_event(lua_State *L, const ah_event *ev);
@@ -135,6 +128,13 @@ void lah_push_event(lua_State *L, const ah_event *ev);
  * cjson.null; whole numbers are integers) and free it, also when pushing raises. */
 struct cJSON;
 void lah_push_cjson(lua_State *L, struct cJSON *root);
+/* The decoder behind lah_json_decode (lua/tools_json.c): integers exactly as written
+ * (12345678901234567 stays that integer; cJSON would round it through a double). Returns
+ * 1 with the value pushed, or 0 with nothing pushed, *errpos the byte offset of the
+ * error and *trailing 1 when a value was followed by other text. Raises only for memory
+ * or nesting too deep for the C stack. */
+int lah_json_push_exact(lua_State *L, const char *json, size_t len, size_t *errpos,
+                        int *trailing);
 
 /* ---- config tables ----------------------------------------------------------------- */
 
