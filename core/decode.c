@@ -300,6 +300,8 @@ static ah_status feed_event(ah_decoder *d, const ah_sse_event *ev, int64_t end)
     d->events++;
     d->ev_end = end;
     d->ev_type = ev->type;
+    d->raw = ev->data; /* for ah__dec_name while this event is decoded */
+    d->raw_len = ev->data_len;
     if (ah_decoder_ended(d)) {
         /* Nothing after the final event is the answer: a tool_use sent after
          * message_stop never runs. */
@@ -328,14 +330,12 @@ static ah_status feed_event(ah_decoder *d, const ah_sse_event *ev, int64_t end)
         return ah__dec_fail(d, AH_ERR_PARSE, "malformed JSON in event data (%zu bytes)",
                             ev->data_len);
     ah_status st;
-    d->raw = ev->data;
-    d->raw_len = ev->data_len;
     if (!cJSON_IsObject(root))
         st = ah__dec_fail(d, AH_ERR_PARSE, "event data is JSON but not an object");
     else
         st = dispatch(d, root);
-    d->raw = NULL;
     d->ev_type = NULL; /* it pointed into the tree or the borrowed event */
+    d->raw = NULL;
     if (st != AH_OK && d->status == AH_OK)
         st = ah__dec_fail(d, st, "failed");
     cJSON_Delete(root);

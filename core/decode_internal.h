@@ -93,7 +93,8 @@ struct ah_decoder {
     int64_t ev_end;      /* byte offset where the current event ended, -1 unknown */
     const char *ev_type; /* type of the event being decoded (for messages) */
     int done_seen;       /* "data: [DONE]" arrived */
-    const char *raw;     /* the JSON text being decoded (for ah__dec_name) */
+    const char *raw;     /* the JSON text being decoded (for ah__dec_name); meaningful
+                            only while an event or body is dispatched */
     size_t raw_len;
     char name_buf[160];  /* ah__dec_name's answer */
     int nonstream;       /* decoding a whole body (errors are DECODE) */
