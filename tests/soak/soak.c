@@ -177,6 +177,14 @@ static const fault FAULTS[] = {
     {"in-stream error",
      "{\"error_event_after\":%d,\"message\":\"overloaded for " KEY "\"}", F_STREAM,
      K_HEAD, AH_EK_STREAM, 0, 0, 3},
+    {"non-object arguments [1,2,3]", "{\"ok\":true,\"tool_args\":\"[1,2,3]\"}", F_BENIGN,
+     K_NONE, AH_EK_NONE, 0, 0, 1},
+    {"non-object arguments 42", "{\"ok\":true,\"tool_args\":\"42\"}", F_BENIGN, K_NONE,
+     AH_EK_NONE, 0, 0, 1},
+    {"non-object arguments \"s\"", "{\"ok\":true,\"tool_args\":\"\\\"s\\\"\"}",
+     F_BENIGN, K_NONE, AH_EK_NONE, 0, 0, 1},
+    {"non-object arguments null", "{\"ok\":true,\"tool_args\":\"null\"}", F_BENIGN,
+     K_NONE, AH_EK_NONE, 0, 0, 1},
     /* i12-wire: the end of a complete response, error bodies, invalid UTF-8 */
     {"unclean close after the end (no final chunk)",
      "{\"ok\":true,\"unclean_close_after_end\":\"no_final_chunk\"}", F_BENIGN, K_NONE,
@@ -195,14 +203,6 @@ static const fault FAULTS[] = {
      K_NONE, AH_EK_HTTP, 503, 0, 1},
     {"503 whose body stalls", "{\"status\":503,\"body_fault\":\"stall\"}", F_RETRY,
      K_NONE, AH_EK_TIMEOUT, 0, 0, 1},
-    {"non-object arguments [1,2,3]", "{\"ok\":true,\"tool_args\":\"[1,2,3]\"}", F_BENIGN,
-     K_NONE, AH_EK_NONE, 0, 0, 1},
-    {"non-object arguments 42", "{\"ok\":true,\"tool_args\":\"42\"}", F_BENIGN, K_NONE,
-     AH_EK_NONE, 0, 0, 1},
-    {"non-object arguments \"s\"", "{\"ok\":true,\"tool_args\":\"\\\"s\\\"\"}",
-     F_BENIGN, K_NONE, AH_EK_NONE, 0, 0, 1},
-    {"non-object arguments null", "{\"ok\":true,\"tool_args\":\"null\"}", F_BENIGN,
-     K_NONE, AH_EK_NONE, 0, 0, 1},
 };
 enum { N_FAULTS = sizeof FAULTS / sizeof FAULTS[0] };
 
