@@ -339,6 +339,7 @@ static ah_status feed_event(ah_decoder *d, const ah_sse_event *ev, int64_t end)
     if (!d->slow && ah__fast_event(d, data, data_len, &st)) {
         free(fixed);
         d->ev_type = NULL;
+        d->raw = NULL;
         if (st != AH_OK && d->status == AH_OK)
             st = ah__dec_fail(d, st, "failed");
         return st;
