@@ -84,5 +84,13 @@ struct ah_ledger {
 void ah__ledger_init(ah_ledger *l, const ah__ledger_ops *ops);
 /* Set l->err, printf-style. */
 void ah__ledger_seterr(ah_ledger *l, const char *fmt, ...) AH__PRINTF(2, 3);
+/* Set l->err to fmt_before + 'key' (cut to 80 bytes) + after. */
+void ah__ledger_key_error(ah_ledger *l, const char *fmt_before, const char *key,
+                          const char *after);
+/* An entry found under key with stored fingerprint `stored`: fills out and answers DONE
+ * when fp equals it, else sets the mismatch message and answers MISMATCH. */
+ah_ledger_answer ah__ledger_entry_answer(ah_ledger *l, const char *key, const char *fp,
+                                        const char *stored, const ah_ledger_entry *e,
+                                        ah_ledger_result *out);
 
 #endif

@@ -1,4 +1,5 @@
-/* tool_call.c - the state machine of one tool call and its blocking driver.
+/* tool_call.c - the state machine of one tool call and its blocking driver
+ * (docs/tools-and-ledger.md).
  *
  * Phases: START -> (ledger claim) -> [budget take] -> RUNNING -> REPORTED_OK | _FAIL
  *         START -> WAIT_CLAIM (key in flight elsewhere, or an asynchronous answer)

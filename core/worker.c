@@ -137,13 +137,6 @@ const char *ah_client_url(const ah_client *c)
 
 typedef enum wstate { W_IDLE, W_CALLING, W_TOOLS, W_FINISHED } wstate;
 
-/* A tool call whose arguments were valid JSON but not an object: history holds {} for
- * it, and run_tools answers it with an error naming what the model sent. */
-typedef struct bad_args {
-    char *id;
-    const char *kind; /* static: "an array", ... */
-} bad_args;
-
 typedef struct pending_tool {
     char *id, *name;
     char *content;
@@ -152,8 +145,6 @@ typedef struct pending_tool {
 } pending_tool;
 
 struct ah_worker {
-    bad_args *bad; /* of the response being committed, until run_tools */
-    size_t n_bad;
     ah_loop *loop;
     const ah_client *client;
     ah_conversation *conv;
@@ -566,24 +557,6 @@ static void on_kick(void *ud)
 
 /* ---- committing ------------------------------------------------------------------------------- */
 
-/* What a parsed JSON value is, for messages to the model. */
-static const char *json_kind(const cJSON *v)
-{
-    if (!v)
-        return "invalid JSON";
-    if (cJSON_IsArray(v))
-        return "an array";
-    if (cJSON_IsString(v))
-        return "a string";
-    if (cJSON_IsNumber(v))
-        return "a number";
-    if (cJSON_IsBool(v))
-        return "a boolean";
-    if (cJSON_IsNull(v))
-        return "null";
-    return "an object";
-}
-
 /* Append one timeline block to the last (assistant) message. */
 static ah_status commit_block(ah_worker *w, const ah_block *b)
 {
@@ -602,28 +575,8 @@ static ah_status commit_block(ah_worker *w, const ah_block *b)
                                              b->item_id[0] ? b->item_id : NULL,
                                              b->encrypted_len ? b->encrypted : NULL,
                                              b->redacted);
-    case AH_BLOCK_TOOL_USE: {
-        /* Valid JSON that is not an object ([1,2,3], 42, "s", null) cannot be sent back
-         * as a tool call's arguments by any provider: history keeps {} and the call is
-         * answered as a tool error naming what the model sent (run_tools). */
-        cJSON *v = b->arguments ? cJSON_Parse(b->arguments) : NULL;
-        int object = !v || cJSON_IsObject(v);
-        const char *kind = json_kind(v);
-        cJSON_Delete(v);
-        if (!object) {
-            bad_args *nb = realloc(w->bad, (w->n_bad + 1) * sizeof *nb);
-            if (!nb)
-                return AH_ERR_NOMEM;
-            w->bad = nb;
-            nb[w->n_bad].id = ah__strdup(b->id ? b->id : "");
-            nb[w->n_bad].kind = kind;
-            if (!nb[w->n_bad].id)
-                return AH_ERR_NOMEM;
-            w->n_bad++;
-        }
-        return ah_conversation_add_tool_use(w->conv, b->id, b->name,
-                                            object ? b->arguments : "{}");
-    }
+    case AH_BLOCK_TOOL_USE:
+        return ah_conversation_add_tool_use(w->conv, b->id, b->name, b->arguments);
     default:
         return AH_OK; /* server-side tool blocks are the provider's; not replayed */
     }
@@ -680,11 +633,8 @@ static void check_answer(ah_worker *w, int refused)
     ah_timer_start(w->kick, 0);
 }
 
-static void free_bad_args(ah_worker *w);
-
 static void commit_response(ah_worker *w)
 {
-    free_bad_args(w); /* the previous response's, answered already */
     if (open_assistant(w) != AH_OK) {
         fail_nomem(w, "history");
         return;
@@ -836,24 +786,6 @@ static void on_call_finish(void *ud, ah_call *call)
 
 /* ---- tools ---------------------------------------------------------------------------------- */
 
-static void free_bad_args(ah_worker *w)
-{
-    for (size_t i = 0; i < w->n_bad; i++)
-        free(w->bad[i].id);
-    free(w->bad);
-    w->bad = NULL;
-    w->n_bad = 0;
-}
-
-/* What the model sent as arguments of tool call `id` when it was not an object. */
-static const char *bad_args_of(const ah_worker *w, const char *id)
-{
-    for (size_t i = 0; i < w->n_bad; i++)
-        if (strcmp(w->bad[i].id, id ? id : "") == 0)
-            return w->bad[i].kind;
-    return NULL;
-}
-
 static void free_pending(ah_worker *w)
 {
     for (size_t i = 0; i < w->n_pending; i++) {
@@ -966,7 +898,6 @@ static void run_tools(ah_worker *w, size_t msg)
             continue;
         size_t index = idx++;
         char *args = ah__strdup(b->arguments && *b->arguments ? b->arguments : "{}");
-        const char *bad = bad_args_of(w, b->id);
         if (!args) {
             fail_nomem(w, "tools");
             return;
@@ -989,11 +920,10 @@ static void run_tools(ah_worker *w, size_t msg)
             ah__bufprintf(why, sizeof why, "error: unknown tool '%.60s'", w->pending[index].name);
             res.content = why;
             answer(w, index, &res);
-        } else if (bad || !cJSON_IsObject(parsed)) {
+        } else if (!cJSON_IsObject(parsed)) {
             ah__bufprintf(why, sizeof why,
-                          "error: the arguments for tool '%.60s' are not a JSON object "
-                          "(got %s); call it again with an object",
-                          w->pending[index].name, bad ? bad : json_kind(parsed));
+                          "error: the arguments for tool '%.60s' are not a JSON object",
+                          w->pending[index].name);
             res.content = why;
             answer(w, index, &res);
         } else {
@@ -1134,7 +1064,6 @@ void ah_worker_free(ah_worker *w)
     ah_async_free(w->cancel_async);
     ah_conversation_free(w->conv);
     free_pending(w);
-    free_bad_args(w);
     for (size_t i = 0; i < w->n_tools; i++) {
         free((char *)w->tools[i].name);
         free((char *)w->tools[i].description);

@@ -1,7 +1,8 @@
 -- test_tool_args.lua - a tool call whose arguments are valid JSON but not an object
 -- ([1,2,3], 42, "s", null, true) goes back to the model as a tool error, in all three
--- wire formats; the run goes on (the next request encodes: history keeps {}), the body
--- never runs. Regression: these runs failed with "cannot encode the request".
+-- wire formats; the run goes on (history keeps what the model sent; the next request
+-- carries the call with {}), the body never runs. Regression: these runs failed with
+-- "cannot encode the request".
 local ah = require "agenthost"
 local T = require "toolcheck"
 
@@ -32,6 +33,15 @@ for _, provider in ipairs(PROVIDERS) do
       T.eq(#reqs, 2, "the tool error went back to the model")
       local body = reqs[2] and reqs[2].body or ""
       T.ok(body:find("not a JSON object", 1, true), "the model is told why")
+      local empty = provider == "anthropic" and '"input":{}' or '"arguments":"{}"'
+      T.ok(body:find(empty, 1, true), "the call goes back with {} arguments")
+      local history_args
+      for _, m in ipairs(r.history) do
+        for _, b in ipairs(m.content or {}) do
+          if b.type == "tool_use" then history_args = b.arguments end
+        end
+      end
+      T.eq(history_args, bad, "history keeps what the model sent")
       mock:close()
     end)
   end

@@ -818,15 +818,22 @@ static void dead_holder_is_reclaimed_at_once(void **state)
     }
     if (!boot[0])
         skip();
-    char sql[600];
+    char ns[64] = "", host[200];
+    ssize_t nl = readlink("/proc/self/ns/pid", ns, sizeof ns - 1);
+    ns[nl > 0 ? nl : 0] = '\0';
+    snprintf(host, sizeof host, "%s %s", boot, ns);
+    char sql[1200];
     snprintf(sql, sizeof sql,
              "INSERT INTO ah_ledger_claims VALUES('dead-pid', 'fnv1a64:%016llx', %d, '%s',"
              " 7, 0, 9223372036854775000);"
-             "INSERT INTO ah_ledger_claims VALUES('other-boot', 'x', %d, 'not-this-boot',"
+             "INSERT INTO ah_ledger_claims VALUES('other-boot', 'x', %d, 'not-this-boot %s',"
              " 7, 0, 9223372036854775000);"
              "INSERT INTO ah_ledger_claims VALUES('alive', 'x', 1, '%s',"
+             " 7, 0, 9223372036854775000);"
+             /* a dead pid, but seen from another pid namespace: only its lease ends it */
+             "INSERT INTO ah_ledger_claims VALUES('other-ns', 'x', %d, '%s pid:[1]',"
              " 7, 0, 9223372036854775000);",
-             0ULL, (int)child, boot, (int)getpid(), boot);
+             0ULL, (int)child, host, (int)getpid(), ns, host, (int)child, boot);
     assert_int_equal(sql_exec_file(f->path, sql), SQLITE_OK);
     assert_int_equal(ah_ledger_claim(f->l, "dead-pid", "{}", &r, NULL, NULL),
                      AH_LEDGER_OWNED);
@@ -837,13 +844,15 @@ static void dead_holder_is_reclaimed_at_once(void **state)
     /* pid 1 exists on this boot: its claim is alive (and has other arguments). */
     assert_int_equal(ah_ledger_claim(f->l, "alive", "{}", &r, NULL, NULL),
                      AH_LEDGER_MISMATCH);
-    assert_int_equal(ah_ledger_claims(f->l), 3);
+    assert_int_equal(ah_ledger_claim(f->l, "other-ns", "{}", &r, NULL, NULL),
+                     AH_LEDGER_MISMATCH);
+    assert_int_equal(ah_ledger_claims(f->l), 4);
     /* A clean close releases this handle's claims, not anyone else's. */
     ah_ledger_free(f->l);
     char err[512];
     f->l = ah_ledger_open(f->path, err, sizeof err);
     assert_non_null(f->l);
-    assert_int_equal(ah_ledger_claims(f->l), 1);
+    assert_int_equal(ah_ledger_claims(f->l), 2);
 }
 
 /* A format-1 file (before claims) is upgraded in place and keeps its entries. */

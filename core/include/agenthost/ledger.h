@@ -126,12 +126,15 @@ ah_status ah_ledger_foreach(ah_ledger *l, ah_ledger_entry_fn fn, void *ud);
  *
  * A claim belongs to the handle that took it. A claim whose holder is dead may be taken
  * over (the answer is OWNED with reclaimed = 1): memory ledgers have no other process;
- * the SQLite ledger stores the holder's pid and boot id (/proc/sys/kernel/random/boot_id)
- * and a lease: a claim is dead when its boot id differs from ours (the machine rebooted),
- * when it was taken on this boot by a process that no longer exists, or when its lease
- * (lease_ms, default AH_LEDGER_DEFAULT_LEASE_MS, counted from the claim) has run out. An effect whose holder was
- * taken over because its lease ran out while it was still running may run twice: give
- * leases longer than the longest body, and pass the key on to the downstream service.
+ * the SQLite ledger stores the holder's pid, boot id (/proc/sys/kernel/random/boot_id),
+ * pid namespace and a lease: a claim is dead when its boot id differs from ours (the
+ * machine rebooted), when it was taken on this boot in our pid namespace by a process
+ * that no longer exists, or when its lease (lease_ms, default AH_LEDGER_DEFAULT_LEASE_MS,
+ * counted from the claim) has run out. A holder in another pid namespace (another
+ * container sharing the file) is never judged by its pid, only by its lease. An effect
+ * whose holder was taken over because its lease ran out while it was still running may
+ * run twice: give leases longer than the longest body, and pass the key on to the
+ * downstream service.
  *
  * Callbacks: cb is called at most once per ah_ledger_claim / ah_ledger_complete that
  * returned PENDING or BUSY, with the answer (its strings borrowed for the call). A
