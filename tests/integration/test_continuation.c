@@ -262,6 +262,17 @@ static void assert_history_holds_once(const harness *h, const char *want, const 
     }
 }
 
+/* Log lines, counted by what they say. */
+static int refusal_lines, gave_up_lines;
+static void count_logs(void *ud, ah_log_level level, int event, const char *line)
+{
+    (void)ud;
+    (void)level;
+    (void)event;
+    refusal_lines += strstr(line, "refused an assistant-message prefill") != NULL;
+    gave_up_lines += strstr(line, "gave up") != NULL;
+}
+
 /* ---- single cases -------------------------------------------------------------------------- */
 
 /* anthropic: message_start, block_start, ping, N word deltas, block_stop: the text block
@@ -321,6 +332,8 @@ static void refused_prefill_switches_the_client_to_prompt(void **state)
     opts o = {.wire = AH_WIRE_ANTHROPIC, .model = "claude-sonnet-4-5", .plan = plan,
               .tools = 1};
     harness_start(&h, &o);
+    refusal_lines = gave_up_lines = 0;
+    ah_log_set_handler(count_logs, NULL, AH_LOG_WARN);
     assert_int_equal(ah_client_rung(h.client), AH_CONT_PREFILL);
     assert_int_equal(ah_worker_run(h.worker, "What is 42 + 42?"), AH_OUTCOME_COMPLETED);
     /* The prefill went out, was refused with the real 400, and was re-sent at once on the
@@ -335,14 +348,31 @@ static void refused_prefill_switches_the_client_to_prompt(void **state)
     ah_worker_get_stats(h.worker, &st);
     assert_int_equal(st.continuations, 1);
     assert_int_equal(st.retries, 0);
-    /* The client keeps the lesson. */
+    /* The client keeps the lesson, and says so once. */
     assert_int_equal(ah_client_rung(h.client), AH_CONT_PROMPT);
+    assert_int_equal(refusal_lines, 1);
+    assert_int_equal(gave_up_lines, 0);
     assert_int_equal(h.tool_runs, 1);
     assert_int_equal(mock_restated(&h), strlen("The last line ends here."));
     assert_int_equal(sum_field(&h, "llm_call_end", "trimmed_bytes"),
                      strlen("The last line ends here."));
     assert_history_holds_once(&h, TEXT, "refused prefill");
     assert_string_equal(ah_worker_text(h.worker), TEXT);
+
+    /* A second run on the same client: straight to the prompt rung, no 400, no line. */
+    ah_worker_free(h.worker);
+    ah_mock_set_plan(h.mock, plan, NULL, 0);
+    size_t before = ah_mock_request_count(h.mock);
+    ah_tool_def tool = {.name = "add", .description = "Add", .schema_json = ADD_SCHEMA};
+    ah_worker_config wc = {.loop = h.loop, .client = h.client, .tools = &tool, .n_tools = 1,
+                           .tool_exec = add_tool, .tool_ud = &h};
+    h.worker = ah_worker_new(&wc, NULL, 0);
+    assert_non_null(h.worker);
+    assert_int_equal(ah_worker_run(h.worker, "What is 42 + 42?"), AH_OUTCOME_COMPLETED);
+    assert_int_equal(ah_mock_request_count(h.mock) - before, 3);
+    assert_int_equal(mock_status_count(&h, 400), 1); /* still only the first one */
+    assert_int_equal(refusal_lines, 1);
+    ah_log_set_handler(NULL, NULL, AH_LOG_WARN);
     harness_stop(&h);
 }
 
