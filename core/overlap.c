@@ -30,6 +30,7 @@ struct ah__overlap {
     int word_end; /* C's last non-space byte is an ASCII word byte: lookahead needed */
     cand *cands;
     size_t ncands, nactive;
+    size_t *active; /* indices of the live and pending candidates, in start order */
 
     char *held;
     size_t held_len, held_cap, max_held;
@@ -131,6 +132,10 @@ ah__overlap *ah__overlap_new(const char *committed, size_t len)
             goto fail;
     }
     o->nactive = o->ncands;
+    if (!(o->active = malloc((o->ncands ? o->ncands : 1) * sizeof *o->active)))
+        goto fail;
+    for (size_t i = 0; i < o->ncands; i++)
+        o->active[i] = i;
     size_t end = tail_len(o, 0);
     o->word_end = end > 0 && is_word((unsigned char)o->c[end - 1]);
     if (o->nactive == 0)
@@ -147,6 +152,7 @@ void ah__overlap_free(ah__overlap *o)
         return;
     free(o->c);
     free(o->cands);
+    free(o->active);
     free(o->held);
     free(o->out);
     free(o);
@@ -187,8 +193,9 @@ static void kill(ah__overlap *o, cand *k)
 static void step(ah__overlap *o, unsigned char b)
 {
     size_t at = o->held_len; /* bytes of the block before b */
-    for (size_t i = 0; i < o->ncands; i++) {
-        cand *k = &o->cands[i];
+    size_t n = o->nactive;
+    for (size_t i = 0; i < n; i++) {
+        cand *k = &o->cands[o->active[i]];
         if (k->state == C_PENDING) {
             if (is_word(b))
                 kill(o, k); /* "I said 4" + "2": not a boundary */
@@ -212,6 +219,11 @@ static void step(ah__overlap *o, unsigned char b)
                 complete(o, k, at + 1);
         }
     }
+    /* Keep only the candidates still in play: most die on the first byte. */
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++)
+        if (o->cands[o->active[i]].state)
+            o->active[kept++] = o->active[i];
     if (is_ws(b)) {
         if (o->t_started)
             o->t_ws = 1;
@@ -287,9 +299,9 @@ ah_status ah__overlap_finish(ah__overlap *o, const char **out, size_t *out_len)
     if (o->decided)
         return AH_OK;
     /* The end of the block is a boundary: a pending match counts. */
-    for (size_t i = 0; i < o->ncands; i++)
-        if (o->cands[i].state == C_PENDING)
-            complete(o, &o->cands[i], o->held_len);
+    for (size_t i = 0, n = o->nactive; i < n; i++)
+        if (o->cands[o->active[i]].state == C_PENDING)
+            complete(o, &o->cands[o->active[i]], o->held_len);
     if (reserve_out(o, o->held_len + 1) != 0)
         return AH_ERR_NOMEM;
     size_t pos = 0;
