@@ -781,10 +781,14 @@ static void on_call_finish(void *ud, ah_call *call)
         finish(w, AH_OUTCOME_CANCELLED, &e);
         break;
     default: /* GAVE_UP */
-        if (handles_give_up(w, ah_call_error(call)) && !atomic_load(&w->cancel_requested))
-            prefill_refused(w);
-        else
+        if (!handles_give_up(w, ah_call_error(call))) {
             finish(w, AH_OUTCOME_FAILED, ah_call_error(call));
+        } else if (atomic_load(&w->cancel_requested)) {
+            ah_error_set(&e, AH_EK_CANCELLED, 0, "cancelled");
+            finish(w, AH_OUTCOME_CANCELLED, &e);
+        } else {
+            prefill_refused(w);
+        }
         break;
     }
 }
