@@ -295,6 +295,48 @@ static void build_text(ah_worker *w)
     }
 }
 
+/* The trimmer of a continuation: what the model may restate is the answer so far, its
+ * text blocks joined by a newline (a block's start is a boundary a restatement may start
+ * from, like a line's). No committed text, no trimmer. */
+static ah_status new_overlap(ah_worker *w)
+{
+    size_t total = 0, n = ah_conversation_count(w->conv);
+    for (int pass = 0; pass < 2; pass++) {
+        char *c = NULL;
+        if (pass == 1) {
+            if (total == 0)
+                return AH_OK;
+            if (!(c = malloc(total)))
+                return AH_ERR_NOMEM;
+        }
+        size_t pos = 0;
+        for (size_t m = w->answer_start; m < n; m++) {
+            if (ah_conversation_role(w->conv, m) != AH_ROLE_ASSISTANT)
+                continue;
+            for (size_t i = 0; i < ah_conversation_block_count(w->conv, m); i++) {
+                const ah_msg_block *b = ah_conversation_block(w->conv, m, i);
+                size_t len = b->kind == AH_MSG_TEXT ? strlen(b->text) : 0;
+                if (len == 0)
+                    continue;
+                if (pos > 0 && pass == 1)
+                    c[pos] = '\n';
+                pos += pos > 0;
+                if (pass == 1)
+                    memcpy(c + pos, b->text, len);
+                pos += len;
+            }
+        }
+        if (pass == 0) {
+            total = pos;
+        } else {
+            w->ov = ah__overlap_new(c, pos);
+            free(c);
+            return w->ov ? AH_OK : AH_ERR_NOMEM;
+        }
+    }
+    return AH_OK;
+}
+
 static void finish(ah_worker *w, ah_run_outcome outcome, const ah_error *err)
 {
     if (w->state == W_FINISHED)
@@ -461,9 +503,7 @@ static void send_request(ah_worker *w)
     if (continuation) {
         size_t n = ah_conversation_count(w->conv);
         w->sent_prefill = n > 0 && ah_conversation_role(w->conv, n - 1) == AH_ROLE_ASSISTANT;
-        /* What the model may restate: the answer so far (every rung). */
-        build_text(w);
-        if (w->text && w->text[0] && !(w->ov = ah__overlap_new(w->text, strlen(w->text)))) {
+        if (new_overlap(w) != AH_OK) {
             ah_header_list_free(&hl);
             free(body);
             fail_nomem(w, "overlap");
