@@ -131,10 +131,8 @@ function Status:describe(ev)
         return "transient", text
     elseif t == "llm_continuation" then
         local kept, dropped = num(ev.committed_blocks) or 0, num(ev.discarded_blocks) or 0
-        -- resume re-attaches to the same response; prefill and prompt ask again
-        local verb = ev.mode == "resume" and "resuming" or "continuing"
-        local text = string.format("%s %s %s (%d/%d), kept %s",
-            interruption(ev.reason), self.dash, verb, num(ev.continuation) or 0,
+        local text = string.format("%s %s continuing (%d/%d), kept %s",
+            interruption(ev.reason), self.dash, num(ev.continuation) or 0,
             num(ev.max_continuations) or 0, plural(kept, "block"))
         if dropped > 0 then text = text .. ", discarded " .. dropped end
         return "transient", text

@@ -123,17 +123,15 @@ test("a continuation says what was kept and discarded", function()
     d:update({ type = "llm_continuation", continuation = 2, max_continuations = 3,
         committed_blocks = 1, discarded_blocks = 0, reason = "stream idle for 500 ms" })
     eq(s:text(), "\rstream stalled - continuing (2/3), kept 1 block\27[K")
-    -- every rung but resume asks again ("continuing"); resume re-attaches ("resuming")
+end)
+
+test("the prefill and prompt rungs both say continuing", function()
     for _, mode in ipairs({ "prefill", "prompt" }) do
-        d, s = display()
+        local d, s = display()
         d:update({ type = "llm_continuation", continuation = 1, max_continuations = 3,
             committed_blocks = 1, discarded_blocks = 0, mode = mode, reason = "cut" })
         eq(s:text(), "\rstream cut — continuing (1/3), kept 1 block\27[K")
     end
-    d, s = display()
-    d:update({ type = "llm_continuation", continuation = 1, max_continuations = 3,
-        committed_blocks = 0, discarded_blocks = 0, mode = "resume", reason = "cut" })
-    eq(s:text(), "\rstream cut — resuming (1/3), kept 0 blocks\27[K")
 end)
 
 test("giving up is a permanent line after erasing the transient one", function()
