@@ -237,8 +237,10 @@ static void step(ah__overlap *o, unsigned char b)
 static void decide(ah__overlap *o, char *out, size_t *pos)
 {
     size_t drop = o->have_best ? o->best : 0;
-    memcpy(out + *pos, o->held + drop, o->held_len - drop);
-    *pos += o->held_len - drop;
+    if (o->held_len > drop) {
+        memcpy(out + *pos, o->held + drop, o->held_len - drop);
+        *pos += o->held_len - drop;
+    }
     o->trimmed = drop;
     o->held_len = 0;
     o->decided = 1;
