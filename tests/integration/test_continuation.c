@@ -432,6 +432,34 @@ static void prompt_setting_and_custom_prompt(void **state)
     harness_stop(&h);
 }
 
+/* A proxy that answers the continuation with a JSON body instead of a stream: the text
+ * arrives whole, and its restatement is trimmed all the same, also when it ends in a
+ * word (the match is only known at the end of the block). */
+static void a_json_body_continuation_is_trimmed(void **state)
+{
+    (void)state;
+    harness h;
+    char plan[200];
+#define WORDY "First the plan. Then I add the numbers"
+    /* 8 words: 3 + 8 + 1 = 12 events complete the text block; 2 more open the tool call */
+    snprintf(plan, sizeof plan,
+             "{\"steps\":[{\"cut_after_events\":14}],"
+             "\"then\":{\"ok\":true,\"restate\":true,\"json_body\":true}}");
+    opts o = {.wire = AH_WIRE_ANTHROPIC, .model = "claude-opus-4-6", .plan = plan, .tools = 1,
+              .text = WORDY};
+    harness_start(&h, &o);
+    assert_int_equal(ah_worker_run(h.worker, "What is 42 + 42?"), AH_OUTCOME_COMPLETED);
+    assert_int_equal(h.tool_runs, 1);
+    assert_int_equal(mock_restated(&h), strlen(WORDY));
+    assert_int_equal(sum_field(&h, "llm_call_end", "trimmed_bytes"), strlen(WORDY));
+    char *seen = streamed_text(&h);
+    assert_string_equal(seen, WORDY WORDY); /* the cut reply's text, then the answer */
+    free(seen);
+    assert_history_holds_once(&h, WORDY, "json body");
+    assert_string_equal(ah_worker_text(h.worker), WORDY);
+    harness_stop(&h);
+}
+
 /* A false start: the reply begins like the committed text and then says something else;
  * nothing is trimmed and every byte reaches text_delta and history. */
 static void a_false_start_flows_out_unchanged(void **state)
@@ -555,6 +583,7 @@ int main(void)
         cmocka_unit_test(thinking_means_prompt),
         cmocka_unit_test(prompt_setting_and_custom_prompt),
         cmocka_unit_test(a_false_start_flows_out_unchanged),
+        cmocka_unit_test(a_json_body_continuation_is_trimmed),
         cmocka_unit_test(matrix),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
