@@ -572,8 +572,12 @@ static struct MHD_Response *reply_response(ah_mock *m, struct MHD_Connection *co
                                            size_t *restated)
 {
     char err[256];
-    ah__mock_text_opts opts = {m->text, m->text_deltas, m->delta_bytes, step->restate,
-                               step->refuse_prefill};
+    ah__mock_text_opts opts = {.text = m->text,
+                               .text_deltas = m->text_deltas,
+                               .delta_bytes = m->delta_bytes,
+                               .tool_args = step->tool_args,
+                               .restate = step->restate,
+                               .refuse_prefill = step->refuse_prefill};
     if (step->text || step->text_deltas || step->delta_bytes) {
         opts.text = step->text ? step->text : m->text;
         opts.text_deltas = step->text_deltas;

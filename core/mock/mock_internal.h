@@ -79,6 +79,7 @@ typedef struct ah__mock_text_opts {
     const char *text;
     size_t text_deltas;
     size_t delta_bytes;
+    const char *tool_args; /* the tool call's arguments text instead of the model's */
     int restate;        /* a continuation's reply restates: AH__MOCK_RESTATE_* */
     int refuse_prefill; /* refuse a trailing assistant message whatever the model */
 } ah__mock_text_opts;
@@ -104,6 +105,7 @@ typedef struct ah__mock_step {
     long long after_events;     /* CUT / STALL / MALFORMED / ERROR_EVENT: K */
     long long stall_ms;         /* STALL: -1 = until the client or the mock goes away */
     char *text;                 /* reply text options (OK, DELAY and the stream faults) */
+    char *tool_args;            /* the tool call's arguments, verbatim (any JSON text) */
     size_t text_deltas;
     size_t delta_bytes;
     int restate;        /* AH__MOCK_RESTATE_* */
