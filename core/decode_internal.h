@@ -94,6 +94,10 @@ struct ah_decoder {
     const char *ev_type; /* type of the event being decoded (for messages) */
     int done_seen;       /* "data: [DONE]" arrived */
     int nonstream;       /* decoding a whole body (errors are DECODE) */
+    /* Responses: the resume cursor (see ah_decoder_cursor) */
+    int64_t last_seq; /* -1 until an event with a sequence_number was decoded */
+    char response_id[128];
+    uint64_t duplicates;
     /* Chat Completions state */
     size_t chat_open; /* the open text/reasoning block, AH__NONE if none */
     int chat_finish_seen;

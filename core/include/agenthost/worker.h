@@ -46,6 +46,12 @@ typedef struct ah_client_config {
     const char *model;    /* required */
     int64_t max_tokens;   /* 0 = 1024 */
     const char *extra_json; /* merged into every request body (ah_request_opts) or NULL */
+    /* responses only: background mode ("background": true, "store": true). The provider
+     * runs and keeps the response whatever happens to the connection, so a stream that
+     * breaks after its head is re-attached at the last sequence number received: the
+     * same response goes on, nothing is regenerated. A cancel also asks the provider to
+     * cancel the response. An error with any other provider. */
+    int background;
 } ah_client_config;
 
 /* Copies everything. NULL with a message naming the field on invalid input. */
