@@ -97,6 +97,7 @@ typedef struct ah__mock_step {
     char *text;                 /* reply text options (OK, DELAY and the stream faults) */
     size_t text_deltas;
     size_t delta_bytes;
+    long long repeat_events; /* a re-attach starts this many events early (repeats) */
 } ah__mock_step;
 
 typedef struct ah__mock_plan {
@@ -130,6 +131,7 @@ typedef struct ah__mock_reply {
     char *tools_json;  /* the request's tools array, compact (Responses echoes it) */
     int include_usage; /* Chat: stream_options.include_usage */
     int continuation;  /* the request ended with an assistant message */
+    int background;    /* Responses: "background": true (kept for re-attaching) */
     long long input_tokens, output_tokens;
     char msg_id[48], tool_id[48], call_id[48], item_id[48];
 } ah__mock_reply;

@@ -59,6 +59,7 @@ static const field fields[] = {
     {"text", F_STRING, -1, TEXT_KINDS, 0, 0},
     {"text_deltas", F_INT, -1, TEXT_KINDS, 1, MAX_TEXT_DELTAS},
     {"delta_bytes", F_INT, -1, TEXT_KINDS, 1, 1 << 20},
+    {"repeat_events", F_INT, -1, TEXT_KINDS, 0, LLONG_MAX},
 };
 enum { NFIELDS = sizeof fields / sizeof fields[0] };
 
@@ -321,6 +322,8 @@ static int parse_step(const cJSON *obj, ah__mock_step *s, const char *where, cha
         s->after_events = iv;
     if ((v = cJSON_GetObjectItemCaseSensitive(obj, "stall_ms")) && get_int(v, &iv))
         s->stall_ms = iv;
+    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "repeat_events")) && get_int(v, &iv))
+        s->repeat_events = iv;
     if (text_deltas && get_int(text_deltas, &iv))
         s->text_deltas = (size_t)iv;
     if (delta_bytes && get_int(delta_bytes, &iv))
