@@ -91,6 +91,7 @@ typedef struct opts {
     int background;
     const char *extra_json;
     const char *continue_prompt;
+    int64_t idle_timeout_ms;
 } opts;
 
 static void harness_start(harness *h, const opts *o)
@@ -121,6 +122,7 @@ static void harness_start(harness *h, const opts *o)
     ah_policy_init(&pol);
     pol.base_ms = 1;
     pol.cap_ms = 5;
+    pol.idle_timeout_ms = o->idle_timeout_ms;
     if (o->max_continuations > 0)
         pol.max_continuations = o->max_continuations;
     ah_tool_def tool = {.name = "add", .description = "Add two integers",
@@ -382,6 +384,22 @@ static void repeated_events_are_skipped(void **state)
     harness_stop(&h);
 }
 
+/* A stream that goes silent (the idle timeout) is a break like a cut. */
+static void idle_stream_is_resumed(void **state)
+{
+    (void)state;
+    harness h;
+    opts o = {.text = TEXT, .text_deltas = 8, .background = 1, .idle_timeout_ms = 150,
+              .plan = "[{\"stall_after_events\":6}]"};
+    harness_start(&h, &o);
+    assert_int_equal(ah_worker_run(h.worker, "hi"), AH_OUTCOME_COMPLETED);
+    assert_string_equal(ah_worker_text(h.worker), TEXT);
+    assert_string_equal(h.deltas, TEXT);
+    assert_int_equal(starting_after(request_path(&h, "GET", 0)), 5);
+    assert_non_null(strstr(event_str(&h, "llm_continuation", 0, "reason"), "idle"));
+    harness_stop(&h);
+}
+
 /* ---- fallbacks, the cap, cancel ----------------------------------------------------------- */
 
 static void refused_reattach_falls_back_to_a_new_request(void **state)
@@ -512,6 +530,7 @@ int main(void)
         cmocka_unit_test(resume_at_every_cut_position),
         cmocka_unit_test(resume_with_a_tool_call_runs_it_once),
         cmocka_unit_test(repeated_events_are_skipped),
+        cmocka_unit_test(idle_stream_is_resumed),
         cmocka_unit_test(refused_reattach_falls_back_to_a_new_request),
         cmocka_unit_test(unknown_response_is_a_404_and_falls_back),
         cmocka_unit_test(reattach_errors_before_the_head_are_retried),
