@@ -198,7 +198,6 @@ static int get_enum(reader *r, const char *key, const char *(*name_of)(int), int
         return fn((type)v);                                                               \
     }
 ENUM_ADAPTER(ah_event_type_name, ah_event_type)
-ENUM_ADAPTER(ah_cont_mode_name, ah_cont_mode)
 ENUM_ADAPTER(ah_wait_source_name, ah_wait_source)
 ENUM_ADAPTER(ah_giveup_reason_name, ah_giveup_reason)
 ENUM_ADAPTER(ah_run_outcome_name, ah_run_outcome)
@@ -325,8 +324,6 @@ ah_event_box *ah_event_from_json(const char *json, size_t len, char *err, size_t
         ev->u.llm_continuation.llm_call = (int)get_int(&r, "llm_call");
         ev->u.llm_continuation.continuation = (int)get_int(&r, "continuation");
         ev->u.llm_continuation.max_continuations = (int)get_int(&r, "max_continuations");
-        ev->u.llm_continuation.mode =
-            (ah_cont_mode)get_enum(&r, "mode", ah_cont_mode_name_i, AH_CONT_MODE_COUNT_);
         ev->u.llm_continuation.committed_blocks = (int)get_int(&r, "committed_blocks");
         ev->u.llm_continuation.discarded_blocks = (int)get_int(&r, "discarded_blocks");
         ev->u.llm_continuation.discarded_bytes = get_int(&r, "discarded_bytes");

@@ -76,7 +76,6 @@ void ah_event_visit(const ah_event *ev, const ah_event_fields *f, void *ud)
         f->num(ud, "llm_call", ev->u.llm_continuation.llm_call);
         f->num(ud, "continuation", ev->u.llm_continuation.continuation);
         f->num(ud, "max_continuations", ev->u.llm_continuation.max_continuations);
-        str(f, ud, "mode", ah_cont_mode_name(ev->u.llm_continuation.mode));
         f->num(ud, "committed_blocks", ev->u.llm_continuation.committed_blocks);
         f->num(ud, "discarded_blocks", ev->u.llm_continuation.discarded_blocks);
         f->num(ud, "discarded_bytes", ev->u.llm_continuation.discarded_bytes);

@@ -74,7 +74,6 @@ static int make_events(ah_event *evs, const ah_error *err)
     evs[n].u.llm_continuation.llm_call = 2;
     evs[n].u.llm_continuation.continuation = 1;
     evs[n].u.llm_continuation.max_continuations = 3;
-    evs[n].u.llm_continuation.mode = AH_CONT_MODE_RESUME;
     evs[n].u.llm_continuation.committed_blocks = 2;
     evs[n].u.llm_continuation.discarded_blocks = 1;
     evs[n].u.llm_continuation.discarded_bytes = 17;
@@ -172,7 +171,6 @@ static void assert_event_eq(const ah_event *a, const ah_event *b)
                          b->u.llm_continuation.continuation);
         assert_int_equal(a->u.llm_continuation.max_continuations,
                          b->u.llm_continuation.max_continuations);
-        assert_int_equal(a->u.llm_continuation.mode, b->u.llm_continuation.mode);
         assert_int_equal(a->u.llm_continuation.committed_blocks,
                          b->u.llm_continuation.committed_blocks);
         assert_int_equal(a->u.llm_continuation.discarded_blocks,

@@ -76,18 +76,6 @@ typedef enum ah_run_outcome {
         AH_OUTCOME_COUNT_
 } ah_run_outcome;
 
-/* llm_continuation.mode: the rung a continuation used. resume re-attaches to the same
- * response (nothing regenerated, history untouched); prefill sends the partial assistant
- * message last for the model to continue; prompt appends a visible user message asking
- * the model to go on. */
-#define AH_CONT_MODE_MAP(X) X(RESUME, "resume") X(PREFILL, "prefill") X(PROMPT, "prompt")
-typedef enum ah_cont_mode {
-#define AH__CM_ENUM(name, s) AH_CONT_MODE_##name,
-    AH_CONT_MODE_MAP(AH__CM_ENUM)
-#undef AH__CM_ENUM
-        AH_CONT_MODE_COUNT_
-} ah_cont_mode;
-
 /* tool_call_end.outcome */
 #define AH_TOOL_OUTCOME_MAP(X) X(OK, "ok") X(ERROR, "error") X(BUDGET_EXHAUSTED, "budget_exhausted")
 typedef enum ah_tool_outcome {
@@ -127,7 +115,6 @@ typedef struct ah_event {
         } llm_gave_up;
         struct {
             int llm_call, continuation, max_continuations;
-            ah_cont_mode mode;
             int committed_blocks, discarded_blocks;
             int64_t discarded_bytes;
             const char *reason;
@@ -151,7 +138,6 @@ const char *ah_wait_source_name(ah_wait_source s);
 const char *ah_giveup_reason_name(ah_giveup_reason r);
 const char *ah_run_outcome_name(ah_run_outcome o);
 const char *ah_tool_outcome_name(ah_tool_outcome o);
-const char *ah_cont_mode_name(ah_cont_mode m);
 
 /* Walk the fields of an event in SPEC §6 order, with their SPEC names: "type" first,
  * then each field of that type. This is the one place that knows which fields an event
