@@ -378,7 +378,7 @@ static void stream_broke(ah_call *c, ah_error *e, const char *why)
     ev.u.llm_continuation.llm_call = c->llm_call;
     ev.u.llm_continuation.continuation = c->continuation + c->resumes;
     ev.u.llm_continuation.max_continuations = c->policy.max_continuations;
-    ev.u.llm_continuation.mode = AH_CONT_MODE_RESUME;
+    ev.u.llm_continuation.mode = AH_CONT_RESUME;
     ev.u.llm_continuation.reason = e->message;
     emit(c, &ev);
     if (cancel_pending(c)) {

@@ -618,7 +618,7 @@ static void continue_stream(ah_worker *w, const ah_error *cause)
     ev.u.llm_continuation.llm_call = w->llm_call;
     ev.u.llm_continuation.continuation = w->continuations;
     ev.u.llm_continuation.max_continuations = w->policy.max_continuations;
-    ev.u.llm_continuation.mode = w->continue_prompt ? AH_CONT_MODE_PROMPT : AH_CONT_MODE_PREFILL;
+    ev.u.llm_continuation.mode = w->continue_prompt ? AH_CONT_PROMPT : AH_CONT_PREFILL;
     ev.u.llm_continuation.committed_blocks = committed;
     ev.u.llm_continuation.discarded_blocks = discarded;
     ev.u.llm_continuation.discarded_bytes = discarded_bytes;

@@ -1,4 +1,5 @@
-/* client.c - ah.client{ provider, model, base_url, api_key, max_tokens, extra }: where
+/* client.c - ah.client{ provider, model, base_url, api_key, max_tokens, extra,
+ * background }: where
  * and how to reach a provider, as an "agenthost.client" userdata owning an ah_client.
  *
  * Invariants: the API key is copied into the ah_client and never exposed back to Lua
@@ -76,8 +77,8 @@ static const char *default_base_url(ah_wire w)
 
 static int l_client(lua_State *L)
 {
-    static const char *const known[] = {"provider",   "model", "base_url", "api_key",
-                                        "max_tokens", "extra", NULL};
+    static const char *const known[] = {"provider",   "model", "base_url",   "api_key",
+                                        "max_tokens", "extra", "background", NULL};
     static const char *const providers[] = {"anthropic", "openai", "responses", NULL};
     const char *where = "ah.client";
     luaL_checktype(L, 1, LUA_TTABLE);
@@ -108,6 +109,13 @@ static int l_client(lua_State *L)
             return luaL_error(L, "%s: max_tokens must be a whole number >= 1", where);
         cfg.max_tokens = (int64_t)lua_tointeger(L, -1);
     }
+    lua_pop(L, 1);
+    int bt = lua_getfield(L, 1, "background");
+    if (bt == LUA_TBOOLEAN)
+        cfg.background = lua_toboolean(L, -1);
+    else if (bt != LUA_TNIL)
+        return luaL_error(L, "%s: background must be a boolean (true or false), got %s",
+                          where, luaL_typename(L, -1));
     lua_pop(L, 1);
     int ty = lua_getfield(L, 1, "extra");
     if (ty == LUA_TTABLE) {

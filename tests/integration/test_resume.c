@@ -62,7 +62,7 @@ static void record_event(void *ud, const ah_event *ev)
     }
     if (ev->type == AH_EV_LLM_CONTINUATION) {
         h->continuations_seen++;
-        h->resumed |= ev->u.llm_continuation.mode == AH_CONT_MODE_RESUME;
+        h->resumed |= ev->u.llm_continuation.mode == AH_CONT_RESUME;
         if (h->cancel_on_continuation == h->continuations_seen)
             ah_worker_cancel(h->worker);
     }

@@ -217,7 +217,7 @@ static void on_event(void *ud, const ah_event *e)
         snprintf(r->message, sizeof r->message, "%s", e->u.llm_gave_up.error->message);
         break;
     case AH_EV_LLM_CONTINUATION:
-        assert_int_equal(e->u.llm_continuation.mode, AH_CONT_MODE_RESUME);
+        assert_int_equal(e->u.llm_continuation.mode, AH_CONT_RESUME);
         r->attempt = e->u.llm_continuation.continuation;
         snprintf(r->message, sizeof r->message, "%s", e->u.llm_continuation.reason);
         break;
