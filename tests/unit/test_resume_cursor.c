@@ -45,7 +45,7 @@ static void build(stream *s, size_t n)
     add(s, "{\"type\":\"response.output_item.added\",\"output_index\":0,\"item\":{\"id\":"
            "\"msg_1\",\"type\":\"message\",\"content\":[]},\"sequence_number\":");
     for (size_t i = 0; i < n; i++) {
-        char w[16];
+        char w[32];
         snprintf(w, sizeof w, "w%zu ", i);
         strcat(s->text, w);
         add(s, "{\"type\":\"response.output_text.delta\",\"output_index\":0,"
