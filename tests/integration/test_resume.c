@@ -357,6 +357,20 @@ static void resume_at_every_cut_position(void **state)
     int n = resume_every_cut(&o, 0, &gets);
     print_message("text reply: %d cut positions, %d re-attaches\n", n, gets);
     assert_true(n >= 12); /* created, in_progress, item/part added, 8 deltas, ... */
+
+    /* Cut before the first event: no response id yet, so nothing to re-attach to; the
+     * ordinary continuation (a new request) takes over. */
+    harness h;
+    opts o0 = o;
+    o0.plan = "[{\"cut_after_events\":0}]";
+    harness_start(&h, &o0);
+    assert_int_equal(ah_worker_run(h.worker, "hi"), AH_OUTCOME_COMPLETED);
+    assert_string_equal(ah_worker_text(h.worker), TEXT);
+    assert_int_equal(count_requests(&h, "GET", "/v1/responses/"), 0);
+    assert_int_equal(count_requests(&h, "POST", "/v1/responses"), 2);
+    assert_int_equal(count_events(&h, "llm_continuation"), 1);
+    assert_string_not_equal(event_str(&h, "llm_continuation", 0, "mode"), "resume");
+    harness_stop(&h);
 }
 
 static void resume_with_a_tool_call_runs_it_once(void **state)
