@@ -182,6 +182,9 @@ void lah_open_errors(lua_State *L); /* ah.transient, ah.permanent, ah.is_retryab
  * on stderr. On a terminal the core's per-request retry / give-up lines are left out:
  * the status display shows them from the events (SPEC §7: no stacked retry lines). */
 void lah_log_to_stderr(void *ud, ah_log_level level, int event, const char *line);
+/* Appends the searcher for agenthost.<name> (the shipped scripts, found relative to the
+ * binary: scripts_path.c) to package.searchers. */
+void lah_add_script_searcher(lua_State *L);
 
 /* The registry key (a light userdata address) the host program sets to true before it
  * loads the module: the module then leaves the log handler to the host. */
