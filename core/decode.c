@@ -187,6 +187,7 @@ static void decoder_init(ah_decoder *d, ah_wire wire, ah_timeline *tl,
     ah_error_clear(&d->err);
     d->ev_end = -1;
     d->last_seq = -1;
+    d->skip_upto = -1;
     d->chat_open = AH__NONE;
 }
 
@@ -253,6 +254,7 @@ ah_status ah_decoder_reattach(ah_decoder *d)
     if (d->status != AH_OK)
         return AH_ERR_STATE;
     ah_sse_reset(d->sse);
+    d->skip_upto = d->last_seq;
     d->finish_called = 0;
     d->finish_status = AH_OK;
     ah_error_clear(&d->finish_err);

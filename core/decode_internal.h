@@ -96,6 +96,7 @@ struct ah_decoder {
     int nonstream;       /* decoding a whole body (errors are DECODE) */
     /* Responses: the resume cursor (see ah_decoder_cursor) */
     int64_t last_seq; /* -1 until an event with a sequence_number was decoded */
+    int64_t skip_upto; /* after a re-attach: events up to this number are repeats */
     char response_id[128];
     uint64_t duplicates;
     /* Chat Completions state */

@@ -376,20 +376,23 @@ static ah_status on_reasoning_done(ah_decoder *d, const cJSON *root, int part)
                           strlen(text));
 }
 
-/* The resume cursor: an event at or below the last sequence_number is a repeat (a
- * re-attached stream may start before where the last one stopped) and is skipped whole;
- * the response id comes with the events that carry the response object. */
+/* The resume cursor. In a re-attached stream, an event at or below the sequence_number
+ * the last stream stopped at is a repeat (the stream may start early) and is skipped
+ * whole, until the first event past it. Within one stream nothing is skipped: some
+ * compatible servers number events loosely, and a single stream has nothing to repeat.
+ * The response id comes with the events that carry the response object. */
 static int is_repeat(ah_decoder *d, const cJSON *root, const char *type, int64_t *seq)
 {
     *seq = -1;
-    if (!ah__jint(root, "sequence_number", seq))
+    if (!ah__jint(root, "sequence_number", seq) || d->skip_upto < 0)
         return 0;
-    if (d->last_seq >= 0 && *seq <= d->last_seq) {
+    if (*seq <= d->skip_upto) {
         d->duplicates++;
         ah__log(AH_LOG_DEBUG, "responses: event %lld ('%s') repeated; skipped",
                 (long long)*seq, type);
         return 1;
     }
+    d->skip_upto = -1;
     return 0;
 }
 

@@ -226,6 +226,29 @@ static void no_cursor_without_id_or_after_errors(void **state)
     unbuild(&st);
 }
 
+/* A server that numbers every event 0: one stream is decoded whole, nothing skipped. */
+static void loose_numbering_within_one_stream_is_not_deduped(void **state)
+{
+    (void)state;
+    stream st;
+    build(&st, 3);
+    ah_timeline *tl = ah_timeline_new();
+    seen sn = {0};
+    ah_decoder *d = ah_decoder_new(AH_WIRE_RESPONSES, tl, &hooks, &sn);
+    for (size_t i = 0; i < st.n; i++) {
+        char *e = st.ev[i];
+        char *num = strstr(e, "\"sequence_number\":") + strlen("\"sequence_number\":");
+        char fixed[1200];
+        snprintf(fixed, sizeof fixed, "%.*s0}\n\n", (int)(num - e), e);
+        feed(d, fixed, strlen(fixed));
+    }
+    assert_complete(d, tl, &st, &sn);
+    assert_int_equal(ah_decoder_duplicates(d), 0);
+    ah_decoder_free(d);
+    ah_timeline_free(tl);
+    unbuild(&st);
+}
+
 static void wire_urls(void **state)
 {
     (void)state;
@@ -255,6 +278,7 @@ int main(void)
         cmocka_unit_test(cursor_tracks_id_and_last_sequence),
         cmocka_unit_test(reattach_after_a_break_at_every_byte),
         cmocka_unit_test(no_cursor_without_id_or_after_errors),
+        cmocka_unit_test(loose_numbering_within_one_stream_is_not_deduped),
         cmocka_unit_test(wire_urls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

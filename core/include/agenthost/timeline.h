@@ -205,10 +205,10 @@ ah_status ah_decoder_finish(ah_decoder *d, ah_error *err);
 
 /* ---- resumable streams (OpenAI Responses background mode) ----
  * Every Responses event carries a sequence_number; response.created / in_progress /
- * queued carry the response id. The decoder keeps both, skips an event whose
- * sequence_number is not above the last one decoded (a re-attached stream that repeats
- * events emits nothing twice), and can take the rest of the same response from a new
- * connection. */
+ * queued carry the response id. The decoder keeps both, can take the rest of the same
+ * response from a new connection, and there skips the events whose sequence_number is
+ * not above the last one decoded before the break (a re-attached stream that repeats
+ * events emits nothing twice). */
 
 /* The response id and the last sequence_number decoded. Returns 1 when the stream can
  * be re-attached after them: both are known, the decoder is healthy (no decoder error, no
@@ -224,7 +224,8 @@ const char *ah_decoder_response_id(const ah_decoder *d);
  * ah_decoder_finish). The timeline, its open blocks and the cursor stay. AH_ERR_STATE
  * when the decoder has a sticky error. */
 ah_status ah_decoder_reattach(ah_decoder *d);
-/* Events skipped because their sequence_number was at or below the cursor. */
+/* Events of re-attached streams skipped because their sequence_number was at or below
+ * the cursor at the re-attach. */
 uint64_t ah_decoder_duplicates(const ah_decoder *d);
 
 /* The decoder's sticky error, or NULL while healthy. Kind AH_EK_STREAM; the message names
