@@ -371,7 +371,9 @@ static void stream_broke(ah_call *c, ah_error *e, const char *why)
     c->resuming = 1;
     c->attempts = 0;
     c->prev_wait_ms = 0;
-    ah__log_event(AH_LOG_WARN, AH_EV_LLM_CONTINUATION,
+    /* Info, not a warning: the llm_continuation event is what displays show (the
+     * worker's continuations do not log either). */
+    ah__log_event(AH_LOG_INFO, AH_EV_LLM_CONTINUATION,
                   "LLM request %d: %s; re-attaching to the response (%d/%d)", c->llm_call,
                   e->message, c->continuation + c->resumes, c->policy.max_continuations);
     ah_event ev = {.type = AH_EV_LLM_CONTINUATION};
@@ -394,7 +396,7 @@ static void stream_broke(ah_call *c, ah_error *e, const char *why)
  * rung. */
 static void resume_failed(ah_call *c, const char *what)
 {
-    ah__log(AH_LOG_WARN, "LLM request %d: re-attach %s (%s); continuing without it",
+    ah__log(AH_LOG_INFO, "LLM request %d: re-attach %s (%s); continuing without it",
             c->llm_call, what,
             c->err.message[0] ? c->err.message : ah_error_kind_name(c->err.kind));
     ah_error e = c->break_err;
