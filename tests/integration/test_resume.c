@@ -383,6 +383,76 @@ static void resume_with_a_tool_call_runs_it_once(void **state)
     assert_true(n >= 10);
 }
 
+/* The re-attach is cut too, at every position, and the third stream (a second re-attach)
+ * completes; the re-attaches may also repeat events. Each run: the exact text, streamed
+ * once, one POST, two GETs, the second one's starting_after where the first re-attach
+ * stopped. Then faults on the re-attach that end it otherwise (an in-stream error, a
+ * malformed event, a 404, a reset): the run still completes, each tool once. */
+static void resume_matrix(void **state)
+{
+    (void)state;
+    int runs = 0;
+    for (int repeat = 0; repeat <= 2; repeat += 2) {
+        for (int k1 = 1; k1 <= 14; k1++) {
+            for (int k2 = 1; k1 + k2 <= 14; k2++) {
+                char plan[160];
+                snprintf(plan, sizeof plan,
+                         "[{\"cut_after_events\":%d},{\"cut_after_events\":%d,"
+                         "\"repeat_events\":%d},{\"ok\":true,\"repeat_events\":%d}]",
+                         k1, k2 + repeat, repeat, repeat);
+                harness h;
+                opts o = {.text = TEXT, .text_deltas = 8, .background = 1, .plan = plan};
+                harness_start(&h, &o);
+                ah_run_outcome out = ah_worker_run(h.worker, "hi");
+                if (out != AH_OUTCOME_COMPLETED)
+                    fail_msg("k1=%d k2=%d repeat=%d: %s (%s)", k1, k2, repeat,
+                             ah_run_outcome_name(out), ah_worker_error(h.worker)->message);
+                assert_string_equal(ah_worker_text(h.worker), TEXT);
+                if (strcmp(h.deltas, TEXT) != 0)
+                    fail_msg("k1=%d k2=%d repeat=%d: deltas '%s'", k1, k2, repeat, h.deltas);
+                assert_int_equal(count_requests(&h, "POST", "/v1/responses"), 1);
+                assert_int_equal(count_requests(&h, "GET", "/v1/responses/"), 2);
+                assert_int_equal(starting_after(request_path(&h, "GET", 0)), k1 - 1);
+                /* The first re-attach repeats min(repeat, k1) events (there are only
+                 * k1 before it), then brings new ones until its cut. */
+                int repeated = repeat < k1 ? repeat : k1;
+                if (starting_after(request_path(&h, "GET", 1)) !=
+                    k1 - 1 + k2 + repeat - repeated)
+                    fail_msg("k1=%d k2=%d repeat=%d: second re-attach %s", k1, k2, repeat,
+                             request_path(&h, "GET", 1));
+                assert_int_equal(count_events(&h, "llm_continuation"), 2);
+                harness_stop(&h);
+                runs++;
+            }
+        }
+    }
+    static const char *const reattach_faults[] = {
+        "{\"error_event_after\":2}", "{\"malformed_event_after\":2}",
+        "{\"status\":404}", "{\"status\":400}", "{\"reset\":true}",
+        "{\"cut_after_events\":0}",
+    };
+    for (size_t f = 0; f < sizeof reattach_faults / sizeof reattach_faults[0]; f++) {
+        for (int k1 = 1; k1 <= 16; k1++) {
+            char plan[160];
+            snprintf(plan, sizeof plan, "[{\"cut_after_events\":%d},%s]", k1,
+                     reattach_faults[f]);
+            harness h;
+            opts o = {.tools = 1, .background = 1, .plan = plan,
+                      .continue_prompt = "Continue."};
+            harness_start(&h, &o);
+            ah_run_outcome out = ah_worker_run(h.worker, "add please");
+            if (out != AH_OUTCOME_COMPLETED)
+                fail_msg("k1=%d fault %s: %s (%s)", k1, reattach_faults[f],
+                         ah_run_outcome_name(out), ah_worker_error(h.worker)->message);
+            assert_int_equal(h.tool_runs, 1);
+            assert_no_secret(&h);
+            harness_stop(&h);
+            runs++;
+        }
+    }
+    print_message("resume matrix: %d runs\n", runs);
+}
+
 /* A re-attached stream that repeats events the client already has emits nothing twice. */
 static void repeated_events_are_skipped(void **state)
 {
@@ -543,6 +613,7 @@ int main(void)
         cmocka_unit_test(background_needs_the_responses_provider),
         cmocka_unit_test(resume_at_every_cut_position),
         cmocka_unit_test(resume_with_a_tool_call_runs_it_once),
+        cmocka_unit_test(resume_matrix),
         cmocka_unit_test(repeated_events_are_skipped),
         cmocka_unit_test(idle_stream_is_resumed),
         cmocka_unit_test(refused_reattach_falls_back_to_a_new_request),
