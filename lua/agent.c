@@ -313,7 +313,23 @@ static void tool_done(void *ud, lua_State *co, int ok)
             }
         }
     }
-    res.content = lua_tostring(L, -1);
+    size_t clen = 0;
+    const char *content = lua_tolstring(L, -1, &clen);
+    if (content && memchr(content, '\0', clen)) {
+        /* C strings end at NUL: a NUL byte in a tool's result is sent as the six
+         * characters \u0000 instead of cutting the result there. */
+        luaL_Buffer b;
+        luaL_buffinit(L, &b);
+        for (size_t i = 0; i < clen; i++) {
+            if (content[i])
+                luaL_addchar(&b, content[i]);
+            else
+                luaL_addstring(&b, "\\u0000");
+        }
+        luaL_pushresult(&b);
+        content = lua_tostring(L, -1);
+    }
+    res.content = content;
     ah_worker_tool_done(r->w, index, &res); /* copies the content */
     lua_settop(L, top);
 }
@@ -445,8 +461,12 @@ static int run_tool_exec(void *ud, ah_worker *w, const ah_tool_request *req,
 
 /* ---- results ----------------------------------------------------------------------- */
 
-static void push_history(lua_State *L, const ah_conversation *c)
+/* shared: the absolute index of a Lua string (the result's text) that a text block equal
+ * to it reuses instead of a second copy of a large answer; 0 = none. */
+static void push_history(lua_State *L, const ah_conversation *c, int shared)
 {
+    size_t shared_len = 0;
+    const char *shared_s = shared ? lua_tolstring(L, shared, &shared_len) : NULL;
     size_t n = ah_conversation_count(c);
     lua_createtable(L, (int)n, 0);
     for (size_t m = 0; m < n; m++) {
@@ -462,7 +482,13 @@ static void push_history(lua_State *L, const ah_conversation *c)
             set_str(L, "type", ah_msg_kind_name(b->kind));
             switch (b->kind) {
             case AH_MSG_TEXT:
-                set_str(L, "text", b->text);
+                if (shared_s && shared_len > 4096 && strlen(b->text) == shared_len &&
+                    memcmp(b->text, shared_s, shared_len) == 0) {
+                    lua_pushvalue(L, shared);
+                    lua_setfield(L, -2, "text");
+                } else {
+                    set_str(L, "text", b->text);
+                }
                 break;
             case AH_MSG_REASONING:
                 set_str(L, "text", b->text);
@@ -544,8 +570,10 @@ static int run_k(lua_State *L, int status, lua_KContext ctx)
         lua_rawgeti(L, LUA_REGISTRYINDEX, r->output_ref);
         lua_setfield(L, -2, "output");
     }
-    push_history(L, ah_worker_history(w));
-    lua_setfield(L, -2, "history");
+    lua_getfield(L, -1, "text");
+    push_history(L, ah_worker_history(w), lua_gettop(L));
+    lua_setfield(L, -3, "history");
+    lua_pop(L, 1); /* the text */
     ah_worker_stats st;
     ah_worker_get_stats(w, &st);
     lua_createtable(L, 0, 10);

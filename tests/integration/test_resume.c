@@ -328,7 +328,14 @@ static int resume_every_cut(const opts *base, int expect_tool_runs, int *gets_to
         if (strcmp(ah_worker_text(h.worker), ref) != 0)
             fail_msg("k=%d: text '%s' != reference '%s'", k, ah_worker_text(h.worker), ref);
         assert_int_equal(gets, 1);
-        assert_int_equal(starting_after(request_path(&h, "GET", 0)), k - 1);
+        long long after = starting_after(request_path(&h, "GET", 0));
+        if (k > 1 && after == k - 2) {
+            /* k is past the end: the mock cuts just before the final event, as it did
+             * for k - 1 (after the final event the response would be complete). */
+            harness_stop(&h);
+            break;
+        }
+        assert_int_equal(after, k - 1);
         assert_int_equal(count_requests(&h, "POST", "/v1/responses"),
                          expect_tool_runs ? 2 : 1);
         assert_int_equal(count_events(&h, "llm_continuation"), 1);
