@@ -22,6 +22,42 @@
 /* ---- cJSON accessors
  * ------------------------------------------------------------------------ */
 
+static const char *skip_ws(const char *p, const char *end)
+{
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+        p++;
+    return p;
+}
+
+const char *ah__dec_name(ah_decoder *d, const char *name)
+{
+    if (!name || !d->raw)
+        return name;
+    /* Look for "name" : "<name>\u0000 in the raw text (a name with other escapes before
+     * its NUL is not recognised: no real provider sends either). */
+    size_t n = strlen(name);
+    const char *p = d->raw, *end = d->raw + d->raw_len;
+    while ((p = memchr(p, '"', (size_t)(end - p))) != NULL) {
+        const char *q = p + 1;
+        p++;
+        if ((size_t)(end - q) < 5 || memcmp(q, "name\"", 5) != 0)
+            continue;
+        q = skip_ws(q + 5, end);
+        if (q >= end || *q != ':')
+            continue;
+        q = skip_ws(q + 1, end);
+        if (q >= end || *q != '"')
+            continue;
+        q++;
+        if ((size_t)(end - q) >= n + 6 && memcmp(q, name, n) == 0 &&
+            memcmp(q + n, "\\u0000", 6) == 0) {
+            ah__bufprintf(d->name_buf, sizeof d->name_buf, "%.120s\xEF\xBF\xBD", name);
+            return d->name_buf;
+        }
+    }
+    return name;
+}
+
 const char *ah__jstr(const cJSON *o, const char *key)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
@@ -308,6 +344,8 @@ static ah_status feed_event(ah_decoder *d, const ah_sse_event *ev, int64_t end)
     d->events++;
     d->ev_end = end;
     d->ev_type = ev->type;
+    d->raw = ev->data; /* for ah__dec_name while this event is decoded */
+    d->raw_len = ev->data_len;
     if (ah_decoder_ended(d)) {
         /* Nothing after the final event is the answer: a tool_use sent after
          * message_stop never runs. */
@@ -341,6 +379,7 @@ static ah_status feed_event(ah_decoder *d, const ah_sse_event *ev, int64_t end)
     else
         st = dispatch(d, root);
     d->ev_type = NULL; /* it pointed into the tree or the borrowed event */
+    d->raw = NULL;
     if (st != AH_OK && d->status == AH_OK)
         st = ah__dec_fail(d, st, "failed");
     cJSON_Delete(root);
@@ -467,6 +506,8 @@ ah_status ah_decode_response(ah_wire wire, const char *body, size_t len, ah_time
                                  : cJSON_ParseWithLength(body, len);
     free(fixed);
     ah_status st;
+    d.raw = body;
+    d.raw_len = len;
     if (!root)
         st = ah__dec_fail(&d, AH_ERR_PARSE, "invalid JSON (%zu bytes)", len);
     else if (!cJSON_IsObject(root))

@@ -87,7 +87,7 @@ static ah_status open_block(ah_decoder *d, int64_t idx, const cJSON *cb, int who
                strcmp(type, "mcp_tool_use") == 0) {
         ah_block_kind kind =
             type[0] == 't' ? AH_BLOCK_TOOL_USE : AH_BLOCK_SERVER_TOOL_USE;
-        const char *id = ah__jstr(cb, "id"), *name = ah__jstr(cb, "name");
+        const char *id = ah__jstr(cb, "id"), *name = ah__dec_name(d, ah__jstr(cb, "name"));
         if (!id || !name)
             return ah__dec_fail(d, AH_ERR_PARSE,
                                 "%s block %lld without \"id\" and \"name\"", type,

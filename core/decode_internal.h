@@ -93,6 +93,10 @@ struct ah_decoder {
     int64_t ev_end;      /* byte offset where the current event ended, -1 unknown */
     const char *ev_type; /* type of the event being decoded (for messages) */
     int done_seen;       /* "data: [DONE]" arrived */
+    const char *raw;     /* the JSON text being decoded (for ah__dec_name); meaningful
+                            only while an event or body is dispatched */
+    size_t raw_len;
+    char name_buf[160];  /* ah__dec_name's answer */
     int nonstream;       /* decoding a whole body (errors are DECODE) */
     /* Responses: the resume cursor (see ah_decoder_cursor) */
     int64_t last_seq; /* -1 until an event with a sequence_number was decoded */
@@ -108,6 +112,13 @@ struct ah_decoder {
  * with the format, event type, number and byte offset. Returns st. */
 ah_status ah__dec_fail(ah_decoder *d, ah_status st, const char *fmt, ...)
     AH__PRINTF(3, 4);
+
+/* A tool name read with ah__jstr, checked for an embedded NUL: cJSON stops a string at
+ * "\u0000", so "rec\u0000evil" would be the declared tool "rec". Such a name comes back
+ * as its prefix + U+FFFD (a name no tool can have: declared names hold no NUL, and the
+ * worker answers the call as an unknown tool); any other name as is. NULL stays NULL.
+ * The answer lives until the next call. */
+const char *ah__dec_name(ah_decoder *d, const char *name);
 /* Open a block (fires block_start). */
 ah_status ah__dec_open(ah_decoder *d, ah_block_kind kind, int64_t key, int64_t sub,
                        const char *id, const char *name, size_t *index);

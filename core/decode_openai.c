@@ -71,7 +71,7 @@ static ah_status tool_fragment(ah_decoder *d, const cJSON *tc, int64_t pos)
     ah__jint(tc, "index", &tidx);
     const cJSON *fn = ah__jobj(tc, "function");
     const char *id = nonempty(ah__jstr(tc, "id"));
-    const char *name = nonempty(ah__jstr(fn, "name"));
+    const char *name = nonempty(ah__dec_name(d, ah__jstr(fn, "name")));
     size_t i = ah__tl_find(d->tl, tidx, CHAT_TOOL_SUB, 0);
     if (i != AH__NONE && !ah__tl_is_open(d->tl, i))
         return ah__dec_fail(d, AH_ERR_PARSE,

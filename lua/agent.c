@@ -14,6 +14,7 @@
  *  - The worker is freed only from run_k or __gc, never inside its own callbacks.
  */
 #include "lah.h"
+#include "tools.h"
 #include "internal.h"
 
 #include <stdlib.h>
@@ -36,6 +37,10 @@ enum {
     A_BUDGET,
     A_NUV = A_BUDGET
 };
+
+/* run uservalues: 1 the agent, 3 the run's budget, and its own ledger when the agent
+ * has none (made at the first tool call) */
+enum { RUN_UV_LEDGER = 4, RUN_UV_N = 4 };
 
 typedef struct lagent {
     ah_client *client; /* borrowed: the client userdata is uservalue A_CLIENT */
@@ -200,10 +205,9 @@ static int run_check_output(void *ud, const char *text, int refused, char *why,
     }
     int value = lua_gettop(L);
     if (r->validate_ref != LUA_NOREF) {
-        lua_pushcfunction(L, lah_traceback);
         lua_rawgeti(L, LUA_REGISTRYINDEX, r->validate_ref);
         lua_pushvalue(L, value);
-        if (lua_pcall(L, 1, 2, value + 1) != LUA_OK) {
+        if (lah_pcall_hook(L, 1, 2) != LUA_OK) {
             const char *msg = lua_tostring(L, -1);
             if (!r->agent->validate_failed) {
                 ah__log(AH_LOG_WARN, "output.validate: %s", msg);
@@ -292,13 +296,22 @@ static void tool_done(void *ud, lua_State *co, int ok)
             lua_getfield(L, rec, "receipt");
             if (lua_isnil(L, -1)) {
                 lua_pushliteral(L, "");
-            } else if (lua_type(L, -1) != LUA_TSTRING && !lah_json_encode(L, -1)) {
-                res.outcome = AH_TOOL_ERROR;
-                lua_pushfstring(L, "error: the tool's result cannot be sent as JSON: %s",
-                                lua_tostring(L, -1));
+            } else if (lua_type(L, -1) != LUA_TSTRING) {
+                /* The receipt came back from its canonical JSON, so it re-encodes
+                 * exactly (integers as integers; lua-cjson would print 2^53 with 14
+                 * digits). */
+                lah_push_canonical_json(L, -1, 0);
             } else {
                 lua_pushvalue(L, -1);
             }
+        } else if (outcome && strcmp(outcome, "in_progress") == 0) {
+            /* The key is in flight in another call and its receipt did not come in
+             * time: the model is told so (calling again later gets the receipt). */
+            res.outcome = AH_TOOL_IN_PROGRESS;
+            lua_getfield(L, rec, "error");
+            ah_error e;
+            lah_to_error(L, -1, &e);
+            lua_pushfstring(L, "error: %s", e.message);
         } else if (outcome && strcmp(outcome, "budget_exhausted") == 0) {
             res.outcome = AH_TOOL_BUDGET_EXHAUSTED;
             lua_pushliteral(
@@ -430,7 +443,19 @@ static int run_tool_exec(void *ud, ah_worker *w, const ah_tool_request *req,
         }
     }
     lua_settop(L, opts);
-    lua_getiuservalue(L, agent, A_LEDGER);
+    /* The agent's ledger (a handle, or false for none); by default one in memory for
+     * this run alone, made at its first tool call and collected with the run, so a
+     * long-lived agent does not keep every run's keys (they hold the run id and never
+     * hit again). */
+    if (lua_getiuservalue(L, agent, A_LEDGER) == LUA_TNIL) {
+        lua_pop(L, 1);
+        if (lua_getiuservalue(L, run, RUN_UV_LEDGER) == LUA_TNIL) {
+            lua_pop(L, 1);
+            lah_ledger_push_new(L, NULL);
+            lua_pushvalue(L, -1);
+            lua_setiuservalue(L, run, RUN_UV_LEDGER);
+        }
+    }
     lua_setfield(L, opts, "ledger");
     lua_getiuservalue(L, run, 3); /* the run's budget */
     lua_setfield(L, opts, "budget");
@@ -600,6 +625,7 @@ static lagent *check_agent(lua_State *L, int idx)
 /* agent:run(input [, { output = { validate = fn, max_retries = 1 } }]) -> result */
 static int agent_run(lua_State *L)
 {
+    lah_check_not_in_hook(L, "agent:run");
     lagent *a = check_agent(L, 1);
     const char *input = luaL_checkstring(L, 2);
     lua_settop(L, 3);
@@ -634,7 +660,7 @@ static int agent_run(lua_State *L)
         }
         lua_pop(L, 1);
     }
-    lrun *r = lua_newuserdatauv(L, sizeof *r, 3);
+    lrun *r = lua_newuserdatauv(L, sizeof *r, RUN_UV_N);
     int run = lua_gettop(L);
     memset(r, 0, sizeof *r);
     r->self_ref = r->on_event_ref = r->status_ref = r->retry_on_ref = r->validate_ref =
@@ -792,6 +818,15 @@ static void read_tools(lua_State *L, int t, int agent, lagent *a)
             return;
         }
         snprintf(where, sizeof where, "ah.agent: tools.%.100s", name);
+        if (lua_type(L, -2) == LUA_TSTRING) {
+            lua_pushvalue(L, -2);
+            lah_check_no_nul(L, -1, "ah.agent: a tool name");
+            lua_pop(L, 1);
+        } else {
+            lua_getfield(L, spec, "name");
+            lah_check_no_nul(L, -1, "ah.agent: a tool name");
+            lua_pop(L, 1);
+        }
         if (!lua_istable(L, spec))
             luaL_error(L, "%s: expected a table {description, schema, run, ...}, got %s",
                        where, luaL_typename(L, spec));
@@ -953,36 +988,21 @@ static int l_agent(lua_State *L)
     }
     lua_pop(L, 1);
 
-    /* ledger: an ah.ledger object, a path (ah.ledger{path=}), or by default an in-memory
-     * ah.ledger{} per agent — when the module has ah.ledger */
-    lua_pushvalue(L, lua_upvalueindex(1));
-    lua_getfield(L, -1, "ledger");
-    lua_remove(L, -2);
-    int has_ledger = lua_isfunction(L, -1);
+    /* ledger: an ah.ledger object or a path (shared by every run), false (none), or
+     * absent: nil here, and each run gets an in-memory ledger of its own (run_tool_exec) */
     ty = lua_getfield(L, 1, "ledger");
-    if (ty == LUA_TSTRING || ty == LUA_TNIL) {
-        if (!has_ledger) {
-            if (ty == LUA_TSTRING)
-                return luaL_error(L,
-                                  "%s: ledger = path needs ah.ledger, which this build "
-                                  "lacks",
-                                  where);
-            lua_pop(L, 2);
-            lua_pushnil(L);
-        } else {
-            lua_createtable(L, 0, 1);
-            if (ty == LUA_TSTRING) {
-                lua_pushvalue(L, -2);
-                lua_setfield(L, -2, "path");
-            }
-            lua_remove(L, -2);
-            lua_call(L, 1, 1);
-        }
-    } else if (ty == LUA_TUSERDATA || ty == LUA_TTABLE) {
+    if (ty == LUA_TSTRING) {
+        lah_ledger_push_arg(L, -1); /* opened once per path */
         lua_remove(L, -2);
-    } else {
-        return luaL_error(L, "%s: ledger must be an ah.ledger or a path, got %s", where,
-                          luaL_typename(L, -1));
+    } else if (ty == LUA_TUSERDATA) {
+        if (!lah_ledger_test(L, -1))
+            return luaL_error(L, "%s: ledger must be an ah.ledger, a path or false, got %s",
+                              where, luaL_typename(L, -1));
+    } else if (ty == LUA_TBOOLEAN && !lua_toboolean(L, -1)) {
+        /* false: no ledger, no idempotency */
+    } else if (ty != LUA_TNIL) {
+        return luaL_error(L, "%s: ledger must be an ah.ledger, a path or false, got %s",
+                          where, luaL_typename(L, -1));
     }
     lua_setiuservalue(L, agent, A_LEDGER);
 

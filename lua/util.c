@@ -57,24 +57,16 @@ int lah_json_encode(lua_State *L, int idx)
 
 int lah_json_decode(lua_State *L, const char *s, size_t len)
 {
-    const char *end = NULL;
-    cJSON *j = cJSON_ParseWithLengthOpts(s, len, &end, 0);
-    if (!j) {
-        size_t at = end && end >= s ? (size_t)(end - s) : 0;
-        lua_pushfstring(L, "invalid JSON at byte %d", (int)at);
-        return 0;
-    }
-    const char *p = end;
-    while (p && p < s + len && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
-        p++;
-    if (p && p < s + len) {
-        cJSON_Delete(j);
+    size_t at = 0;
+    int trailing = 0;
+    if (lah_json_push_exact(L, s, len, &at, &trailing))
+        return 1;
+    if (trailing)
         lua_pushfstring(L, "invalid JSON: unexpected text after the value at byte %d",
-                        (int)(p - s));
-        return 0;
-    }
-    lah_push_cjson(L, j); /* frees j, also when it raises */
-    return 1;
+                        (int)at);
+    else
+        lua_pushfstring(L, "invalid JSON at byte %d", (int)at);
+    return 0;
 }
 
 /* ---- config tables ----------------------------------------------------------------- */
@@ -85,6 +77,18 @@ const char *lah_did_you_mean(const char *name, const char *const *known)
     while (known[n])
         n++;
     return ah__did_you_mean(name, known, n, sizeof known[0]);
+}
+
+const char *lah_check_no_nul(lua_State *L, int idx, const char *what)
+{
+    size_t len = 0;
+    const char *s = lua_tolstring(L, idx, &len);
+    const char *nul = s ? memchr(s, '\0', len) : NULL;
+    if (nul)
+        luaL_error(L, "%s contains a NUL byte at offset %d (names and keys must be text "
+                      "without NUL)",
+                   what, (int)(nul - s));
+    return s;
 }
 
 void lah_check_fields(lua_State *L, int idx, const char *where, const char *const *known)

@@ -60,6 +60,7 @@ typedef struct kept {
     size_t body_len;
     char *text; /* the text options the reply was built with */
     size_t text_deltas, delta_bytes;
+    char *tool_args;
     int cancelled;
 } kept;
 
@@ -253,6 +254,7 @@ static void kept_clear(kept *k)
 {
     free(k->body);
     free(k->text);
+    free(k->tool_args);
     memset(k, 0, sizeof *k);
 }
 
@@ -269,7 +271,8 @@ static void keep_response(ah_mock *m, const char *id, const cJSON *req, size_t b
     k.text = opts->text ? ah__strdup(opts->text) : NULL;
     k.text_deltas = opts->text_deltas;
     k.delta_bytes = opts->delta_bytes;
-    if (!k.body || (opts->text && !k.text)) {
+    k.tool_args = opts->tool_args ? ah__strdup(opts->tool_args) : NULL;
+    if (!k.body || (opts->text && !k.text) || (opts->tool_args && !k.tool_args)) {
         kept_clear(&k);
         ah__log(AH_LOG_WARN, "mock: out of memory keeping a background response");
         return;
@@ -319,7 +322,10 @@ static int find_kept(ah_mock *m, const char *id, int cancel, kept *out)
         *out = *k;
         out->body = ah__strdup(k->body);
         out->text = k->text ? ah__strdup(k->text) : NULL;
-        found = out->body && (!k->text || out->text) ? 1 : -1;
+        out->tool_args = k->tool_args ? ah__strdup(k->tool_args) : NULL;
+        found = out->body && (!k->text || out->text) && (!k->tool_args || out->tool_args)
+                    ? 1
+                    : -1;
         break;
     }
     pthread_mutex_unlock(&m->mu);
@@ -674,11 +680,13 @@ static struct MHD_Response *reply_response(ah_mock *m, struct MHD_Connection *co
                                            const kept *reattach, long long after)
 {
     char err[256];
-    ah__mock_text_opts opts = {m->text, m->text_deltas, m->delta_bytes};
+    ah__mock_text_opts opts = {m->text, m->text_deltas, m->delta_bytes,
+                               step->tool_args};
     if (reattach) {
         opts.text = reattach->text;
         opts.text_deltas = reattach->text_deltas;
         opts.delta_bytes = reattach->delta_bytes;
+        opts.tool_args = reattach->tool_args;
     } else if (step->text || step->text_deltas || step->delta_bytes) {
         opts.text = step->text ? step->text : m->text;
         opts.text_deltas = step->text_deltas;

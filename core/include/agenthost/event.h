@@ -89,7 +89,11 @@ typedef enum ah_cont_mode {
 } ah_cont_mode;
 
 /* tool_call_end.outcome */
-#define AH_TOOL_OUTCOME_MAP(X) X(OK, "ok") X(ERROR, "error") X(BUDGET_EXHAUSTED, "budget_exhausted")
+#define AH_TOOL_OUTCOME_MAP(X)                                                            \
+    X(OK, "ok")                                                                           \
+    X(ERROR, "error")                                                                     \
+    X(BUDGET_EXHAUSTED, "budget_exhausted")                                               \
+    X(IN_PROGRESS, "in_progress")
 typedef enum ah_tool_outcome {
 #define AH__TO_ENUM(name, s) AH_TOOL_##name,
     AH_TOOL_OUTCOME_MAP(AH__TO_ENUM)
