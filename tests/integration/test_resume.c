@@ -37,6 +37,7 @@ typedef struct harness {
     int cancel_on_continuation; /* cancel at the n-th llm_continuation (1-based), 0 = never */
     int cancel_on_resumed_delta; /* cancel at the first text_delta after a resume */
     int continuations_seen, resumed;
+    char last_args[256]; /* the arguments of the last tool call run */
     char deltas[4096]; /* every text_delta, concatenated */
     size_t deltas_len;
 } harness;
@@ -75,6 +76,7 @@ static int add_tool(void *ud, ah_worker *w, const ah_tool_request *req, ah_tool_
     cJSON *args = cJSON_Parse(req->arguments);
     assert_non_null(args);
     cJSON_Delete(args);
+    snprintf(h->last_args, sizeof h->last_args, "%s", req->arguments);
     h->tool_runs++;
     res->outcome = AH_TOOL_OK;
     res->content = "3";
@@ -475,6 +477,22 @@ static void repeated_events_are_skipped(void **state)
     harness_stop(&h);
 }
 
+/* The re-attach rebuilds the reply the plan step shaped (here its tool arguments). */
+static void reattach_keeps_the_steps_reply(void **state)
+{
+    (void)state;
+    harness h;
+    opts o = {.tools = 1, .background = 1,
+              .plan = "[{\"cut_after_events\":12,\"tool_args\":\"{\\\"a\\\":40,"
+                      "\\\"b\\\":2}\"}]"};
+    harness_start(&h, &o);
+    assert_int_equal(ah_worker_run(h.worker, "add please"), AH_OUTCOME_COMPLETED);
+    assert_int_equal(count_requests(&h, "GET", "/v1/responses/"), 1);
+    assert_int_equal(h.tool_runs, 1);
+    assert_string_equal(h.last_args, "{\"a\":40,\"b\":2}");
+    harness_stop(&h);
+}
+
 /* A stream that goes silent (the idle timeout) is a break like a cut. */
 static void idle_stream_is_resumed(void **state)
 {
@@ -623,6 +641,7 @@ int main(void)
         cmocka_unit_test(resume_matrix),
         cmocka_unit_test(repeated_events_are_skipped),
         cmocka_unit_test(idle_stream_is_resumed),
+        cmocka_unit_test(reattach_keeps_the_steps_reply),
         cmocka_unit_test(refused_reattach_falls_back_to_a_new_request),
         cmocka_unit_test(unknown_response_is_a_404_and_falls_back),
         cmocka_unit_test(reattach_errors_before_the_head_are_retried),
