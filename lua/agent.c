@@ -49,6 +49,7 @@ typedef struct lagent {
     int max_steps;
     ah_policy policy; /* retry_on is set per run */
     int has_retry_on, has_on_event, has_status;
+    int reuse_deltas; /* on_event_reuse: one delta table per run, refilled */
     ah_tool_def *tools;
     size_t n_tools;
     ah_retry_budget *rb; /* borrowed: uservalue A_RB */
@@ -66,6 +67,8 @@ typedef struct lrun {
     ah_event_fn sink;
     void *sink_ud;
     int self_ref, on_event_ref, status_ref, retry_on_ref, validate_ref, output_ref;
+    int delta_ref[2]; /* on_event_reuse: the text_delta / reasoning_delta tables */
+    lua_State *const *running; /* lah_running_slot(main): read once per event */
     tool_op *ops; /* tool calls in flight */
 } lrun;
 
@@ -126,12 +129,22 @@ static void run_on_event(void *ud, const ah_event *ev)
         r->wait.ready = 1;
     if (r->on_event_ref == LUA_NOREF && r->status_ref == LUA_NOREF)
         return;
-    lua_State *L = lah_running(r->main);
+    lua_State *L = *r->running;
     if (!lua_checkstack(L, 8))
         return;
     if (r->on_event_ref != LUA_NOREF) {
         lua_rawgeti(L, LUA_REGISTRYINDEX, r->on_event_ref);
-        lah_push_event(L, ev);
+        int k = ev->type == AH_EV_TEXT_DELTA ? 0 : ev->type == AH_EV_REASONING_DELTA ? 1 : -1;
+        if (a->reuse_deltas && k >= 0 && r->delta_ref[k] != LUA_NOREF) {
+            lua_rawgeti(L, LUA_REGISTRYINDEX, r->delta_ref[k]);
+            lah_refill_event(L, ev);
+        } else {
+            lah_push_event(L, ev);
+            if (a->reuse_deltas && k >= 0) {
+                lua_pushvalue(L, -1);
+                r->delta_ref[k] = luaL_ref(L, LUA_REGISTRYINDEX);
+            }
+        }
         lah_pcall_once(L, 1, 0, "on_event", &a->event_failed);
     } else {
         lua_rawgeti(L, LUA_REGISTRYINDEX, r->status_ref);
@@ -554,6 +567,8 @@ static void release_run(lua_State *L, lrun *r, int closing)
 {
     unref(L, &r->self_ref);
     unref(L, &r->on_event_ref);
+    unref(L, &r->delta_ref[0]);
+    unref(L, &r->delta_ref[1]);
     unref(L, &r->status_ref);
     unref(L, &r->retry_on_ref);
     unref(L, &r->validate_ref);
@@ -665,6 +680,8 @@ static int agent_run(lua_State *L)
     memset(r, 0, sizeof *r);
     r->self_ref = r->on_event_ref = r->status_ref = r->retry_on_ref = r->validate_ref =
         r->output_ref = LUA_NOREF;
+    r->delta_ref[0] = r->delta_ref[1] = LUA_NOREF;
+    r->running = lah_running_slot(L);
     luaL_setmetatable(L, RUN_MT);
     r->agent = a;
     lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
@@ -919,7 +936,7 @@ static int l_agent(lua_State *L)
 {
     static const char *const known[] = {
         "client",   "system", "max_steps", "policy",          "tools",
-        "on_event", "ledger", "budget",    "continue_prompt", NULL};
+        "on_event", "ledger", "budget",    "continue_prompt", "on_event_reuse", NULL};
     const char *where = "ah.agent";
     luaL_checktype(L, 1, LUA_TTABLE);
     lua_settop(L, 1);
@@ -977,6 +994,12 @@ static int l_agent(lua_State *L)
         return luaL_error(L, "%s: on_event must be a function (or false), got %s", where,
                           luaL_typename(L, -1));
     }
+    ty = lua_getfield(L, 1, "on_event_reuse");
+    if (ty != LUA_TNIL && ty != LUA_TBOOLEAN)
+        return luaL_error(L, "%s: on_event_reuse must be a boolean, got %s", where,
+                          luaL_typename(L, -1));
+    a->reuse_deltas = lua_toboolean(L, -1);
+    lua_pop(L, 1);
 
     if (lua_getfield(L, 1, "tools") != LUA_TNIL)
         read_tools(L, lua_gettop(L), agent, a);

@@ -69,6 +69,9 @@ int lah_step(lua_State *L);
 
 /* The Lua thread that is running right now (the one a hook must use). */
 lua_State *lah_running(lua_State *L);
+/* Where lah_running() reads the running thread: valid as long as the state (the
+ * scheduler is finalized last), for a caller on a hot path to read it directly. */
+lua_State *const *lah_running_slot(lua_State *L);
 
 /* A Lua API function that calls into the core synchronously (which may fire hooks, e.g.
  * ah_worker_start emits run_start) brackets the call with these, so lah_running() is
@@ -124,6 +127,10 @@ int lah_json_decode(lua_State *L, const char *s, size_t len);
 /* Push an event as a Lua table with the SPEC §6 field names (ah_event_visit); a null
  * field (status 0, no error) is nil; an error is an error value (lah_push_error). */
 void lah_push_event(lua_State *L, const ah_event *ev);
+/* Overwrite the table on top with ev's fields (null fields set to nil): the reused delta
+ * table of ah.agent{on_event_reuse = true}. Only for a table pushed for an event of the
+ * same type. */
+void lah_refill_event(lua_State *L, const ah_event *ev);
 /* Push a cJSON tree as a Lua value (protected; a top-level null is nil, a nested null is
  * cjson.null; whole numbers are integers) and free it, also when pushing raises. */
 struct cJSON;

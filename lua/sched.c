@@ -101,6 +101,11 @@ lua_State *lah_running(lua_State *L)
     return get_sched(L)->running;
 }
 
+lua_State *const *lah_running_slot(lua_State *L)
+{
+    return &get_sched(L)->running;
+}
+
 lua_State *lah_enter(lua_State *L)
 {
     sched *s = get_sched(L);

@@ -377,8 +377,66 @@ static void l_error(void *ud, const char *key, const ah_error *e)
 
 static const ah_event_fields lua_fields = {l_str, l_num, l_bool, l_null, l_error};
 
+static void c_str(void *ud, const char *key, const char *s, size_t len)
+{
+    (void)key, (void)len;
+    *(int *)ud += s != NULL;
+}
+static void c_num(void *ud, const char *key, int64_t v)
+{
+    (void)key, (void)v;
+    ++*(int *)ud;
+}
+static void c_bool(void *ud, const char *key, int v)
+{
+    (void)key, (void)v;
+    ++*(int *)ud;
+}
+static void c_error(void *ud, const char *key, const ah_error *e)
+{
+    (void)key;
+    *(int *)ud += e != NULL;
+}
+static const ah_event_fields count_fields = {c_str, c_num, c_bool, l_null, c_error};
+
 void lah_push_event(lua_State *L, const ah_event *ev)
 {
-    lua_createtable(L, 0, 8);
+    /* Sized exactly: a text_delta table is four fields, and a smaller table is less for
+     * the allocator and the garbage collector on a stream of them. */
+    int n = 0;
+    ah_event_visit(ev, &count_fields, &n);
+    lua_createtable(L, 0, n);
     ah_event_visit(ev, &lua_fields, L);
+}
+
+/* Refilling a table: a null field is set to nil, so nothing of the last event stays. */
+static void l_null_clear(void *ud, const char *key)
+{
+    lua_State *L = ud;
+    lua_pushnil(L);
+    lua_setfield(L, -2, key);
+}
+
+static void l_str_clear(void *ud, const char *key, const char *s, size_t len)
+{
+    if (s)
+        l_str(ud, key, s, len);
+    else
+        l_null_clear(ud, key);
+}
+
+static void l_error_clear(void *ud, const char *key, const ah_error *e)
+{
+    if (e)
+        l_error(ud, key, e);
+    else
+        l_null_clear(ud, key);
+}
+
+static const ah_event_fields refill_fields = {l_str_clear, l_num, l_bool, l_null_clear,
+                                              l_error_clear};
+
+void lah_refill_event(lua_State *L, const ah_event *ev)
+{
+    ah_event_visit(ev, &refill_fields, L);
 }
