@@ -65,6 +65,7 @@ struct ah_call {
     ah_call_resume resume;
     ah_event_fn on_event;
     void *event_ud;
+    int (*handles_give_up)(void *ud, const ah_error *err);
     ah_call_finish_fn on_finish;
     void *finish_ud;
     int llm_call, continuation;
@@ -258,7 +259,8 @@ static void finish(ah_call *c, ah_call_state s, const ah_error *err, const char 
         ah_error_clear(&c->err);
     c->end_ms = now_ms(c);
     set_state(c, s, why);
-    if (s == AH_CALL_GAVE_UP) {
+    if (s == AH_CALL_GAVE_UP &&
+        !(c->handles_give_up && c->handles_give_up(c->event_ud, &c->err))) {
         ah__log_event(AH_LOG_WARN, AH_EV_LLM_GAVE_UP, "LLM request %d gave up after %d attempt(s) (%s): %s",
                 c->llm_call, c->attempts, ah_giveup_reason_name(c->reason),
                 c->err.message[0] ? c->err.message : ah_error_kind_name(c->err.kind));
@@ -910,6 +912,7 @@ ah_status ah_call_new(const ah_call_config *cfg, ah_call **out, char *errbuf,
     c->resume = cfg->resume;
     c->on_event = cfg->on_event;
     c->event_ud = cfg->event_ud;
+    c->handles_give_up = cfg->handles_give_up;
     c->on_finish = cfg->on_finish;
     c->finish_ud = cfg->finish_ud;
     c->llm_call = cfg->llm_call;

@@ -68,6 +68,12 @@ local agent = ah.agent{
         if ev.type == "text_delta" then
             io.stdout:write(ev.text)
             io.stdout:flush()
+        elseif ev.type == "llm_continuation" and (ev.discarded_bytes or 0) > 0 then
+            -- The stream was cut inside a block: what it showed of that block is not
+            -- kept (the model says it again), so say so rather than let it pass as said.
+            io.stdout:write(("\n[stream cut: the last %d bytes above were discarded]\n")
+                :format(ev.discarded_bytes))
+            io.stdout:flush()
         end
     end,
 }

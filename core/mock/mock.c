@@ -61,6 +61,7 @@ typedef struct kept {
     char *text; /* the text options the reply was built with */
     size_t text_deltas, delta_bytes;
     char *tool_args;
+    int restate;
     int cancelled;
 } kept;
 
@@ -272,6 +273,7 @@ static void keep_response(ah_mock *m, const char *id, const cJSON *req, size_t b
     k.text_deltas = opts->text_deltas;
     k.delta_bytes = opts->delta_bytes;
     k.tool_args = opts->tool_args ? ah__strdup(opts->tool_args) : NULL;
+    k.restate = opts->restate;
     if (!k.body || (opts->text && !k.text) || (opts->tool_args && !k.tool_args)) {
         kept_clear(&k);
         ah__log(AH_LOG_WARN, "mock: out of memory keeping a background response");
@@ -395,7 +397,7 @@ static enum MHD_Result collect_header(void *cls, enum MHD_ValueKind kind, const 
 
 static void log_request(ah_mock *m, struct MHD_Connection *conn, const char *method,
                         const char *path, int wire, int stream, const req_ctx *rc,
-                        const char *step, size_t step_index, int status)
+                        const char *step, size_t step_index, int status, size_t restated)
 {
     record *r = calloc(1, sizeof *r);
     if (!r)
@@ -413,6 +415,7 @@ static void log_request(ah_mock *m, struct MHD_Connection *conn, const char *met
     r->pub.step = step;
     r->pub.step_index = step_index;
     r->pub.status = status;
+    r->pub.restated = restated;
     r->pub.body = r->body;
     r->pub.body_len = rc->body.len;
     r->pub.headers = r->headers;
@@ -677,16 +680,24 @@ static struct MHD_Response *reply_response(ah_mock *m, struct MHD_Connection *co
                                            size_t body_len, int stream,
                                            const ah__mock_step *step, planbox **box,
                                            const char *request_id, int *status,
-                                           const kept *reattach, long long after)
+                                           const kept *reattach, long long after,
+                                           size_t *restated)
 {
     char err[256];
-    ah__mock_text_opts opts = {m->text, m->text_deltas, m->delta_bytes,
-                               step->tool_args};
+    ah__mock_text_opts opts = {.text = m->text,
+                               .text_deltas = m->text_deltas,
+                               .delta_bytes = m->delta_bytes,
+                               .tool_args = step->tool_args,
+                               .restate = step->restate,
+                               .refuse_prefill = step->refuse_prefill};
     if (reattach) {
+        /* The kept response's reply, rebuilt as it was. */
         opts.text = reattach->text;
         opts.text_deltas = reattach->text_deltas;
         opts.delta_bytes = reattach->delta_bytes;
         opts.tool_args = reattach->tool_args;
+        opts.restate = reattach->restate;
+        opts.refuse_prefill = 0;
     } else if (step->text || step->text_deltas || step->delta_bytes) {
         opts.text = step->text ? step->text : m->text;
         opts.text_deltas = step->text_deltas;
@@ -709,6 +720,7 @@ static struct MHD_Response *reply_response(ah_mock *m, struct MHD_Connection *co
         *status = st == AH_ERR_INVALID ? 400 : 500;
         return error_response(wire, *status, NULL, err, request_id, step);
     }
+    *restated = s->reply.restated;
     if (step->invalid_utf8 && s->reply.text_len >= 2) {
         s->reply.text[0] = (char)0xFF; /* never valid UTF-8, sent raw in the JSON */
         s->reply.text[1] = (char)0xFE;
@@ -849,7 +861,7 @@ static enum MHD_Result handle_background(ah_mock *m, req_ctx *rc,
         strcmp(method, cancel ? "POST" : "GET") != 0) {
         int status = idlen && idlen < sizeof idbuf && (!slash || cancel) ? 405 : 404;
         snprintf(msg, sizeof msg, "Invalid URL (%.20s %.100s)", method, path);
-        log_request(m, conn, method, path, AH_WIRE_RESPONSES, 0, rc, "none", 0, status);
+        log_request(m, conn, method, path, AH_WIRE_RESPONSES, 0, rc, "none", 0, status, 0);
         return queue(conn, status,
                      error_response(AH_WIRE_RESPONSES, status, "invalid_request_error", msg,
                                     request_id, NULL));
@@ -862,7 +874,7 @@ static enum MHD_Result handle_background(ah_mock *m, req_ctx *rc,
         found = find_kept(m, idbuf, 1, &k);
         kept_clear(&k);
         int status = found ? 200 : 404;
-        log_request(m, conn, method, path, AH_WIRE_RESPONSES, 0, rc, "none", 0, status);
+        log_request(m, conn, method, path, AH_WIRE_RESPONSES, 0, rc, "none", 0, status, 0);
         if (!found) {
             snprintf(msg, sizeof msg, "Response with id '%.60s' not found.", idbuf);
             return queue(conn, status,
@@ -901,6 +913,7 @@ static enum MHD_Result handle_background(ah_mock *m, req_ctx *rc,
     struct MHD_Response *resp = NULL;
     int status = 0;
     cJSON *req = NULL;
+    size_t restated = 0;
     found = find_kept(m, idbuf, 0, &k);
     if (step->kind == AH__MOCK_RESET) {
         status = 0;
@@ -924,10 +937,10 @@ static enum MHD_Result handle_background(ah_mock *m, req_ctx *rc,
         resp = error_response(AH_WIRE_RESPONSES, status, NULL, NULL, request_id, step);
     } else {
         resp = reply_response(m, conn, AH_WIRE_RESPONSES, req, k.body_len, stream, step,
-                              &box, request_id, &status, &k, after);
+                              &box, request_id, &status, &k, after, &restated);
     }
     log_request(m, conn, method, logged, AH_WIRE_RESPONSES, stream, rc,
-                ah__mock_step_kind_name(step->kind), index, status);
+                ah__mock_step_kind_name(step->kind), index, status, restated);
     enum MHD_Result result = MHD_NO;
     if (step->delay_headers_ms > 0) {
         const union MHD_ConnectionInfo *ci =
@@ -969,7 +982,7 @@ static enum MHD_Result handle(ah_mock *m, req_ctx *rc, struct MHD_Connection *co
             snprintf(msg, sizeof msg, "Invalid URL (%.20s %.100s)", method, path);
         else
             snprintf(msg, sizeof msg, "Method %.20s not allowed; use POST", method);
-        log_request(m, conn, method, path, wire, 0, rc, "none", 0, status);
+        log_request(m, conn, method, path, wire, 0, rc, "none", 0, status, 0);
         struct MHD_Response *resp =
             error_response(shape, status,
                            shape == AH_WIRE_ANTHROPIC
@@ -990,6 +1003,7 @@ static enum MHD_Result handle(ah_mock *m, req_ctx *rc, struct MHD_Connection *co
     const ah__mock_step *step = take_step(m, &box, &index);
     struct MHD_Response *resp = NULL;
     int status = 0;
+    size_t restated = 0;
     enum MHD_Result result = MHD_NO;
 
     if (step->kind == AH__MOCK_RESET) {
@@ -1020,10 +1034,10 @@ static enum MHD_Result handle(ah_mock *m, req_ctx *rc, struct MHD_Connection *co
                            request_id, step);
     } else {
         resp = reply_response(m, conn, (ah_wire)wire, req, rc->body.len, stream, step,
-                              &box, request_id, &status, NULL, -1);
+                              &box, request_id, &status, NULL, -1, &restated);
     }
     log_request(m, conn, method, path, wire, stream, rc,
-                ah__mock_step_kind_name(step->kind), index, status);
+                ah__mock_step_kind_name(step->kind), index, status, restated);
 
     if (step->delay_headers_ms > 0) {
         const union MHD_ConnectionInfo *ci =
