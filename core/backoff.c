@@ -9,6 +9,7 @@
  * check, so a token is spent only on a retry that will really happen.
  */
 #include "internal.h"
+#include "redis_internal.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -24,7 +25,18 @@ struct ah_retry_budget {
     int64_t max_milli;
     int64_t ratio_milli;
     int64_t milli; /* guarded by mu; always in [0, max_milli] */
+    ah__budget_shared *shared; /* the Redis side (redis_budget.c), or NULL */
 };
+
+void ah__retry_budget_attach(ah_retry_budget *b, ah__budget_shared *s)
+{
+    b->shared = s;
+}
+
+ah__budget_shared *ah__retry_budget_shared(const ah_retry_budget *b)
+{
+    return b ? b->shared : NULL;
+}
 
 enum { MILLI = 1000 };
 #define BUDGET_MAX_TOKENS 1000000.0
@@ -75,6 +87,7 @@ void ah_retry_budget_free(ah_retry_budget *b)
 {
     if (!b)
         return;
+    ah__budget_shared_free(b->shared);
     pthread_mutex_destroy(&b->mu);
     free(b);
 }
@@ -94,6 +107,8 @@ int ah_retry_budget_try_spend(ah_retry_budget *b)
 void ah_retry_budget_on_success(ah_retry_budget *b)
 {
     if (!b)
+        return;
+    if (b->shared && ah__budget_shared_refund(b->shared))
         return;
     pthread_mutex_lock(&b->mu);
     b->milli += b->ratio_milli;

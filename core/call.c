@@ -6,11 +6,13 @@
  *   - At most one attempt is in flight (c->attempt), only in ATTEMPT or STREAMING.
  *   - c->timer has one meaning at a time (c->timer_role): the first attempt's start
  *     (ah_call_start only arms it), the end of a backoff wait (WAIT), the attempt's
- *     timeout (ATTEMPT), the deadline (STREAMING), or the grace after the final event.
+ *     timeout (ATTEMPT), the deadline (STREAMING), the grace after the final event, or
+ *     a paced attempt's wait for its slot (WAIT).
  *   - Nothing fires from inside ah_call_start(): no event, no start(), no on_finish.
  *   - Once the consumer saw the final event (end_seen) the call ends DONE, whatever the
  *     connection does next.
- *   - Retrying is decided only by ah_backoff_decide(), only before the stream opened.
+ *   - Retrying is decided only by ah_backoff_decide() (and a shared budget's verdict,
+ *     awaited in WAIT with c->pending), only before the stream opened.
  *     Once a 2xx head arrived the call ends DONE, INTERRUPTED or CANCELLED: never resent.
  *   - finish() is the last thing any handler does: on_finish may free the call.
  *   - A cancel request is an atomic flag plus an async wake-up; it is honoured at the
@@ -28,6 +30,7 @@
  *     after AH_CALL_CANCEL_WAIT_MS; `cancelling` keeps everything else out meanwhile.
  */
 #include "internal.h"
+#include "redis_internal.h"
 
 #include "agenthost/call.h"
 
@@ -53,7 +56,8 @@ typedef enum timer_role {
     ROLE_DEADLINE,
     ROLE_AFTER_END,   /* the final event arrived; the transfer has END_GRACE_MS to end */
     ROLE_CANCEL_SEND, /* a cancel request goes out */
-    ROLE_CANCEL_WAIT  /* the cancel request's answer is waited for, or the end */
+    ROLE_CANCEL_WAIT, /* the cancel request's answer is waited for, or the end */
+    ROLE_PACE         /* a paced attempt waits for its slot */
 } timer_role;
 
 struct ah_call {
@@ -61,6 +65,12 @@ struct ah_call {
     const ah_transport *tr;
     ah_policy policy;
     ah_retry_budget *budget;
+    ah_rate_limit *rate_limit;
+    /* A shared budget's or pacer's verdict being awaited (state WAIT), and for the budget
+     * the decision it completes. */
+    ah_redis_req *pending;
+    ah_decision pending_d;
+    int paced; /* this attempt's pacing is done */
     ah_stream_fns stream;
     ah_call_resume resume;
     ah_event_fn on_event;
@@ -241,6 +251,8 @@ static void abort_attempt(ah_call *c)
 
 static void stop_timers(ah_call *c)
 {
+    ah_redis_req_cancel(c->pending);
+    c->pending = NULL;
     ah_timer_stop(c->timer);
     c->timer_role = ROLE_NONE;
     ah_timer_stop(c->idle);
@@ -463,6 +475,16 @@ static const char *describe(const ah_error *e, char *buf, size_t size)
     return buf;
 }
 
+static void on_budget_verdict(void *ud, int allowed);
+static void retry_or_give_up(ah_call *c, ah_decision d);
+
+static ah_decision budget_refused(ah_decision d)
+{
+    d.retry = 0;
+    d.reason = AH_GIVEUP_RETRY_BUDGET;
+    return d;
+}
+
 /* An attempt failed before any stream opened: decide, then WAIT or GAVE_UP. */
 static void attempt_failed(ah_call *c, const ah_error *e)
 {
@@ -476,8 +498,39 @@ static void attempt_failed(ah_call *c, const ah_error *e)
         finish_cancelled(c);
         return;
     }
+    /* A shared budget decides last, asynchronously: the rest of the decision first. */
+    int shared = c->budget && ah_retry_budget_is_shared(c->budget);
     ah_decision d = ah_backoff_decide(&c->policy, &c->err, c->attempts, elapsed(c),
-                                      c->prev_wait_ms, ah_loop_rng(c->loop), c->budget);
+                                      c->prev_wait_ms, ah_loop_rng(c->loop),
+                                      shared ? NULL : c->budget);
+    if (d.retry && shared) {
+        ah_redis_req *q = NULL;
+        int v = ah_retry_budget_spend_async(c->budget, on_budget_verdict, c, &q);
+        if (v < 0) {
+            c->pending = q;
+            c->pending_d = d;
+            set_state(c, AH_CALL_WAIT, "retry budget verdict");
+            return;
+        }
+        if (!v)
+            d = budget_refused(d);
+    }
+    retry_or_give_up(c, d);
+}
+
+static void on_budget_verdict(void *ud, int allowed)
+{
+    ah_call *c = ud;
+    c->pending = NULL;
+    if (cancel_pending(c)) {
+        finish_cancelled(c);
+        return;
+    }
+    retry_or_give_up(c, allowed ? c->pending_d : budget_refused(c->pending_d));
+}
+
+static void retry_or_give_up(ah_call *c, ah_decision d)
+{
     if (!d.retry) {
         if (c->resuming) {
             resume_failed(c, d.reason == AH_GIVEUP_NOT_RETRYABLE ? "refused" : "gave up");
@@ -540,6 +593,7 @@ static void on_timer(void *ud)
     switch (role) {
     case ROLE_START:
     case ROLE_WAIT:
+    case ROLE_PACE:
         begin_attempt(c);
         return;
     case ROLE_ATTEMPT_TIMEOUT:
@@ -626,6 +680,8 @@ static int sink_head(void *ud, int status, const ah_header *h, size_t n)
 {
     ah_call *c = ud;
     c->status = status;
+    if (c->rate_limit) /* a limit the provider says is exhausted holds the schedule */
+        ah__rate_limit_observe(c->rate_limit, c->loop, h, n);
     if (status < 200 || status > 299) {
         keep_error_head(c, h, n); /* the body follows; the attempt timer still runs */
         c->last_rx_ms = now_ms(c);
@@ -729,6 +785,52 @@ static void sink_done(void *ud, const ah_error *terr)
 
 static const ah_transport_sink call_sink = {sink_head, sink_body, sink_done};
 
+/* A paced attempt: say so, then wait on the timer (1), or go now (0), or give up when the
+ * wait does not fit the deadline (1). */
+static int pace_wait(ah_call *c, int64_t wait_ms, const char *limit)
+{
+    c->paced = 1;
+    if (wait_ms <= 0)
+        return 0;
+    if (c->policy.deadline_ms > 0 && wait_ms >= c->policy.deadline_ms - elapsed(c)) {
+        ah_error_set(&c->err, AH_EK_TIMEOUT, 0,
+                     "rate limit: a paced wait of %lld ms (%s) does not fit the deadline of "
+                     "%lld ms",
+                     (long long)wait_ms, limit, (long long)c->policy.deadline_ms);
+        c->reason = AH_GIVEUP_DEADLINE;
+        finish(c, AH_CALL_GAVE_UP, &c->err, "paced past the deadline");
+        return 1;
+    }
+    ah__log_event(AH_LOG_INFO, AH_EV_LLM_PACED, "LLM request %d: paced %lld ms (%s)",
+                  c->llm_call, (long long)wait_ms, limit);
+    ah_event ev = {.type = AH_EV_LLM_PACED};
+    ev.u.llm_paced.llm_call = c->llm_call;
+    ev.u.llm_paced.wait_ms = wait_ms;
+    ev.u.llm_paced.limit = limit;
+    emit(c, &ev);
+    if (cancel_pending(c)) {
+        finish_cancelled(c);
+        return 1;
+    }
+    set_state(c, AH_CALL_WAIT, "paced");
+    c->timer_role = ROLE_PACE;
+    ah_timer_start(c->timer, wait_ms);
+    return 1;
+}
+
+static void on_pace_verdict(void *ud, int64_t wait_ms, const char *limit)
+{
+    ah_call *c = ud;
+    c->pending = NULL;
+    if (cancel_pending(c)) {
+        finish_cancelled(c);
+        return;
+    }
+    if (pace_wait(c, wait_ms, limit))
+        return;
+    begin_attempt(c);
+}
+
 static void begin_attempt(ah_call *c)
 {
     if (cancel_pending(c)) {
@@ -748,6 +850,20 @@ static void begin_attempt(ah_call *c)
             return;
         }
     }
+    if (c->rate_limit && !c->paced) {
+        int64_t w = 0;
+        const char *limit = NULL;
+        ah_redis_req *q = NULL;
+        if (ah_rate_limit_acquire(c->rate_limit, c->loop, &w, &limit, on_pace_verdict, c,
+                                  &q)) {
+            c->pending = q;
+            set_state(c, AH_CALL_WAIT, "pacing verdict");
+            return;
+        }
+        if (pace_wait(c, w, limit))
+            return;
+    }
+    c->paced = 0;
     c->attempts++;
     c->total_attempts++;
     c->status = 0;
@@ -908,6 +1024,7 @@ ah_status ah_call_new(const ah_call_config *cfg, ah_call **out, char *errbuf,
     if (st != AH_OK)
         goto fail;
     c->budget = cfg->retry_budget;
+    c->rate_limit = cfg->rate_limit;
     c->stream = cfg->stream;
     c->resume = cfg->resume;
     c->on_event = cfg->on_event;
@@ -945,6 +1062,7 @@ void ah_call_free(ah_call *c)
     if (!c)
         return;
     abort_attempt(c);
+    ah_redis_req_cancel(c->pending);
     if (c->cancel_attempt)
         c->tr->ops->abort(c->tr->self, c->cancel_attempt);
     ah_timer_free(c->timer);

@@ -9,6 +9,7 @@
  * millisecond: retrying a little late is harmless, retrying early wastes the attempt.
  */
 #include "error_internal.h"
+#include "internal.h"
 
 #include <string.h>
 
@@ -555,6 +556,38 @@ static int remaining_state(const char *v)
     if (n == 0 || parse_decnum(v, n, &d) != n)
         return -1;
     return d.ip > 0 || d.big || d.frac_len > 0;
+}
+
+void ah__ratelimit_exhausted(const ah_header *h, size_t n, int64_t now_wall_ms,
+                             int64_t *req_hold_ms, int64_t *tok_hold_ms)
+{
+    *req_hold_ms = *tok_hold_ms = -1;
+    for (size_t k = 0; k < N_RESET; k++) {
+        int64_t reset = -1;
+        int rem = -1;
+        for (size_t i = 0; i < n; i++) {
+            const char *v = h[i].value;
+            if (!h[i].name || !v)
+                continue;
+            if (reset < 0 && name_is(&h[i], reset_headers[k].reset)) {
+                if (reset_headers[k].format == RESET_DURATION) {
+                    reset = parse_reset_duration(v, strlen(v));
+                } else {
+                    int64_t t;
+                    if (parse_rfc3339(v, strlen(v), &t))
+                        reset = until(t, now_wall_ms);
+                }
+            } else if (rem < 0 && name_is(&h[i], reset_headers[k].remaining)) {
+                rem = remaining_state(v);
+            }
+        }
+        if (rem != 0 || reset < 0)
+            continue;
+        /* requests: the Anthropic and OpenAI request limits; the rest count tokens */
+        int64_t *slot = strstr(reset_headers[k].reset, "requests") ? req_hold_ms : tok_hold_ms;
+        if (reset > *slot)
+            *slot = reset;
+    }
 }
 
 void ah_error_apply_headers(ah_error *e, const ah_header *h, size_t n,

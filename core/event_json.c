@@ -313,6 +313,11 @@ ah_event_box *ah_event_from_json(const char *json, size_t len, char *err, size_t
         ev->u.llm_retry.status = get_status(&r);
         ev->u.llm_retry.error = get_error(&r, b);
         break;
+    case AH_EV_LLM_PACED:
+        ev->u.llm_paced.llm_call = (int)get_int(&r, "llm_call");
+        ev->u.llm_paced.wait_ms = get_int(&r, "wait_ms");
+        ev->u.llm_paced.limit = keep(b, 0, get_str(&r, "limit", 1));
+        break;
     case AH_EV_LLM_GAVE_UP:
         ev->u.llm_gave_up.llm_call = (int)get_int(&r, "llm_call");
         ev->u.llm_gave_up.attempts = (int)get_int(&r, "attempts");

@@ -64,6 +64,11 @@ void ah_event_visit(const ah_event *ev, const ah_event_fields *f, void *ud)
         status(f, ud, ev->u.llm_retry.status);
         error(f, ud, ev->u.llm_retry.error);
         break;
+    case AH_EV_LLM_PACED:
+        f->num(ud, "llm_call", ev->u.llm_paced.llm_call);
+        f->num(ud, "wait_ms", ev->u.llm_paced.wait_ms);
+        str(f, ud, "limit", ev->u.llm_paced.limit);
+        break;
     case AH_EV_LLM_GAVE_UP:
         f->num(ud, "llm_call", ev->u.llm_gave_up.llm_call);
         f->num(ud, "attempts", ev->u.llm_gave_up.attempts);

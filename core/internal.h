@@ -11,6 +11,11 @@
 #define AH__PRINTF(a, b) __attribute__((format(printf, a, b)))
 #else
 #define AH__PRINTF(a, b)
+/* error_hints.c: from a response's rate-limit headers (anthropic-ratelimit-*,
+ * x-ratelimit-*), the ms until the reset of an exhausted (remaining 0) request limit and
+ * of an exhausted token limit; -1 each when none is exhausted or its reset is unknown. */
+void ah__ratelimit_exhausted(const ah_header *h, size_t n, int64_t now_wall_ms,
+                             int64_t *req_hold_ms, int64_t *tok_hold_ms);
 #endif
 
 /* Log one line through the embedder's handler (no-op when none is set). */
@@ -52,4 +57,9 @@ int ah__json_text_fix(const char *s, size_t n, char **out, size_t *outlen);
 /* snprintf into a fixed buffer, always NUL-terminated, truncating safely. */
 void ah__bufprintf(char *buf, size_t size, const char *fmt, ...) AH__PRINTF(3, 4);
 
+/* error_hints.c: from a response's rate-limit headers (anthropic-ratelimit-*,
+ * x-ratelimit-*), the ms until the reset of an exhausted (remaining 0) request limit and
+ * of an exhausted token limit; -1 each when none is exhausted or its reset is unknown. */
+void ah__ratelimit_exhausted(const ah_header *h, size_t n, int64_t now_wall_ms,
+                             int64_t *req_hold_ms, int64_t *tok_hold_ms);
 #endif

@@ -53,6 +53,7 @@ struct ah_tool_call {
     ah_error error;
     char *receipt; /* the body's (pending) or the final one */
     int64_t seq;
+    int64_t fence; /* the claim's fencing token (0: none) */
     int duplicate;
     int budget_first_refusal;
     int claimed;   /* this call holds the key's claim */
@@ -243,6 +244,7 @@ static ah_tool_action on_claim(ah_tool_call *c, const ah_ledger_result *r)
     switch (r->answer) {
     case AH_LEDGER_OWNED:
         c->claimed = 1;
+        c->fence = r->fence;
         return start_attempt(c);
     case AH_LEDGER_DONE:
         return return_entry(c, &r->entry);
@@ -463,6 +465,11 @@ const char *ah_tool_call_receipt(const ah_tool_call *c)
 int64_t ah_tool_call_seq(const ah_tool_call *c)
 {
     return c ? c->seq : 0;
+}
+
+int64_t ah_tool_call_fence(const ah_tool_call *c)
+{
+    return c ? c->fence : 0;
 }
 
 int ah_tool_call_duplicate(const ah_tool_call *c)

@@ -216,6 +216,7 @@ struct ah_worker {
     ah_conversation *conv;
     ah_policy policy;
     ah_retry_budget *retry_budget;
+    ah_rate_limit *rate_limit;
     ah_tool_def *tools;
     size_t n_tools;
     ah_tool_exec_fn tool_exec;
@@ -715,6 +716,7 @@ static void send_request(ah_worker *w)
     cc.request.body_len = body_len;
     cc.policy = &pol;
     cc.retry_budget = w->retry_budget;
+    cc.rate_limit = w->rate_limit;
     cc.secrets = w->client->api_key ? secrets : NULL;
     cc.stream.on_open = stream_open;
     cc.stream.on_data = stream_data;
@@ -878,6 +880,8 @@ static void commit_response(ah_worker *w)
         w->stats.input_tokens += in;
     if (out > 0)
         w->stats.output_tokens += out;
+    if (w->rate_limit)
+        ah_rate_limit_charge(w->rate_limit, w->loop, (in > 0 ? in : 0) + (out > 0 ? out : 0));
     ah_event ev = {.type = AH_EV_LLM_CALL_END};
     ev.u.llm_call_end.llm_call = w->llm_call;
     ev.u.llm_call_end.stop_reason = ah_timeline_stop_reason(w->tl);
@@ -1260,6 +1264,7 @@ ah_worker *ah_worker_new(const ah_worker_config *cfg, char *err, size_t errsize)
     w->client = cfg->client;
     w->policy = pol;
     w->retry_budget = cfg->retry_budget;
+    w->rate_limit = cfg->rate_limit;
     w->tool_exec = cfg->tool_exec;
     w->tool_ud = cfg->tool_ud;
     w->on_event = cfg->on_event;

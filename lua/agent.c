@@ -35,7 +35,8 @@ enum {
     A_RB,
     A_LEDGER,
     A_BUDGET,
-    A_NUV = A_BUDGET
+    A_RL,
+    A_NUV = A_RL
 };
 
 /* run uservalues: 1 the agent, 3 the run's budget, and its own ledger when the agent
@@ -53,6 +54,7 @@ typedef struct lagent {
     ah_tool_def *tools;
     size_t n_tools;
     ah_retry_budget *rb; /* borrowed: uservalue A_RB */
+    ah_rate_limit *rl;   /* borrowed: uservalue A_RL, or the client's */
     /* hooks that failed once are not reported again */
     int event_failed, retry_on_failed, validate_failed, key_failed;
 } lagent;
@@ -732,6 +734,7 @@ static int agent_run(lua_State *L)
     wc.max_steps = a->max_steps;
     wc.policy = &pol;
     wc.retry_budget = a->rb;
+    wc.rate_limit = a->rl;
     wc.tools = a->tools;
     wc.n_tools = a->n_tools;
     wc.tool_exec = run_tool_exec;
@@ -937,7 +940,8 @@ static int l_agent(lua_State *L)
 {
     static const char *const known[] = {
         "client",   "system", "max_steps", "policy",          "tools",
-        "on_event", "ledger", "budget",    "continue_prompt", "on_event_reuse", NULL};
+        "on_event", "ledger", "budget",    "continue_prompt", "on_event_reuse",
+        "rate_limit", NULL};
     const char *where = "ah.agent";
     luaL_checktype(L, 1, LUA_TTABLE);
     lua_settop(L, 1);
@@ -1049,6 +1053,18 @@ static int l_agent(lua_State *L)
 
     a->rb = lah_push_retry_budget(L);
     lua_setiuservalue(L, agent, A_RB);
+    /* rate_limit: the agent's own, else its client's (anchored by the client) */
+    ty = lua_getfield(L, 1, "rate_limit");
+    a->rl = lah_check_rate_limit(L, -1);
+    if (ty != LUA_TNIL && !a->rl)
+        return luaL_error(L, "%s: rate_limit must be an ah.rate_limit{...}, got %s", where,
+                          luaL_typename(L, -1));
+    lua_setiuservalue(L, agent, A_RL);
+    if (!a->rl) {
+        lua_getiuservalue(L, agent, A_CLIENT);
+        a->rl = lah_client_rate_limit(L, -1);
+        lua_pop(L, 1);
+    }
     lua_settop(L, agent);
     return 1;
 }

@@ -166,13 +166,16 @@ static const char RB_KEY = 'B';
 
 typedef struct rb_box {
     ah_retry_budget *b;
+    ah_redis *r; /* a shared budget's connection, freed after it */
 } rb_box;
 
 static int rb_gc(lua_State *L)
 {
     rb_box *box = luaL_checkudata(L, 1, RB_MT);
     ah_retry_budget_free(box->b);
+    ah_redis_free(box->r);
     box->b = NULL;
+    box->r = NULL;
     return 0;
 }
 
@@ -184,7 +187,8 @@ static int rb_tokens(lua_State *L)
 }
 
 /* ah.retry_budget{ max_tokens = 10, token_ratio = 0.1 }: the process-level retry budget
- * every agent created afterwards shares. ah.retry_budget(false) removes it. */
+ * every agent created afterwards shares. With redis = URL and key = NAME the bucket is
+ * shared by every process naming the key. ah.retry_budget(false) removes it. */
 static int l_retry_budget(lua_State *L)
 {
     if (lua_isboolean(L, 1) && !lua_toboolean(L, 1)) {
@@ -193,8 +197,20 @@ static int l_retry_budget(lua_State *L)
         return 0;
     }
     luaL_checktype(L, 1, LUA_TTABLE);
-    static const char *const known[] = {"max_tokens", "token_ratio", NULL};
+    static const char *const known[] = {"max_tokens", "token_ratio", "redis", "key", NULL};
     lah_check_fields(L, 1, "ah.retry_budget", known);
+    int ty = lua_getfield(L, 1, "redis");
+    if (ty != LUA_TNIL && ty != LUA_TSTRING)
+        return luaL_error(L, "ah.retry_budget: redis must be a URL string");
+    const char *url = lua_tostring(L, -1);
+    ty = lua_getfield(L, 1, "key");
+    if (ty != LUA_TNIL && ty != LUA_TSTRING)
+        return luaL_error(L, "ah.retry_budget: key must be a string");
+    const char *key = lua_tostring(L, -1);
+    if (url && (!key || !*key))
+        return luaL_error(L, "ah.retry_budget: key is required with redis (every process "
+                          "that shares the budget names the same key)");
+    lua_pop(L, 2); /* the table keeps both strings alive */
     lua_getfield(L, 1, "max_tokens");
     double max_tokens = luaL_optnumber(L, -1, 10);
     lua_getfield(L, 1, "token_ratio");
@@ -205,8 +221,16 @@ static int l_retry_budget(lua_State *L)
         return luaL_error(L, "ah.retry_budget: %s", err);
     rb_box *box = lua_newuserdatauv(L, sizeof *box, 0);
     box->b = NULL;
+    box->r = NULL;
     luaL_setmetatable(L, RB_MT);
-    box->b = ah_retry_budget_new(max_tokens, ratio);
+    if (url) {
+        box->r = lah_redis_open(L, url, "ah.retry_budget");
+        box->b = ah_retry_budget_new_redis(box->r, key, max_tokens, ratio, err, sizeof err);
+        if (!box->b)
+            return luaL_error(L, "ah.retry_budget: %s", err);
+    } else {
+        box->b = ah_retry_budget_new(max_tokens, ratio);
+    }
     if (!box->b)
         return luaL_error(L, "ah.retry_budget: out of memory");
     lua_pushvalue(L, -1);
@@ -272,6 +296,7 @@ int luaopen_agenthost(lua_State *L)
     lua_setfield(L, -2, "version");
     lah_open_errors(L);
     lah_open_client(L);
+    lah_open_scale(L);
     lah_open_mock(L);
     lah_open_agent(L);
     lah_tty_open(L); /* ah.isatty (lua/tty.h) */

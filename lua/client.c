@@ -13,7 +13,14 @@
 
 typedef struct lclient {
     ah_client *c;
+    ah_rate_limit *rl; /* borrowed: the ah.rate_limit is uservalue 1 */
 } lclient;
+
+ah_rate_limit *lah_client_rate_limit(lua_State *L, int idx)
+{
+    lclient *lc = luaL_testudata(L, idx, CLIENT_MT);
+    return lc ? lc->rl : NULL;
+}
 
 ah_client *lah_check_client(lua_State *L, int idx);
 
@@ -83,7 +90,7 @@ static int l_client(lua_State *L)
 {
     static const char *const known[] = {"provider",     "model",      "base_url",
                                         "api_key",      "max_tokens", "extra",
-                                        "continuation", "background", NULL};
+                                        "continuation", "background", "rate_limit", NULL};
     static const char *const settings[] = {"auto", "prefill", "prompt", NULL};
     static const char *const providers[] = {"anthropic", "openai", "responses", NULL};
     const char *where = "ah.client";
@@ -147,9 +154,17 @@ static int l_client(lua_State *L)
         return luaL_error(L, "%s: extra must be a table (or JSON text), got %s", where,
                           luaL_typename(L, -1));
     }
-    lclient *lc = lua_newuserdatauv(L, sizeof *lc, 0);
+    ty = lua_getfield(L, 1, "rate_limit");
+    ah_rate_limit *rl = lah_check_rate_limit(L, -1);
+    if (ty != LUA_TNIL && !rl)
+        return luaL_error(L, "%s: rate_limit must be an ah.rate_limit{...}, got %s", where,
+                          luaL_typename(L, -1));
+    lclient *lc = lua_newuserdatauv(L, sizeof *lc, 1);
     lc->c = NULL;
+    lc->rl = rl;
     luaL_setmetatable(L, CLIENT_MT);
+    lua_pushvalue(L, -2);
+    lua_setiuservalue(L, -2, 1);
     char err[256];
     lc->c = ah_client_new(&cfg, err, sizeof err);
     if (!lc->c) {

@@ -206,6 +206,13 @@ ah_client *lah_check_client(lua_State *L, int idx);
 
 /* ---- module parts (each registers its functions into the module table on top) ------ */
 void lah_open_client(lua_State *L);
+/* scale.c: ah.rate_limit, and Redis connections on the state's loop (raises on a bad
+ * URL, naming `where`). lah_check_rate_limit: the pacer of an ah.rate_limit at idx, or
+ * NULL. lah_client_rate_limit: the rate_limit field of the client at idx, or NULL. */
+void lah_open_scale(lua_State *L);
+ah_redis *lah_redis_open(lua_State *L, const char *url, const char *where);
+ah_rate_limit *lah_check_rate_limit(lua_State *L, int idx);
+ah_rate_limit *lah_client_rate_limit(lua_State *L, int idx);
 void lah_open_agent(lua_State *L);
 void lah_open_mock(lua_State *L);
 void lah_open_errors(lua_State *L); /* ah.transient, ah.permanent, ah.is_retryable */

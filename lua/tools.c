@@ -371,6 +371,10 @@ static void push_ctx(lua_State *L, call_state *st)
     lua_setfield(L, -2, "tool");
     lua_pushvalue(L, TCID);
     lua_setfield(L, -2, "tool_call_id");
+    if (ah_tool_call_fence(st->call) > 0) { /* a Redis ledger's claim */
+        lua_pushinteger(L, (lua_Integer)ah_tool_call_fence(st->call));
+        lua_setfield(L, -2, "fence");
+    }
     lua_pushvalue(L, BUDGET);
     lua_setfield(L, -2, "budget");
     lua_pushvalue(L, LEDGER);

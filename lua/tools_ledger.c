@@ -65,9 +65,13 @@ static int l_ledger_new(lua_State *L)
     if (lua_type(L, 1) == LUA_TSTRING) {
         path = lah_check_no_nul(L, 1, "ah.ledger: path");
     } else if (!lua_isnoneornil(L, 1)) {
-        static const char *const known[] = {"path", "lease_ms", NULL};
+        static const char *const known[] = {"path", "lease_ms", "redis", "prefix", "ttl_s",
+                                            NULL};
         luaL_checktype(L, 1, LUA_TTABLE);
         lah_check_fields(L, 1, "ah.ledger", known);
+        if (lua_getfield(L, 1, "redis") != LUA_TNIL)
+            return lah_ledger_push_redis(L, 1); /* scale.c */
+        lua_pop(L, 1);
         if (lua_getfield(L, 1, "path") != LUA_TNIL) {
             if (lua_type(L, -1) != LUA_TSTRING)
                 return luaL_error(L, "ah.ledger: path must be a string (got %s)",
@@ -208,8 +212,20 @@ static int push_entries(lua_State *L)
     return 1;
 }
 
-/* ledger:entries() -> { {key, seq, receipt, created_ms}, ... } in seq order */
+/* ledger:entries() -> { {key, seq, receipt, created_ms}, ... } in seq order. A Redis
+ * ledger first fetches a snapshot on the loop (the wait yields like any other). */
+static int ledger_entries_k(lua_State *L, int status, lua_KContext ctx);
+
 static int l_ledger_entries(lua_State *L)
+{
+    lah_ledger_ud *u = check_open(L, 1);
+    lua_settop(L, 1);
+    if (ah_ledger_is_redis(u->l))
+        return lah_ledger_refresh(L, u->l, "ledger:entries()", ledger_entries_k);
+    return ledger_entries_k(L, LUA_OK, 0);
+}
+
+static int ledger_entries_k(lua_State *L, int status, lua_KContext ctx)
 {
     lah_ledger_ud *u = check_open(L, 1);
     entry_list list = {0};
@@ -229,7 +245,18 @@ static int l_ledger_entries(lua_State *L)
     return 1;
 }
 
+static int ledger_count_k(lua_State *L, int status, lua_KContext ctx);
+
 static int l_ledger_count(lua_State *L)
+{
+    lah_ledger_ud *u = check_open(L, 1);
+    lua_settop(L, 1);
+    if (ah_ledger_is_redis(u->l))
+        return lah_ledger_refresh(L, u->l, "ledger:count()", ledger_count_k);
+    return ledger_count_k(L, LUA_OK, 0);
+}
+
+static int ledger_count_k(lua_State *L, int status, lua_KContext ctx)
 {
     lah_ledger_ud *u = check_open(L, 1);
     int64_t n = ah_ledger_count(u->l);

@@ -155,6 +155,10 @@ function Status:describe(ev)
         local msg = error_message(ev)
         if msg then text = text .. " " .. self.dash .. " " .. msg end
         return "permanent", text
+    elseif t == "llm_paced" then
+        local which = ev.limit == "tokens_per_minute" and "token" or "request"
+        return "transient", string.format("pacing: next LLM request in %s (%s rate limit)",
+            duration(ev.wait_ms), which)
     elseif t == "tool_call_start" then
         return "transient", "waiting for tool " .. clean(ev.name) .. self.ellipsis
     elseif t == "budget_exhausted" then

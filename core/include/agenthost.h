@@ -32,6 +32,7 @@
 #include "agenthost/mock.h"
 #include "agenthost/capabilities.h"
 #include "agenthost/worker.h"
+#include "agenthost/redis.h"
 #include "agenthost/timeline.h"
 
 #endif

@@ -81,6 +81,7 @@ struct ah_mock {
     int closing;
     planbox *box;     /* current plan, NULL = none */
     size_t next_step; /* index of the next step of box->plan */
+    double rl_tat;    /* the plan's rate limit: theoretical arrival time (monotonic ms) */
     unsigned long long seq;
     record **log;
     size_t log_len, log_cap;
@@ -147,6 +148,15 @@ static const char *const default_extra[AH_WIRE_COUNT_] = {
 };
 
 static const ah__mock_step default_ok = {.kind = AH__MOCK_OK, .stall_ms = -1};
+static const ah__mock_step rate_limited = {.kind = AH__MOCK_STATUS, .status = 429,
+                                           .stall_ms = -1};
+
+static double mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1000.0 + (double)ts.tv_nsec / 1e6;
+}
 
 /* ---- time and waiting -------------------------------------------------------------- */
 
@@ -234,6 +244,16 @@ static const ah__mock_step *take_step(ah_mock *m, planbox **box, size_t *index)
     *box = NULL;
     *index = 0;
     pthread_mutex_lock(&m->mu);
+    if (m->box && m->box->plan->rl_t_ms > 0) {
+        /* GCRA: over the plan's rate limit -> 429, no step taken */
+        const ah__mock_plan *p = m->box->plan;
+        double now = mono_ms();
+        if (now < m->rl_tat - p->rl_tau_ms) {
+            pthread_mutex_unlock(&m->mu);
+            return &rate_limited;
+        }
+        m->rl_tat = (m->rl_tat > now ? m->rl_tat : now) + p->rl_t_ms;
+    }
     if (m->box) {
         ah__mock_plan *p = m->box->plan;
         if (m->next_step < p->count) {
@@ -1331,6 +1351,7 @@ ah_status ah_mock_set_plan(ah_mock *m, const char *plan_json, char *err, size_t 
     planbox *old = m->box;
     m->box = nb;
     m->next_step = 0;
+    m->rl_tat = 0;
     pthread_mutex_unlock(&m->mu);
     box_release(m, old);
     return AH_OK;

@@ -130,6 +130,9 @@ typedef struct ah__mock_plan {
     ah__mock_step *steps;
     size_t count;
     ah__mock_step then; /* applied once the steps are used up (default: ok) */
+    /* "rate_limit": {"requests_per_minute": N, "burst": B}: GCRA enforced by the mock;
+     * a request over it gets 429 without taking a step. rl_t_ms 0 = none. */
+    double rl_t_ms, rl_tau_ms;
 } ah__mock_plan;
 
 /* Parse and validate a plan: a JSON array of steps, or {"steps": [...], "then": step}.

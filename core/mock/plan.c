@@ -499,7 +499,7 @@ ah_status ah__mock_plan_parse(const char *json, ah__mock_plan **out, char *err,
     p->then.kind = AH__MOCK_OK;
     p->then.stall_ms = -1;
 
-    const cJSON *steps = NULL, *then = NULL;
+    const cJSON *steps = NULL, *then = NULL, *rl = NULL;
     if (cJSON_IsArray(root)) {
         steps = root;
     } else if (cJSON_IsObject(root)) {
@@ -508,6 +508,8 @@ ah_status ah__mock_plan_parse(const char *json, ah__mock_plan **out, char *err,
                 steps = v;
             } else if (strcmp(v->string, "then") == 0 && !then) {
                 then = v;
+            } else if (strcmp(v->string, "rate_limit") == 0 && !rl) {
+                rl = v;
             } else {
                 ah__bufprintf(err, errsize, "plan: %s field '%.64s'",
                               strcmp(v->string, "steps") && strcmp(v->string, "then")
@@ -549,6 +551,21 @@ ah_status ah__mock_plan_parse(const char *json, ah__mock_plan **out, char *err,
     }
     if (then && parse_step(then, &p->then, "plan step 'then'", err, errsize) != 0)
         goto cleanup;
+    if (rl) {
+        const cJSON *rpm = cJSON_GetObjectItemCaseSensitive(rl, "requests_per_minute");
+        const cJSON *burst = cJSON_GetObjectItemCaseSensitive(rl, "burst");
+        if (!cJSON_IsObject(rl) || !cJSON_IsNumber(rpm) || rpm->valuedouble <= 0 ||
+            rpm->valuedouble > 6e6 ||
+            (burst && (!cJSON_IsNumber(burst) || burst->valuedouble < 1 ||
+                       burst->valuedouble > 1e6))) {
+            ah__bufprintf(err, errsize,
+                          "plan: rate_limit must be {\"requests_per_minute\": N > 0, "
+                          "\"burst\": B >= 1}");
+            goto cleanup;
+        }
+        p->rl_t_ms = 60000.0 / rpm->valuedouble;
+        p->rl_tau_ms = ((burst ? (int)burst->valuedouble : 1) - 1) * p->rl_t_ms;
+    }
 
     *out = p;
     p = NULL;

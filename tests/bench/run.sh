@@ -16,6 +16,8 @@
 #   6. The goal: a Lua agent counting text_delta in an on_event hook, in events per
 #      CPU-second beside the fastest official SDK, per format; peak RSS on that stream and
 #      on a 10 MB answer.
+#   7. Redis: fleet retry amplification (1, 8, 32 processes) and the cost of a shared
+#      budget, pacing or ledger decision against the local one (needs redis-server).
 # Every client is a separate process measured from wait4() (CPU user + system, peak RSS,
 # wall), RUNS times; tables give medians, and ratios are the median of per-run ratios
 # (run i of one client against run i of the other, measured back to back).
@@ -484,5 +486,16 @@ for m in stack count; do
     br=$(vals "big.$m" rss_kb | med)
     out "- 10 MB answer ($(val "big.$m.1" text_bytes) bytes, anthropic, $([ "$m" = stack ] && echo "no hook" || echo "counting hook")): peak RSS $(fmt %.1f "$([ -n "$br" ] && calc "$br / 1024")") MiB, start-up $(fmt %.1f "$([ -n "$st_rss" ] && calc "$st_rss / 1024")") MiB: growth ×$(fmt %.2f "$([ -n "$br" ] && [ -n "$st_rss" ] && calc "($br - $st_rss) * 1024 / $BIG_BYTES")") of the answer."
 done
+out ""
+# -- 7
+out "## 7. Beyond one machine: Redis (docs/scale-out.md)"
+out ""
+out "Retry amplification (attempts / requests) under 50 % injected 5xx, max_attempts 5, budget max_tokens 10, token_ratio 0.1; in brackets the runs that completed (tests/bench/fleet_bench.sh):"
+out ""
+out "$("$BENCH/fleet_bench.sh" "$BUILD_DIR")"
+out ""
+out "The cost of a shared decision against the local one (tests/bench/redis_bench.c, one loop, unix socket):"
+out ""
+out "$("$BUILD_DIR/tests/bench/redis_bench")"
 out ""
 out "Raw data: \`$(basename "$BUILD_DIR")/bench-work/\` (per-run measurements in raw/, callgrind files in callgrind/). Bench time: $(($(date +%s) - started)) s."

@@ -93,7 +93,7 @@ grep -q '^AH_SANITIZE:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null &&
 if [ -f "$build/libagenthost.a" ] && command -v pkg-config >/dev/null &&
     cc -std=c11 -Wall -Wextra -Werror "${san[@]}" -I"$root/core/include" app.c \
         "$build/libagenthost.a" \
-        $(pkg-config --cflags --libs libcurl libcjson libmicrohttpd sqlite3) -lpthread -lm \
+        $(pkg-config --cflags --libs libcurl libcjson libmicrohttpd sqlite3 hiredis) -lpthread -lm \
         -o app 2>cc.err; then
     ok "the C program compiles (-Wall -Wextra -Werror)"
     "$bin" mock --port 0 --plan faults.json >app_url.txt 2>/dev/null &

@@ -63,6 +63,10 @@ static int make_events(ah_event *evs, const ah_error *err)
     evs[n].u.llm_retry.elapsed_ms = 3456;
     evs[n].u.llm_retry.status = 529;
     evs[n++].u.llm_retry.error = err;
+    evs[n].type = AH_EV_LLM_PACED;
+    evs[n].u.llm_paced.llm_call = 3;
+    evs[n].u.llm_paced.wait_ms = 250;
+    evs[n++].u.llm_paced.limit = "requests_per_minute";
     evs[n].type = AH_EV_LLM_GAVE_UP;
     evs[n].u.llm_gave_up.llm_call = 1;
     evs[n].u.llm_gave_up.attempts = 4;
@@ -158,6 +162,11 @@ static void assert_event_eq(const ah_event *a, const ah_event *b)
         assert_int_equal(a->u.llm_retry.elapsed_ms, b->u.llm_retry.elapsed_ms);
         assert_int_equal(a->u.llm_retry.status, b->u.llm_retry.status);
         assert_error_eq(a->u.llm_retry.error, b->u.llm_retry.error);
+        break;
+    case AH_EV_LLM_PACED:
+        assert_int_equal(a->u.llm_paced.llm_call, b->u.llm_paced.llm_call);
+        assert_int_equal(a->u.llm_paced.wait_ms, b->u.llm_paced.wait_ms);
+        assert_str_eq_nullable(a->u.llm_paced.limit, b->u.llm_paced.limit);
         break;
     case AH_EV_LLM_GAVE_UP:
         assert_int_equal(a->u.llm_gave_up.llm_call, b->u.llm_gave_up.llm_call);

@@ -125,6 +125,9 @@ typedef struct ah_call_config {
     ah_http_request request;       /* copied (url, headers, body) at ah_call_new */
     const ah_policy *policy;       /* copied; NULL = ah_policy_init() defaults */
     ah_retry_budget *retry_budget; /* shared across calls; optional, borrowed */
+    /* Pacing before each attempt (agenthost/redis.h); optional, borrowed. A paced attempt
+     * emits llm_paced, then waits on a timer. */
+    struct ah_rate_limit *rate_limit;
     /* Strings never to appear in an error message (the API key): NULL-terminated list,
      * copied. Header values named authorization / x-api-key / api-key are added
      * automatically from the request. */

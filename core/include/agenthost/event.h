@@ -25,6 +25,7 @@ extern "C" {
     X(TOOL_CALL_START, "tool_call_start")                                                 \
     X(TOOL_CALL_END, "tool_call_end")                                                     \
     X(LLM_RETRY, "llm_retry")                                                             \
+    X(LLM_PACED, "llm_paced")                                                             \
     X(LLM_GAVE_UP, "llm_gave_up")                                                         \
     X(LLM_CONTINUATION, "llm_continuation")                                               \
     X(LLM_CALL_END, "llm_call_end")                                                       \
@@ -122,6 +123,8 @@ typedef struct ah_event {
             int status; /* 0 encodes as null */
             const ah_error *error;
         } llm_retry;
+        /* limit: "requests_per_minute" or "tokens_per_minute" (the one that set wait) */
+        struct { int llm_call; int64_t wait_ms; const char *limit; } llm_paced;
         struct {
             int llm_call, attempts;
             int64_t elapsed_ms;

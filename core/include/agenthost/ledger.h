@@ -170,6 +170,8 @@ typedef struct ah_ledger_result {
     int duplicate;         /* DONE from complete/record: someone else recorded it first */
     int reclaimed;         /* OWNED: a dead holder's claim was taken over */
     int64_t retry_ms;      /* BUSY: ask again after at most this long */
+    int64_t fence;         /* OWNED: the claim's fencing token, increasing with every
+                              claim of the ledger (Redis); 0 when the backend has none */
 } ah_ledger_result;
 
 /* Borrowed result for the call only. */

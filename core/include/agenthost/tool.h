@@ -151,6 +151,9 @@ ah_tool_outcome ah_tool_call_outcome(const ah_tool_call *c); /* once finished */
 const ah_error *ah_tool_call_error(const ah_tool_call *c);   /* kind NONE on success */
 const char *ah_tool_call_receipt(const ah_tool_call *c);     /* NULL unless ok */
 int64_t ah_tool_call_seq(const ah_tool_call *c);             /* 0 without a ledger */
+/* The fencing token of the claim the body runs under (a Redis ledger), else 0: pass it
+ * to a downstream service so it can refuse a holder whose lease was taken over. */
+int64_t ah_tool_call_fence(const ah_tool_call *c);
 int ah_tool_call_duplicate(const ah_tool_call *c);
 const char *ah_tool_call_key(const ah_tool_call *c); /* NULL when none */
 const char *ah_tool_call_args(const ah_tool_call *c);

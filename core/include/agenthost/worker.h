@@ -109,6 +109,9 @@ typedef struct ah_worker_config {
     int max_steps;                 /* LLM calls per run (continuations excluded); 0 = 20 */
     const ah_policy *policy;       /* copied; NULL = defaults */
     ah_retry_budget *retry_budget; /* shared across workers; optional, borrowed */
+    /* Pacing before every attempt; token usage reported by a response is charged to it.
+     * Optional, borrowed (agenthost/redis.h). */
+    struct ah_rate_limit *rate_limit;
     const ah_tool_def *tools;      /* offered to the model; copied */
     size_t n_tools;
     ah_tool_exec_fn tool_exec; /* required when n_tools > 0 */

@@ -1,0 +1,64 @@
+/* redis_internal.h - commands on an ah_redis for the core's own users (budget, pacer,
+ * ledger). Replies are hiredis's redisReply; nothing here is installed. */
+#ifndef AH_REDIS_INTERNAL_H
+#define AH_REDIS_INTERNAL_H
+
+#include "agenthost/redis.h"
+
+#include <hiredis/hiredis.h>
+
+/* A server-side script: its source and SHA-1 (computed once, from the source). */
+typedef struct ah__redis_script {
+    const char *src;
+    char sha[41];
+} ah__redis_script;
+
+void ah__redis_script_init(ah__redis_script *s, const char *src);
+
+/* The caller's own callback, carried by the request so nothing else is allocated (a
+ * cancelled request then leaks nothing). fn is cast back to its real type by its user. */
+typedef struct ah__redis_user {
+    void (*fn)(void);
+    void *ud;
+} ah__redis_user;
+
+/* The outcome of one command: reply non-NULL on success (never an error reply); else
+ * err says why (an error reply's text, "timeout", "connection lost ..."). */
+typedef void (*ah__redis_fn)(void *ud, const ah__redis_user *user, const redisReply *reply,
+                             const char *err);
+
+/* Send one command (argv with lengths). Returns NULL when it could not be sent now
+ * (connection down or just lost, out of memory): the caller decides without Redis.
+ * Otherwise fn runs later on the loop, exactly once unless cancelled. fn may be NULL
+ * (fire and forget). When script is non-NULL, argv must start "EVALSHA", "<sha>":
+ * on NOSCRIPT the command is sent again once as EVAL with the source. */
+ah_redis_req *ah__redis_command(ah_redis *r, const ah__redis_script *script, int argc,
+                                const char **argv, const size_t *lens, ah__redis_fn fn,
+                                void *ud, ah__redis_user user);
+
+/* EVALSHA script with keys and args given as C strings. */
+ah_redis_req *ah__redis_eval(ah_redis *r, const ah__redis_script *script, int nkeys,
+                             const char *const *keys, int nargs, const char *const *args,
+                             ah__redis_fn fn, void *ud, ah__redis_user user);
+
+/* SHA-1 of data as 40 lowercase hex digits + NUL. */
+void ah__sha1_hex(const void *data, size_t len, char out[41]);
+
+/* Log "what" once per outage of r (the first call after each loss); returns 1 when it
+ * logged. Each caller passes its own flag so budget, pacer and ledger each say it once. */
+int ah__redis_note_down(ah_redis *r, int *logged_flag, const char *what);
+/* Reset the flag when r is up again (logs "back on Redis" when it had been set). */
+void ah__redis_note_up(ah_redis *r, int *logged_flag, const char *what);
+
+/* ratelimit.c: feed a response's headers to the pacer (call.c, on every response head). */
+void ah__rate_limit_observe(ah_rate_limit *rl, ah_loop *loop, const ah_header *h, size_t n);
+
+/* The shared retry budget's hooks used by backoff.c. */
+typedef struct ah__budget_shared ah__budget_shared;
+void ah__budget_shared_free(ah__budget_shared *s);
+/* Refund on success through Redis; 0 when Redis is down (then refund locally). */
+int ah__budget_shared_refund(ah__budget_shared *s);
+void ah__retry_budget_attach(ah_retry_budget *b, ah__budget_shared *s);
+ah__budget_shared *ah__retry_budget_shared(const ah_retry_budget *b);
+
+#endif
