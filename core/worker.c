@@ -186,10 +186,16 @@ struct ah_worker {
     ah_worker_stats stats;
 };
 
+/* Every event of the run carries its id and the wall time (the call's own events are
+ * stamped again here: the same values, one place that guarantees them). */
 static void emit(ah_worker *w, const ah_event *ev)
 {
-    if (w->on_event)
-        w->on_event(w->event_ud, ev);
+    if (!w->on_event)
+        return;
+    ah_event e = *ev;
+    e.run_id = w->run_id;
+    e.ts_ms = ah_loop_wall_ms(w->loop);
+    w->on_event(w->event_ud, &e);
 }
 
 static void set_state(ah_worker *w, wstate s)
@@ -376,6 +382,7 @@ static void send_request(ah_worker *w)
     cc.finish_ud = w;
     cc.llm_call = ++w->llm_call;
     cc.continuation = continuation ? w->continuations : 0;
+    cc.run_id = w->run_id;
     st = ah_call_new(&cc, &w->call, msg, sizeof msg);
     ah_header_list_free(&hl);
     free(body);

@@ -336,6 +336,8 @@ static int seam_on_event(lua_State *L)
         lua_isstring(L, -3) ? lua_tostring(L, -3) : "tool_calls";
     ev.u.budget_exhausted.used = (int64_t)lua_tointeger(L, -2);
     ev.u.budget_exhausted.limit = (int64_t)lua_tointeger(L, -1);
+    ev.run_id = ah_worker_run_id(r->w);
+    ev.ts_ms = ah_loop_wall_ms(lah_loop(L));
     lua_State *prev = lah_enter(L);
     run_on_event(r, &ev);
     lah_leave(L, prev);

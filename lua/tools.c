@@ -213,9 +213,13 @@ static int tool_tostring(lua_State *L)
 /* ---- one call: hooks ----------------------------------------------------------------
  */
 
-void lah_tools_emit(lua_State *L, int on_event, int to_sink, const ah_event *ev)
+void lah_tools_emit(lua_State *L, int on_event, int to_sink, const ah_event *in)
 {
     on_event = lua_absindex(L, on_event);
+    ah_event stamped = *in; /* every event carries a time (and a run_id when it has one) */
+    const ah_event *ev = &stamped;
+    if (!stamped.ts_ms)
+        stamped.ts_ms = ah_loop_wall_ms(lah_loop(L));
     if (to_sink) {
         ah_event_fn fn = NULL;
         void *ud = NULL;
@@ -234,7 +238,10 @@ void lah_tools_emit(lua_State *L, int on_event, int to_sink, const ah_event *ev)
  * agent routes what it is given to its own events, which reach that sink. */
 static void emit(lua_State *L, const ah_event *ev)
 {
-    lah_tools_emit(L, ON_EVENT, lua_isnil(L, TCID), ev);
+    ah_event e = *ev;
+    if (lua_type(L, RUN_ID) == LUA_TSTRING)
+        e.run_id = lua_tostring(L, RUN_ID);
+    lah_tools_emit(L, ON_EVENT, lua_isnil(L, TCID), &e);
 }
 
 /* The tool's retry_on(err, default) as an ah_tool_retry_on_fn: 1/0 by its truthiness,

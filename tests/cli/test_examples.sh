@@ -59,9 +59,11 @@ expect "demo.lua: what happened" "$work/demo.out" \
     "continued: kept 1 block, dropped 1" "tool add        ok, ran 1 time"
 # stderr is a file here: one plain line per fault, the retries from the library's log,
 # the continuation from the status display.
+# The log names the run and numbers the attempt that comes next, as the status line does.
+sed -i 's/ of run_[0-9a-f]*:/ of RUN:/' "$work/demo.err"
 expect "demo.lua: plain lines on stderr" "$work/demo.err" \
-    "agenthost: warning: LLM request 1: HTTP 503 (attempt 1/4), retrying in" \
-    "agenthost: warning: LLM request 1: HTTP 529 (attempt 2/4), retrying in 1000 ms (server)" \
+    "agenthost: warning: LLM request 1 of RUN: HTTP 503, retrying (attempt 2/4 in" \
+    "agenthost: warning: LLM request 1 of RUN: HTTP 529, retrying (attempt 3/4 in 1000 ms, server)" \
     "agenthost: stream cut - continuing (1/3), kept 1 block, discarded 1"
 [ "$(grep -c 'HTTP 529' "$work/demo.err")" -eq 1 ] && [ "$(wc -l <"$work/demo.err")" -eq 3 ] &&
     ok "demo.lua: one line per fault on stderr" ||

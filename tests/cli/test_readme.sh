@@ -79,7 +79,7 @@ grep -qx 'The tool returned: 84' tools.out && ok "the tools fragment runs" ||
 "$bin" on_event.lua >on_event.out 2>on_event.err
 # stderr is a file: the retry is the library's warning, the continuation the display's.
 if grep -q 'You said: "hi".' on_event.out && grep -qx completed on_event.out &&
-    grep -q '^agenthost: warning: LLM request 1: HTTP 503' on_event.err &&
+    grep -q '^agenthost: warning: LLM request 1 of run_[0-9a-f]*: HTTP 503' on_event.err &&
     grep -q '^agenthost: stream cut - continuing (1/3)' on_event.err; then
     ok "the on_event fragment streams text and keeps the status display"
 else

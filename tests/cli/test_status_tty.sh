@@ -118,7 +118,7 @@ write_script '["retry-after-ms"] = "200"' explicit '{ cut_after_events = 5 }' >"
 rc=$?
 [ "$rc" -eq 0 ] && ok "log: the script exits 0" || bad "log: the script exited $rc"
 if [ "$(grep -c '503' "$work/log.err")" -eq 1 ] &&
-    grep -q '^agenthost: warning: LLM request 1: HTTP 503 (attempt 1/4), retrying in 200 ms (server)' \
+    grep -q '^agenthost: warning: LLM request 1 of run_[0-9a-f]*: HTTP 503, retrying (attempt 2/4 in 200 ms, server)' \
         "$work/log.err" &&
     grep -qx 'agenthost: stream cut - continuing (1/3), kept 0 blocks, discarded 1' \
         "$work/log.err" && [ "$(wc -l <"$work/log.err")" -eq 2 ]; then
