@@ -171,6 +171,7 @@ struct ah_worker {
     ah_timer *kick;
     ah_async *cancel_async;
     atomic_int cancel_requested;
+    char cancel_reason[160]; /* ah_worker_cancel_with, loop thread; "" = none */
 
     int llm_call;      /* number of the current request, 1-based */
     int continuations; /* continuations of the current step */
@@ -252,6 +253,14 @@ static void finish(ah_worker *w, ah_run_outcome outcome, const ah_error *err)
     ev.u.run_end.outcome = outcome;
     ev.u.run_end.error = w->error.kind == AH_EK_NONE ? NULL : &w->error;
     emit(w, &ev);
+}
+
+static void finish_cancelled(ah_worker *w)
+{
+    ah_error e;
+    ah_error_set(&e, AH_EK_CANCELLED, 0, "%s",
+                 w->cancel_reason[0] ? w->cancel_reason : "cancelled");
+    finish(w, AH_OUTCOME_CANCELLED, &e);
 }
 
 static void fail_nomem(ah_worker *w, const char *where)
@@ -404,9 +413,7 @@ static void on_kick(void *ud)
     if (w->state == W_FINISHED)
         return;
     if (atomic_load(&w->cancel_requested)) {
-        ah_error e;
-        ah_error_set(&e, AH_EK_CANCELLED, 0, "cancelled");
-        finish(w, AH_OUTCOME_CANCELLED, &e);
+        finish_cancelled(w);
         return;
     }
     send_request(w);
@@ -477,9 +484,7 @@ static void check_answer(ah_worker *w, int refused)
     w->stats.output_retries++;
     w->answer_start = ah_conversation_count(w->conv);
     if (atomic_load(&w->cancel_requested)) {
-        ah_error e;
-        ah_error_set(&e, AH_EK_CANCELLED, 0, "cancelled");
-        finish(w, AH_OUTCOME_CANCELLED, &e);
+        finish_cancelled(w);
         return;
     }
     set_state(w, W_IDLE);
@@ -602,22 +607,19 @@ static void on_call_finish(void *ud, ah_call *call)
     ah_worker *w = ud;
     if (w->state != W_CALLING)
         return;
-    ah_error e;
     switch (ah_call_get_state(call)) {
     case AH_CALL_DONE:
         commit_response(w);
         break;
     case AH_CALL_INTERRUPTED:
         if (atomic_load(&w->cancel_requested)) {
-            ah_error_set(&e, AH_EK_CANCELLED, 0, "cancelled");
-            finish(w, AH_OUTCOME_CANCELLED, &e);
+            finish_cancelled(w);
         } else {
             continue_stream(w, ah_call_error(call));
         }
         break;
     case AH_CALL_CANCELLED:
-        ah_error_set(&e, AH_EK_CANCELLED, 0, "cancelled");
-        finish(w, AH_OUTCOME_CANCELLED, &e);
+        finish_cancelled(w);
         break;
     default: /* GAVE_UP */
         finish(w, AH_OUTCOME_FAILED, ah_call_error(call));
@@ -661,9 +663,7 @@ static void tools_complete(ah_worker *w)
     free_pending(w);
     w->answer_start = ah_conversation_count(w->conv);
     if (atomic_load(&w->cancel_requested)) {
-        ah_error e;
-        ah_error_set(&e, AH_EK_CANCELLED, 0, "cancelled");
-        finish(w, AH_OUTCOME_CANCELLED, &e);
+        finish_cancelled(w);
         return;
     }
     set_state(w, W_IDLE);
@@ -794,11 +794,10 @@ static void on_cancel(void *ud)
         ah_call_cancel(w->call); /* ends as CANCELLED -> on_call_finish */
         return;
     }
-    if (w->state == W_TOOLS)
-        return; /* tools that are running finish; the round then ends as cancelled */
-    ah_error e;
-    ah_error_set(&e, AH_EK_CANCELLED, 0, "cancelled");
-    finish(w, AH_OUTCOME_CANCELLED, &e);
+    /* Waiting for tools, between requests, before the first: the run ends now. Tool
+     * answers that come later are refused (the round is over); the host stops the
+     * bodies it runs (the Lua binding ends their coroutines at run_end). */
+    finish_cancelled(w);
 }
 
 ah_worker *ah_worker_new(const ah_worker_config *cfg, char *err, size_t errsize)
@@ -856,7 +855,8 @@ ah_worker *ah_worker_new(const ah_worker_config *cfg, char *err, size_t errsize)
         ah__bufprintf(w->run_id, sizeof w->run_id, "run_%016llx",
                       (unsigned long long)ah_loop_rng(cfg->loop)->next_u64(
                           ah_loop_rng(cfg->loop)->ud));
-    if (!(w->conv = ah_conversation_new()) || !(w->tl = ah_timeline_new()) ||
+    w->conv = cfg->history ? ah_conversation_copy(cfg->history) : ah_conversation_new();
+    if (!w->conv || !(w->tl = ah_timeline_new()) ||
         !(w->kick = ah_timer_new(w->loop, on_kick, w)) ||
         !(w->cancel_async = ah_async_new(w->loop, on_cancel, w)))
         goto nomem;
@@ -953,6 +953,15 @@ void ah_worker_cancel(ah_worker *w)
         return;
     atomic_store(&w->cancel_requested, 1);
     ah_async_send(w->cancel_async);
+}
+
+void ah_worker_cancel_with(ah_worker *w, const char *reason)
+{
+    if (!w)
+        return;
+    if (!atomic_load(&w->cancel_requested) && reason && *reason)
+        ah__bufprintf(w->cancel_reason, sizeof w->cancel_reason, "cancelled: %s", reason);
+    ah_worker_cancel(w);
 }
 
 int ah_worker_finished(const ah_worker *w)

@@ -16,6 +16,7 @@
 #include "lah.h"
 #include "internal.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -62,13 +63,68 @@ typedef struct lrun {
     void *sink_ud;
     int self_ref, on_event_ref, status_ref, retry_on_ref, validate_ref, output_ref;
     tool_op *ops; /* tool calls in flight */
+    struct lrun *prev_live, *next_live; /* the runs in flight (lah_cancel_runs) */
+    int live;
 } lrun;
 
 struct tool_op {
     lrun *r;
     size_t index;
+    lua_State *co; /* the coroutine running it (valid while the op is listed) */
     tool_op *next;
 };
+
+/* ---- the runs in flight, for lah_cancel_runs (the host's Ctrl-C) ------------------- */
+
+static lrun *live_runs; /* loop thread only */
+static atomic_int live_count;
+
+static void list_run(lrun *r)
+{
+    r->prev_live = NULL;
+    r->next_live = live_runs;
+    if (live_runs)
+        live_runs->prev_live = r;
+    live_runs = r;
+    r->live = 1;
+    atomic_fetch_add(&live_count, 1);
+}
+
+static void unlist_run(lrun *r)
+{
+    if (!r->live)
+        return;
+    if (r->prev_live)
+        r->prev_live->next_live = r->next_live;
+    else
+        live_runs = r->next_live;
+    if (r->next_live)
+        r->next_live->prev_live = r->prev_live;
+    r->prev_live = r->next_live = NULL;
+    r->live = 0;
+    atomic_fetch_sub(&live_count, 1);
+}
+
+int lah_runs_in_flight(void)
+{
+    return atomic_load(&live_count);
+}
+
+int lah_cancel_runs(lua_State *L, const char *reason)
+{
+    lua_State *main;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+    main = lua_tothread(L, -1);
+    lua_pop(L, 1);
+    int n = 0;
+    for (lrun *r = live_runs; r; r = r->next_live) {
+        if (r->main == main && r->w && !ah_worker_finished(r->w)) {
+            ah_worker_cancel_with(r->w, reason);
+            n++;
+        }
+    }
+    return n;
+}
 
 /* ---- small helpers ----------------------------------------------------------------- */
 
@@ -96,11 +152,6 @@ static void set_str(lua_State *L, const char *k, const char *v)
     lua_setfield(L, -2, k);
 }
 
-static void set_bool(lua_State *L, const char *k, int v)
-{
-    lua_pushboolean(L, v);
-    lua_setfield(L, -2, k);
-}
 
 static void unref(lua_State *L, int *ref)
 {
@@ -111,6 +162,24 @@ static void unref(lua_State *L, int *ref)
 
 /* ---- worker callbacks -------------------------------------------------------------- */
 
+/* run_end: wake the waiters, leave the in-flight list, end the tool calls a cancel left
+ * running (their answers are no longer wanted: the bodies stop at their current wait),
+ * and let the handle go once the worker is off the C stack. */
+static void run_ended(lrun *r)
+{
+    lua_State *L = lah_running(r->main);
+    r->wait.ready = 1;
+    unlist_run(r);
+    while (r->ops) {
+        tool_op *op = r->ops;
+        r->ops = op->next;
+        lah_kill(L, op->co);
+        free(op);
+    }
+    lah_unref_later(L, r->self_ref);
+    r->self_ref = LUA_NOREF;
+}
+
 static void run_on_event(void *ud, const ah_event *ev)
 {
     lrun *r = ud;
@@ -118,7 +187,7 @@ static void run_on_event(void *ud, const ah_event *ev)
     if (r->sink)
         r->sink(r->sink_ud, ev);
     if (ev->type == AH_EV_RUN_END)
-        r->wait.ready = 1;
+        run_ended(r);
     if (r->on_event_ref == LUA_NOREF && r->status_ref == LUA_NOREF)
         return;
     lua_State *L = lah_running(r->main);
@@ -440,62 +509,12 @@ static int run_tool_exec(void *ud, ah_worker *w, const ah_tool_request *req,
     lua_pushvalue(L, obj);
     lua_pushvalue(L, args);
     lua_pushvalue(L, opts);
-    lah_spawn(L, 3, tool_done, op);
+    op->co = lah_spawn(L, 3, tool_done, op);
     lua_settop(L, top);
     return 1;
 }
 
 /* ---- results ----------------------------------------------------------------------- */
-
-static void push_history(lua_State *L, const ah_conversation *c)
-{
-    size_t n = ah_conversation_count(c);
-    lua_createtable(L, (int)n, 0);
-    for (size_t m = 0; m < n; m++) {
-        luaL_checkstack(L, 6, "history");
-        size_t nb = ah_conversation_block_count(c, m);
-        lua_createtable(L, 0, 3);
-        set_str(L, "role", ah_role_name(ah_conversation_role(c, m)));
-        set_bool(L, "partial", ah_conversation_is_partial(c, m));
-        lua_createtable(L, (int)nb, 0);
-        for (size_t i = 0; i < nb; i++) {
-            const ah_msg_block *b = ah_conversation_block(c, m, i);
-            lua_createtable(L, 0, 4);
-            set_str(L, "type", ah_msg_kind_name(b->kind));
-            switch (b->kind) {
-            case AH_MSG_TEXT:
-                set_str(L, "text", b->text);
-                break;
-            case AH_MSG_REASONING:
-                set_str(L, "text", b->text);
-                if (b->redacted)
-                    set_bool(L, "redacted", 1);
-                break;
-            case AH_MSG_TOOL_USE:
-                set_str(L, "id", b->id);
-                set_str(L, "name", b->name);
-                set_str(L, "arguments",
-                        b->arguments && *b->arguments ? b->arguments : "{}");
-                if (b->arguments && *b->arguments &&
-                    lah_json_decode(L, b->arguments, strlen(b->arguments)))
-                    lua_setfield(L, -2, "input");
-                else
-                    lua_pop(L, 1);
-                break;
-            case AH_MSG_TOOL_RESULT:
-                set_str(L, "tool_use_id", b->tool_use_id);
-                set_str(L, "content", b->text);
-                set_bool(L, "is_error", b->is_error);
-                break;
-            default:
-                break;
-            }
-            lua_rawseti(L, -2, (lua_Integer)i + 1);
-        }
-        lua_setfield(L, -2, "content");
-        lua_rawseti(L, -2, (lua_Integer)m + 1);
-    }
-}
 
 /* Drop the run's references and its worker. Tool calls still in flight (only possible
  * when the state closes mid-run, since the worker waits for every tool answer) are
@@ -503,6 +522,7 @@ static void push_history(lua_State *L, const ah_conversation *c)
  * tool_done frees them. */
 static void release_run(lua_State *L, lrun *r, int closing)
 {
+    unlist_run(r);
     unref(L, &r->self_ref);
     unref(L, &r->on_event_ref);
     unref(L, &r->status_ref);
@@ -528,11 +548,18 @@ static int run_gc(lua_State *L)
     return 0;
 }
 
+/* The result, built once (uservalue 2 of the run) and returned to every wait. */
 static int run_k(lua_State *L, int status, lua_KContext ctx)
 {
     (void)status;
-    lrun *r = lua_touserdata(L, (int)ctx);
+    int run = (int)ctx;
+    lrun *r = lua_touserdata(L, run);
+    if (lua_getiuservalue(L, run, 2) == LUA_TTABLE)
+        return 1;
+    lua_pop(L, 1);
     ah_worker *w = r->w;
+    if (!w)
+        return luaL_error(L, "run:wait: the run was released");
     ah_run_outcome outcome = ah_worker_outcome(w);
     lua_createtable(L, 0, 8);
     set_str(L, "text", ah_worker_text(w));
@@ -546,7 +573,7 @@ static int run_k(lua_State *L, int status, lua_KContext ctx)
         lua_rawgeti(L, LUA_REGISTRYINDEX, r->output_ref);
         lua_setfield(L, -2, "output");
     }
-    push_history(L, ah_worker_history(w));
+    lah_push_history(L, ah_worker_history(w));
     lua_setfield(L, -2, "history");
     ah_worker_stats st;
     ah_worker_get_stats(w, &st);
@@ -562,6 +589,8 @@ static int run_k(lua_State *L, int status, lua_KContext ctx)
     set_int(L, "input_tokens", (lua_Integer)st.input_tokens);
     set_int(L, "output_tokens", (lua_Integer)st.output_tokens);
     lua_setfield(L, -2, "stats");
+    lua_pushvalue(L, -1);
+    lua_setiuservalue(L, run, 2);
     release_run(L, r, 0);
     return 1;
 }
@@ -571,39 +600,43 @@ static lagent *check_agent(lua_State *L, int idx)
     return luaL_checkudata(L, idx, AGENT_MT);
 }
 
-/* agent:run(input [, { output = { validate = fn, max_retries = 1 } }]) -> result */
-static int agent_run(lua_State *L)
+/* Start a run of agent:start / agent:run (input at 2, opts at 3): the run handle is
+ * pushed and its stack index returned. `where` names the function in errors. */
+static int start_run(lua_State *L, const char *where)
 {
     lagent *a = check_agent(L, 1);
     const char *input = luaL_checkstring(L, 2);
     lua_settop(L, 3);
     int has_output = 0, max_output_retries = 1;
+    ah_conversation *history = NULL;
     if (!lua_isnil(L, 3)) {
-        static const char *const known[] = {"output", NULL};
+        static const char *const known[] = {"output", "history", NULL};
         static const char *const known_out[] = {"validate", "max_retries", NULL};
+        char where_output[64];
+        snprintf(where_output, sizeof where_output, "%s: output", where);
         luaL_checktype(L, 3, LUA_TTABLE);
-        lah_check_fields(L, 3, "agent:run", known);
+        lah_check_fields(L, 3, where, known);
         int ty = lua_getfield(L, 3, "output");
         if (ty == LUA_TTABLE) {
             has_output = 1;
-            lah_check_fields(L, -1, "agent:run: output", known_out);
+            lah_check_fields(L, -1, where_output, known_out);
             lua_getfield(L, -1, "max_retries");
             if (!lua_isnil(L, -1)) {
                 if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 0 ||
                     lua_tointeger(L, -1) > 100)
-                    return luaL_error(L, "agent:run: output.max_retries must be a whole "
-                                         "number from 0 to 100");
+                    return luaL_error(L, "%s: output.max_retries must be a whole "
+                                         "number from 0 to 100", where);
                 max_output_retries = (int)lua_tointeger(L, -1);
             }
             lua_pop(L, 1);
             lua_getfield(L, -1, "validate");
             if (!lua_isnil(L, -1) && !lua_isfunction(L, -1))
-                return luaL_error(L, "agent:run: output.validate must be a function");
+                return luaL_error(L, "%s: output.validate must be a function", where);
             lua_pop(L, 1);
         } else if (ty == LUA_TBOOLEAN && lua_toboolean(L, -1)) {
             has_output = 1; /* output = true: JSON required, no validator */
         } else if (ty != LUA_TNIL && !(ty == LUA_TBOOLEAN)) {
-            return luaL_error(L, "agent:run: output must be a table, got %s",
+            return luaL_error(L, "%s: output must be a table, got %s", where,
                               luaL_typename(L, -1));
         }
         lua_pop(L, 1);
@@ -654,8 +687,18 @@ static int agent_run(lua_State *L)
     }
     lua_setiuservalue(L, run, 3);
 
+    /* last of the checks: nothing raises between here and the worker's copy of it */
+    if (lua_istable(L, 3) && lua_getfield(L, 3, "history") != LUA_TNIL) {
+        char herr[320];
+        if (!lah_history_check(L, -1, &history, herr, sizeof herr)) {
+            release_run(L, r, 0);
+            return luaL_error(L, "%s: %s", where, herr);
+        }
+    }
+    lua_settop(L, run);
     ah_worker_config wc;
     memset(&wc, 0, sizeof wc);
+    wc.history = history;
     wc.loop = lah_loop(L);
     wc.client = a->client;
     wc.system = a->system;
@@ -676,9 +719,10 @@ static int agent_run(lua_State *L)
     }
     char err[256];
     r->w = ah_worker_new(&wc, err, sizeof err);
+    ah_conversation_free(history);
     if (!r->w) {
         release_run(L, r, 0);
-        return luaL_error(L, "agent:run: %s", err);
+        return luaL_error(L, "%s: %s", where, err);
     }
     lua_pushvalue(L, run);
     r->self_ref = luaL_ref(L, LUA_REGISTRYINDEX);
@@ -687,11 +731,89 @@ static int agent_run(lua_State *L)
     lah_leave(L, prev);
     if (st != AH_OK) {
         release_run(L, r, 0);
-        return luaL_error(L, "agent:run: cannot start the run: %s",
+        return luaL_error(L, "%s: cannot start the run: %s", where,
                           ah_status_message(st));
     }
+    list_run(r);
     lua_settop(L, run);
+    return run;
+}
+
+/* agent:start(input [, opts]) -> run handle (opts as agent:run) */
+static int agent_start(lua_State *L)
+{
+    start_run(L, "agent:start");
+    return 1;
+}
+
+/* agent:run(input [, { history = h, output = { validate = fn, max_retries = 1 } }])
+ * -> result: start, then wait */
+static int agent_run(lua_State *L)
+{
+    int run = start_run(L, "agent:run");
+    lrun *r = lua_touserdata(L, run);
     return lah_await(L, &r->wait, (lua_KContext)run, run_k);
+}
+
+/* ---- the run handle: run.id, run:wait(), run:cancel([reason]) ---------------------- */
+
+static lrun *check_run(lua_State *L)
+{
+    return luaL_checkudata(L, 1, RUN_MT);
+}
+
+static int run_wait(lua_State *L)
+{
+    lrun *r = check_run(L);
+    lua_settop(L, 1);
+    if (lua_getiuservalue(L, 1, 2) == LUA_TTABLE)
+        return 1;
+    lua_pop(L, 1);
+    if (!r->w)
+        return luaL_error(L, "run:wait: the run was released");
+    return lah_await(L, &r->wait, 1, run_k);
+}
+
+/* run:cancel([reason]) -> true when the run was still going (it ends `cancelled` at
+ * once, wherever it is), false when it had already ended. */
+static int run_cancel(lua_State *L)
+{
+    lrun *r = check_run(L);
+    const char *reason = luaL_optstring(L, 2, NULL);
+    int going = r->w && !ah_worker_finished(r->w) && !r->wait.ready;
+    if (going)
+        ah_worker_cancel_with(r->w, reason);
+    lua_pushboolean(L, going);
+    return 1;
+}
+
+static int run_index(lua_State *L)
+{
+    lrun *r = check_run(L);
+    const char *k = luaL_checkstring(L, 2);
+    if (strcmp(k, "id") == 0) {
+        if (lua_getiuservalue(L, 1, 2) == LUA_TTABLE) {
+            lua_getfield(L, -1, "run_id");
+            return 1;
+        }
+        lua_pushstring(L, r->w ? ah_worker_run_id(r->w) : NULL);
+        return 1;
+    }
+    if (strcmp(k, "wait") == 0)
+        lua_pushcfunction(L, run_wait);
+    else if (strcmp(k, "cancel") == 0)
+        lua_pushcfunction(L, run_cancel);
+    else
+        lua_pushnil(L);
+    return 1;
+}
+
+static int run_tostring(lua_State *L)
+{
+    lrun *r = check_run(L);
+    lua_pushfstring(L, "agenthost.run (%s)",
+                    r->w ? (ah_worker_finished(r->w) ? "ended" : "running") : "ended");
+    return 1;
 }
 
 /* ---- ah.agent{...} ----------------------------------------------------------------- */
@@ -995,6 +1117,10 @@ void lah_open_agent(lua_State *L)
     luaL_newmetatable(L, RUN_MT);
     lua_pushcfunction(L, run_gc);
     lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, run_index);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, run_tostring);
+    lua_setfield(L, -2, "__tostring");
     lua_pop(L, 1);
     luaL_newmetatable(L, AGENT_MT);
     lua_pushcfunction(L, agent_gc);
@@ -1005,6 +1131,9 @@ void lah_open_agent(lua_State *L)
     lua_pushvalue(L, -3); /* the module table */
     lua_pushcclosure(L, agent_run, 1);
     lua_setfield(L, -2, "run");
+    lua_pushvalue(L, -3);
+    lua_pushcclosure(L, agent_start, 1);
+    lua_setfield(L, -2, "start");
     lua_setfield(L, -2, "__index");
     lua_pop(L, 1);
     lua_pushvalue(L, -1);

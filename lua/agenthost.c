@@ -333,6 +333,7 @@ int luaopen_agenthost(lua_State *L)
     lah_open_client(L);
     lah_open_mock(L);
     lah_open_agent(L);
+    lah_open_history(L);
     lah_tty_open(L); /* ah.isatty (lua/tty.h) */
 #if defined(__GNUC__)
     lah_tools_open(L);

@@ -62,6 +62,16 @@ int lah_await(lua_State *L, lah_wait *w, lua_KContext ctx, lua_KFunction k);
 typedef void (*lah_done_fn)(void *ud, lua_State *co, int ok);
 lua_State *lah_spawn(lua_State *L, int nargs, lah_done_fn on_done, void *ud);
 
+/* End a managed coroutine now, without resuming it (a cancelled run's tool calls): its
+ * to-be-closed variables are closed and its on_done is NOT called. One that is running
+ * right now (on the C stack) ends at its next yield. Unknown or dead: no-op. */
+void lah_kill(lua_State *L, lua_State *co);
+
+/* Drop a registry reference at the start of the next scheduler step, outside the loop:
+ * for a reference that anchors an object whose C code is still on the stack (a run
+ * whose worker is emitting run_end). */
+void lah_unref_later(lua_State *L, int ref);
+
 /* One scheduler step (see above). Returns the number of coroutines still managed, or -1
  * when nothing can make progress any more (no coroutine runnable, none ready, and the
  * loop has no timer or transfer left: whoever still waits would wait forever). */
@@ -115,6 +125,27 @@ void lah_push_event(lua_State *L, const ah_event *ev);
  * cjson.null; whole numbers are integers) and free it, also when pushing raises. */
 struct cJSON;
 void lah_push_cjson(lua_State *L, struct cJSON *root);
+
+/* ---- runs in flight (lua/agent.c), for the host's Ctrl-C -------------------------- */
+
+/* Cancel every run of this Lua state that is still going (ah_worker_cancel_with reason);
+ * returns how many. Loop thread, outside hooks or inside them. */
+int lah_cancel_runs(lua_State *L, const char *reason);
+/* How many runs of the process are going right now. Safe from any thread (an atomic). */
+int lah_runs_in_flight(void);
+
+/* ---- conversations (lua/history.c) ------------------------------------------------ */
+
+/* Push a conversation's messages as a Lua history (result.history): a list of
+ * { role, partial, content = { blocks } } with every field a block has. */
+void lah_push_history(lua_State *L, const ah_conversation *c);
+/* Check the Lua history at idx and build the conversation it describes (*out, owned by
+ * the caller). Returns 1; or 0 with err naming the first bad element
+ * ("history[3].content[1].type: unknown block type 'image'"). Never raises (beyond a
+ * memory error); may store a tool_use's encoded input as its arguments. */
+int lah_history_check(lua_State *L, int idx, ah_conversation **out, char *err,
+                      size_t errsize);
+void lah_open_history(lua_State *L); /* ah.history_save, ah.history_load */
 
 /* ---- config tables ----------------------------------------------------------------- */
 

@@ -118,6 +118,11 @@ typedef struct ah_worker_config {
     int (*check_output)(void *ud, const char *text, int refused, char *why, size_t whysize);
     void *check_ud;
     int max_output_retries; /* >= 0 */
+    /* An existing conversation to continue (a previous run's ah_worker_history, or one
+     * built or loaded by the caller), or NULL to start empty. Copied: the run works on
+     * its copy and its history is the whole conversation. `system` above, when set,
+     * replaces the conversation's system prompt. */
+    const ah_conversation *history;
 } ah_worker_config;
 
 typedef struct ah_worker_stats {
@@ -149,9 +154,16 @@ ah_run_outcome ah_worker_run(ah_worker *w, const char *input);
  * pending. May be called from inside the exec callback or later, on the loop thread. */
 ah_status ah_worker_tool_done(ah_worker *w, size_t index, const ah_tool_response *res);
 
-/* Thread-safe, idempotent. Ends the run with outcome cancelled at the loop's next step:
- * an in-flight request is torn down, a backoff wait ends, no further request is sent. */
+/* Thread-safe, idempotent. Ends the run with outcome cancelled at the loop's next step,
+ * wherever it is: an in-flight request or stream is torn down, a backoff wait ends, a
+ * continuation is not sent, a round of tools that are still running ends (answers that
+ * come later get AH_ERR_STATE; stop the bodies you run). One run_end, no further
+ * request. The run_end error is kind `cancelled`, message "cancelled". */
 void ah_worker_cancel(ah_worker *w);
+/* The same, with the run_end error message "cancelled: <reason>" (reason NULL or "":
+ * "cancelled"). The reason is recorded only by the first cancel; call it on the loop
+ * thread (ah_worker_cancel from any thread). */
+void ah_worker_cancel_with(ah_worker *w, const char *reason);
 
 int ah_worker_finished(const ah_worker *w);
 ah_run_outcome ah_worker_outcome(const ah_worker *w); /* valid once finished */
