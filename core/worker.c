@@ -137,9 +137,10 @@ const char *ah_client_url(const ah_client *c)
 typedef enum wstate { W_IDLE, W_CALLING, W_TOOLS, W_FINISHED } wstate;
 
 typedef struct pending_tool {
-    char *id, *name;
+    char *id, *name, *args;
     char *content;
     ah_tool_outcome outcome;
+    int exclusive;
     int answered;
 } pending_tool;
 
@@ -150,6 +151,7 @@ struct ah_worker {
     ah_policy policy;
     ah_retry_budget *retry_budget;
     ah_tool_def *tools;
+    int *tool_exclusive; /* n_tools flags */
     size_t n_tools;
     ah_tool_exec_fn tool_exec;
     void *tool_ud;
@@ -180,6 +182,11 @@ struct ah_worker {
 
     pending_tool *pending;
     size_t n_pending, n_answered;
+    size_t next_tool;     /* the next call to start, in call order */
+    int running_tools;    /* started, not answered */
+    int exclusive_running;
+    int starting;         /* inside start_tools: answers do not re-enter it */
+    int max_tool_concurrency;
 
     ah_run_outcome outcome;
     ah_error error;
@@ -634,11 +641,13 @@ static void free_pending(ah_worker *w)
     for (size_t i = 0; i < w->n_pending; i++) {
         free(w->pending[i].id);
         free(w->pending[i].name);
+        free(w->pending[i].args);
         free(w->pending[i].content);
     }
     free(w->pending);
     w->pending = NULL;
-    w->n_pending = w->n_answered = 0;
+    w->n_pending = w->n_answered = w->next_tool = 0;
+    w->running_tools = w->exclusive_running = 0;
 }
 
 static const ah_tool_def *find_tool(const ah_worker *w, const char *name)
@@ -670,6 +679,8 @@ static void tools_complete(ah_worker *w)
     ah_timer_start(w->kick, 0);
 }
 
+static void start_tools(ah_worker *w);
+
 static ah_status answer(ah_worker *w, size_t index, const ah_tool_response *res)
 {
     if (w->state != W_TOOLS || index >= w->n_pending || w->pending[index].answered)
@@ -691,8 +702,12 @@ static ah_status answer(ah_worker *w, size_t index, const ah_tool_response *res)
         fail_nomem(w, "tool result");
         return AH_ERR_NOMEM;
     }
-    if (++w->n_answered == w->n_pending && w->state == W_TOOLS)
-        tools_complete(w);
+    w->n_answered++;
+    w->running_tools--;
+    if (t->exclusive)
+        w->exclusive_running = 0;
+    if (!w->starting && w->state == W_TOOLS)
+        start_tools(w); /* a slot is free: the next call, or the end of the round */
     return AH_OK;
 }
 
@@ -701,6 +716,69 @@ ah_status ah_worker_tool_done(ah_worker *w, size_t index, const ah_tool_response
     if (!w || !res)
         return AH_ERR_INVALID;
     return answer(w, index, res);
+}
+
+/* Start one call (its tool_call_start first); it may answer at once. */
+static void exec_tool(ah_worker *w, size_t index)
+{
+    pending_tool *t = &w->pending[index];
+    ah_event ev = {.type = AH_EV_TOOL_CALL_START};
+    ev.u.tool_call_start.llm_call = w->llm_call;
+    ev.u.tool_call_start.id = t->id;
+    ev.u.tool_call_start.name = t->name;
+    emit(w, &ev);
+    if (w->state != W_TOOLS)
+        return;
+    ah_tool_response res = {.outcome = AH_TOOL_ERROR};
+    char why[160];
+    cJSON *parsed = cJSON_Parse(t->args);
+    const ah_tool_def *def = find_tool(w, t->name);
+    if (!def || !w->tool_exec) {
+        ah__bufprintf(why, sizeof why, "error: unknown tool '%.60s'", t->name);
+        res.content = why;
+        answer(w, index, &res);
+    } else if (!cJSON_IsObject(parsed)) {
+        ah__bufprintf(why, sizeof why,
+                      "error: the arguments for tool '%.60s' are not a JSON object", t->name);
+        res.content = why;
+        answer(w, index, &res);
+    } else {
+        char key[160];
+        snprintf(key, sizeof key, "%s:%s", w->run_id, t->id);
+        ah_tool_request req = {.index = index,
+                               .id = t->id,
+                               .name = t->name,
+                               .arguments = t->args,
+                               .key = key,
+                               .run_id = w->run_id,
+                               .llm_call = w->llm_call};
+        if (w->tool_exec(w->tool_ud, w, &req, &res) == 0)
+            answer(w, index, &res);
+    }
+    cJSON_Delete(parsed);
+}
+
+/* Start calls in call order while the bound and exclusivity allow; end the round when
+ * every call is answered. Answers given meanwhile (also from inside an exec) only count:
+ * this loop, not a nested one, starts the next call. */
+static void start_tools(ah_worker *w)
+{
+    w->starting = 1;
+    while (w->state == W_TOOLS && w->next_tool < w->n_pending) {
+        pending_tool *t = &w->pending[w->next_tool];
+        if (w->running_tools >= w->max_tool_concurrency)
+            break;
+        if (w->running_tools > 0 && (t->exclusive || w->exclusive_running))
+            break;
+        size_t index = w->next_tool++;
+        w->running_tools++;
+        if (t->exclusive)
+            w->exclusive_running = 1;
+        exec_tool(w, index);
+    }
+    w->starting = 0;
+    if (w->state == W_TOOLS && w->n_answered == w->n_pending)
+        tools_complete(w);
 }
 
 static void run_tools(ah_worker *w, size_t msg)
@@ -714,73 +792,26 @@ static void run_tools(ah_worker *w, size_t msg)
         return;
     }
     w->n_pending = n;
-    w->n_answered = 0;
+    w->n_answered = w->next_tool = 0;
+    w->running_tools = w->exclusive_running = 0;
     size_t k = 0;
     for (size_t i = 0; i < nb; i++) {
         const ah_msg_block *b = ah_conversation_block(w->conv, msg, i);
         if (b->kind != AH_MSG_TOOL_USE)
             continue;
-        w->pending[k].id = ah__strdup(b->id);
-        w->pending[k].name = ah__strdup(b->name);
-        if (!w->pending[k].id || !w->pending[k].name) {
+        pending_tool *t = &w->pending[k++];
+        t->id = ah__strdup(b->id);
+        t->name = ah__strdup(b->name);
+        t->args = ah__strdup(b->arguments && *b->arguments ? b->arguments : "{}");
+        if (!t->id || !t->name || !t->args) {
             fail_nomem(w, "tools");
             return;
         }
-        k++;
+        const ah_tool_def *def = find_tool(w, t->name);
+        t->exclusive = def && w->tool_exclusive[def - w->tools];
     }
     set_state(w, W_TOOLS);
-    /* Answer in call order; an exec may answer later (returns 1). Copy what we need
-     * first: an answer may complete the round and change the history. */
-    for (size_t i = 0, idx = 0; i < nb && w->state == W_TOOLS; i++) {
-        const ah_msg_block *b = ah_conversation_block(w->conv, msg, i);
-        if (b->kind != AH_MSG_TOOL_USE)
-            continue;
-        size_t index = idx++;
-        char *args = ah__strdup(b->arguments && *b->arguments ? b->arguments : "{}");
-        if (!args) {
-            fail_nomem(w, "tools");
-            return;
-        }
-        ah_event ev = {.type = AH_EV_TOOL_CALL_START};
-        ev.u.tool_call_start.llm_call = w->llm_call;
-        ev.u.tool_call_start.id = w->pending[index].id;
-        ev.u.tool_call_start.name = w->pending[index].name;
-        emit(w, &ev);
-        ah_tool_response res = {.outcome = AH_TOOL_ERROR};
-        char why[160];
-        cJSON *parsed = cJSON_Parse(args);
-        const ah_tool_def *def = find_tool(w, w->pending[index].name);
-        if (w->state != W_TOOLS) {
-            cJSON_Delete(parsed);
-            free(args);
-            return;
-        }
-        if (!def || !w->tool_exec) {
-            ah__bufprintf(why, sizeof why, "error: unknown tool '%.60s'", w->pending[index].name);
-            res.content = why;
-            answer(w, index, &res);
-        } else if (!cJSON_IsObject(parsed)) {
-            ah__bufprintf(why, sizeof why,
-                          "error: the arguments for tool '%.60s' are not a JSON object",
-                          w->pending[index].name);
-            res.content = why;
-            answer(w, index, &res);
-        } else {
-            char key[160];
-            snprintf(key, sizeof key, "%s:%s", w->run_id, w->pending[index].id);
-            ah_tool_request req = {.index = index,
-                                   .id = w->pending[index].id,
-                                   .name = w->pending[index].name,
-                                   .arguments = args,
-                                   .key = key,
-                                   .run_id = w->run_id,
-                                   .llm_call = w->llm_call};
-            if (w->tool_exec(w->tool_ud, w, &req, &res) == 0)
-                answer(w, index, &res);
-        }
-        cJSON_Delete(parsed);
-        free(args);
-    }
+    start_tools(w);
 }
 
 /* ---- lifetime and drivers ----------------------------------------------------------------------- */
@@ -820,6 +851,11 @@ ah_worker *ah_worker_new(const ah_worker_config *cfg, char *err, size_t errsize)
                       cfg->max_output_retries);
         return NULL;
     }
+    if (cfg->max_tool_concurrency < 0) {
+        ah__bufprintf(err, errsize, "max_tool_concurrency must be >= 1 (got %d)",
+                      cfg->max_tool_concurrency);
+        return NULL;
+    }
     if (cfg->max_steps < 0) {
         ah__bufprintf(err, errsize, "max_steps must be >= 1 (got %d)", cfg->max_steps);
         return NULL;
@@ -847,6 +883,7 @@ ah_worker *ah_worker_new(const ah_worker_config *cfg, char *err, size_t errsize)
     w->check_output = cfg->check_output;
     w->check_ud = cfg->check_ud;
     w->max_output_retries = cfg->max_output_retries;
+    w->max_tool_concurrency = cfg->max_tool_concurrency ? cfg->max_tool_concurrency : 8;
     atomic_init(&w->cancel_requested, 0);
     ah_error_clear(&w->error);
     if (cfg->run_id)
@@ -866,8 +903,11 @@ ah_worker *ah_worker_new(const ah_worker_config *cfg, char *err, size_t errsize)
         goto nomem;
     if (cfg->n_tools) {
         w->tools = calloc(cfg->n_tools, sizeof *w->tools);
-        if (!w->tools)
+        w->tool_exclusive = calloc(cfg->n_tools, sizeof *w->tool_exclusive);
+        if (!w->tools || !w->tool_exclusive)
             goto nomem;
+        for (size_t i = 0; cfg->tool_exclusive && i < cfg->n_tools; i++)
+            w->tool_exclusive[i] = cfg->tool_exclusive[i] != 0;
         w->n_tools = cfg->n_tools;
         for (size_t i = 0; i < cfg->n_tools; i++) {
             const ah_tool_def *t = &cfg->tools[i];
@@ -908,6 +948,7 @@ void ah_worker_free(ah_worker *w)
         free((char *)w->tools[i].schema_json);
     }
     free(w->tools);
+    free(w->tool_exclusive);
     free(w->continue_prompt);
     free(w->text);
     free(w);

@@ -98,6 +98,13 @@ typedef struct ah_worker_config {
     size_t n_tools;
     ah_tool_exec_fn tool_exec; /* required when n_tools > 0 */
     void *tool_ud;
+    /* The tool calls of one completed response run concurrently: at most this many are
+     * started and not yet answered at a time (0 = 8; 1 = one after the other). They
+     * start in call order; a call of a tool marked exclusive waits until nothing runs,
+     * and nothing starts beside it. Results enter history in call order, whatever order
+     * they are answered in. */
+    int max_tool_concurrency;
+    const int *tool_exclusive; /* n_tools flags (nonzero: exclusive), or NULL; copied */
     ah_event_fn on_event; /* every event of the run; optional */
     void *event_ud;
     /* Continuation: NULL (default) sends the partial assistant message last, as a
