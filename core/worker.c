@@ -59,6 +59,15 @@ ah_client *ah_client_new(const ah_client_config *cfg, char *err, size_t errsize)
         ah__bufprintf(err, errsize, "client.base_url must start with http:// or https://");
         return NULL;
     }
+    /* a host must follow the scheme: "http://" or "http:///v1" would only fail later,
+     * as a DNS error about some other name */
+    const char *host = strstr(cfg->base_url, "://") + 3;
+    size_t hlen = strcspn(host, "/?#");
+    if (hlen == 0 || host[0] == ':' || memchr(host, ' ', hlen)) {
+        ah__bufprintf(err, errsize, "client.base_url '%.80s' has no host (e.g. "
+                      "http://127.0.0.1:8080)", cfg->base_url);
+        return NULL;
+    }
     if (!cfg->model || !*cfg->model) {
         ah__bufprintf(err, errsize, "client.model is required");
         return NULL;

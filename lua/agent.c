@@ -46,7 +46,9 @@ typedef struct lagent {
     ah_policy policy; /* retry_on is set per run */
     int has_retry_on, has_on_event, has_status;
     ah_tool_def *tools;
+    int *tool_exclusive; /* per tool (same order as tools) */
     size_t n_tools;
+    int max_tool_concurrency; /* 0 = the worker's default */
     ah_retry_budget *rb; /* borrowed: uservalue A_RB */
     /* hooks that failed once are not reported again */
     int event_failed, retry_on_failed, validate_failed, key_failed;
@@ -622,11 +624,8 @@ static int start_run(lua_State *L, const char *where)
             lah_check_fields(L, -1, where_output, known_out);
             lua_getfield(L, -1, "max_retries");
             if (!lua_isnil(L, -1)) {
-                if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 0 ||
-                    lua_tointeger(L, -1) > 100)
-                    return luaL_error(L, "%s: output.max_retries must be a whole "
-                                         "number from 0 to 100", where);
-                max_output_retries = (int)lua_tointeger(L, -1);
+                max_output_retries =
+                    (int)lah_check_whole(L, -1, where, "output.max_retries", 0, 100);
             }
             lua_pop(L, 1);
             lua_getfield(L, -1, "validate");
@@ -707,6 +706,8 @@ static int start_run(lua_State *L, const char *where)
     wc.retry_budget = a->rb;
     wc.tools = a->tools;
     wc.n_tools = a->n_tools;
+    wc.tool_exclusive = a->tool_exclusive;
+    wc.max_tool_concurrency = a->max_tool_concurrency;
     wc.tool_exec = run_tool_exec;
     wc.tool_ud = r;
     wc.on_event = run_on_event;
@@ -829,6 +830,7 @@ static int agent_gc(lua_State *L)
         free((char *)a->tools[i].schema_json);
     }
     free(a->tools);
+    free(a->tool_exclusive);
     memset(a, 0, sizeof *a);
     return 0;
 }
@@ -844,7 +846,7 @@ static int cmp_names(const void *x, const void *y)
 static void read_tools(lua_State *L, int t, int agent, lagent *a)
 {
     static const char *const known[] = {"name",   "description",     "schema", "run",
-                                        "policy", "idempotency_key", NULL};
+                                        "policy", "idempotency_key", "exclusive", NULL};
     if (!lua_istable(L, t))
         luaL_error(L, "ah.agent: tools must be a table, got %s", luaL_typename(L, t));
     lua_newtable(L);
@@ -922,6 +924,10 @@ static void read_tools(lua_State *L, int t, int agent, lagent *a)
         if (ty != LUA_TNIL && ty != LUA_TFUNCTION)
             luaL_error(L, "%s: idempotency_key must be a function", where);
         lua_pop(L, 1);
+        ty = lua_getfield(L, spec, "exclusive");
+        if (ty != LUA_TNIL && ty != LUA_TBOOLEAN)
+            luaL_error(L, "%s: exclusive must be a boolean", where);
+        lua_pop(L, 1);
         /* the policy is checked here too, so its errors name the agent's tool whichever
          * tool object takes it */
         ah_policy scratch;
@@ -947,6 +953,15 @@ static void read_tools(lua_State *L, int t, int agent, lagent *a)
     }
     /* a stable order: the request (and the model's choices) must not depend on hashing */
     qsort(a->tools, a->n_tools, sizeof *a->tools, cmp_names);
+    a->tool_exclusive = calloc(a->n_tools, sizeof *a->tool_exclusive);
+    if (!a->tool_exclusive)
+        luaL_error(L, "agenthost: out of memory");
+    for (size_t i = 0; i < a->n_tools; i++) {
+        lua_getfield(L, specs, a->tools[i].name);
+        lua_getfield(L, -1, "exclusive");
+        a->tool_exclusive[i] = lua_toboolean(L, -1);
+        lua_pop(L, 2);
+    }
     lua_pushvalue(L, specs);
     lua_setiuservalue(L, agent, A_SPECS);
     lua_pushvalue(L, objs);
@@ -954,12 +969,12 @@ static void read_tools(lua_State *L, int t, int agent, lagent *a)
     lua_settop(L, specs - 1);
 }
 
-/* The default display: require("agenthost.status").new(), when stderr is a terminal. A
- * missing or failing module just means no display. */
+/* The default display: require("agenthost.status").new(). On a terminal it is the
+ * transient line; off one it writes one plain line per continuation and exhausted budget
+ * (retries and give-ups are the library's own log lines there). A missing or failing
+ * module just means no display. */
 static void default_status(lua_State *L, int agent, lagent *a)
 {
-    if (!isatty(2))
-        return;
     int top = lua_gettop(L);
     lua_getglobal(L, "require");
     lua_pushliteral(L, "agenthost.status");
@@ -980,7 +995,8 @@ static int l_agent(lua_State *L)
 {
     static const char *const known[] = {
         "client",   "system", "max_steps", "policy",          "tools",
-        "on_event", "ledger", "budget",    "continue_prompt", NULL};
+        "on_event", "ledger", "budget",    "continue_prompt", "max_tool_concurrency",
+        NULL};
     const char *where = "ah.agent";
     luaL_checktype(L, 1, LUA_TTABLE);
     lua_settop(L, 1);
@@ -1010,11 +1026,13 @@ static int l_agent(lua_State *L)
         return luaL_error(L, "%s: continue_prompt must be a string", where);
     lua_pop(L, 1);
     if (lua_getfield(L, 1, "max_steps") != LUA_TNIL) {
-        if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1 ||
-            lua_tointeger(L, -1) > 1000000)
-            return luaL_error(L, "%s: max_steps must be a whole number >= 1", where);
-        a->max_steps = (int)lua_tointeger(L, -1);
+        a->max_steps = (int)lah_check_whole(L, -1, where, "max_steps", 1, 1000000);
     }
+    lua_pop(L, 1);
+
+    if (lua_getfield(L, 1, "max_tool_concurrency") != LUA_TNIL)
+        a->max_tool_concurrency =
+            (int)lah_check_whole(L, -1, where, "max_tool_concurrency", 1, 1000);
     lua_pop(L, 1);
 
     ah_policy_init(&a->policy);
@@ -1091,8 +1109,9 @@ static int l_agent(lua_State *L)
         if (!has_budget)
             return luaL_error(L, "%s: budget needs ah.budget, which this build lacks",
                               where);
-        if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 0)
-            return luaL_error(L, "%s: budget must be a whole number >= 0", where);
+        lua_Integer n = lah_check_whole(L, -1, where, "budget", 0, LUA_MAXINTEGER);
+        lua_pop(L, 1);
+        lua_pushinteger(L, n); /* kept as an integer: a fresh ah.budget(n) per run */
     } else if (ty != LUA_TNIL && ty != LUA_TUSERDATA && ty != LUA_TTABLE) {
         return luaL_error(L, "%s: budget must be an ah.budget or a number, got %s", where,
                           luaL_typename(L, -1));

@@ -157,6 +157,15 @@ void lah_check_fields(lua_State *L, int idx, const char *where, const char *cons
  * NULL. */
 const char *lah_did_you_mean(const char *name, const char *const *known);
 
+/* Whole numbers: wherever one is expected, an integral float (3.0, which is what
+ * lua-cjson gives for every JSON number) is accepted and 3.5 is not. lah_to_whole: 1 and
+ * *out for an integer or integral float at idx, else 0. lah_check_whole: the value, or
+ * raise "<where>: <field> must be a whole number from MIN to MAX (got 3.5)" (">= MIN"
+ * when max is LUA_MAXINTEGER). */
+int lah_to_whole(lua_State *L, int idx, lua_Integer *out);
+lua_Integer lah_check_whole(lua_State *L, int idx, const char *where, const char *field,
+                            lua_Integer min, lua_Integer max);
+
 /* Fill *p from the policy table at idx (nil: leave *p as is), validating every field with
  * ah_policy_set_int / _set_str and the whole with ah_policy_validate. Errors raise
  * "<where>: policy.<field>: <reason>". retry_on is not set here: when the table has a

@@ -84,11 +84,8 @@ static int l_mock(lua_State *L)
                 lua_pop(L, 1);
                 continue;
             }
-            if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 0 ||
-                (i == 2 && lua_tointeger(L, -1) > 65535))
-                return luaL_error(L, "%s: %s must be a whole number >= 0%s", where,
-                                  counts[i], i == 2 ? " and <= 65535" : "");
-            lua_Integer v = lua_tointeger(L, -1);
+            lua_Integer v = lah_check_whole(L, -1, where, counts[i], 0,
+                                            i == 2 ? 65535 : LUA_MAXINTEGER);
             lua_pop(L, 1);
             if (i == 0)
                 cfg.text_deltas = (size_t)v;

@@ -40,7 +40,7 @@ typedef struct tool_ud {
     ah_policy policy; /* validated; retry_on is the Lua function at UV_RETRY_ON */
     int has_retry_on;
     /* A failing hook is logged once per tool, not on every call (lah_pcall_once). */
-    int retry_on_logged, idempotency_key_logged;
+    int retry_on_logged, idempotency_key_logged, body_error_logged;
     char retry_on_what[96], idempotency_key_what[96];
 } tool_ud;
 
@@ -326,12 +326,21 @@ static int wait_k(lua_State *L, int status, lua_KContext ctx)
 
 /* The body's message handler: keep the raised value (error values carry their kind);
  * a plain Lua error (a bug, most likely) gets its traceback logged at debug level. */
+/* A body that raises an error value (ah.transient / ah.permanent) is saying how it
+ * failed; any other error is a bug in the body: logged once per tool, with its
+ * traceback, like a failing hook (the call still fails with it, and the model sees it).
+ * Upvalue 1: the tool_ud. */
 static int body_msgh(lua_State *L)
 {
-    if (!is_error_value(L, 1) && ah__log_enabled(AH_LOG_DEBUG)) {
-        luaL_traceback(L, L, lua_tostring(L, 1), 1);
-        ah__log(AH_LOG_DEBUG, "tool body raised: %s", lua_tostring(L, -1));
-        lua_pop(L, 1);
+    tool_ud *t = lua_touserdata(L, lua_upvalueindex(1));
+    if (!is_error_value(L, 1) && (!t->body_error_logged || ah__log_enabled(AH_LOG_DEBUG))) {
+        const char *msg = lua_tostring(L, 1);
+        if (!msg)
+            msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+        luaL_traceback(L, L, msg, 1);
+        ah__log(t->body_error_logged ? AH_LOG_DEBUG : AH_LOG_WARN, "tool '%s': %s", t->name,
+                lua_tostring(L, -1));
+        t->body_error_logged = 1;
     }
     lua_settop(L, 1);
     return 1;
@@ -377,7 +386,8 @@ static void push_ctx(lua_State *L, call_state *st)
 static int run_body(lua_State *L, call_state *st)
 {
     lua_settop(L, BASE);
-    lua_pushcfunction(L, body_msgh); /* MSGH */
+    lua_pushlightuserdata(L, st->tool);
+    lua_pushcclosure(L, body_msgh, 1); /* MSGH */
     lua_getiuservalue(L, TOOL, UV_RUN);
     lua_pushvalue(L, ARGS);
     push_ctx(L, st);
@@ -554,9 +564,7 @@ static int l_tool_call(lua_State *L)
     lua_pushnil(L);
     int ty = opt(L, "budget");
     if (ty == LUA_TNUMBER) {
-        if (!lua_isinteger(L, -1))
-            return luaL_error(L, "tool:call: budget must be a whole number");
-        lua_Integer n = lua_tointeger(L, -1);
+        lua_Integer n = lah_check_whole(L, -1, "tool:call", "budget", 0, LUA_MAXINTEGER);
         lua_pop(L, 1);
         lah_budget_push_new(L, n);
     } else if (ty != LUA_TNIL && !lah_budget_test(L, -1)) {

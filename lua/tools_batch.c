@@ -285,9 +285,7 @@ static int l_batch(lua_State *L)
         lah_budget_push_new(L, LUA_MAXINTEGER); /* counts calls; never runs out */
         b->unlimited = 1;
     } else if (ty == LUA_TNUMBER) {
-        if (!lua_isinteger(L, -1))
-            return luaL_error(L, "ah.batch: budget must be a whole number >= 0");
-        lua_Integer n = lua_tointeger(L, -1);
+        lua_Integer n = lah_check_whole(L, -1, "ah.batch", "budget", 0, LUA_MAXINTEGER);
         lua_pop(L, 1);
         lah_budget_push_new(L, n);
     } else if (!lah_budget_test(L, -1)) {
@@ -297,11 +295,7 @@ static int l_batch(lua_State *L)
     b->used_before = ah_budget_used(lah_budget_test(L, BUDGET)->b);
 
     if (!lua_isnil(L, OPTS) && lua_getfield(L, OPTS, "concurrency") != LUA_TNIL) {
-        if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1 ||
-            lua_tointeger(L, -1) > 10000)
-            return luaL_error(L,
-                              "ah.batch: concurrency must be a whole number in 1..10000");
-        b->concurrency = (int)lua_tointeger(L, -1);
+        b->concurrency = (int)lah_check_whole(L, -1, "ah.batch", "concurrency", 1, 10000);
     }
     lua_settop(L, BUDGET);
     lua_newtable(L); /* RESULTS */

@@ -1,4 +1,4 @@
--- agenthost.status: the default terminal status display (SPEC §6, §7).
+-- agenthost.status: the default terminal status display (docs/status-display.md).
 --
 --   local status = require("agenthost.status").new{ stream = io.stderr }
 --   agent = ah.agent{ ..., on_event = function(ev) status:update(ev) end }
@@ -175,6 +175,20 @@ function Status:write(s)
     self.stream:flush()
 end
 
+-- The width to fit: opts.width, else the terminal's real width (asked on every line:
+-- terminals get resized), else $COLUMNS, else 80.
+function Status:columns()
+    if self.width then return self.width end
+    local ok, ah = pcall(require, "agenthost")
+    if ok and type(ah) == "table" and type(ah.term_width) == "function" then
+        local got, cols = pcall(ah.term_width, self.stream)
+        if got and math.type(cols) == "integer" and cols > 1 then return cols end
+    end
+    local cols = num(os.getenv("COLUMNS"))
+    if cols and cols > 1 then return math.floor(cols) end
+    return 80
+end
+
 -- Erase the transient line, if one is showing.
 function Status:clear()
     if self.shown then
@@ -193,7 +207,9 @@ function Status:transient(text)
         self:write("\n")
         self.midline = false
     end
-    self:write("\r" .. fit(text, self.width - 1, self.ellipsis) .. "\27[K")
+    -- one column short of the edge: a line that fills the last column wraps on some
+    -- terminals, and "\r" would then leave its first row behind
+    self:write("\r" .. fit(text, self:columns() - 1, self.ellipsis) .. "\27[K")
     self.shown = true
 end
 
@@ -211,7 +227,7 @@ function Status:print(text)
     end
 end
 
--- Feed one event (SPEC §6 table). Unknown events and missing fields are tolerated.
+-- Feed one event (the event table of docs/lua.md). Unknown events and missing fields are tolerated.
 function Status:update(ev)
     if type(ev) ~= "table" then return end
     if self.streaming and ev.type == "text_delta" and type(ev.text) == "string"
@@ -234,7 +250,8 @@ end
 -- opts (all optional):
 --   stream    file to write to (default io.stderr)
 --   tty       true / false; nil = detect whether stream is a terminal
---   width     terminal columns for the transient line (default $COLUMNS or 80)
+--   width     terminal columns for the transient line (default: the terminal's real
+--             width, TIOCGWINSZ, asked on every line; else $COLUMNS; else 80)
 --   unicode   use "—" and "…" (default: on a terminal whose locale is UTF-8; log lines
 --             are plain ASCII unless an event's own text is not)
 --   prefix    prefix of non-terminal lines (default "agenthost: ")
@@ -252,8 +269,8 @@ function M.new(opts)
     else
         self.tty = opts.tty and true or false
     end
-    self.width = num(opts.width) or num(os.getenv("COLUMNS")) or 80
-    if self.width < 20 then self.width = 20 end
+    self.width = num(opts.width)
+    if self.width and self.width < 2 then self.width = 2 end
     local unicode = opts.unicode
     if unicode == nil then unicode = self.tty and utf8_locale() end
     self.dash = unicode and "—" or "-"
