@@ -223,6 +223,11 @@ void lah_open_errors(lua_State *L); /* ah.transient, ah.permanent, ah.is_retryab
  * the status display shows them from the events (SPEC §7: no stacked retry lines). */
 void lah_log_to_stderr(void *ud, ah_log_level level, int event, const char *line);
 
+/* Install the package.searchers entry that finds agenthost.<name> scripts (status,
+ * policy) once per state: the module does it when loaded, and the host program at start,
+ * so require "agenthost.status" works before require "agenthost". */
+void lah_add_searcher(lua_State *L);
+
 /* The registry key (a light userdata address) the host program sets to true before it
  * loads the module: the module then leaves the log handler to the host. */
 extern const char lah_host_key;
