@@ -1,5 +1,5 @@
 /* call.c - one LLM request: the ATTEMPT -> (WAIT -> ATTEMPT)* -> STREAMING -> terminal
- * state machine (SPEC §2; docs/transport-and-retry.md).
+ * state machine (docs/retry-policy.md; docs/transport-and-retry.md).
  *
  * Invariants:
  *   - Every state change goes through set_state(), which logs it at debug level.

@@ -1,4 +1,5 @@
-/* tool_call.c - the state machine of one tool call and its blocking driver (SPEC §5).
+/* tool_call.c - the state machine of one tool call and its blocking driver
+ * (docs/tools-and-ledger.md).
  *
  * Phases: START -> (ledger lookup) -> [budget take] -> RUNNING -> REPORTED_OK | _FAIL
  *         REPORTED_FAIL -> (retry decision) -> WAITING -> [budget take] -> RUNNING ...

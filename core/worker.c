@@ -1,5 +1,5 @@
 /* worker.c - the agent turn loop: request from history, stream into a timeline, commit,
- * run tools, repeat; continuation of interrupted streams (SPEC §4).
+ * run tools, repeat; continuation of interrupted streams (docs/worker.md).
  *
  * Invariants:
  *  - Every request is encoded from the history and nothing else: a continuation changes

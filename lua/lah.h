@@ -2,7 +2,7 @@
  * runs Lua coroutines over the one core loop, the protected-call helper, JSON and config
  * helpers, and the seams between the binding's parts (agent.c <-> tools.c, main.c).
  *
- * The model (DESIGN.md "Lua: one code path, two drivers"):
+ * The model (one code path, two drivers):
  *  - One ah_loop per lua_State (created by luaopen_agenthost, kept in the registry, freed
  *    by the scheduler's __gc). The scheduler is created before any other object of the
  *    binding, so at lua_close it is finalized LAST (Lua 5.4 finalizes in reverse order of
@@ -118,7 +118,7 @@ int lah_json_encode(lua_State *L, int idx);
  * lightuserdata NULL; whole numbers are integers); or push an error message and return
  * 0 ("invalid JSON at byte N"). */
 int lah_json_decode(lua_State *L, const char *s, size_t len);
-/* Push an event as a Lua table with the SPEC §6 field names (ah_event_visit); a null
+/* Push an event as a Lua table with the docs/lua.md field names (ah_event_visit); a null
  * field (status 0, no error) is nil; an error is an error value (lah_push_error). */
 void lah_push_event(lua_State *L, const ah_event *ev);
 /* Push a cJSON tree as a Lua value (protected; a top-level null is nil, a nested null is
@@ -202,7 +202,7 @@ ah_retry_budget *lah_push_retry_budget(lua_State *L);
  * number; by default an in-memory ledger per agent and no budget). on_event(ev) takes a
  * budget_exhausted event table {type, budget, used, limit} and routes it to the agent's
  * events. call() must put key, attempt, run_id and tool_call_id into the body's ctx and
- * return the record of SPEC §5: { ok, outcome = "ok"|"failed"|"budget_exhausted",
+ * return the record of docs/tools-and-ledger.md: { ok, outcome = "ok"|"failed"|"budget_exhausted",
  * attempts, error (an error value or nil), receipt, seq, duplicate }. The agent gives the
  * model the receipt (a string as is, anything else as JSON) or "error: <message>". */
 void lah_tools_open(lua_State *L);
@@ -220,7 +220,7 @@ void lah_open_errors(lua_State *L); /* ah.transient, ah.permanent, ah.is_retryab
 
 /* The log handler of scripts (host program and plain lua5.4): "agenthost: warning: ..."
  * on stderr. On a terminal the core's per-request retry / give-up lines are left out:
- * the status display shows them from the events (SPEC §7: no stacked retry lines). */
+ * the status display shows them from the events (no stacked retry lines). */
 void lah_log_to_stderr(void *ud, ah_log_level level, int event, const char *line);
 
 /* Install the package.searchers entry that finds agenthost.<name> scripts (status,

@@ -1,5 +1,5 @@
 /* mock.c - ah.mock{ plan = {...} | plan_json = "...", text =, text_deltas =,
- * delta_bytes =, port = }: the built-in mock provider in-process (SPEC §8), as an
+ * delta_bytes =, port = }: the built-in mock provider in-process (docs/mock.md), as an
  * "agenthost.mock" userdata: m.url, m.port, m:requests(), m:set_plan(plan), m:close().
  *
  * Invariants: __gc, __close and m:close() share one idempotent close; after it, m.url

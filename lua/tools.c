@@ -1,4 +1,4 @@
-/* tools.c - ah.tool and tool:call (SPEC §5): the Lua driver of core/tool_call.c.
+/* tools.c - ah.tool and tool:call (docs/tools-and-ledger.md): the Lua driver of core/tool_call.c.
  *
  * One tool call = one ah_tool_call stepped here. RUN_BODY runs `run(args, ctx)` under
  * lua_pcallk on the calling thread, so a body that waits (a nested call's backoff, a

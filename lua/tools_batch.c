@@ -1,5 +1,6 @@
 /* tools_batch.c - ah.batch(items, fn, { budget = N, concurrency = K, on_event = fn })
- * (SPEC §5): run fn(item, ctx) for every item, up to K at once, all sharing one budget.
+ * (docs/tools.md): run fn(item, ctx) for every item, up to K at once, all sharing one
+ * budget.
  *
  * Each started item runs in its own coroutine (lah_spawn); the batch itself waits with
  * lah_await until one of them ends, then starts the next. An item is started only while

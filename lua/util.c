@@ -326,7 +326,7 @@ void lah_open_errors(lua_State *L)
 
 /* ---- events as Lua tables ------------------------------------------------------------ */
 
-/* The visitor sink: fields with their SPEC §6 names; null fields are left out (nil). */
+/* The visitor sink: fields with their docs/lua.md names; null fields are left out (nil). */
 static void l_str(void *ud, const char *key, const char *s, size_t len)
 {
     lua_State *L = ud;

@@ -1,4 +1,4 @@
-/* plan.c - the mock's fault plan: JSON text -> validated steps (SPEC §8).
+/* plan.c - the mock's fault plan: JSON text -> validated steps (docs/mock.md).
  *
  * A plan is a JSON array of steps, or {"steps": [...], "then": STEP} where "then" is
  * applied to every request once the steps are used up (default: ok). A step has exactly

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Events of tool calls and batches made outside an agent reach the host's sink
-# (agenthost --events FILE) as JSON Lines with the SPEC §6 fields.
+# (agenthost --events FILE) as JSON Lines with the docs/lua.md fields.
 set -u
 bin=$1
 tmp=$(mktemp -d)

@@ -1,8 +1,8 @@
 /* test_worker.c - the turn loop over real loopback sockets against the built-in mock:
- * retry before the stream, partial-commit continuation (SPEC §4), tools from completed
+ * retry before the stream, partial-commit continuation (docs/worker.md), tools from completed
  * responses only, the continuation cap, cancellation, and secrets kept out of events.
- * Ends with the fault matrix: every wire format x every fault kind of SPEC §8 x cut
- * positions, asserting the invariants of SPEC §9. */
+ * Ends with the fault matrix: every wire format x every fault kind of docs/mock.md x cut
+ * positions, asserting the invariants of docs/testing.md. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -217,7 +217,7 @@ static void assert_no_secret(const harness *h)
 
 #define TEXT4 "Alpha beta gamma delta."
 
-/* ---- SPEC §4 cases ----------------------------------------------------------------------------- */
+/* ---- continuation cases (docs/worker.md) ------------------------------------------------ */
 
 static void retry_before_stream_leaves_history_unchanged(void **state)
 {

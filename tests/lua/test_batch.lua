@@ -1,4 +1,4 @@
--- test_batch.lua - ah.batch (SPEC §5): one shared budget counted in body executions,
+-- test_batch.lua - ah.batch (docs/tools.md): one shared budget counted in body executions,
 -- items reached after it is spent are skipped and never started, keys in item order,
 -- concurrency through scheduler coroutines.
 local ah = require "agenthost"

@@ -54,7 +54,7 @@ for _, d in ipairs(by.text_delta) do
 end
 T.eq(r.stats.continuations, 1, "stats.continuations")
 T.eq(r.stats.retries, 1, "stats.retries")
-T.ok("events carry the SPEC fields through a retry and a continuation")
+T.ok("events carry the documented fields through a retry and a continuation")
 
 -- a hook that fails on every event: the run completes, every event still reaches it
 local n = 0

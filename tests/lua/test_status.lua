@@ -1,5 +1,5 @@
 -- test_status.lua - the status display's wording and terminal protocol (scripts/status.lua),
--- fed SPEC §6 event tables and writing into a fake stream, so every byte is checked.
+-- fed docs/lua.md event tables and writing into a fake stream, so every byte is checked.
 -- Runs under `agenthost` (require finds agenthost.status) or a plain `lua5.4` (falls back
 -- to the file next to this one). Prints "N passed, M failed"; exits 1 on a failure.
 local here = (arg and arg[0] or ""):match("^(.*)/[^/]*$") or "."

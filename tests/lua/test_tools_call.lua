@@ -1,4 +1,4 @@
--- test_tools_call.lua - tool:call rules (SPEC §5, issue 5): what is retried, max_attempts,
+-- test_tools_call.lua - tool:call rules (docs/tools.md, issue 5): what is retried, max_attempts,
 -- retry_on, budgets, ctx, keys, validation. Every count is measured inside the bodies.
 local ah = require "agenthost"
 local T = require "toolcheck"

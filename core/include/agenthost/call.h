@@ -1,5 +1,5 @@
 /* agenthost/call.h - one LLM request as a state machine: attempts, backoff waits, the
- * stream, and exactly one terminal state (SPEC §1, §2, §6).
+ * stream, and exactly one terminal state (docs/transport-and-retry.md).
  *
  *   ATTEMPT ──head 2xx──▶ STREAMING ──complete──▶ DONE
  *      │                      └──cut / idle / consumer error / deadline──▶ INTERRUPTED

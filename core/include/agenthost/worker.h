@@ -1,4 +1,4 @@
-/* agenthost/worker.h - the agent turn loop (SPEC §4, §6).
+/* agenthost/worker.h - the agent turn loop (docs/worker.md, docs/lua.md).
  *
  *   BUILD_REQUEST ─▶ CALLING ─DONE─▶ COMMIT_RESPONSE ─▶ TOOLS ─▶ BUILD_REQUEST … ─▶ FINISHED
  *                       └─INTERRUPTED─▶ PARTIAL_COMMIT (continuation n+1) ─▶ BUILD_REQUEST
@@ -113,7 +113,7 @@ typedef struct ah_worker_config {
     const char *continue_prompt;
     const ah_transport *transport; /* NULL = libcurl */
     const char *run_id;            /* NULL = generated */
-    /* Structured output (SPEC §4), optional. When a response completes without a tool
+    /* Structured output (docs/worker.md), optional. When a response completes without a tool
      * call, check_output sees the answer's text (the assistant text since the last user
      * or tool-result message) and refused = 1 when the model refused. Return 0 to accept
      * it (outcome completed), nonzero to reject it after writing why (NUL-terminated, at
