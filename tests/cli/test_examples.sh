@@ -114,11 +114,16 @@ else
     bad "chat.lua without a key: exit $rc; stderr:"
     sed 's/^/   | /' "$work/chat_nokey.err"
 fi
-printf 'hello there\n/quit\n' >"$work/chat.in"
+# Two turns of one conversation: the first calls a tool (the mock calls the first tool
+# while the conversation has no tool result), the second is answered from it.
+printf 'hello there\nand then?\n/quit\n' >"$work/chat.in"
 (cd "$work" && "$bin" "$root/examples/chat.lua" mock <"$work/chat.in" >"$work/chat.out" 2>&1)
 rc=$?
-[ "$rc" -eq 0 ] && grep -qF 'assistant> You said: "hello there".' "$work/chat.out" &&
-    ok "chat.lua mock: one turn" || { bad "chat.lua mock: exit $rc"; cat "$work/chat.out"; }
+[ "$rc" -eq 0 ] && grep -qF 'assistant> I will call add now.' "$work/chat.out" &&
+    grep -qxF 'The tool returned: 84' "$work/chat.out" &&
+    grep -qF 'assistant> You said: "and then?".' "$work/chat.out" &&
+    ok "chat.lua mock: two turns, a tool call in the first" ||
+    { bad "chat.lua mock: exit $rc"; cat "$work/chat.out"; }
 # The real-provider path (keys and base URLs from the environment) against the mock
 # program, in the OpenAI formats.
 "$bin" mock --port 0 >"$work/mock.url" 2>"$work/mock.err" &
@@ -130,8 +135,8 @@ for p in openai responses; do
         OPENAI_BASE_URL="$url" "$bin" "$root/examples/chat.lua" "$p" <"$work/chat.in" \
         >"$work/chat_$p.out" 2>&1)
     rc=$?
-    if [ "$rc" -eq 0 ] && grep -qF 'assistant> You said: "hello there".' "$work/chat_$p.out"
-    then
+    if [ "$rc" -eq 0 ] && grep -qxF 'The tool returned: 84' "$work/chat_$p.out" &&
+        grep -qF 'assistant> You said: "and then?".' "$work/chat_$p.out"; then
         ok "chat.lua $p: key and base URL from the environment"
     else
         bad "chat.lua $p: exit $rc"
