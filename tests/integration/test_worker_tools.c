@@ -144,7 +144,7 @@ typedef struct world {
     size_t n_started;
     int in_flight, max_in_flight;
     int answered[32];
-    char contents[32][16];
+    char contents[32][24];
 } world;
 
 static int exec_later(void *ud, ah_worker *w, const ah_tool_request *req,
@@ -246,7 +246,7 @@ static void results_in_call_order(world *x, size_t n)
     assert_int_equal(ah_conversation_block_count(c, 2), n);
     for (size_t i = 0; i < n; i++) {
         const ah_msg_block *b = ah_conversation_block(c, 2, i);
-        char id[16], content[16];
+        char id[32], content[32];
         snprintf(id, sizeof id, "toolu_%zu", i);
         snprintf(content, sizeof content, "r%zu", i);
         assert_string_equal(b->tool_use_id, id);
