@@ -1,5 +1,8 @@
-/* loop.c - the event loop: one CURLM handle, a min-heap of timers, async wake-ups and the
- * injected clock.
+/* loop.c - the event loop: one CURLM handle driven by curl_multi_socket_action, a table of
+ * watched fds (curl's sockets and the embedder's ah_io watchers), a min-heap of timers,
+ * async wake-ups and the injected clock. Two backends share everything but the wait:
+ * the loop's own poll() (ah_loop_run_once), or an application's loop told what to watch
+ * through ah_loop_hooks (ah_loop_fd_ready / ah_loop_timeout call back in).
  *
  * Invariants:
  *   - heap[0..n_heap) is a binary min-heap ordered by (due, seq); every active timer is
@@ -9,19 +12,30 @@
  *     the loop.
  *   - n_easy counts the easy handles attached to the multi handle; a finished transfer is
  *     removed from the multi handle before its owner hears about it.
- *   - Nothing here sleeps except curl_multi_poll(), bounded by the next timer.
+ *   - fds[0..n_fds) holds each watched fd once, with what curl and what an ah_io want;
+ *     an entry wanting nothing is removed. The hooks are told each change of the union.
+ *   - curl's own timer is on the real monotonic clock (its time-outs are real time); the
+ *     loop's timers are on the injected clock.
+ *   - Nothing here sleeps except poll() in ah_loop_run_once(), bounded by the next timer.
  */
 #include "internal.h"
 #include "loop_curl.h"
 
 #include "agenthost/loop.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #define NOT_IN_HEAP SIZE_MAX
+#define AH__IO_ERROR 4 /* poll() reported an error on the fd (internal to the own backend) */
 
 struct ah_timer {
     ah_loop *loop;
@@ -40,8 +54,35 @@ struct ah_async {
     ah_async *prev, *next;
 };
 
+struct ah_io {
+    ah_loop *loop;
+    int fd;
+    int events; /* AH_IO_* wanted; 0 = stopped */
+    ah_io_fn fn;
+    void *ud;
+};
+
+/* One watched fd: what curl wants (CURL_POLL_*) and what an ah_io wants (AH_IO_*). */
+typedef struct fd_entry {
+    int fd;
+    int curl_ev; /* AH_IO_* translated from CURL_POLL_* */
+    ah_io *io;
+    int told; /* the union last told to the hooks */
+} fd_entry;
+
 struct ah_loop {
     CURLM *multi;
+    ah_loop_hooks hooks; /* hooks.watch NULL: the loop's own poll() */
+    int hooked;
+    int wake_rd, wake_wr; /* own backend: the self-pipe ah_loop_wakeup() writes to */
+    atomic_int wake_pending;
+    fd_entry *fds;
+    size_t n_fds, cap_fds;
+    struct pollfd *pfds;
+    size_t cap_pfds;
+    int64_t curl_due; /* real monotonic ms of curl's timer, -1 when none */
+    int in_dispatch;  /* inside a step: hook updates wait until it ends */
+    int64_t told_timeout_due; /* hooks: the absolute due last told (-2 = none told) */
     const ah_clock *clock;
     const ah_rng *rng;
     ah_seeded_rng *own_rng; /* when the embedder gave none */
@@ -143,10 +184,14 @@ ah_timer *ah_timer_new(ah_loop *loop, ah_timer_fn fn, void *ud)
     return t;
 }
 
+static void hooks_sync_timeout(ah_loop *l);
+
 void ah_timer_stop(ah_timer *t)
 {
-    if (t && t->idx != NOT_IN_HEAP)
+    if (t && t->idx != NOT_IN_HEAP) {
         heap_remove(t->loop, t);
+        hooks_sync_timeout(t->loop);
+    }
 }
 
 void ah_timer_free(ah_timer *t)
@@ -174,6 +219,7 @@ void ah_timer_start(ah_timer *t, int64_t delay_ms)
             sift_up(l, i);
         else
             sift_down(l, i);
+        hooks_sync_timeout(l);
         return;
     }
     if (l->n_heap == l->cap_heap) {
@@ -189,6 +235,7 @@ void ah_timer_start(ah_timer *t, int64_t delay_ms)
     }
     heap_set(l, l->n_heap++, t);
     sift_up(l, t->idx);
+    hooks_sync_timeout(l);
 }
 
 int ah_timer_active(const ah_timer *t)
@@ -274,9 +321,172 @@ static void run_asyncs(ah_loop *l)
     }
 }
 
+/* ---- time ----------------------------------------------------------------------- */
+
+static int64_t real_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Milliseconds until the loop has something to do (0 = now), or -1 for nothing timed. */
+static int64_t next_due_ms(ah_loop *l)
+{
+    if (atomic_load(&l->async_pending) || atomic_load(&l->wake_pending))
+        return 0;
+    int64_t wait = ah_loop_next_timer_ms(l);
+    if (l->curl_due >= 0) {
+        int64_t c = l->curl_due - real_now_ms();
+        if (c < 0)
+            c = 0;
+        if (wait < 0 || c < wait)
+            wait = c;
+    }
+    return wait;
+}
+
+/* Hooks: tell the application when to call ah_loop_timeout() next, if that changed. */
+static void hooks_sync_timeout(ah_loop *l)
+{
+    if (!l->hooked || l->in_dispatch || !l->hooks.set_timeout)
+        return;
+    int64_t wait = next_due_ms(l);
+    int64_t due = wait < 0 ? -1 : real_now_ms() + wait;
+    if (due == l->told_timeout_due && wait != 0)
+        return;
+    l->told_timeout_due = due;
+    l->hooks.set_timeout(l->hooks.ud, wait);
+}
+
+/* ---- the fd table ---------------------------------------------------------------- */
+
+static fd_entry *fd_find(ah_loop *l, int fd)
+{
+    for (size_t i = 0; i < l->n_fds; i++)
+        if (l->fds[i].fd == fd)
+            return &l->fds[i];
+    return NULL;
+}
+
+static fd_entry *fd_get(ah_loop *l, int fd)
+{
+    fd_entry *e = fd_find(l, fd);
+    if (e)
+        return e;
+    if (l->n_fds == l->cap_fds) {
+        size_t cap = l->cap_fds ? 2 * l->cap_fds : 8;
+        fd_entry *n = realloc(l->fds, cap * sizeof *n);
+        if (!n)
+            return NULL;
+        l->fds = n;
+        l->cap_fds = cap;
+    }
+    e = &l->fds[l->n_fds++];
+    *e = (fd_entry){.fd = fd};
+    return e;
+}
+
+static int fd_wanted(const fd_entry *e)
+{
+    return e->curl_ev | (e->io ? e->io->events : 0);
+}
+
+/* After a change to e: tell the hooks, and drop the entry once nobody wants the fd. */
+static void fd_changed(ah_loop *l, fd_entry *e)
+{
+    int want = fd_wanted(e);
+    if (l->hooked && want != e->told) {
+        e->told = want;
+        l->hooks.watch(l->hooks.ud, e->fd, want);
+    }
+    if (want == 0 && !e->io)
+        *e = l->fds[--l->n_fds];
+}
+
+/* CURLMOPT_SOCKETFUNCTION: curl says which sockets to wait on, and for what. */
+static int curl_socket_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
+{
+    (void)easy;
+    (void)socketp;
+    ah_loop *l = userp;
+    int ev = 0;
+    if (what == CURL_POLL_IN || what == CURL_POLL_INOUT)
+        ev |= AH_IO_READ;
+    if (what == CURL_POLL_OUT || what == CURL_POLL_INOUT)
+        ev |= AH_IO_WRITE;
+    fd_entry *e = ev ? fd_get(l, (int)s) : fd_find(l, (int)s);
+    if (!e) {
+        if (ev) {
+            ah__log(AH_LOG_ERROR, "loop: out of memory watching a socket");
+            return -1;
+        }
+        return 0;
+    }
+    e->curl_ev = ev;
+    fd_changed(l, e);
+    return 0;
+}
+
+/* CURLMOPT_TIMERFUNCTION: curl's one timer, on real time. */
+static int curl_timer_cb(CURLM *multi, long timeout_ms, void *userp)
+{
+    (void)multi;
+    ah_loop *l = userp;
+    l->curl_due = timeout_ms < 0 ? -1 : real_now_ms() + timeout_ms;
+    hooks_sync_timeout(l);
+    return 0;
+}
+
+/* ---- fd watchers ----------------------------------------------------------------- */
+
+ah_io *ah_io_new(ah_loop *loop, int fd, ah_io_fn fn, void *ud)
+{
+    if (!loop || fd < 0 || !fn)
+        return NULL;
+    fd_entry *e = fd_find(loop, fd);
+    if (e && e->io)
+        return NULL; /* one watcher per fd */
+    ah_io *io = calloc(1, sizeof *io);
+    if (!io)
+        return NULL;
+    *io = (ah_io){.loop = loop, .fd = fd, .fn = fn, .ud = ud};
+    return io;
+}
+
+ah_status ah_io_start(ah_io *io, int events)
+{
+    if (!io)
+        return AH_ERR_INVALID;
+    ah_loop *l = io->loop;
+    events &= AH_IO_READ | AH_IO_WRITE;
+    fd_entry *e = events ? fd_get(l, io->fd) : fd_find(l, io->fd);
+    if (!e)
+        return events ? AH_ERR_NOMEM : AH_OK;
+    if (e->io && e->io != io)
+        return AH_ERR_STATE;
+    io->events = events;
+    e->io = events ? io : NULL;
+    fd_changed(l, e);
+    return AH_OK;
+}
+
+void ah_io_stop(ah_io *io)
+{
+    (void)ah_io_start(io, 0);
+}
+
+void ah_io_free(ah_io *io)
+{
+    if (!io)
+        return;
+    ah_io_stop(io);
+    free(io);
+}
+
 /* ---- the loop -------------------------------------------------------------------- */
 
-ah_loop *ah_loop_new(const ah_clock *clock, const ah_rng *rng)
+static ah_loop *loop_new(const ah_clock *clock, const ah_rng *rng, const ah_loop_hooks *hooks)
 {
     pthread_once(&curl_once, curl_init_once);
     if (curl_init_result != CURLE_OK) {
@@ -288,7 +498,25 @@ ah_loop *ah_loop_new(const ah_clock *clock, const ah_rng *rng)
     if (!l)
         return NULL;
     atomic_init(&l->async_pending, 0);
+    atomic_init(&l->wake_pending, 0);
+    l->wake_rd = l->wake_wr = -1;
+    l->curl_due = -1;
+    l->told_timeout_due = -2;
     l->clock = clock ? clock : ah_clock_real();
+    if (hooks) {
+        l->hooks = *hooks;
+        l->hooked = 1;
+    } else {
+        int p[2];
+        if (pipe(p) != 0)
+            goto fail;
+        l->wake_rd = p[0];
+        l->wake_wr = p[1];
+        for (int i = 0; i < 2; i++) {
+            fcntl(p[i], F_SETFL, fcntl(p[i], F_GETFL) | O_NONBLOCK);
+            fcntl(p[i], F_SETFD, FD_CLOEXEC);
+        }
+    }
     if (rng) {
         l->rng = rng;
     } else {
@@ -300,11 +528,34 @@ ah_loop *ah_loop_new(const ah_clock *clock, const ah_rng *rng)
     l->multi = curl_multi_init();
     if (!l->multi)
         goto fail;
+    curl_multi_setopt(l->multi, CURLMOPT_SOCKETFUNCTION, curl_socket_cb);
+    curl_multi_setopt(l->multi, CURLMOPT_SOCKETDATA, l);
+    curl_multi_setopt(l->multi, CURLMOPT_TIMERFUNCTION, curl_timer_cb);
+    curl_multi_setopt(l->multi, CURLMOPT_TIMERDATA, l);
     return l;
 fail:
+    if (l->wake_rd >= 0) {
+        close(l->wake_rd);
+        close(l->wake_wr);
+    }
     ah_seeded_rng_free(l->own_rng);
     free(l);
     return NULL;
+}
+
+ah_loop *ah_loop_new(const ah_clock *clock, const ah_rng *rng)
+{
+    return loop_new(clock, rng, NULL);
+}
+
+ah_loop *ah_loop_new_hooked(const ah_clock *clock, const ah_rng *rng,
+                            const ah_loop_hooks *hooks)
+{
+    if (!hooks || !hooks->watch || !hooks->set_timeout || !hooks->wakeup) {
+        ah__log(AH_LOG_ERROR, "loop: ah_loop_new_hooked needs watch, set_timeout and wakeup");
+        return NULL;
+    }
+    return loop_new(clock, rng, hooks);
 }
 
 void ah_loop_free(ah_loop *loop)
@@ -320,6 +571,12 @@ void ah_loop_free(ah_loop *loop)
     for (size_t i = 0; i < loop->n_heap; i++)
         loop->heap[i]->idx = NOT_IN_HEAP;
     curl_multi_cleanup(loop->multi);
+    if (loop->wake_rd >= 0) {
+        close(loop->wake_rd);
+        close(loop->wake_wr);
+    }
+    free(loop->fds);
+    free(loop->pfds);
     free(loop->discards);
     ah_seeded_rng_free(loop->own_rng);
     free(loop->heap);
@@ -366,8 +623,19 @@ int ah_loop_alive(const ah_loop *loop)
 
 void ah_loop_wakeup(ah_loop *loop)
 {
-    if (loop)
-        curl_multi_wakeup(loop->multi);
+    if (!loop)
+        return;
+    /* One byte in the pipe is enough however many wake-ups come before the next step. */
+    if (atomic_exchange(&loop->wake_pending, 1))
+        return;
+    if (loop->hooked) {
+        loop->hooks.wakeup(loop->hooks.ud);
+        return;
+    }
+    ssize_t n;
+    do
+        n = write(loop->wake_wr, "x", 1);
+    while (n < 0 && errno == EINTR);
 }
 
 ah_status ah__loop_add_easy(ah_loop *loop, CURL *easy, ah__easy_link *link)
@@ -444,38 +712,146 @@ static void read_done(ah_loop *l)
     }
 }
 
+/* One curl_multi_socket_action; removals it asks for wait until it returns. */
+static ah_status curl_action(ah_loop *l, curl_socket_t s, int mask)
+{
+    int running = 0;
+    l->in_curl = 1;
+    CURLMcode mc = curl_multi_socket_action(l->multi, s, mask, &running);
+    l->in_curl = 0;
+    run_discards(l);
+    if (mc != CURLM_OK) {
+        ah__log(AH_LOG_ERROR, "loop: curl_multi_socket_action: %s", curl_multi_strerror(mc));
+        return AH_ERR_TRANSPORT;
+    }
+    return AH_OK;
+}
+
+/* An fd is ready: curl's socket goes to curl, a watcher's to its callback. */
+static ah_status dispatch_fd(ah_loop *l, int fd, int events)
+{
+    ah_status st = AH_OK;
+    fd_entry *e = fd_find(l, fd);
+    if (e && e->curl_ev) {
+        int mask = (events & AH_IO_READ ? CURL_CSELECT_IN : 0) |
+                   (events & AH_IO_WRITE ? CURL_CSELECT_OUT : 0) |
+                   (events & AH__IO_ERROR ? CURL_CSELECT_ERR : 0);
+        st = curl_action(l, fd, mask);
+        e = fd_find(l, fd); /* the table may have changed */
+    }
+    if (e && e->io && (e->io->events & events & (AH_IO_READ | AH_IO_WRITE | AH__IO_ERROR))) {
+        ah_io *io = e->io;
+        int ready = events & (io->events | AH__IO_ERROR);
+        if (ready & AH__IO_ERROR)
+            ready = (ready & ~AH__IO_ERROR) | io->events; /* let the owner see the error */
+        io->fn(io->ud, fd, ready);
+    }
+    return st;
+}
+
+/* Everything after the wait, common to both backends: wake-ups first (a cancellation
+ * must win over the attempt below), then curl's time-outs, then the loop's timers. */
+static ah_status after_wait(ah_loop *l, ah_status st)
+{
+    atomic_store(&l->wake_pending, 0);
+    run_asyncs(l);
+    if (l->curl_due >= 0 && real_now_ms() >= l->curl_due) {
+        l->curl_due = -1;
+        if (curl_action(l, CURL_SOCKET_TIMEOUT, 0) != AH_OK)
+            st = AH_ERR_TRANSPORT;
+    }
+    read_done(l);
+    fire_timers(l);
+    return st;
+}
+
+static void drain_wake_pipe(ah_loop *l)
+{
+    char buf[64];
+    while (read(l->wake_rd, buf, sizeof buf) > 0)
+        ;
+}
+
 ah_status ah_loop_run_once(ah_loop *loop, int max_wait_ms)
 {
-    /* Wait bound: the caller's, the next timer's, and (inside curl) curl's own timers. */
+    if (loop->hooked) {
+        ah__log(AH_LOG_ERROR, "loop: ah_loop_run_once on a hooked loop: the application's "
+                              "loop drives it (ah_loop_fd_ready, ah_loop_timeout)");
+        return AH_ERR_STATE;
+    }
+    /* Wait bound: the caller's, the next timer's, curl's and pending wake-ups. */
     int64_t wait = max_wait_ms < 0 ? INT_MAX : max_wait_ms;
-    int64_t next = ah_loop_next_timer_ms(loop);
+    int64_t next = next_due_ms(loop);
     if (next >= 0 && next < wait)
         wait = next;
-    if (atomic_load(&loop->async_pending))
-        wait = 0;
-    ah_status st = AH_OK;
-    CURLMcode mc = curl_multi_poll(loop->multi, NULL, 0, (int)wait, NULL);
-    if (mc != CURLM_OK) {
-        ah__log(AH_LOG_ERROR, "loop: curl_multi_poll: %s", curl_multi_strerror(mc));
-        st = AH_ERR_TRANSPORT;
-    }
-    /* Cancellations first, so a cancelled call never starts another attempt below. */
-    run_asyncs(loop);
-    if (loop->n_easy > 0) {
-        int running = 0;
-        loop->in_curl = 1;
-        mc = curl_multi_perform(loop->multi, &running);
-        loop->in_curl = 0;
-        if (mc != CURLM_OK) {
-            ah__log(AH_LOG_ERROR, "loop: curl_multi_perform: %s",
-                    curl_multi_strerror(mc));
-            st = AH_ERR_TRANSPORT;
+    size_t n = loop->n_fds + 1;
+    if (n > loop->cap_pfds) {
+        struct pollfd *p = realloc(loop->pfds, n * sizeof *p);
+        if (!p) {
+            ah__log(AH_LOG_ERROR, "loop: out of memory polling");
+            return AH_ERR_NOMEM;
         }
-        run_discards(loop);
-        read_done(loop);
+        loop->pfds = p;
+        loop->cap_pfds = n;
     }
-    fire_timers(loop);
+    struct pollfd *p = loop->pfds;
+    p[0] = (struct pollfd){.fd = loop->wake_rd, .events = POLLIN};
+    for (size_t i = 0; i < loop->n_fds; i++) {
+        int want = fd_wanted(&loop->fds[i]);
+        p[i + 1] = (struct pollfd){.fd = loop->fds[i].fd,
+                                   .events = (short)((want & AH_IO_READ ? POLLIN : 0) |
+                                                     (want & AH_IO_WRITE ? POLLOUT : 0))};
+    }
+    ah_status st = AH_OK;
+    loop->in_dispatch = 1;
+    int r = poll(p, (nfds_t)n, (int)(wait > INT_MAX ? INT_MAX : wait));
+    if (r < 0 && errno != EINTR) {
+        ah__log(AH_LOG_ERROR, "loop: poll: %s", strerror(errno));
+        st = AH_ERR_IO;
+    }
+    if (r > 0 && (p[0].revents & POLLIN))
+        drain_wake_pipe(loop);
+    /* Wake-ups and cancellations before any socket is served. */
+    atomic_store(&loop->wake_pending, 0);
+    run_asyncs(loop);
+    for (size_t i = 1; r > 0 && i < n; i++) {
+        short re = p[i].revents;
+        if (!re || (re & POLLNVAL))
+            continue;
+        int ev = (re & (POLLIN | POLLHUP) ? AH_IO_READ : 0) | (re & POLLOUT ? AH_IO_WRITE : 0) |
+                 (re & POLLERR ? AH__IO_ERROR : 0);
+        if (dispatch_fd(loop, p[i].fd, ev) != AH_OK)
+            st = AH_ERR_TRANSPORT;
+    }
+    st = after_wait(loop, st);
+    loop->in_dispatch = 0;
     return st;
+}
+
+void ah_loop_fd_ready(ah_loop *loop, int fd, int events)
+{
+    if (!loop)
+        return;
+    int outer = loop->in_dispatch;
+    loop->in_dispatch = 1;
+    atomic_store(&loop->wake_pending, 0);
+    run_asyncs(loop);
+    dispatch_fd(loop, fd, events & (AH_IO_READ | AH_IO_WRITE));
+    (void)after_wait(loop, AH_OK);
+    loop->in_dispatch = outer;
+    hooks_sync_timeout(loop);
+}
+
+void ah_loop_timeout(ah_loop *loop)
+{
+    if (!loop)
+        return;
+    int outer = loop->in_dispatch;
+    loop->in_dispatch = 1;
+    loop->told_timeout_due = -2; /* the told timeout fired: tell the next one afresh */
+    (void)after_wait(loop, AH_OK);
+    loop->in_dispatch = outer;
+    hooks_sync_timeout(loop);
 }
 
 ah_status ah_loop_run(ah_loop *loop)

@@ -32,3 +32,8 @@ const char *ah_version(void)
 {
     return AH_VERSION_STRING;
 }
+
+int ah_version_num(void)
+{
+    return AH_VERSION_NUM;
+}

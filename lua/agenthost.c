@@ -1,6 +1,6 @@
 /* agenthost.c - luaopen_agenthost: the module table, plus the small process-level
- * functions: ah.parallel, ah.sleep, ah.retry_budget, ah.version; the searcher that finds
- * the shipped scripts as agenthost.<name>; the log handler of a plain lua5.4.
+ * functions: ah.parallel, ah.sleep, ah.retry_budget, ah.version; the log handler of a
+ * plain lua5.4. The searcher for the shipped scripts is scripts_path.c.
  *
  * Invariants: the scheduler is created first thing in luaopen_agenthost, before any
  * object of the binding exists, so that it is finalized last (lah.h). ah.parallel's
@@ -16,13 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#ifndef AH_SCRIPTS_DIR
-#define AH_SCRIPTS_DIR ""
-#endif
-#ifndef AH_LMOD_DIR
-#define AH_LMOD_DIR ""
-#endif
 
 
 const char lah_host_key = 'H';
@@ -228,69 +221,6 @@ ah_retry_budget *lah_push_retry_budget(lua_State *L)
     return box->b;
 }
 
-/* ---- finding the shipped scripts --------------------------------------------------- */
-
-/* package.searchers entry for agenthost.<name>: $AGENTHOST_SCRIPTS/<name>.lua, then the
- * source tree's scripts/ (a build-tree program or module), then the install dir. It runs
- * after the standard searchers, so package.path (and installed copies) win. */
-static int search_scripts(lua_State *L)
-{
-    const char *name = luaL_checkstring(L, 1);
-    if (strncmp(name, "agenthost.", 10) != 0) {
-        lua_pushliteral(L, "");
-        return 1;
-    }
-    const char *rest = name + 10;
-    const char *dirs[] = {getenv("AGENTHOST_SCRIPTS"), AH_SCRIPTS_DIR, AH_LMOD_DIR};
-    luaL_Buffer tried;
-    luaL_buffinit(L, &tried);
-    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
-        if (!dirs[i] || !*dirs[i])
-            continue;
-        const char *sub = i == 2 ? "/agenthost/" : "/";
-        lua_pushfstring(L, "%s%s%s.lua", dirs[i], sub, rest);
-        const char *path = lua_tostring(L, -1);
-        FILE *f = fopen(path, "r");
-        if (f) {
-            fclose(f);
-            if (luaL_loadfile(L, path) != LUA_OK)
-                return luaL_error(L, "error loading module '%s' from file '%s':\n\t%s",
-                                  name, path, lua_tostring(L, -1));
-            lua_pushstring(L, path);
-            return 2;
-        }
-        lua_pop(L, 1);
-        lua_pushfstring(L, "\n\tno file '%s%s%s.lua'", dirs[i], sub, rest);
-        luaL_addvalue(&tried);
-    }
-    luaL_pushresult(&tried);
-    return 1;
-}
-
-static const char SEARCHER_KEY = 'F'; /* set once the searcher is installed */
-
-void lah_add_searcher(lua_State *L)
-{
-    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &SEARCHER_KEY) != LUA_TNIL) {
-        lua_pop(L, 1);
-        return;
-    }
-    lua_pop(L, 1);
-    lua_pushboolean(L, 1);
-    lua_rawsetp(L, LUA_REGISTRYINDEX, &SEARCHER_KEY);
-    lua_getglobal(L, "package");
-    if (!lua_istable(L, -1)) {
-        lua_pop(L, 1);
-        return;
-    }
-    lua_getfield(L, -1, "searchers");
-    if (lua_istable(L, -1)) {
-        lua_pushcfunction(L, search_scripts);
-        lua_rawseti(L, -2, (lua_Integer)luaL_len(L, -2) + 1);
-    }
-    lua_pop(L, 2);
-}
-
 void lah_log_to_stderr(void *ud, ah_log_level level, int event, const char *line)
 {
     (void)ud;
@@ -436,7 +366,7 @@ int luaopen_agenthost(lua_State *L)
     lua_pop(L, 1);
     if (!hosted)
         ah_log_set_handler(lah_log_to_stderr, NULL, AH_LOG_WARN);
-    lah_add_searcher(L);
+    lah_add_script_searcher(L);
 
     luaL_newmetatable(L, SLEEPER_MT);
     lua_pushcfunction(L, sleeper_gc);

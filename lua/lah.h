@@ -222,11 +222,11 @@ void lah_open_errors(lua_State *L); /* ah.transient, ah.permanent, ah.is_retryab
  * on stderr. On a terminal the core's per-request retry / give-up lines are left out:
  * the status display shows them from the events (no stacked retry lines). */
 void lah_log_to_stderr(void *ud, ah_log_level level, int event, const char *line);
-
-/* Install the package.searchers entry that finds agenthost.<name> scripts (status,
- * policy) once per state: the module does it when loaded, and the host program at start,
- * so require "agenthost.status" works before require "agenthost". */
-void lah_add_searcher(lua_State *L);
+/* Appends the searcher for agenthost.<name> (the shipped scripts, found relative to the
+ * binary: scripts_path.c) to package.searchers, once per state: the module does it when
+ * loaded, the host program at start (so require "agenthost.status" works before
+ * require "agenthost"). */
+void lah_add_script_searcher(lua_State *L);
 
 /* The registry key (a light userdata address) the host program sets to true before it
  * loads the module: the module then leaves the log handler to the host. */

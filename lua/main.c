@@ -381,7 +381,7 @@ static int run_script(int argc, char **argv, int script, const char *events_path
     lua_pushboolean(L, 1);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &lah_host_key); /* we own the log handler */
     luaL_openlibs(L);
-    lah_add_searcher(L); /* require "agenthost.status" before require "agenthost" */
+    lah_add_script_searcher(L); /* require "agenthost.status" before require "agenthost" */
     luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
     lua_pushcfunction(L, luaopen_agenthost);
     lua_setfield(L, -2, "agenthost");

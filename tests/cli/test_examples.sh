@@ -158,5 +158,18 @@ else
     bad "agenthost-embed not built next to $bin"
 fi
 
+# ---- embed_uv.c (built when libuv is there, which ./run installs) ------------------------
+embed_uv=$(dirname "$bin")/agenthost-embed_uv
+if [ -x "$embed_uv" ]; then
+    run embed_uv "$embed_uv"
+    [ "$rc" -eq 0 ] && ok "agenthost-embed_uv exits 0" || bad "agenthost-embed_uv exited $rc"
+    expect "agenthost-embed_uv: three agents through faults beside the app's heartbeat" \
+        "$work/embed_uv.out" "retrying after HTTP 503" "retrying after HTTP 529, in 200 ms" \
+        "stream cut, continuing (1/3)" "agent 0: completed" "agent 1: completed" \
+        "agent 2: completed" "heartbeat 1:" "the application's heartbeat ran"
+else
+    bad "agenthost-embed_uv not built next to $bin"
+fi
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "agenthost.h"
@@ -36,6 +37,13 @@ static void version_matches_the_build(void **state)
 {
     (void)state;
     assert_string_equal(ah_version(), AH_PROJECT_VERSION);
+    char parts[32];
+    snprintf(parts, sizeof parts, "%d.%d.%d", AH_VERSION_MAJOR, AH_VERSION_MINOR,
+             AH_VERSION_PATCH);
+    assert_string_equal(parts, AH_PROJECT_VERSION);
+    assert_int_equal(ah_version_num(), AH_VERSION_NUM);
+    assert_int_equal(AH_VERSION_NUM,
+                     AH_VERSION_MAJOR * 65536 + AH_VERSION_MINOR * 256 + AH_VERSION_PATCH);
 }
 
 int main(void)

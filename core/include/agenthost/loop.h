@@ -1,8 +1,17 @@
-/* agenthost/loop.h - the event loop: curl multi + a timer heap + the injected clock.
+/* agenthost/loop.h - the event loop: curl multi (socket API) + fd watchers + a timer heap +
+ * the injected clock.
  *
  * One ah_loop runs every transfer, timer and cross-thread wake-up of the calls attached
  * to it, on the one thread that steps it. Nothing in the core sleeps: a backoff wait is a
  * timer, a stream is a transfer, a cancel is a flag plus a wake-up (ah_async).
+ *
+ * Two ways to wait. By default the loop waits itself, in poll(), inside
+ * ah_loop_run_once() (the blocking calls and the Lua host step it). An application with
+ * its own event loop (libuv, libev, epoll, a GUI main loop) creates it with
+ * ah_loop_new_hooked() instead: the loop then tells the application which fds to watch and
+ * when it next needs the time, and the application calls ah_loop_fd_ready() and
+ * ah_loop_timeout() when its own loop sees them. No thread, no busy polling.
+ * agenthost/uv.h is a ready adapter for libuv.
  *
  * Threads: every function here must be called on the loop's thread, except
  * ah_loop_wakeup() and ah_async_send(), which may be called from any thread.
@@ -30,6 +39,39 @@ typedef struct ah_loop ah_loop;
  * Both are borrowed and must outlive the loop. Returns NULL on allocation failure (or if
  * libcurl cannot be initialised). */
 ah_loop *ah_loop_new(const ah_clock *clock, const ah_rng *rng);
+/* ---- an application's own loop ----------------------------------------------------- */
+
+#define AH_IO_READ 1
+#define AH_IO_WRITE 2
+
+/* What a hooked loop asks of the application's loop. All three are required. */
+typedef struct ah_loop_hooks {
+    void *ud;
+    /* Watch fd for AH_IO_READ and/or AH_IO_WRITE, replacing what was asked for it before;
+     * events 0: stop watching it (it may be closed right after). Loop thread. When the
+     * application's loop sees the fd ready it calls ah_loop_fd_ready(). */
+    void (*watch)(void *ud, int fd, int events);
+    /* Call ah_loop_timeout() once after ms milliseconds (0: as soon as possible), replacing
+     * the previous request; ms -1: nothing timed is pending. Loop thread. */
+    void (*set_timeout)(void *ud, int64_t ms);
+    /* Make the application's loop call ah_loop_timeout() soon, from its own thread. Called
+     * from ANY thread (ah_loop_wakeup, ah_async_send): it must be thread-safe
+     * (uv_async_send is). */
+    void (*wakeup)(void *ud);
+} ah_loop_hooks;
+
+/* A loop driven by the application's loop through hooks (copied). NULL if a hook is
+ * missing or on allocation failure. ah_loop_run_once() and ah_loop_run() refuse such a loop
+ * (AH_ERR_STATE), and so the blocking ah_call_run / ah_worker_run do: start the work and
+ * let the application's loop run. */
+ah_loop *ah_loop_new_hooked(const ah_clock *clock, const ah_rng *rng,
+                            const ah_loop_hooks *hooks);
+/* The application's loop saw fd ready for events (AH_IO_*; report an error or hang-up as
+ * AH_IO_READ | AH_IO_WRITE). Runs what is due, then updates the hooks. */
+void ah_loop_fd_ready(ah_loop *loop, int fd, int events);
+/* The time asked for with set_timeout has come, or a wake-up asked for it. */
+void ah_loop_timeout(ah_loop *loop);
+
 /* Free the loop. Every timer, async handle and transfer attached to it must have been
  * freed first (calls own theirs: free the calls, then the loop). NULL is a no-op. */
 void ah_loop_free(ah_loop *loop);
@@ -44,7 +86,9 @@ ah_status ah_loop_run(ah_loop *loop);
 /* 1 while an active timer or a transfer exists. */
 int ah_loop_alive(const ah_loop *loop);
 
-/* Wake a blocked ah_loop_run_once(). Thread-safe, async-signal-unsafe. */
+/* Wake a blocked ah_loop_run_once() (or, hooked, ask the application's loop for a
+ * timeout). Thread-safe; on the default backend also async-signal-safe (one write() to a
+ * pipe), so a signal handler may call it. */
 void ah_loop_wakeup(ah_loop *loop);
 
 /* The loop's clock and RNG (borrowed). ah_loop_now_ms() reads the monotonic time. */
@@ -78,6 +122,24 @@ void ah_timer_stop(ah_timer *t);
 int ah_timer_active(const ah_timer *t);
 /* Absolute due time on the loop's clock (only meaningful while active). */
 int64_t ah_timer_due_ms(const ah_timer *t);
+
+/* ---- fd watchers ------------------------------------------------------------------ */
+
+/* Watch one of your own fds on the loop (a database connection, a pipe): fn(ud, fd,
+ * events) runs on the loop thread when it is ready for the AH_IO_* events asked for (an
+ * error or hang-up is reported as every event asked for, so a read or write sees it).
+ * One watcher per fd. A watcher does not keep the loop alive (ah_loop_alive). Owned by
+ * its creator; fn may start, stop or free it. */
+typedef struct ah_io ah_io;
+typedef void (*ah_io_fn)(void *ud, int fd, int events);
+
+/* NULL on bad arguments, or when another watcher is watching fd. */
+ah_io *ah_io_new(ah_loop *loop, int fd, ah_io_fn fn, void *ud);
+/* Watch for events (AH_IO_READ | AH_IO_WRITE; 0 stops). AH_OK, AH_ERR_NOMEM, or
+ * AH_ERR_STATE when another watcher is watching the fd. */
+ah_status ah_io_start(ah_io *io, int events);
+void ah_io_stop(ah_io *io);
+void ah_io_free(ah_io *io); /* stops it first; NULL is a no-op */
 
 /* ---- async: wake the loop from another thread ------------------------------------ */
 

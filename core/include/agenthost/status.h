@@ -6,7 +6,14 @@
 extern "C" {
 #endif
 
+/* The library version, for compile-time checks (#if AH_VERSION_NUM >= 0x000200) and, at
+ * run time, ah_version() / ah_version_num() for the library actually loaded. */
+#define AH_VERSION_MAJOR 0
+#define AH_VERSION_MINOR 1
+#define AH_VERSION_PATCH 0
 #define AH_VERSION_STRING "0.1.0"
+/* 0xMMmmpp: major, minor and patch in one comparable integer. */
+#define AH_VERSION_NUM ((AH_VERSION_MAJOR << 16) | (AH_VERSION_MINOR << 8) | AH_VERSION_PATCH)
 
 /* X(name, "short_name", "message") */
 #define AH_STATUS_MAP(X)                                                                  \
@@ -35,6 +42,7 @@ const char *ah_status_name(ah_status st);
 const char *ah_status_message(ah_status st);
 /* Library version, e.g. "0.1.0". */
 const char *ah_version(void);
+int ah_version_num(void); /* AH_VERSION_NUM of the library loaded */
 
 #ifdef __cplusplus
 }
