@@ -67,6 +67,8 @@ typedef struct lrun {
     tool_op *ops; /* tool calls in flight */
     struct lrun *prev_live, *next_live; /* the runs in flight (lah_cancel_runs) */
     int live;
+    /* what a failing hook's log line calls it, naming the run: "on_event (run_...)" */
+    char what_event[96], what_retry_on[96], what_key[96];
 } lrun;
 
 struct tool_op {
@@ -198,13 +200,13 @@ static void run_on_event(void *ud, const ah_event *ev)
     if (r->on_event_ref != LUA_NOREF) {
         lua_rawgeti(L, LUA_REGISTRYINDEX, r->on_event_ref);
         lah_push_event(L, ev);
-        lah_pcall_once(L, 1, 0, "on_event", &a->event_failed);
+        lah_pcall_once(L, 1, 0, r->what_event, &a->event_failed);
     } else {
         lua_rawgeti(L, LUA_REGISTRYINDEX, r->status_ref);
         lua_getfield(L, -1, "update");
         lua_insert(L, -2);
         lah_push_event(L, ev);
-        lah_pcall_once(L, 2, 0, "status display", &a->event_failed);
+        lah_pcall_once(L, 2, 0, r->what_event, &a->event_failed);
     }
 }
 
@@ -217,7 +219,7 @@ static int run_retry_on(void *ud, const ah_error *err, int default_verdict)
     lua_rawgeti(L, LUA_REGISTRYINDEX, r->retry_on_ref);
     lah_push_error(L, err);
     lua_pushboolean(L, default_verdict);
-    if (!lah_pcall_once(L, 2, 1, "policy.retry_on", &r->agent->retry_on_failed))
+    if (!lah_pcall_once(L, 2, 1, r->what_retry_on, &r->agent->retry_on_failed))
         return -1;
     int v = lua_isboolean(L, -1) ? lua_toboolean(L, -1) : -1;
     lua_pop(L, 1);
@@ -473,7 +475,7 @@ static int run_tool_exec(void *ud, ah_worker *w, const ah_tool_request *req,
     if (lua_getfield(L, spec, "idempotency_key") == LUA_TFUNCTION) {
         lua_pushvalue(L, args);
         lua_pushvalue(L, opts);
-        if (lah_pcall_once(L, 2, 1, "idempotency_key", &a->key_failed)) {
+        if (lah_pcall_once(L, 2, 1, r->what_key, &a->key_failed)) {
             if (lua_type(L, -1) == LUA_TSTRING || lua_type(L, -1) == LUA_TNUMBER) {
                 lua_pushvalue(L, -1);
                 lua_setfield(L, opts, "key");
@@ -725,6 +727,11 @@ static int start_run(lua_State *L, const char *where)
         release_run(L, r, 0);
         return luaL_error(L, "%s: %s", where, err);
     }
+    const char *id = ah_worker_run_id(r->w);
+    snprintf(r->what_event, sizeof r->what_event, "%s (%s)",
+             r->on_event_ref != LUA_NOREF ? "on_event" : "status display", id);
+    snprintf(r->what_retry_on, sizeof r->what_retry_on, "policy.retry_on (%s)", id);
+    snprintf(r->what_key, sizeof r->what_key, "idempotency_key (%s)", id);
     lua_pushvalue(L, run);
     r->self_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     lua_State *prev = lah_enter(L);

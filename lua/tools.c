@@ -329,7 +329,7 @@ static int wait_k(lua_State *L, int status, lua_KContext ctx)
 /* A body that raises an error value (ah.transient / ah.permanent) is saying how it
  * failed; any other error is a bug in the body: logged once per tool, with its
  * traceback, like a failing hook (the call still fails with it, and the model sees it).
- * Upvalue 1: the tool_ud. */
+ * Upvalue 1: the tool_ud; 2: the run id or nil. */
 static int body_msgh(lua_State *L)
 {
     tool_ud *t = lua_touserdata(L, lua_upvalueindex(1));
@@ -338,8 +338,9 @@ static int body_msgh(lua_State *L)
         if (!msg)
             msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
         luaL_traceback(L, L, msg, 1);
-        ah__log(t->body_error_logged ? AH_LOG_DEBUG : AH_LOG_WARN, "tool '%s': %s", t->name,
-                lua_tostring(L, -1));
+        const char *run = lua_tostring(L, lua_upvalueindex(2));
+        ah__log(t->body_error_logged ? AH_LOG_DEBUG : AH_LOG_WARN, "tool '%s'%s%s%s: %s",
+                t->name, run ? " (" : "", run ? run : "", run ? ")" : "", lua_tostring(L, -1));
         t->body_error_logged = 1;
     }
     lua_settop(L, 1);
@@ -387,7 +388,8 @@ static int run_body(lua_State *L, call_state *st)
 {
     lua_settop(L, BASE);
     lua_pushlightuserdata(L, st->tool);
-    lua_pushcclosure(L, body_msgh, 1); /* MSGH */
+    lua_pushvalue(L, RUN_ID); /* names the run in the log line, when there is one */
+    lua_pushcclosure(L, body_msgh, 2); /* MSGH */
     lua_getiuservalue(L, TOOL, UV_RUN);
     lua_pushvalue(L, ARGS);
     push_ctx(L, st);

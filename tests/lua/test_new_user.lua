@@ -90,7 +90,7 @@ T.eq(calls, 1, "the body ran")
 buggy:run("again") -- the same tool fails again: not logged twice
 T.eq(calls, 2, "the body ran twice")
 T.eq(#lines, 1, "logged once")
-T.contains(lines[1][2], "tool 'oops': ", "names the tool")
+T.contains(lines[1][2], "tool 'oops' (" .. r3.run_id .. "): ", "names the tool and the run")
 T.contains(lines[1][2], "attempt to index a nil value", "the error")
 T.contains(lines[1][2], "stack traceback:", "with its traceback")
 T.eq(r3.outcome, "completed", "the run goes on (the model sees the error)")

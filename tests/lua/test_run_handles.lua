@@ -116,12 +116,15 @@ do
   local events = {}
   local agent = agent_with(events)
   local slow
+  local before = #m:requests()
   local results = ah.parallel{
     function()
       slow = agent:start("stalls")
       return slow:wait()
     end,
     function()
+      -- the stalling plan step must go to the first run: start once its request is in
+      while #m:requests() == before do ah.sleep(2) end
       local r = agent:run("completes")
       -- the other run is still stalled: stop it from here
       T.eq(slow:cancel(), true, "the stalled run was still going")
