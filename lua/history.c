@@ -491,7 +491,8 @@ static int l_history_load(lua_State *L)
     size_t len;
     const char *text = lua_tolstring(L, -1, &len);
     const char *end = NULL;
-    cJSON *doc = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    /* len + 1: the terminating NUL (Lua strings have one) is where the document must end */
+    cJSON *doc = cJSON_ParseWithLengthOpts(text, len + 1, &end, 1);
     if (!doc) {
         ah__bufprintf(msg, sizeof msg, "not a JSON document (error at byte %lld)",
                       end ? (long long)(end - text) : 0LL);

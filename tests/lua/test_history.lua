@@ -74,6 +74,10 @@ do
   T.contains(msg, dir .. "/none.json", "missing file names it")
   local cases = {
     { "garbage.json", "{not json", "not a JSON document" },
+    { "truncated.json", '{"format":"agenthost.history","version":1,"messages":[{"role":"us',
+      "not a JSON document" },
+    { "trailing.json", '{"format":"agenthost.history","version":1,"messages":[]} {"x":1}',
+      "not a JSON document" },
     { "foreign.json", '{"messages":[]}', 'not an agenthost history' },
     { "chat.json", '[{"role":"user","content":"hi"}]', 'not an agenthost history' },
     { "future.json", '{"format":"agenthost.history","version":2,"messages":[]}',
