@@ -29,6 +29,8 @@ local b = ah.batch({ { key = "a" }, { key = "b" } }, function() return { ok = tr
                    { budget = cfg.budget, concurrency = cfg.concurrency })
 T.eq(#b.done + #b.failed + #b.skipped, 2, "ah.batch with float budget and concurrency")
 T.eq(ah.budget(2.0).remaining, 2, "ah.budget(2.0)")
+ah.mock{ plan = { { cut_after_events = cfg.attempts } }, port = 0.0 }:close()
+ah.mock{ plan_json = '[{"cut_after_events": 3.0}]' }:close()
 local tool = ah.tool{ name = "t", run = function() return "ok" end }
 T.eq(tool:call({}, { budget = 1.0 }).outcome, "ok", "tool:call budget = 1.0")
 T.ok("integral floats are accepted wherever a whole number is expected")
@@ -43,6 +45,8 @@ local bad = {
   { function() ah.client{ provider = "openai", model = "m", base_url = m.url, max_tokens = 3.5 } end,
     "ah.client: max_tokens must be a whole number >= 1 (got 3.5)" },
   { function() ah.mock{ text_deltas = 2.5 } end, "ah.mock: text_deltas must be a whole number" },
+  { function() ah.mock{ plan = { { cut_after_events = 3.5 } } } end,
+    "ah.mock: plan step 1: field 'cut_after_events' must be an integer" },
   { function() ah.batch({}, function() end, { concurrency = 2.5 }) end,
     "ah.batch: concurrency must be a whole number" },
   { function() ah.batch({}, function() end, { budget = 0.5 }) end, "ah.batch: budget must be a whole number" },
