@@ -450,7 +450,7 @@ static struct MHD_Response *reply_response(ah_mock *m, struct MHD_Connection *co
                                            const char *request_id, int *status)
 {
     char err[256];
-    ah__mock_text_opts opts = {m->text, m->text_deltas, m->delta_bytes};
+    ah__mock_text_opts opts = {m->text, m->text_deltas, m->delta_bytes, step->tool_calls};
     if (step->text || step->text_deltas || step->delta_bytes) {
         opts.text = step->text ? step->text : m->text;
         opts.text_deltas = step->text_deltas;

@@ -79,7 +79,10 @@ typedef struct ah__mock_text_opts {
     const char *text;
     size_t text_deltas;
     size_t delta_bytes;
+    size_t tool_calls; /* parallel calls of the tool in one reply (Anthropic); 0 = 1 */
 } ah__mock_text_opts;
+
+enum { AH__MOCK_MAX_TOOL_CALLS = 16 };
 
 typedef struct ah__mock_step {
     ah__mock_step_kind kind;
@@ -97,6 +100,7 @@ typedef struct ah__mock_step {
     char *text;                 /* reply text options (OK, DELAY and the stream faults) */
     size_t text_deltas;
     size_t delta_bytes;
+    size_t tool_calls; /* 0 = one call when the model calls a tool */
 } ah__mock_step;
 
 typedef struct ah__mock_plan {
@@ -122,6 +126,7 @@ typedef struct ah__mock_reply {
     size_t *cuts; /* ndeltas + 1 offsets into text */
     size_t ndeltas;
     int has_tool;
+    size_t ntools; /* calls of the tool (ids tool_id, tool_id_1, ...); 1 with has_tool */
     char *tool_name;
     char *tool_args; /* compact JSON object */
     size_t args_len;

@@ -59,6 +59,7 @@ static const field fields[] = {
     {"text", F_STRING, -1, TEXT_KINDS, 0, 0},
     {"text_deltas", F_INT, -1, TEXT_KINDS, 1, MAX_TEXT_DELTAS},
     {"delta_bytes", F_INT, -1, TEXT_KINDS, 1, 1 << 20},
+    {"tool_calls", F_INT, -1, TEXT_KINDS, 1, AH__MOCK_MAX_TOOL_CALLS},
 };
 enum { NFIELDS = sizeof fields / sizeof fields[0] };
 
@@ -325,6 +326,8 @@ static int parse_step(const cJSON *obj, ah__mock_step *s, const char *where, cha
         s->text_deltas = (size_t)iv;
     if (delta_bytes && get_int(delta_bytes, &iv))
         s->delta_bytes = (size_t)iv;
+    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "tool_calls")) && get_int(v, &iv))
+        s->tool_calls = (size_t)iv;
     if ((v = cJSON_GetObjectItemCaseSensitive(obj, "text")) &&
         set_string(&s->text, v->valuestring, where, err, errsize) != 0)
         return -1;

@@ -9,6 +9,7 @@
  * generated on demand in O(1) amortised: a 200k-delta reply never exists as a whole. */
 #include "mock_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,13 +29,14 @@ typedef enum {
 typedef struct seg {
     ev_kind kind;
     size_t count;
+    size_t call; /* which tool call a tool segment belongs to */
 } seg;
 
 struct ah__mock_writer {
     ah_wire wire;
     const ah__mock_reply *r;
     char request_id[48];
-    seg segs[16];
+    seg segs[16 + 4 * AH__MOCK_MAX_TOOL_CALLS];
     size_t nsegs, total;
     size_t seg_i, in_seg; /* position of the next event */
     size_t seq;           /* events emitted so far (Responses sequence_number) */
@@ -42,14 +44,20 @@ struct ah__mock_writer {
     ah__mock_buf scratch;
 };
 
-static void add_seg(ah__mock_writer *w, ev_kind k, size_t count)
+static void add_call_seg(ah__mock_writer *w, ev_kind k, size_t count, size_t call)
 {
     if (count == 0)
         return;
     w->segs[w->nsegs].kind = k;
     w->segs[w->nsegs].count = count;
+    w->segs[w->nsegs].call = call;
     w->nsegs++;
     w->total += count;
+}
+
+static void add_seg(ah__mock_writer *w, ev_kind k, size_t count)
+{
+    add_call_seg(w, k, count, 0);
 }
 
 ah__mock_writer *ah__mock_writer_new(ah_wire wire, const ah__mock_reply *r,
@@ -72,11 +80,12 @@ ah__mock_writer *ah__mock_writer_new(ah_wire wire, const ah__mock_reply *r,
             add_seg(w, A_TEXT_DELTA, r->ndeltas);
             add_seg(w, A_TEXT_STOP, 1);
         }
-        if (r->has_tool) {
-            add_seg(w, A_TOOL_START, 1);
-            add_seg(w, A_PING, !text);
-            add_seg(w, A_TOOL_DELTA, r->nargs + 1); /* the first partial_json is "" */
-            add_seg(w, A_TOOL_STOP, 1);
+        for (size_t c = 0; r->has_tool && c < (r->ntools ? r->ntools : 1); c++) {
+            add_call_seg(w, A_TOOL_START, 1, c);
+            add_seg(w, A_PING, !text && c == 0);
+            /* the first partial_json is "" */
+            add_call_seg(w, A_TOOL_DELTA, r->nargs + 1, c);
+            add_call_seg(w, A_TOOL_STOP, 1, c);
         }
         add_seg(w, A_PING, !text && !r->has_tool);
         add_seg(w, A_MSG_DELTA, 1);
@@ -326,10 +335,23 @@ static void chat_choice_end(ah__mock_writer *w, ah__mock_buf *o)
 
 /* ---- one event --------------------------------------------------------------------- */
 
-static void emit(ah__mock_writer *w, ah__mock_buf *o, ev_kind k, size_t j)
+/* The id of parallel call `call`: the reply's tool id, then <id>_1, <id>_2, ... */
+static void put_tool_id(ah__mock_buf *o, const ah__mock_reply *r, size_t call)
+{
+    if (call == 0) {
+        ah__mock_buf_json_cstr(o, r->tool_id);
+        return;
+    }
+    char id[sizeof r->tool_id + 24];
+    snprintf(id, sizeof id, "%s_%zu", r->tool_id, call);
+    ah__mock_buf_json_cstr(o, id);
+}
+
+static void emit(ah__mock_writer *w, ah__mock_buf *o, ev_kind k, size_t j, size_t call)
 {
     const ah__mock_reply *r = w->r;
-    int tool_index = r->ndeltas > 0; /* the tool block / item follows the text one */
+    /* the tool block / item follows the text one; parallel calls follow each other */
+    size_t tool_index = (size_t)(r->ndeltas > 0) + call;
     switch (k) {
     case A_MSG_START:
         begin(w, o, "message_start");
@@ -360,15 +382,15 @@ static void emit(ah__mock_writer *w, ah__mock_buf *o, ev_kind k, size_t j)
     case A_TOOL_STOP:
         begin(w, o, "content_block_stop");
         PUT(o, "{\"type\":\"content_block_stop\",\"index\":");
-        put_size(o, k == A_TEXT_STOP ? 0 : (size_t)tool_index);
+        put_size(o, k == A_TEXT_STOP ? 0 : tool_index);
         PUT(o, "}\n\n");
         break;
     case A_TOOL_START:
         begin(w, o, "content_block_start");
         PUT(o, "{\"type\":\"content_block_start\",\"index\":");
-        put_size(o, (size_t)tool_index);
+        put_size(o, tool_index);
         PUT(o, ",\"content_block\":{\"type\":\"tool_use\",\"id\":");
-        ah__mock_buf_json_cstr(o, r->tool_id);
+        put_tool_id(o, r, call);
         PUT(o, ",\"name\":");
         ah__mock_buf_json_cstr(o, r->tool_name);
         PUT(o, ",\"input\":{}}}\n\n");
@@ -376,7 +398,7 @@ static void emit(ah__mock_writer *w, ah__mock_buf *o, ev_kind k, size_t j)
     case A_TOOL_DELTA:
         begin(w, o, "content_block_delta");
         PUT(o, "{\"type\":\"content_block_delta\",\"index\":");
-        put_size(o, (size_t)tool_index);
+        put_size(o, tool_index);
         PUT(o, ",\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":");
         if (j == 0)
             PUT(o, "\"\"");
@@ -577,7 +599,7 @@ int ah__mock_writer_next(ah__mock_writer *w, ah__mock_buf *out)
     }
     if (w->seg_i >= w->nsegs)
         return 0;
-    emit(w, out, w->segs[w->seg_i].kind, w->in_seg);
+    emit(w, out, w->segs[w->seg_i].kind, w->in_seg, w->segs[w->seg_i].call);
     w->in_seg++;
     w->seq++;
     return 1;
