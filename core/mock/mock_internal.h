@@ -79,7 +79,7 @@ typedef struct ah__mock_text_opts {
     const char *text;
     size_t text_deltas;
     size_t delta_bytes;
-    size_t tool_calls; /* parallel calls of the tool in one reply (Anthropic); 0 = 1 */
+    size_t tool_calls; /* parallel calls of the tool in one reply; 0 = 1 */
 } ah__mock_text_opts;
 
 enum { AH__MOCK_MAX_TOOL_CALLS = 16 };

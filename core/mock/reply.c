@@ -44,6 +44,12 @@ struct ah__mock_writer {
     ah__mock_buf scratch;
 };
 
+/* How many tool calls the reply makes (0, 1, or `tool_calls` parallel ones). */
+static size_t ncalls(const ah__mock_reply *r)
+{
+    return r->has_tool ? (r->ntools ? r->ntools : 1) : 0;
+}
+
 static void add_call_seg(ah__mock_writer *w, ev_kind k, size_t count, size_t call)
 {
     if (count == 0)
@@ -80,7 +86,7 @@ ah__mock_writer *ah__mock_writer_new(ah_wire wire, const ah__mock_reply *r,
             add_seg(w, A_TEXT_DELTA, r->ndeltas);
             add_seg(w, A_TEXT_STOP, 1);
         }
-        for (size_t c = 0; r->has_tool && c < (r->ntools ? r->ntools : 1); c++) {
+        for (size_t c = 0; c < ncalls(r); c++) {
             add_call_seg(w, A_TOOL_START, 1, c);
             add_seg(w, A_PING, !text && c == 0);
             /* the first partial_json is "" */
@@ -95,9 +101,9 @@ ah__mock_writer *ah__mock_writer_new(ah_wire wire, const ah__mock_reply *r,
         /* A tool-only reply carries the role in the tool call's first chunk. */
         add_seg(w, C_ROLE, text || !r->has_tool);
         add_seg(w, C_TEXT_DELTA, r->ndeltas);
-        if (r->has_tool) {
-            add_seg(w, C_TOOL_START, 1);
-            add_seg(w, C_TOOL_DELTA, r->nargs);
+        for (size_t c = 0; c < ncalls(r); c++) {
+            add_call_seg(w, C_TOOL_START, 1, c);
+            add_call_seg(w, C_TOOL_DELTA, r->nargs, c);
         }
         add_seg(w, C_FINISH, 1);
         add_seg(w, C_USAGE, r->include_usage);
@@ -126,11 +132,11 @@ ah__mock_writer *ah__mock_writer_new(ah_wire wire, const ah__mock_reply *r,
             add_seg(w, R_PART_DONE, 1);
             add_seg(w, R_MSG_DONE, 1);
         }
-        if (r->has_tool) {
-            add_seg(w, R_FC_ADDED, 1);
-            add_seg(w, R_ARGS_DELTA, r->nargs);
-            add_seg(w, R_ARGS_DONE, 1);
-            add_seg(w, R_FC_DONE, 1);
+        for (size_t c = 0; c < ncalls(r); c++) {
+            add_call_seg(w, R_FC_ADDED, 1, c);
+            add_call_seg(w, R_ARGS_DELTA, r->nargs, c);
+            add_call_seg(w, R_ARGS_DONE, 1, c);
+            add_call_seg(w, R_FC_DONE, 1, c);
         }
         add_seg(w, R_COMPLETED, 1);
         break;
@@ -210,6 +216,19 @@ static void chat_usage(ah__mock_buf *o, const ah__mock_reply *r)
            "\"accepted_prediction_tokens\":0,\"rejected_prediction_tokens\":0}}");
 }
 
+/* The id of parallel call `call`: the base id (the reply's tool id or call id), then
+ * <id>_1, <id>_2, ... */
+static void put_call_id(ah__mock_buf *o, const char *base, size_t call)
+{
+    if (call == 0) {
+        ah__mock_buf_json_cstr(o, base);
+        return;
+    }
+    char id[72];
+    snprintf(id, sizeof id, "%.47s_%zu", base, call);
+    ah__mock_buf_json_cstr(o, id);
+}
+
 /* Responses output items. */
 static void resp_msg_item(ah__mock_buf *o, const ah__mock_reply *r, int done)
 {
@@ -226,10 +245,10 @@ static void resp_msg_item(ah__mock_buf *o, const ah__mock_reply *r, int done)
     PUT(o, "}],\"role\":\"assistant\"}");
 }
 
-static void resp_fc_item(ah__mock_buf *o, const ah__mock_reply *r, int done)
+static void resp_fc_item(ah__mock_buf *o, const ah__mock_reply *r, int done, size_t call)
 {
     PUT(o, "{\"id\":");
-    ah__mock_buf_json_cstr(o, r->tool_id);
+    put_call_id(o, r->tool_id, call);
     PUT(o, ",\"type\":\"function_call\",\"status\":");
     if (done) {
         PUT(o, "\"completed\",\"arguments\":");
@@ -238,7 +257,7 @@ static void resp_fc_item(ah__mock_buf *o, const ah__mock_reply *r, int done)
         PUT(o, "\"in_progress\",\"arguments\":\"\"");
     }
     PUT(o, ",\"call_id\":");
-    ah__mock_buf_json_cstr(o, r->call_id);
+    put_call_id(o, r->call_id, call);
     PUT(o, ",\"name\":");
     ah__mock_buf_json_cstr(o, r->tool_name);
     PUT(o, "}");
@@ -280,10 +299,11 @@ static void resp_object(ah__mock_buf *o, const ah__mock_reply *r, resp_state st,
             resp_msg_item(o, r, 1);
             any = 1;
         }
-        if (r->has_tool) {
+        for (size_t c = 0; c < ncalls(r); c++) {
             if (any)
                 PUT(o, ",");
-            resp_fc_item(o, r, 1);
+            resp_fc_item(o, r, 1, c);
+            any = 1;
         }
     }
     PUT(o,
@@ -335,18 +355,6 @@ static void chat_choice_end(ah__mock_writer *w, ah__mock_buf *o)
 
 /* ---- one event --------------------------------------------------------------------- */
 
-/* The id of parallel call `call`: the reply's tool id, then <id>_1, <id>_2, ... */
-static void put_tool_id(ah__mock_buf *o, const ah__mock_reply *r, size_t call)
-{
-    if (call == 0) {
-        ah__mock_buf_json_cstr(o, r->tool_id);
-        return;
-    }
-    char id[sizeof r->tool_id + 24];
-    snprintf(id, sizeof id, "%s_%zu", r->tool_id, call);
-    ah__mock_buf_json_cstr(o, id);
-}
-
 static void emit(ah__mock_writer *w, ah__mock_buf *o, ev_kind k, size_t j, size_t call)
 {
     const ah__mock_reply *r = w->r;
@@ -390,7 +398,7 @@ static void emit(ah__mock_writer *w, ah__mock_buf *o, ev_kind k, size_t j, size_
         PUT(o, "{\"type\":\"content_block_start\",\"index\":");
         put_size(o, tool_index);
         PUT(o, ",\"content_block\":{\"type\":\"tool_use\",\"id\":");
-        put_tool_id(o, r, call);
+        put_call_id(o, r->tool_id, call);
         PUT(o, ",\"name\":");
         ah__mock_buf_json_cstr(o, r->tool_name);
         PUT(o, ",\"input\":{}}}\n\n");
@@ -441,14 +449,16 @@ static void emit(ah__mock_writer *w, ah__mock_buf *o, ev_kind k, size_t j, size_
         PUT(o, "data: ");
         ah__mock_buf_put(o, w->chunk.data, w->chunk.len);
         PUT(o, "{\"index\":0,\"delta\":{");
-        if (!r->ndeltas)
+        if (!r->ndeltas && call == 0)
             PUT(o, "\"role\":\"assistant\",\"content\":null,");
-        PUT(o, "\"tool_calls\":[{\"index\":0,\"id\":");
-        ah__mock_buf_json_cstr(o, r->tool_id);
+        PUT(o, "\"tool_calls\":[{\"index\":");
+        put_size(o, call);
+        PUT(o, ",\"id\":");
+        put_call_id(o, r->tool_id, call);
         PUT(o, ",\"type\":\"function\",\"function\":{\"name\":");
         ah__mock_buf_json_cstr(o, r->tool_name);
         PUT(o, ",\"arguments\":\"\"}}]");
-        if (!r->ndeltas)
+        if (!r->ndeltas && call == 0)
             PUT(o, ",\"refusal\":null");
         PUT(o, "}");
         chat_choice_end(w, o);
@@ -456,8 +466,9 @@ static void emit(ah__mock_writer *w, ah__mock_buf *o, ev_kind k, size_t j, size_
     case C_TOOL_DELTA:
         PUT(o, "data: ");
         ah__mock_buf_put(o, w->chunk.data, w->chunk.len);
-        PUT(o, "{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":"
-               "{\"arguments\":");
+        PUT(o, "{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":");
+        put_size(o, call);
+        PUT(o, ",\"function\":{\"arguments\":");
         put_arg(o, r, j);
         PUT(o, "}}]}");
         chat_choice_end(w, o);
@@ -557,9 +568,9 @@ static void emit(ah__mock_writer *w, ah__mock_buf *o, ev_kind k, size_t j, size_
         ah__mock_buf_puts(o, k == R_FC_ADDED ? "\"response.output_item.added\""
                                              : "\"response.output_item.done\"");
         PUT(o, ",\"item\":");
-        resp_fc_item(o, r, k == R_FC_DONE);
+        resp_fc_item(o, r, k == R_FC_DONE, call);
         PUT(o, ",\"output_index\":");
-        put_size(o, (size_t)tool_index);
+        put_size(o, tool_index);
         end_seq(o, w->seq);
         break;
     case R_ARGS_DELTA:
@@ -567,9 +578,9 @@ static void emit(ah__mock_writer *w, ah__mock_buf *o, ev_kind k, size_t j, size_
         PUT(o, "{\"type\":\"response.function_call_arguments.delta\",\"delta\":");
         put_arg(o, r, j);
         PUT(o, ",\"item_id\":");
-        ah__mock_buf_json_cstr(o, r->tool_id);
+        put_call_id(o, r->tool_id, call);
         PUT(o, ",\"output_index\":");
-        put_size(o, (size_t)tool_index);
+        put_size(o, tool_index);
         end_seq(o, w->seq);
         break;
     case R_ARGS_DONE:
@@ -577,9 +588,9 @@ static void emit(ah__mock_writer *w, ah__mock_buf *o, ev_kind k, size_t j, size_
         PUT(o, "{\"type\":\"response.function_call_arguments.done\",\"arguments\":");
         ah__mock_buf_json_str(o, r->tool_args, r->args_len);
         PUT(o, ",\"item_id\":");
-        ah__mock_buf_json_cstr(o, r->tool_id);
+        put_call_id(o, r->tool_id, call);
         PUT(o, ",\"output_index\":");
-        put_size(o, (size_t)tool_index);
+        put_size(o, tool_index);
         end_seq(o, w->seq);
         break;
     case R_COMPLETED:

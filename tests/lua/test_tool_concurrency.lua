@@ -2,12 +2,16 @@
 -- their own, at most max_tool_concurrency at a time (default 8), started in call order;
 -- an exclusive tool runs alone; results enter history in call order whatever order they
 -- finish in; a run's budget stays exact under concurrency. The mock's `tool_calls = N`
--- plan field makes one (Anthropic) response call the tool N times.
+-- plan field makes one response call the tool N times (every wire format).
 local ah = require "agenthost"
 local T = require "ahtest"
 
 local m <close> = ah.mock{}
-local client = ah.client{ provider = "anthropic", model = "m", base_url = m.url }
+local clients = {}
+for _, p in ipairs(T.providers) do
+  clients[p] = ah.client{ provider = p, model = "m", base_url = m.url }
+end
+local client = clients.anthropic
 
 -- A tool that records how many of its bodies run at once; the k-th started sleeps less
 -- than the one before it, so later calls finish first.
@@ -27,11 +31,11 @@ local function slow_tool(state, extra)
   return spec
 end
 
-local function run_with(n, agent_extra, tool_extra)
+local function run_with(n, agent_extra, tool_extra, provider)
   m:set_plan{ { ok = true, tool_calls = n } }
   local state = { started = 0, running = 0, max = 0, finished = {} }
   local events = {}
-  local spec = { client = client, tools = { slow = slow_tool(state, tool_extra) },
+  local spec = { client = clients[provider or "anthropic"], tools = { slow = slow_tool(state, tool_extra) },
                  on_event = function(ev) events[#events + 1] = ev end }
   for k, v in pairs(agent_extra or {}) do spec[k] = v end
   local r = ah.agent(spec):run("go")
@@ -53,16 +57,17 @@ local function in_call_order(r, n, what)
   return results
 end
 
-do
-  local r, s = run_with(6, { max_tool_concurrency = 2 })
-  T.eq(r.outcome, "completed", "bound 2: outcome")
-  T.eq(s.started, 6, "bound 2: every call ran")
-  T.eq(s.max, 2, "bound 2: at most 2 at once")
-  local results = in_call_order(r, 6, "bound 2")
-  for i = 1, 6 do T.eq(results[i].content, "r" .. i, "bound 2: result " .. i) end
-  T.eq(r.stats.tool_calls, 6, "bound 2: stats.tool_calls")
-  T.contains(r.text, "The tool returned: r1 | r2 | r3 | r4 | r5 | r6", "bound 2: the answer")
-  T.ok("max_tool_concurrency = 2: six calls, two at a time, results in call order")
+for _, p in ipairs(T.providers) do
+  local r, s = run_with(6, { max_tool_concurrency = 2 }, nil, p)
+  local w = p .. ", bound 2"
+  T.eq(r.outcome, "completed", w .. ": outcome")
+  T.eq(s.started, 6, w .. ": every call ran")
+  T.eq(s.max, 2, w .. ": at most 2 at once")
+  local results = in_call_order(r, 6, w)
+  for i = 1, 6 do T.eq(results[i].content, "r" .. i, w .. ": result " .. i) end
+  T.eq(r.stats.tool_calls, 6, w .. ": stats.tool_calls")
+  T.contains(r.text, "The tool returned: r1 | r2 | r3 | r4 | r5 | r6", w .. ": the answer")
+  T.ok(p .. ": max_tool_concurrency = 2: six calls, two at a time, results in call order")
 end
 
 do
