@@ -67,6 +67,7 @@ typedef struct lrun {
     tool_op *ops; /* tool calls in flight */
     struct lrun *prev_live, *next_live; /* the runs in flight (lah_cancel_runs) */
     int live;
+    lua_State *started_on; /* the thread that started it (a tool body's, for a sub-agent) */
     /* what a failing hook's log line calls it, naming the run: "on_event (run_...)" */
     char what_event[96], what_retry_on[96], what_key[96];
 } lrun;
@@ -166,6 +167,14 @@ static void unref(lua_State *L, int *ref)
 
 /* ---- worker callbacks -------------------------------------------------------------- */
 
+/* Runs a tool body started (sub-agents) stop with it. */
+static void cancel_started_on(lua_State *co)
+{
+    for (lrun *x = live_runs; x; x = x->next_live)
+        if (x->started_on == co && x->w && !ah_worker_finished(x->w))
+            ah_worker_cancel_with(x->w, "the tool call that ran it was cancelled");
+}
+
 /* run_end: wake the waiters, leave the in-flight list, end the tool calls a cancel left
  * running (their answers are no longer wanted: the bodies stop at their current wait),
  * and let the handle go once the worker is off the C stack. */
@@ -177,12 +186,14 @@ static void run_ended(lrun *r)
     while (r->ops) {
         tool_op *op = r->ops;
         r->ops = op->next;
+        cancel_started_on(op->co);
         lah_kill(L, op->co);
         free(op);
     }
     lah_unref_later(L, r->self_ref);
     r->self_ref = LUA_NOREF;
 }
+
 
 static void run_on_event(void *ud, const ah_event *ev)
 {
@@ -742,6 +753,7 @@ static int start_run(lua_State *L, const char *where)
         return luaL_error(L, "%s: cannot start the run: %s", where,
                           ah_status_message(st));
     }
+    r->started_on = L;
     list_run(r);
     lua_settop(L, run);
     return run;

@@ -100,6 +100,32 @@ do
   T.eq(#r.history, 2, "waiting tool: history has the question and the tool call")
   T.ok("a cancel ends a run whose tool is waiting, and stops the tool")
 
+  -- a sub-agent running inside the tool body is cancelled with it
+  m:set_plan{ { ok = true }, { stall_after_events = 4 } } -- the outer call, the sub's
+  local before = #m:requests()
+  local sub_events, outer_events = {}, {}
+  local sub = agent_with(sub_events)
+  local run
+  sub_events.on = function(ev)
+    if ev.type == "text_delta" then run:cancel("stop") end
+  end
+  local outer = agent_with(outer_events, { tools = { delegate = {
+    description = "asks another agent", schema = { type = "object" },
+    run = function() return sub:run("sub question").text end } } })
+  run = outer:start("use delegate")
+  local r2 = run:wait()
+  T.eq(r2.outcome, "cancelled", "sub-agent: the outer run is cancelled")
+  for _ = 1, 100 do
+    if count(sub_events, "run_end") > 0 then break end
+    ah.sleep(2)
+  end
+  T.eq(count(sub_events, "run_end"), 1, "sub-agent: its run ended, once")
+  T.eq(sub_events[#sub_events].outcome, "cancelled", "sub-agent: cancelled too")
+  T.eq(sub_events[#sub_events].error.message,
+       "cancelled: the tool call that ran it was cancelled", "sub-agent: says why")
+  T.eq(#m:requests() - before, 2, "sub-agent: no further request")
+  T.ok("a sub-agent run by a cancelled tool call is cancelled with it")
+
   -- cancelled before its first request went out
   m:set_plan(nil)
   local before = #m:requests()
