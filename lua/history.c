@@ -308,6 +308,11 @@ int lah_history_check(lua_State *L, int idx, ah_conversation **out, char *err,
     if (!lua_istable(L, idx))
         return bad(&k, ": must be a list of messages (a result.history), got %s",
                    luaL_typename(L, idx));
+    if (lua_getfield(L, idx, "history") == LUA_TTABLE) { /* a run's result */
+        lua_pop(L, 1);
+        return bad(&k, ": got a run result; pass its .history");
+    }
+    lua_pop(L, 1);
     lua_Integer n;
     if (!list_len(&k, idx, &n))
         return 0;

@@ -156,6 +156,9 @@ do
   local m <close> = ah.mock{}
   local agent = ah.agent{ client = ah.client{ provider = "anthropic", model = "m",
                                               base_url = m.url }, on_event = false }
+  local r0 = agent:run("first")
+  T.raises(function() agent:run("x", { history = r0 }) end,
+           "agent:run: history: got a run result; pass its .history", "a result, not its history")
   T.raises(function() agent:run("x", { history = "nope" }) end,
            "agent:run: history: must be a list of messages", "a string")
   T.raises(function()
@@ -163,7 +166,7 @@ do
   end, "agent:run: history[1].content[1].type: unknown block type 'image'", "unknown block")
   T.raises(function() agent:start("x", { history = { { role = "bot", content = {} } } }) end,
            "agent:start: history[1].role: unknown role 'bot'", "agent:start checks it too")
-  T.eq(#m:requests(), 0, "nothing was sent")
+  T.eq(#m:requests(), 1, "nothing was sent (but the first run's request)")
   T.ok("agent:run refuses a bad history before sending anything")
 end
 
