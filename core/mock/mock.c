@@ -450,7 +450,7 @@ static struct MHD_Response *reply_response(ah_mock *m, struct MHD_Connection *co
                                            const char *request_id, int *status)
 {
     char err[256];
-    ah__mock_text_opts opts = {m->text, m->text_deltas, m->delta_bytes, step->tool_calls};
+    ah__mock_text_opts opts = {m->text, m->text_deltas, m->delta_bytes};
     if (step->text || step->text_deltas || step->delta_bytes) {
         opts.text = step->text ? step->text : m->text;
         opts.text_deltas = step->text_deltas;
@@ -473,6 +473,8 @@ static struct MHD_Response *reply_response(ah_mock *m, struct MHD_Connection *co
         *status = st == AH_ERR_INVALID ? 400 : 500;
         return error_response(wire, *status, NULL, err, request_id, step);
     }
+    if (s->reply.has_tool && step->tool_calls > 1)
+        s->reply.ntools = step->tool_calls; /* parallel calls of the tool (tool_calls: N) */
     ah__mock_step_kind kind = step->kind;
     int fault = kind == AH__MOCK_CUT || kind == AH__MOCK_STALL ||
                 kind == AH__MOCK_MALFORMED || kind == AH__MOCK_ERROR_EVENT;

@@ -79,10 +79,7 @@ typedef struct ah__mock_text_opts {
     const char *text;
     size_t text_deltas;
     size_t delta_bytes;
-    size_t tool_calls; /* parallel calls of the tool in one reply; 0 = 1 */
 } ah__mock_text_opts;
-
-enum { AH__MOCK_MAX_TOOL_CALLS = 16 };
 
 typedef struct ah__mock_step {
     ah__mock_step_kind kind;
@@ -97,11 +94,13 @@ typedef struct ah__mock_step {
     long long delay_headers_ms; /* any kind; 0 = none */
     long long after_events;     /* CUT / STALL / MALFORMED / ERROR_EVENT: K */
     long long stall_ms;         /* STALL: -1 = until the client or the mock goes away */
+    size_t tool_calls;          /* parallel calls when the reply calls the tool; 0 = 1 */
     char *text;                 /* reply text options (OK, DELAY and the stream faults) */
     size_t text_deltas;
     size_t delta_bytes;
-    size_t tool_calls; /* 0 = one call when the model calls a tool */
 } ah__mock_step;
+
+enum { AH__MOCK_MAX_TOOL_CALLS = 16 }; /* a step's tool_calls */
 
 typedef struct ah__mock_plan {
     ah__mock_step *steps;
@@ -126,7 +125,7 @@ typedef struct ah__mock_reply {
     size_t *cuts; /* ndeltas + 1 offsets into text */
     size_t ndeltas;
     int has_tool;
-    size_t ntools; /* calls of the tool (ids tool_id, tool_id_1, ...); 1 with has_tool */
+    size_t ntools; /* parallel calls of the tool (ids tool_id, tool_id_1, ...); 0 = 1 */
     char *tool_name;
     char *tool_args; /* compact JSON object */
     size_t args_len;

@@ -676,7 +676,6 @@ ah_status ah__mock_model_reply(ah_wire wire, const cJSON *req, size_t body_len,
         if (!args || !out->tool_name)
             goto cleanup;
         out->has_tool = 1;
-        out->ntools = opts->tool_calls > 1 ? opts->tool_calls : 1; /* parallel calls */
         out->args_len = strlen(args);
         out->arg_cuts =
             malloc((out->args_len / ARG_FRAGMENT + 2) * sizeof *out->arg_cuts);

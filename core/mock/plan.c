@@ -56,10 +56,10 @@ static const field fields[] = {
     {"error_type", F_STRING, -1, K(STATUS) | K(ERROR_EVENT), 0, 0},
     {"message", F_STRING, -1, K(STATUS) | K(ERROR_EVENT), 0, 0},
     {"stall_ms", F_INT, -1, K(STALL), 0, MAX_MS},
+    {"tool_calls", F_INT, -1, TEXT_KINDS, 1, AH__MOCK_MAX_TOOL_CALLS},
     {"text", F_STRING, -1, TEXT_KINDS, 0, 0},
     {"text_deltas", F_INT, -1, TEXT_KINDS, 1, MAX_TEXT_DELTAS},
     {"delta_bytes", F_INT, -1, TEXT_KINDS, 1, 1 << 20},
-    {"tool_calls", F_INT, -1, TEXT_KINDS, 1, AH__MOCK_MAX_TOOL_CALLS},
 };
 enum { NFIELDS = sizeof fields / sizeof fields[0] };
 
@@ -322,12 +322,12 @@ static int parse_step(const cJSON *obj, ah__mock_step *s, const char *where, cha
         s->after_events = iv;
     if ((v = cJSON_GetObjectItemCaseSensitive(obj, "stall_ms")) && get_int(v, &iv))
         s->stall_ms = iv;
+    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "tool_calls")) && get_int(v, &iv))
+        s->tool_calls = (size_t)iv;
     if (text_deltas && get_int(text_deltas, &iv))
         s->text_deltas = (size_t)iv;
     if (delta_bytes && get_int(delta_bytes, &iv))
         s->delta_bytes = (size_t)iv;
-    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "tool_calls")) && get_int(v, &iv))
-        s->tool_calls = (size_t)iv;
     if ((v = cJSON_GetObjectItemCaseSensitive(obj, "text")) &&
         set_string(&s->text, v->valuestring, where, err, errsize) != 0)
         return -1;
