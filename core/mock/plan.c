@@ -317,13 +317,13 @@ static int parse_step(const cJSON *obj, ah__mock_step *s, const char *where, cha
     if ((v = cJSON_GetObjectItemCaseSensitive(obj, "delay_headers_ms")) &&
         get_int(v, &iv))
         s->delay_headers_ms = iv;
+    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "tool_calls")) && get_int(v, &iv))
+        s->tool_calls = (size_t)iv;
     if ((v = cJSON_GetObjectItemCaseSensitive(obj, kind_field(s->kind))) &&
         s->kind >= AH__MOCK_CUT && get_int(v, &iv))
         s->after_events = iv;
     if ((v = cJSON_GetObjectItemCaseSensitive(obj, "stall_ms")) && get_int(v, &iv))
         s->stall_ms = iv;
-    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "tool_calls")) && get_int(v, &iv))
-        s->tool_calls = (size_t)iv;
     if (text_deltas && get_int(text_deltas, &iv))
         s->text_deltas = (size_t)iv;
     if (delta_bytes && get_int(delta_bytes, &iv))
