@@ -96,6 +96,13 @@ local agent = ah.agent{
             io.stdout:write(ev.text)
             io.stdout:flush()
             midline = ev.text:sub(-1) ~= "\n"
+        elseif ev.type == "llm_continuation" and (ev.discarded_bytes or 0) > 0 then
+            -- The stream was cut inside a block: what it showed of that block is not
+            -- kept (the model says it again), so say so rather than let it pass as said.
+            io.stdout:write(("\n[stream cut: the last %d bytes above were discarded]\n")
+                :format(ev.discarded_bytes))
+            io.stdout:flush()
+            midline = false
         elseif ev.type == "llm_call_start" and ev.continuation == 0 and ev.attempt == 1
             and midline then
             io.stdout:write("\n") -- the next step (after a tool) starts its own line

@@ -95,10 +95,10 @@ typedef struct ah_call_config {
     void *event_ud;
     ah_call_finish_fn on_finish; /* optional */
     void *finish_ud;
-    int llm_call;     /* this request's number within its run, for events */
-    int continuation; /* 0 for a fresh request, n for the n-th continuation */
     const char *run_id; /* the run this call belongs to, for events and log lines, or
                            NULL; copied */
+    int llm_call;     /* this request's number within its run, for events */
+    int continuation; /* 0 for a fresh request, n for the n-th continuation */
 } ah_call_config;
 
 /* Create a call in state IDLE. Validates the policy: AH_ERR_INVALID with a message naming
