@@ -179,9 +179,13 @@ end
 -- terminals get resized), else $COLUMNS, else 80.
 function Status:columns()
     if self.width then return self.width end
-    local ok, ah = pcall(require, "agenthost")
-    if ok and type(ah) == "table" and type(ah.term_width) == "function" then
-        local got, cols = pcall(ah.term_width, self.stream)
+    if self.term_width == nil then -- looked up once: without the module, false
+        local ok, ah = pcall(require, "agenthost")
+        self.term_width = ok and type(ah) == "table" and type(ah.term_width) == "function"
+            and ah.term_width or false
+    end
+    if self.term_width then
+        local got, cols = pcall(self.term_width, self.stream)
         if got and math.type(cols) == "integer" and cols > 1 then return cols end
     end
     local cols = num(os.getenv("COLUMNS"))
