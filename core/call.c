@@ -4,8 +4,12 @@
  * Invariants:
  *   - Every state change goes through set_state(), which logs it at debug level.
  *   - At most one attempt is in flight (c->attempt), only in ATTEMPT or STREAMING.
- *   - c->timer has one meaning at a time (c->timer_role): the end of a backoff wait
- *     (WAIT), the attempt's timeout (ATTEMPT), or the deadline (STREAMING).
+ *   - c->timer has one meaning at a time (c->timer_role): the first attempt's start
+ *     (ah_call_start only arms it), the end of a backoff wait (WAIT), the attempt's
+ *     timeout (ATTEMPT), the deadline (STREAMING), or the grace after the final event.
+ *   - Nothing fires from inside ah_call_start(): no event, no start(), no on_finish.
+ *   - Once the consumer saw the final event (end_seen) the call ends DONE, whatever the
+ *     connection does next.
  *   - Retrying is decided only by ah_backoff_decide(), only before the stream opened.
  *     Once a 2xx head arrived the call ends DONE, INTERRUPTED or CANCELLED: never resent.
  *   - finish() is the last thing any handler does: on_finish may free the call.
@@ -24,13 +28,22 @@
 #include <string.h>
 #include <strings.h>
 
-enum { ERROR_BODY_MAX = 64 * 1024 }; /* bytes of a non-2xx body kept for the error */
+enum {
+    ERROR_BODY_MAX = 64 * 1024, /* bytes of a non-2xx body kept for the error */
+    /* After the stream's final event, how long the rest of the response (the chunked
+     * terminator, a proxy's trailing bytes) may take before the call ends DONE anyway. */
+    END_GRACE_MS = 1000,
+    /* An error body silent this long is a timeout when idle_timeout_ms is off. */
+    ERROR_BODY_IDLE_MS = 30000
+};
 
 typedef enum timer_role {
     ROLE_NONE,
+    ROLE_START, /* ah_call_start() was called: the first attempt begins at the next step */
     ROLE_WAIT,
     ROLE_ATTEMPT_TIMEOUT,
-    ROLE_DEADLINE
+    ROLE_DEADLINE,
+    ROLE_AFTER_END /* the final event arrived; the transfer has END_GRACE_MS to end */
 } timer_role;
 
 struct ah_call {
@@ -53,6 +66,7 @@ struct ah_call {
     char **secrets; /* NULL-terminated, owned */
 
     ah_call_state state;
+    int started; /* ah_call_start() was called (the state stays IDLE until the first step) */
     void *attempt;
     ah_timer *timer;
     timer_role timer_role;
@@ -71,6 +85,9 @@ struct ah_call {
     /* A stream consumer's verdict, recorded in a transport callback, acted on at done. */
     int consumer_failed;
     ah_error consumer_err;
+    /* The consumer saw the stream's final event: the response is complete whatever the
+     * connection does next (an unclean close, more bytes). */
+    int end_seen;
 
     /* A non-2xx response being read: its headers (copied) and capped body. */
     ah_header *eh;
@@ -78,6 +95,7 @@ struct ah_call {
     char *ehbuf;
     char *ebody;
     size_t elen, ecap;
+    int ebody_full; /* the cap was reached: the transfer was dropped there */
 };
 
 const char *ah_call_state_name(ah_call_state s)
@@ -263,6 +281,30 @@ static void finish_interrupted(ah_call *c, ah_error *e, const char *why)
     finish(c, AH_CALL_INTERRUPTED, e, why);
 }
 
+/* The stream is over at the HTTP level, or its final event arrived (end_seen): ask the
+ * consumer whether it was complete. terr is the transport's error, or NULL. */
+static void finish_complete(ah_call *c, const ah_error *terr)
+{
+    ah_error e;
+    if (terr && terr->kind != AH_EK_NONE && !c->end_seen) {
+        e = *terr;
+        finish_interrupted(c, &e, "transport");
+        return;
+    }
+    if (terr && terr->kind != AH_EK_NONE && ah__log_enabled(AH_LOG_DEBUG))
+        ah__log(AH_LOG_DEBUG,
+                "llm_call %d: complete response, then the connection ended uncleanly (%s)",
+                c->llm_call, terr->message);
+    ah_error_clear(&e);
+    if (c->stream.on_end && c->stream.on_end(c->stream.ud, &e) != 0) {
+        if (e.kind == AH_EK_NONE)
+            ah_error_set(&e, AH_EK_STREAM, 0, "the stream ended incomplete");
+        finish_interrupted(c, &e, "stream incomplete");
+    } else {
+        finish(c, AH_CALL_DONE, NULL, "complete");
+    }
+}
+
 /* ---- attempts and waits ---------------------------------------------------------- */
 
 static void begin_attempt(ah_call *c);
@@ -279,6 +321,7 @@ static const char *describe(const ah_error *e, char *buf, size_t size)
 /* An attempt failed before any stream opened: decide, then WAIT or GAVE_UP. */
 static void attempt_failed(ah_call *c, const ah_error *e)
 {
+    ah_timer_stop(c->idle);
     ah_timer_stop(c->timer);
     c->timer_role = ROLE_NONE;
     clear_error_response(c);
@@ -335,6 +378,7 @@ static void on_timer(void *ud)
     }
     ah_error e;
     switch (role) {
+    case ROLE_START:
     case ROLE_WAIT:
         begin_attempt(c);
         return;
@@ -350,21 +394,48 @@ static void on_timer(void *ud)
         attempt_failed(c, &e);
         return;
     case ROLE_DEADLINE:
-        ah_error_set(&e, AH_EK_STREAM, 0, "deadline of %lld ms reached while streaming",
+        /* A timeout, not a stream cut: the deadline covers the continuations too, so
+         * the worker does not continue this one. */
+        ah_error_set(&e, AH_EK_TIMEOUT, 0, "deadline of %lld ms reached while streaming",
                      (long long)c->policy.deadline_ms);
         finish_interrupted(c, &e, "deadline");
+        return;
+    case ROLE_AFTER_END:
+        abort_attempt(c); /* a connection held open after the end: drop it */
+        finish_complete(c, NULL);
         return;
     case ROLE_NONE:
         return;
     }
 }
 
+static int64_t error_body_idle_ms(const ah_call *c)
+{
+    return c->policy.idle_timeout_ms > 0 ? c->policy.idle_timeout_ms : ERROR_BODY_IDLE_MS;
+}
+
 /* The idle timer is lazy: chunks only record their arrival time; when the timer fires
- * early it re-arms for the rest, so the hot path costs one clock read per chunk. */
+ * early it re-arms for the rest, so the hot path costs one clock read per chunk. It also
+ * bounds a non-2xx body that stalls (ATTEMPT). */
 static void on_idle(void *ud)
 {
     ah_call *c = ud;
-    if (c->state != AH_CALL_STREAMING)
+    if (c->state == AH_CALL_ATTEMPT && c->attempt && c->status != 0) {
+        /* A non-2xx body is being read: one that stalls is a (retryable) timeout. */
+        int64_t silent = now_ms(c) - c->last_rx_ms, limit = error_body_idle_ms(c);
+        if (silent < limit) {
+            ah_timer_start(c->idle, limit - silent);
+            return;
+        }
+        abort_attempt(c);
+        ah_error e;
+        ah_error_set(&e, AH_EK_TIMEOUT, 0,
+                     "the HTTP %d error body stalled for %lld ms (after %zu bytes)",
+                     c->status, (long long)silent, c->elen);
+        attempt_failed(c, &e);
+        return;
+    }
+    if (c->state != AH_CALL_STREAMING || c->end_seen)
         return;
     int64_t silent = now_ms(c) - c->last_rx_ms;
     if (silent < c->policy.idle_timeout_ms) {
@@ -382,6 +453,8 @@ static void on_async(void *ud)
     ah_call *c = ud;
     if (cancel_pending(c) && !is_terminal(c->state) && c->state != AH_CALL_IDLE)
         finish_cancelled(c);
+    /* Cancelled between ah_call_start() and its first step: the start timer finishes it
+     * as cancelled (begin_attempt checks first). */
 }
 
 /* ---- transport sink -------------------------------------------------------------- */
@@ -392,6 +465,8 @@ static int sink_head(void *ud, int status, const ah_header *h, size_t n)
     c->status = status;
     if (status < 200 || status > 299) {
         keep_error_head(c, h, n); /* the body follows; the attempt timer still runs */
+        c->last_rx_ms = now_ms(c);
+        ah_timer_start(c->idle, error_body_idle_ms(c));
         return cancel_pending(c);
     }
     /* The commit point: from here on this request is never resent. */
@@ -426,9 +501,17 @@ static int sink_body(void *ud, const char *buf, size_t len)
 {
     ah_call *c = ud;
     if (c->state != AH_CALL_STREAMING) {
+        c->last_rx_ms = now_ms(c);
         keep_error_body(c, buf, len);
+        if (c->elen >= ERROR_BODY_MAX) {
+            /* Enough to classify it: drop the connection rather than drain the rest. */
+            c->ebody_full = 1;
+            return 1;
+        }
         return cancel_pending(c);
     }
+    if (c->end_seen)
+        return cancel_pending(c); /* bytes after the final event are not the answer */
     if (c->policy.idle_timeout_ms > 0)
         c->last_rx_ms = now_ms(c);
     if (c->stream.on_data) {
@@ -440,6 +523,14 @@ static int sink_body(void *ud, const char *buf, size_t len)
             c->consumer_failed = 1;
             return 1;
         }
+    }
+    if (c->stream.ended && c->stream.ended(c->stream.ud)) {
+        /* The final event: the answer is complete. The connection gets a short grace to
+         * end cleanly (so it can be reused); after that, or on any error, it is DONE. */
+        c->end_seen = 1;
+        ah_timer_stop(c->idle);
+        c->timer_role = ROLE_AFTER_END;
+        ah_timer_start(c->timer, END_GRACE_MS);
     }
     return cancel_pending(c);
 }
@@ -457,23 +548,14 @@ static void sink_done(void *ud, const ah_error *terr)
         if (c->consumer_failed) {
             e = c->consumer_err;
             finish_interrupted(c, &e, "stream consumer");
-        } else if (terr->kind != AH_EK_NONE) {
-            e = *terr;
-            finish_interrupted(c, &e, "transport");
         } else {
-            ah_error_clear(&e);
-            if (c->stream.on_end && c->stream.on_end(c->stream.ud, &e) != 0) {
-                if (e.kind == AH_EK_NONE)
-                    ah_error_set(&e, AH_EK_STREAM, 0, "the stream ended incomplete");
-                finish_interrupted(c, &e, "stream incomplete");
-            } else {
-                finish(c, AH_CALL_DONE, NULL, "complete");
-            }
+            finish_complete(c, terr); /* a cut, unless the final event arrived */
         }
         return;
     }
-    if (terr->kind == AH_EK_NONE) {
-        /* A complete non-2xx response: classify it with its hints and body. */
+    if (terr->kind == AH_EK_NONE || (c->ebody_full && terr->kind == AH_EK_CANCELLED)) {
+        /* A complete non-2xx response (or its first 64 KiB): classify it with its hints
+         * and body. */
         ah_error_from_http(&e, c->status, c->eh, c->neh, c->ebody, c->elen,
                            ah_loop_wall_ms(c->loop), (const char *const *)c->secrets);
     } else {
@@ -506,6 +588,8 @@ static void begin_attempt(ah_call *c)
     c->attempts++;
     c->status = 0;
     c->consumer_failed = 0;
+    c->end_seen = 0;
+    c->ebody_full = 0;
     clear_error_response(c);
     set_state(c, AH_CALL_ATTEMPT, "start");
     ah_event ev = {.type = AH_EV_LLM_CALL_START};
@@ -702,16 +786,23 @@ ah_status ah_call_start(ah_call *c)
 {
     if (!c)
         return AH_ERR_INVALID;
-    if (c->state != AH_CALL_IDLE)
+    if (c->state != AH_CALL_IDLE || c->started)
         return AH_ERR_STATE;
+    /* Nothing happens inside this function but arming a zero-delay timer: the first
+     * attempt, and so every event and on_finish (a transport whose start() fails, a
+     * policy that refuses at once), come from a later loop step, never from inside the
+     * call that started the work (libuv's rule). A caller may therefore change its own
+     * state after ah_call_start() returns and still see the completion. */
+    c->started = 1;
     c->start_ms = now_ms(c);
-    begin_attempt(c);
+    c->timer_role = ROLE_START;
+    ah_timer_start(c->timer, 0);
     return AH_OK;
 }
 
 ah_call_state ah_call_run(ah_call *c)
 {
-    if (c->state == AH_CALL_IDLE && ah_call_start(c) != AH_OK)
+    if (c->state == AH_CALL_IDLE && !c->started && ah_call_start(c) != AH_OK)
         return c->state;
     while (!is_terminal(c->state)) {
         if (ah_loop_run_once(c->loop, -1) != AH_OK)

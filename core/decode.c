@@ -264,8 +264,10 @@ static ah_status feed_event(ah_decoder *d, const ah_sse_event *ev, int64_t end)
     d->events++;
     d->ev_end = end;
     d->ev_type = ev->type;
-    if (d->done_seen) {
-        ah__log(AH_LOG_DEBUG, "%s stream: event after [DONE] ignored",
+    if (ah_decoder_ended(d)) {
+        /* Nothing after the final event is the answer: a tool_use sent after
+         * message_stop never runs. */
+        ah__log(AH_LOG_DEBUG, "%s stream: event after the final event ignored",
                 ah_wire_name(d->wire));
         return AH_OK;
     }
@@ -275,7 +277,17 @@ static ah_status feed_event(ah_decoder *d, const ah_sse_event *ev, int64_t end)
             ah__openai_end(d);
         return d->status;
     }
-    cJSON *root = cJSON_ParseWithLength(ev->data, ev->data_len);
+    /* Invalid UTF-8 and lone surrogate escapes become U+FFFD here, at the boundary:
+     * the timeline, history, events and the next request body only see valid text, and
+     * one bad character never makes the event (and every continuation) unparseable. */
+    char *fixed = NULL;
+    size_t fixed_len = 0;
+    int fx = ah__json_text_fix(ev->data, ev->data_len, &fixed, &fixed_len);
+    if (fx < 0)
+        return ah__dec_fail(d, AH_ERR_NOMEM, "out of memory");
+    cJSON *root = fx ? cJSON_ParseWithLength(fixed, fixed_len)
+                     : cJSON_ParseWithLength(ev->data, ev->data_len);
+    free(fixed);
     if (!root)
         return ah__dec_fail(d, AH_ERR_PARSE, "malformed JSON in event data (%zu bytes)",
                             ev->data_len);
@@ -334,6 +346,13 @@ ah_status ah_decoder_feed(ah_decoder *d, const void *bytes, size_t len)
         }
     }
     return AH_OK;
+}
+
+int ah_decoder_ended(const ah_decoder *d)
+{
+    /* Chat: [DONE] (a finish_reason chunk is followed by the usage chunk). The others:
+     * the event that finished the timeline (message_stop, response.completed, ...). */
+    return d && (d->done_seen || (d->wire != AH_WIRE_OPENAI && ah_timeline_finished(d->tl)));
 }
 
 static const char *end_marker(ah_wire w)
@@ -396,7 +415,13 @@ ah_status ah_decode_response(ah_wire wire, const char *body, size_t len, ah_time
         return AH_ERR_INVALID;
     decoder_init(&d, wire, tl, NULL, NULL);
     d.nonstream = 1;
-    cJSON *root = body ? cJSON_ParseWithLength(body, len) : NULL;
+    char *fixed = NULL;
+    size_t fixed_len = 0;
+    int fx = body ? ah__json_text_fix(body, len, &fixed, &fixed_len) : 0;
+    cJSON *root = !body || fx < 0 ? NULL
+                  : fx           ? cJSON_ParseWithLength(fixed, fixed_len)
+                                 : cJSON_ParseWithLength(body, len);
+    free(fixed);
     ah_status st;
     if (!root)
         st = ah__dec_fail(&d, AH_ERR_PARSE, "invalid JSON (%zu bytes)", len);

@@ -242,8 +242,11 @@ static void set_type(ah_error *e, const char *type, size_t len,
         return; /* no type rather than an unredacted one */
     memcpy(buf, type, len);
     buf[len] = '\0';
-    copy_ident(buf, len + 1, buf);
-    ah_redact(buf, cap, secrets); /* before truncation, so no secret is cut in half */
+    /* Redaction first, on the raw bytes: sanitising first turned a key with '/', '+' or
+     * '=' into something no pattern matched. Then the identifier characters (the mask's
+     * brackets are kept), then truncation, so no secret is cut in half. */
+    ah_redact(buf, cap, secrets);
+    copy_ident(buf, strlen(buf) + 1, buf);
     ah__bufprintf(e->provider_type, sizeof e->provider_type, "%s", buf);
     if (buf != small)
         free(buf);

@@ -37,8 +37,9 @@ static void j_str(void *ud, const char *key, const char *s, size_t len)
         check(j, cJSON_AddNullToObject(j->o, key));
         return;
     }
-    /* A delta is not NUL-terminated: copy exactly len bytes. */
-    char *t = ah__strndup(s, len);
+    /* A delta is not NUL-terminated: copy exactly len bytes; JSON Lines stay valid
+     * UTF-8 whatever a string held (invalid bytes become U+FFFD). */
+    char *t = ah__utf8_dup(s, len, NULL);
     if (!t) {
         j->failed = 1;
         return;

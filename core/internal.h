@@ -30,6 +30,25 @@ char *ah__strndup(const char *s, size_t n);
 const char *ah__did_you_mean(const char *name, const void *table, size_t count,
                              size_t stride);
 
+/* ---- UTF-8 at the boundary (utf8.c) ---------------------------------------------------
+ * Text from the provider or from tools is made valid UTF-8 where it enters: each byte
+ * that does not start a valid sequence (overlong forms, surrogates and code points past
+ * U+10FFFF included) becomes U+FFFD. */
+
+/* Length of the valid UTF-8 sequence at s[0..n), or 0 when s does not start one. */
+size_t ah__utf8_seq_len(const unsigned char *s, size_t n);
+/* 1 when s[0..n) is valid UTF-8 (NUL bytes allowed). */
+int ah__utf8_valid(const char *s, size_t n);
+/* A malloc'd NUL-terminated copy of s[0..n) with invalid bytes replaced by U+FFFD;
+ * *outlen (may be NULL) gets its length. NULL when out of memory. */
+char *ah__utf8_dup(const char *s, size_t n, size_t *outlen);
+/* JSON text s[0..n) as received (an event's data): invalid UTF-8 bytes and lone
+ * surrogate escapes ("\udc00", a "\ud83d" not followed by a low surrogate) replaced by
+ * U+FFFD, so the JSON parses and its strings are valid. Returns 0 when nothing needed
+ * replacing (*out untouched), 1 with a malloc'd copy in *out / *outlen, -1 when out of
+ * memory. */
+int ah__json_text_fix(const char *s, size_t n, char **out, size_t *outlen);
+
 /* snprintf into a fixed buffer, always NUL-terminated, truncating safely. */
 void ah__bufprintf(char *buf, size_t size, const char *fmt, ...) AH__PRINTF(3, 4);
 

@@ -23,11 +23,14 @@
 
 #include "agenthost/loop.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sys/socket.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,11 +91,17 @@ struct ah_loop {
     ah_seeded_rng *own_rng; /* when the embedder gave none */
     ah_timer **heap;
     size_t n_heap, cap_heap;
+    size_t n_timers; /* timers created and not freed: cap_heap >= n_timers always */
     uint64_t next_seq;
     size_t n_easy;
     ah_async *asyncs; /* doubly linked, loop thread only */
     atomic_int async_pending;
     int in_curl; /* inside curl_multi_perform(): curl forbids removals now */
+    struct sock {
+        curl_socket_t fd;
+        int port; /* local port, 0 until looked up */
+    } * socks;
+    size_t n_socks, cap_socks;
     struct discard {
         CURL *easy;
         void (*release)(void *ud);
@@ -174,9 +183,20 @@ ah_timer *ah_timer_new(ah_loop *loop, ah_timer_fn fn, void *ud)
 {
     if (!loop || !fn)
         return NULL;
+    /* The heap gets a slot for every timer when the timer is made, so arming one later
+     * never allocates and cannot fail: no timer is ever lost. */
+    if (loop->n_timers == loop->cap_heap) {
+        size_t cap = loop->cap_heap ? loop->cap_heap * 2 : 16;
+        ah_timer **h = realloc(loop->heap, cap * sizeof *h);
+        if (!h)
+            return NULL;
+        loop->heap = h;
+        loop->cap_heap = cap;
+    }
     ah_timer *t = calloc(1, sizeof *t);
     if (!t)
         return NULL;
+    loop->n_timers++;
     t->loop = loop;
     t->fn = fn;
     t->ud = ud;
@@ -199,6 +219,7 @@ void ah_timer_free(ah_timer *t)
     if (!t)
         return;
     ah_timer_stop(t);
+    t->loop->n_timers--;
     free(t);
 }
 
@@ -222,17 +243,7 @@ void ah_timer_start(ah_timer *t, int64_t delay_ms)
         hooks_sync_timeout(l);
         return;
     }
-    if (l->n_heap == l->cap_heap) {
-        size_t cap = l->cap_heap ? l->cap_heap * 2 : 16;
-        ah_timer **h = realloc(l->heap, cap * sizeof *h);
-        if (!h) {
-            /* Cannot happen in practice with 16+ slots; never lose a timer silently. */
-            ah__log(AH_LOG_ERROR, "loop: out of memory arming a timer");
-            return;
-        }
-        l->heap = h;
-        l->cap_heap = cap;
-    }
+    /* A slot was reserved by ah_timer_new: n_heap < n_timers <= cap_heap. */
     heap_set(l, l->n_heap++, t);
     sift_up(l, t->idx);
     hooks_sync_timeout(l);
@@ -570,7 +581,8 @@ void ah_loop_free(ah_loop *loop)
     /* Detach what is left so nothing points into freed memory. */
     for (size_t i = 0; i < loop->n_heap; i++)
         loop->heap[i]->idx = NOT_IN_HEAP;
-    curl_multi_cleanup(loop->multi);
+    curl_multi_cleanup(loop->multi); /* closes the cached connections (sock_remove) */
+    free(loop->socks);
     if (loop->wake_rd >= 0) {
         close(loop->wake_rd);
         close(loop->wake_wr);
@@ -680,6 +692,56 @@ void ah__loop_discard_easy(ah_loop *loop, CURL *easy, ah__easy_link *link,
     }
     remove_easy(loop, easy);
     release(ud);
+}
+
+void ah__loop_sock_add(ah_loop *loop, curl_socket_t fd)
+{
+    if (loop->n_socks == loop->cap_socks) {
+        size_t cap = loop->cap_socks ? 2 * loop->cap_socks : 8;
+        struct sock *s = realloc(loop->socks, cap * sizeof *s);
+        if (!s)
+            return; /* only an optimisation (the early ACK) is lost for this socket */
+        loop->socks = s;
+        loop->cap_socks = cap;
+    }
+    loop->socks[loop->n_socks++] = (struct sock){fd, 0};
+}
+
+void ah__loop_sock_remove(ah_loop *loop, curl_socket_t fd)
+{
+    for (size_t i = 0; i < loop->n_socks; i++) {
+        if (loop->socks[i].fd == fd) {
+            loop->socks[i] = loop->socks[--loop->n_socks];
+            return;
+        }
+    }
+}
+
+static int local_port(curl_socket_t fd)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0)
+        return 0;
+    if (ss.ss_family == AF_INET)
+        return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    if (ss.ss_family == AF_INET6)
+        return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+    return 0;
+}
+
+curl_socket_t ah__loop_sock_by_port(ah_loop *loop, int port)
+{
+    if (port <= 0)
+        return CURL_SOCKET_BAD;
+    for (size_t i = 0; i < loop->n_socks; i++) {
+        struct sock *s = &loop->socks[i];
+        if (s->port == 0)
+            s->port = local_port(s->fd); /* bound by now: the connection is up */
+        if (s->port == port)
+            return s->fd;
+    }
+    return CURL_SOCKET_BAD;
 }
 
 static void run_discards(ah_loop *l)

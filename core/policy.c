@@ -37,6 +37,7 @@ static const field_def fields[] = {
     FIELD(deadline_ms, F_I64, 0),
     FIELD(idle_timeout_ms, F_I64, 0),
     FIELD(max_continuations, F_INT, 0),
+    FIELD(max_response_bytes, F_I64, 0),
     FIELD(retry_on, F_FUNC, 0),
 };
 #undef FIELD
@@ -80,6 +81,7 @@ void ah_policy_init(ah_policy *p)
     p->deadline_ms = 0;
     p->idle_timeout_ms = 0;
     p->max_continuations = AH_POLICY_DEFAULT_MAX_CONTINUATIONS;
+    p->max_response_bytes = AH_POLICY_DEFAULT_MAX_RESPONSE_BYTES;
     p->retry_on = NULL;
     p->retry_on_ud = NULL;
 }

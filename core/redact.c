@@ -1,5 +1,9 @@
 /* redact.c - mask secrets in text that may be shown, logged or put in events.
  *
+ * A listed secret is found as it is and in the encodings an echo may use: percent-
+ * encoded (URL, form), JSON-escaped, or with the characters an identifier cannot hold
+ * shown as '_' (match_encoded).
+ *
  * One left-to-right pass over a NUL-terminated buffer. At each position the first rule
  * that matches (a listed secret, a credential name with its value, "Bearer <token>", an
  * "sk-" key) masks its value and the scan resumes AFTER the mask, so a mask is never
@@ -103,7 +107,62 @@ static size_t mask_range(rbuf *b, size_t at, size_t n, size_t *count)
     return at + n;
 }
 
-/* Longest listed secret starting at i, or 0. */
+static int hexval(int c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    c = lower(c);
+    return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* Whether s (NUL-terminated) starts with `n` hex digits encoding byte c. */
+static int hex_is(const char *s, int n, unsigned c)
+{
+    unsigned v = 0;
+    for (int k = 0; k < n; k++) {
+        int h = hexval((unsigned char)s[k]);
+        if (h < 0)
+            return 0;
+        v = v * 16 + (unsigned)h;
+    }
+    return v == c;
+}
+
+/* Characters a provider's error type keeps (the rest it shows as '_'). */
+static int is_ident(int c)
+{
+    return is_alnum(c) || c == '_' || c == '.' || c == ':' || c == '-' || c == '[' ||
+           c == ']';
+}
+
+/* Length of the text at p (NUL-terminated) that is the secret sec in one of the
+ * encodings it may come back in, or 0. Per character: as is; percent-encoded (any
+ * case: a URL or form echo, whichever characters the encoder chose to escape);
+ * JSON-escaped ("\/", "\\", "\"", "\u00XX"); or '_' for a character an identifier
+ * cannot hold (an error type sanitised before it reached us). Longer forms are tried
+ * first. */
+static size_t match_encoded(const char *p, const char *sec)
+{
+    size_t o = 0;
+    for (const unsigned char *c = (const unsigned char *)sec; *c; c++) {
+        const char *q = p + o;
+        if (q[0] == '%' && hex_is(q + 1, 2, *c))
+            o += 3;
+        else if (q[0] == '\\' && q[1] == 'u' && hex_is(q + 2, 4, *c))
+            o += 6;
+        else if (q[0] == '\\' && (*c == '/' || *c == '\\' || *c == '"') && q[1] == (char)*c)
+            o += 2;
+        else if ((unsigned char)q[0] == *c)
+            o += 1;
+        else if (q[0] == '_' && !is_ident(*c))
+            o += 1;
+        else
+            return 0;
+    }
+    return o;
+}
+
+/* Longest listed secret (in any of its encodings) starting at i, or 0. */
 static size_t match_secret(const rbuf *b, size_t i, const char *const *secrets)
 {
     size_t best = 0;
@@ -111,9 +170,11 @@ static size_t match_secret(const rbuf *b, size_t i, const char *const *secrets)
         return 0;
     for (const char *const *s = secrets; *s; s++) {
         size_t n = strlen(*s);
-        if (n >= MIN_SECRET_LEN && n > best && n <= b->len - i &&
-            memcmp(b->buf + i, *s, n) == 0)
-            best = n;
+        if (n < MIN_SECRET_LEN || n > b->len - i)
+            continue;
+        size_t m = memcmp(b->buf + i, *s, n) == 0 ? n : match_encoded(b->buf + i, *s);
+        if (m > best)
+            best = m;
     }
     return best;
 }

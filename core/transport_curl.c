@@ -8,9 +8,10 @@
  * only http/https. TLS peer and host verification stay on. libcurl silently resends a
  * request whose reused keep-alive connection died before any response byte ("Connection
  * died, retrying a fresh connect"), which would be a second request the retry policy
- * never counted (the core's loop is the one retry owner). The body is therefore
- * given through a read callback with no seek callback: such a resend needs a rewind,
- * fails with CURLE_SEND_FAIL_REWIND, and the core decides whether to retry.
+ * never counted (the core's loop is the one retry owner). The body is given
+ * with CURLOPT_POSTFIELDS, so headers and body leave in one write (a read callback sent
+ * them in two), and a CURLOPT_PREREQFUNCTION refuses any second send of the same
+ * attempt: the resend fails at once and the core decides whether to retry.
  *   - After abort() or on_done() the attempt is gone; no sink call follows either.
  *   - Errors name the curl failure only; never the request's headers or body.
  */
@@ -19,9 +20,13 @@
 
 #include "agenthost/transport.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 enum {
     HEAD_MAX = 256 * 1024, /* raw bytes of response header lines kept; the rest dropped */
@@ -37,11 +42,14 @@ typedef struct attempt {
     void *ud;
     int head_done;
     int sink_abort; /* the sink returned nonzero */
+    int sends;          /* times libcurl was about to send the request (on_prereq) */
+    int local_port;     /* of the connection the request went out on */
+    int resend_refused; /* on_prereq refused a second send */
     int status;
     /* The request body, borrowed from the request (the caller keeps it alive until the
-     * attempt ends), and how much of it curl has read. */
+     * attempt ends). */
     const char *body;
-    size_t body_len, body_off;
+    size_t body_len;
     /* The current header block: "name\0value\0" pairs in hbuf, offsets in hoff. */
     char *hbuf;
     size_t hlen, hcap;
@@ -105,9 +113,41 @@ static void store_header(attempt *a, const char *line, size_t len)
     a->nh++;
 }
 
+/* Acknowledge the head at once instead of after the delayed-ACK timer (40 ms on
+ * Linux). A server that writes its head and its body in two writes with Nagle on (the
+ * usual Python http.server handler, some proxies) holds the body until the head is
+ * acknowledged: on a reused connection every response then waited ~44 ms. Setting
+ * TCP_QUICKACK sends the pending ACK now. Elsewhere a no-op. */
+static void ack_now(attempt *a)
+{
+#ifdef TCP_QUICKACK
+    curl_socket_t fd = ah__loop_sock_by_port(a->loop, a->local_port);
+    if (fd != CURL_SOCKET_BAD) {
+        int one = 1;
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof one);
+    }
+#else
+    (void)a;
+#endif
+}
+
+static int on_sockopt(void *ud, curl_socket_t fd, curlsocktype purpose)
+{
+    if (purpose == CURLSOCKTYPE_IPCXN)
+        ah__loop_sock_add(ud, fd);
+    return CURL_SOCKOPT_OK;
+}
+
+static int on_closesocket(void *ud, curl_socket_t fd)
+{
+    ah__loop_sock_remove(ud, fd);
+    return close(fd);
+}
+
 /* Deliver the head to the sink. Returns nonzero if the sink asked to abort. */
 static int deliver_head(attempt *a)
 {
+    ack_now(a);
     long code = 0;
     curl_easy_getinfo(a->easy, CURLINFO_RESPONSE_CODE, &code);
     a->status = (int)code;
@@ -152,16 +192,22 @@ static size_t on_header(char *buf, size_t size, size_t nitems, void *ud)
     return total;
 }
 
-/* Hands curl the body. There is deliberately no CURLOPT_SEEKFUNCTION: see the top. */
-static size_t on_read(char *buf, size_t size, size_t nitems, void *ud)
+/* Called by libcurl before the request goes out on a connection. A second call for the
+ * same attempt is libcurl's silent resend on a fresh connection after a reused one died
+ * before any response byte (see the top): refused here, so the attempt fails and the
+ * core's retry policy decides, and counts, whether the request is sent again. */
+static int on_prereq(void *ud, char *conn_primary_ip, char *conn_local_ip,
+                     int conn_primary_port, int conn_local_port)
 {
+    (void)conn_primary_ip, (void)conn_local_ip, (void)conn_primary_port,
+        (void)conn_local_port;
     attempt *a = ud;
-    size_t n = a->body_len - a->body_off;
-    if (n > size * nitems)
-        n = size * nitems;
-    memcpy(buf, a->body + a->body_off, n);
-    a->body_off += n;
-    return n;
+    a->local_port = conn_local_port;
+    if (a->sends++ > 0) {
+        a->resend_refused = 1;
+        return CURL_PREREQFUNC_ABORT;
+    }
+    return CURL_PREREQFUNC_OK;
 }
 
 static size_t on_write(char *buf, size_t size, size_t nitems, void *ud)
@@ -210,7 +256,12 @@ static void classify(const attempt *a, CURLcode rc, ah_error *err)
     if (rc == CURLE_OK)
         return;
     const char *detail = a->errbuf[0] ? a->errbuf : curl_easy_strerror(rc);
-    if (a->sink_abort || rc == CURLE_ABORTED_BY_CALLBACK) {
+    if (a->resend_refused && !a->head_done) {
+        /* libcurl wanted to resend on a fresh connection (see the top); the request may
+         * have reached the server, so the retry policy decides, and counts it. */
+        ah_error_set(err, AH_EK_CONNECT, 0,
+                     "connection lost before the response (a reused connection closed)");
+    } else if (a->sink_abort || rc == CURLE_ABORTED_BY_CALLBACK) {
         ah_error_set(err, AH_EK_CANCELLED, 0, "attempt aborted by its consumer");
     } else if (rc == CURLE_URL_MALFORMAT || rc == CURLE_UNSUPPORTED_PROTOCOL) {
         ah_error_set(err, AH_EK_CONNECT, 0, "cannot start the request: %s", detail);
@@ -351,14 +402,21 @@ static ah_status curl_start(void *self, ah_loop *loop, const ah_http_request *re
          * CURLOPT_POSTFIELDS would; the read callback makes it non-rewindable. */
         curl_easy_setopt(e, CURLOPT_POST, 1L);
         curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)a->body_len);
-        curl_easy_setopt(e, CURLOPT_READFUNCTION, on_read);
-        curl_easy_setopt(e, CURLOPT_READDATA, a);
+        /* Borrowed, not copied (the call keeps it until the attempt ends). libcurl puts
+         * headers and body in one send; on_prereq refuses its silent resend. */
+        curl_easy_setopt(e, CURLOPT_POSTFIELDS, a->body);
     }
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, a);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, a);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, a->errbuf);
+    curl_easy_setopt(e, CURLOPT_SOCKOPTFUNCTION, on_sockopt);
+    curl_easy_setopt(e, CURLOPT_SOCKOPTDATA, loop);
+    curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, on_closesocket);
+    curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, loop);
+    curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, on_prereq);
+    curl_easy_setopt(e, CURLOPT_PREREQDATA, a);
 
     st = ah__loop_add_easy(loop, e, &a->link);
     if (st != AH_OK) {

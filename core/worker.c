@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* ---- client ------------------------------------------------------------------------------ */
 
@@ -197,9 +198,17 @@ struct ah_worker {
     int starting;         /* inside start_tools: answers do not re-enter it */
     int max_tool_concurrency;
 
+    /* The response being received. */
+    int json_mode;          /* a 2xx application/json body: decoded whole at the end */
+    char *jbuf;             /* that body */
+    size_t jlen, jcap;
+    int64_t content_bytes;  /* text, reasoning and argument bytes decoded so far */
+    int64_t step_start_ms;  /* when the step's first request was sent (deadline_ms) */
+
     ah_run_outcome outcome;
     ah_error error;
     char *text;
+    const char *text_ref; /* the answer's one text block, in history (not owned) */
     ah_worker_stats stats;
 };
 
@@ -222,10 +231,32 @@ static void set_state(ah_worker *w, wstate s)
     w->state = s;
 }
 
-/* Concatenate the text blocks of the assistant messages of the current answer. */
+/* Concatenate the text blocks of the assistant messages of the current answer. An answer
+ * of one text block is not copied: w->text_ref points at it in history (which only
+ * grows until the worker is freed, so the pointer stays valid). */
 static void build_text(ah_worker *w)
 {
     size_t total = 0, n = ah_conversation_count(w->conv);
+    const char *only = NULL;
+    size_t n_text = 0;
+    for (size_t m = w->answer_start; m < n; m++) {
+        if (ah_conversation_role(w->conv, m) != AH_ROLE_ASSISTANT)
+            continue;
+        for (size_t i = 0; i < ah_conversation_block_count(w->conv, m); i++) {
+            const ah_msg_block *b = ah_conversation_block(w->conv, m, i);
+            if (b->kind == AH_MSG_TEXT && b->text[0]) {
+                only = b->text;
+                n_text++;
+            }
+        }
+    }
+    w->text_ref = NULL;
+    if (n_text == 1) {
+        free(w->text);
+        w->text = NULL;
+        w->text_ref = only;
+        return;
+    }
     for (int pass = 0; pass < 2; pass++) {
         size_t pos = 0;
         for (size_t m = w->answer_start; m < n; m++) {
@@ -291,6 +322,7 @@ static void fail_nomem(ah_worker *w, const char *where)
 static void hook_delta(void *ud, size_t index, ah_block_kind kind, const char *text, size_t len)
 {
     ah_worker *w = ud;
+    w->content_bytes += (int64_t)len;
     if (kind != AH_BLOCK_TEXT && kind != AH_BLOCK_REASONING)
         return;
     ah_event ev = {.type = kind == AH_BLOCK_TEXT ? AH_EV_TEXT_DELTA : AH_EV_REASONING_DELTA};
@@ -301,11 +333,89 @@ static void hook_delta(void *ud, size_t index, ah_block_kind kind, const char *t
     emit(w, &ev);
 }
 
+static int over_cap(ah_worker *w, int64_t n, ah_error *err)
+{
+    int64_t cap = w->policy.max_response_bytes;
+    if (cap <= 0 || n <= cap)
+        return 0;
+    /* Not a cut: the same request would only produce the same oversized answer. */
+    ah_error_set(err, AH_EK_BUDGET, 0,
+                 "the response exceeded max_response_bytes (%lld bytes); the stream was "
+                 "stopped",
+                 (long long)cap);
+    return 1;
+}
+
+static int header_is(const ah_header *h, const char *name)
+{
+    return h->name && strcasecmp(h->name, name) == 0;
+}
+
+static int media_is(const char *ct, const char *type)
+{
+    while (*ct == ' ' || *ct == '\t')
+        ct++;
+    size_t n = strlen(type);
+    return strncasecmp(ct, type, n) == 0 &&
+           (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ' || ct[n] == '\t');
+}
+
+/* The 2xx head: an event stream (or no Content-Type: taken as one), a JSON body (a proxy
+ * that answered `stream: true` with the non-stream response: decoded as that), or
+ * anything else, refused at once with the content type named (not retried, not
+ * continued: resending gets the same page). */
+static int stream_open(void *ud, int status, const ah_header *h, size_t n, ah_error *err)
+{
+    ah_worker *w = ud;
+    w->json_mode = 0;
+    w->jlen = 0;
+    w->content_bytes = 0;
+    if (status == 204 || status == 205) {
+        ah_error_set(err, AH_EK_DECODE, 0,
+                     "HTTP %d (no content) instead of an event stream", status);
+        return 1;
+    }
+    const char *ct = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (header_is(&h[i], "content-type"))
+            ct = h[i].value;
+    if (!ct || !*ct || media_is(ct, "text/event-stream"))
+        return 0;
+    if (media_is(ct, "application/json")) {
+        w->json_mode = 1;
+        return 0;
+    }
+    ah_error_set(err, AH_EK_DECODE, 0,
+                 "HTTP %d with Content-Type '%.80s', not an event stream "
+                 "(text/event-stream) or JSON: something other than the provider answered",
+                 status, ct);
+    return 1;
+}
+
 static int stream_data(void *ud, const char *buf, size_t len, ah_error *err)
 {
     ah_worker *w = ud;
-    if (ah_decoder_feed(w->dec, buf, len) == AH_OK)
+    if (w->json_mode) {
+        if (over_cap(w, (int64_t)(w->jlen + len), err))
+            return 1;
+        if (w->jlen + len + 1 > w->jcap) {
+            size_t cap = w->jcap ? w->jcap : 4096;
+            while (cap < w->jlen + len + 1)
+                cap *= 2;
+            char *p = realloc(w->jbuf, cap);
+            if (!p) {
+                ah_error_set(err, AH_EK_BUDGET, 0, "out of memory for the response body");
+                return 1;
+            }
+            w->jbuf = p;
+            w->jcap = cap;
+        }
+        memcpy(w->jbuf + w->jlen, buf, len);
+        w->jlen += len;
         return 0;
+    }
+    if (ah_decoder_feed(w->dec, buf, len) == AH_OK)
+        return over_cap(w, w->content_bytes, err);
     const ah_error *de = ah_decoder_error(w->dec);
     if (de)
         *err = *de;
@@ -315,7 +425,28 @@ static int stream_data(void *ud, const char *buf, size_t len, ah_error *err)
 static int stream_end(void *ud, ah_error *err)
 {
     ah_worker *w = ud;
-    return ah_decoder_finish(w->dec, err) != AH_OK;
+    if (!w->json_mode)
+        return ah_decoder_finish(w->dec, err) != AH_OK;
+    ah_status st = ah_decode_response(w->client->wire, w->jbuf ? w->jbuf : "", w->jlen,
+                                      w->tl, err);
+    free(w->jbuf);
+    w->jbuf = NULL;
+    w->jlen = w->jcap = 0;
+    if (st != AH_OK)
+        return 1;
+    /* The text arrives whole: one delta per text block, so a display still shows it. */
+    for (size_t i = 0; i < ah_timeline_count(w->tl); i++) {
+        const ah_block *b = ah_timeline_block(w->tl, i);
+        if ((b->kind == AH_BLOCK_TEXT || b->kind == AH_BLOCK_REASONING) && b->text_len)
+            hook_delta(w, i, b->kind, b->text, b->text_len);
+    }
+    return 0;
+}
+
+static int stream_ended(void *ud)
+{
+    ah_worker *w = ud;
+    return !w->json_mode && ah_decoder_ended(w->dec);
 }
 
 static void forward_event(void *ud, const ah_event *ev)
@@ -346,6 +477,21 @@ static void send_request(ah_worker *w)
         }
         w->stats.steps++;
         w->continuations = 0;
+        w->step_start_ms = ah_loop_now_ms(w->loop);
+    }
+    /* deadline_ms bounds the whole call, continuations included: a continuation gets
+     * only what is left of it. */
+    ah_policy pol = w->policy;
+    if (continuation && pol.deadline_ms > 0) {
+        int64_t left = pol.deadline_ms - (ah_loop_now_ms(w->loop) - w->step_start_ms);
+        if (left <= 0) {
+            ah_error_set(&e, AH_EK_TIMEOUT, 0,
+                         "deadline of %lld ms reached before continuation %d",
+                         (long long)pol.deadline_ms, w->continuations);
+            finish(w, AH_OUTCOME_FAILED, &e);
+            return;
+        }
+        pol.deadline_ms = left;
     }
     ah_request_opts opts;
     ah_request_opts_init(&opts);
@@ -395,11 +541,13 @@ static void send_request(ah_worker *w)
     cc.request.n_headers = hl.count;
     cc.request.body = body;
     cc.request.body_len = body_len;
-    cc.policy = &w->policy;
+    cc.policy = &pol;
     cc.retry_budget = w->retry_budget;
     cc.secrets = w->client->api_key ? secrets : NULL;
+    cc.stream.on_open = stream_open;
     cc.stream.on_data = stream_data;
     cc.stream.on_end = stream_end;
+    cc.stream.ended = stream_ended;
     cc.stream.ud = w;
     cc.on_event = forward_event;
     cc.event_ud = w;
@@ -441,10 +589,14 @@ static void on_kick(void *ud)
 static ah_status commit_block(ah_worker *w, const ah_block *b)
 {
     switch (b->kind) {
-    case AH_BLOCK_TEXT:
+    case AH_BLOCK_TEXT: {
         if (b->text_len == 0)
             return AH_OK; /* providers reject empty text blocks; nothing is lost */
-        return ah_conversation_add_text(w->conv, b->text, b->text_len);
+        /* The timeline's text is NUL-terminated: one copy into history, not two (a
+         * large answer briefly held three times otherwise). */
+        ah_msg_block mb = {.kind = AH_MSG_TEXT, .text = b->text};
+        return ah_conversation_add_block(w->conv, &mb);
+    }
     case AH_BLOCK_REASONING:
         return ah_conversation_add_reasoning(w->conv, b->text,
                                              b->signature_len ? b->signature : NULL,
@@ -476,12 +628,12 @@ static void run_tools(ah_worker *w, size_t msg);
 static void check_answer(ah_worker *w, int refused)
 {
     build_text(w);
-    if (!w->text) {
+    if (!w->text && !w->text_ref) {
         fail_nomem(w, "answer text");
         return;
     }
     char why[1024] = "";
-    if (w->check_output(w->check_ud, w->text, refused, why, sizeof why) == 0) {
+    if (w->check_output(w->check_ud, ah_worker_text(w), refused, why, sizeof why) == 0) {
         finish(w, AH_OUTCOME_COMPLETED, NULL);
         return;
     }
@@ -551,11 +703,16 @@ static void commit_response(ah_worker *w)
     emit(w, &ev);
     if (w->state == W_FINISHED)
         return;
+    const char *stop = ah_timeline_stop_reason(w->tl);
+    int refused =
+        (!has_text && refusal && rlen > 0) || (stop && strcmp(stop, "refusal") == 0);
+    /* Everything is in history now: let the response's buffers go (a large answer
+     * would otherwise be held twice until the next request). */
+    ah_timeline_reset(w->tl);
+    ah_decoder_free(w->dec);
+    w->dec = NULL;
     if (n_tools == 0) {
         if (w->check_output) {
-            const char *stop = ah_timeline_stop_reason(w->tl);
-            int refused = (!has_text && refusal && rlen > 0) ||
-                          (stop && strcmp(stop, "refusal") == 0);
             check_answer(w, refused);
             return;
         }
@@ -630,6 +787,11 @@ static void on_call_finish(void *ud, ah_call *call)
     case AH_CALL_INTERRUPTED:
         if (atomic_load(&w->cancel_requested)) {
             finish_cancelled(w);
+        } else if (ah_call_error(call)->kind != AH_EK_STREAM) {
+            /* Only a cut stream is continued. The deadline (timeout), the response cap
+             * (budget), a body that is not a stream (decode) or a provider error in a
+             * JSON body (http) would end the same way again. */
+            finish(w, AH_OUTCOME_FAILED, ah_call_error(call));
         } else {
             continue_stream(w, ah_call_error(call));
         }
@@ -697,7 +859,9 @@ static ah_status answer(ah_worker *w, size_t index, const ah_tool_response *res)
     pending_tool *t = &w->pending[index];
     t->answered = 1;
     t->outcome = res->outcome;
-    t->content = ah__strdup(res->content ? res->content : "");
+    /* A tool's bytes go into the next request body: invalid UTF-8 becomes U+FFFD. */
+    const char *content = res->content ? res->content : "";
+    t->content = ah__utf8_dup(content, strlen(content), NULL);
     w->stats.tool_calls++;
     w->stats.tool_attempts += res->attempts;
     ah_event ev = {.type = AH_EV_TOOL_CALL_END};
@@ -960,6 +1124,7 @@ void ah_worker_free(ah_worker *w)
     free(w->tool_exclusive);
     free(w->continue_prompt);
     free(w->text);
+    free(w->jbuf);
     free(w);
 }
 
@@ -1031,7 +1196,7 @@ const ah_error *ah_worker_error(const ah_worker *w)
 
 const char *ah_worker_text(const ah_worker *w)
 {
-    return w->text ? w->text : "";
+    return w->text_ref ? w->text_ref : w->text ? w->text : "";
 }
 
 const ah_conversation *ah_worker_history(const ah_worker *w)

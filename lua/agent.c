@@ -397,7 +397,23 @@ static void tool_done(void *ud, lua_State *co, int ok)
             }
         }
     }
-    res.content = lua_tostring(L, -1);
+    size_t clen = 0;
+    const char *content = lua_tolstring(L, -1, &clen);
+    if (content && memchr(content, '\0', clen)) {
+        /* C strings end at NUL: a NUL byte in a tool's result is sent as the six
+         * characters \u0000 instead of cutting the result there. */
+        luaL_Buffer b;
+        luaL_buffinit(L, &b);
+        for (size_t i = 0; i < clen; i++) {
+            if (content[i])
+                luaL_addchar(&b, content[i]);
+            else
+                luaL_addstring(&b, "\\u0000");
+        }
+        luaL_pushresult(&b);
+        content = lua_tostring(L, -1);
+    }
+    res.content = content;
     ah_worker_tool_done(r->w, index, &res); /* copies the content */
     lua_settop(L, top);
 }
@@ -588,8 +604,10 @@ static int run_k(lua_State *L, int status, lua_KContext ctx)
         lua_rawgeti(L, LUA_REGISTRYINDEX, r->output_ref);
         lua_setfield(L, -2, "output");
     }
-    lah_push_history(L, ah_worker_history(w));
-    lua_setfield(L, -2, "history");
+    lua_getfield(L, -1, "text");
+    lah_push_history(L, ah_worker_history(w), lua_gettop(L));
+    lua_setfield(L, -3, "history");
+    lua_pop(L, 1); /* the text */
     ah_worker_stats st;
     ah_worker_get_stats(w, &st);
     lua_createtable(L, 0, 10);

@@ -51,8 +51,10 @@ static void set_bool(lua_State *L, const char *k, int v)
     lua_setfield(L, -2, k);
 }
 
-void lah_push_history(lua_State *L, const ah_conversation *c)
+void lah_push_history(lua_State *L, const ah_conversation *c, int shared)
 {
+    size_t shared_len = 0;
+    const char *shared_s = shared ? lua_tolstring(L, shared, &shared_len) : NULL;
     size_t n = ah_conversation_count(c);
     lua_createtable(L, (int)n, 0);
     for (size_t m = 0; m < n; m++) {
@@ -68,7 +70,13 @@ void lah_push_history(lua_State *L, const ah_conversation *c)
             set_str(L, "type", ah_msg_kind_name(b->kind));
             switch (b->kind) {
             case AH_MSG_TEXT:
-                set_str(L, "text", b->text);
+                if (shared_s && shared_len > 4096 && strlen(b->text) == shared_len &&
+                    memcmp(b->text, shared_s, shared_len) == 0) {
+                    lua_pushvalue(L, shared); /* a large answer: one string, not two */
+                    lua_setfield(L, -2, "text");
+                } else {
+                    set_str(L, "text", b->text);
+                }
                 break;
             case AH_MSG_REASONING:
                 set_str(L, "text", b->text);
@@ -536,7 +544,7 @@ static int l_history_load(lua_State *L)
     ah_conversation *c;
     if (!lah_history_check(L, raw, &c, msg, sizeof msg))
         return load_fail(L, path, msg);
-    lah_push_history(L, c);
+    lah_push_history(L, c, 0);
     ah_conversation_free(c);
     return 1;
 }

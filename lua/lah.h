@@ -137,8 +137,10 @@ int lah_runs_in_flight(void);
 /* ---- conversations (lua/history.c) ------------------------------------------------ */
 
 /* Push a conversation's messages as a Lua history (result.history): a list of
- * { role, partial, content = { blocks } } with every field a block has. */
-void lah_push_history(lua_State *L, const ah_conversation *c);
+ * { role, partial, content = { blocks } } with every field a block has. shared: the
+ * absolute index of a Lua string (the result's text) that a text block equal to it
+ * reuses instead of a second copy of a large answer; 0 = none. */
+void lah_push_history(lua_State *L, const ah_conversation *c, int shared);
 /* Check the Lua history at idx and build the conversation it describes (*out, owned by
  * the caller). Returns 1; or 0 with err naming the first bad element
  * ("history[3].content[1].type: unknown block type 'image'"). Never raises (beyond a

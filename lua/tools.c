@@ -24,6 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+static int push_json_string_with_nul(lua_State *L, const char *j);
+
 /* The tool userdata's user values. */
 enum {
     UV_RUN = 1,
@@ -445,7 +447,9 @@ static int finish(lua_State *L, call_state *st)
     }
     if (o == AH_TOOL_OK) {
         const char *receipt = ah_tool_call_receipt(c);
-        if (receipt && !lah_push_json_decoded(L, receipt, strlen(receipt)))
+        if (receipt && push_json_string_with_nul(L, receipt))
+            ; /* a string result holding NUL bytes: decoded here, whole */
+        else if (receipt && !lah_push_json_decoded(L, receipt, strlen(receipt)))
             lua_pushstring(L, receipt);
         else if (!receipt)
             lua_pushnil(L);
@@ -496,6 +500,83 @@ static int opt(lua_State *L, const char *field)
         return LUA_TNIL;
     }
     return lua_getfield(L, OPTS, field);
+}
+
+/* A receipt that is one JSON string with a \u0000 escape: cJSON would cut the decoded
+ * string at the NUL, so decode it here, whole (the agent then sends the NUL as the text
+ * \u0000). Returns 1 with the string pushed, 0 (nothing pushed) for any other receipt. */
+static int push_json_string_with_nul(lua_State *L, const char *j)
+{
+    size_t n = strlen(j);
+    if (n < 2 || j[0] != '"' || j[n - 1] != '"' || !strstr(j, "\\u0000"))
+        return 0;
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    for (size_t i = 1; i < n - 1; i++) {
+        char ch = j[i];
+        if (ch != '\\') {
+            luaL_addchar(&b, ch);
+            continue;
+        }
+        if (++i >= n - 1)
+            goto bad;
+        switch (j[i]) {
+        case 'b': luaL_addchar(&b, '\b'); break;
+        case 'f': luaL_addchar(&b, '\f'); break;
+        case 'n': luaL_addchar(&b, '\n'); break;
+        case 'r': luaL_addchar(&b, '\r'); break;
+        case 't': luaL_addchar(&b, '\t'); break;
+        case 'u': {
+            unsigned long cp = 0;
+            char hex[5] = {0};
+            if (i + 4 >= n - 1) /* four hex digits before the closing quote */
+                goto bad;
+            memcpy(hex, j + i + 1, 4);
+            char *end;
+            cp = strtoul(hex, &end, 16);
+            if (end != hex + 4)
+                goto bad;
+            i += 4;
+            if (cp >= 0xD800 && cp <= 0xDBFF && i + 6 < n - 1 && j[i + 1] == '\\' &&
+                j[i + 2] == 'u') {
+                memcpy(hex, j + i + 3, 4);
+                unsigned long lo = strtoul(hex, &end, 16);
+                if (end == hex + 4 && lo >= 0xDC00 && lo <= 0xDFFF) {
+                    cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                    i += 6;
+                }
+            }
+            if (cp >= 0xD800 && cp <= 0xDFFF)
+                cp = 0xFFFD; /* a lone surrogate */
+            char u[8];
+            int k = 0;
+            if (cp < 0x80) {
+                u[k++] = (char)cp;
+            } else if (cp < 0x800) {
+                u[k++] = (char)(0xC0 | (cp >> 6));
+                u[k++] = (char)(0x80 | (cp & 0x3F));
+            } else if (cp < 0x10000) {
+                u[k++] = (char)(0xE0 | (cp >> 12));
+                u[k++] = (char)(0x80 | ((cp >> 6) & 0x3F));
+                u[k++] = (char)(0x80 | (cp & 0x3F));
+            } else {
+                u[k++] = (char)(0xF0 | (cp >> 18));
+                u[k++] = (char)(0x80 | ((cp >> 12) & 0x3F));
+                u[k++] = (char)(0x80 | ((cp >> 6) & 0x3F));
+                u[k++] = (char)(0x80 | (cp & 0x3F));
+            }
+            luaL_addlstring(&b, u, (size_t)k);
+            break;
+        }
+        default: luaL_addchar(&b, j[i]); break; /* \" \\ \/ */
+        }
+    }
+    luaL_pushresult(&b);
+    return 1;
+bad:
+    luaL_pushresult(&b);
+    lua_pop(L, 1);
+    return 0;
 }
 
 /* Push the key: the caller's (opts.key), unless the tool's idempotency_key(args, ctx)

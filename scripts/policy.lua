@@ -33,6 +33,9 @@ local defaults = {
     idle_timeout_ms = 0,           -- 0 = no limit
     -- Continuations of cut streams per LLM call; past it the run fails.
     max_continuations = 3,
+    -- One response's content (text, reasoning, tool arguments) may be this large; past
+    -- it the stream is stopped and the run fails with a `budget` error.
+    max_response_bytes = 33554432, -- 32 MiB; 0 = no limit
     -- retry_on = function(err) return ah.is_retryable(err) end,
     --   replaces the retry predicate; err has kind, status, message, provider_type,
     --   retry_after_ms. The default retries HTTP 408 425 429 500 502 503 504 529,

@@ -89,8 +89,40 @@ typedef struct stream_ctx {
     size_t units; /* events (or body halves) placed in `out` so far */
     size_t k;     /* the fault fires after this many units */
     int fault_pending, done, abort;
+    int extra_sent;
+    ah_wire wire;
     int fd;
 } stream_ctx;
+
+/* What extra_after_end: true sends after the final event: a tool call (to a tool named
+ * extra_after_end) and a second end, which a client must ignore. */
+static const char *const default_extra[AH_WIRE_COUNT_] = {
+    [AH_WIRE_ANTHROPIC] =
+        "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":7,"
+        "\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_extra\",\"name\":"
+        "\"extra_after_end\",\"input\":{}}}\n\n"
+        "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":7}\n\n"
+        "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":"
+        "\"tool_use\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":1}}\n\n"
+        "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+    [AH_WIRE_OPENAI] =
+        "data: {\"id\":\"chatcmpl-extra\",\"object\":\"chat.completion.chunk\",\"created\":"
+        "1700000000,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":"
+        "[{\"index\":0,\"id\":\"call_extra\",\"type\":\"function\",\"function\":{\"name\":"
+        "\"extra_after_end\",\"arguments\":\"{}\"}}]},\"finish_reason\":null}]}\n\n"
+        "data: {\"id\":\"chatcmpl-extra\",\"object\":\"chat.completion.chunk\",\"created\":"
+        "1700000000,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},"
+        "\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n",
+    [AH_WIRE_RESPONSES] =
+        "event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\","
+        "\"sequence_number\":9000,\"output_index\":5,\"item\":{\"type\":\"function_call\","
+        "\"id\":\"fc_extra\",\"call_id\":\"call_extra\",\"name\":\"extra_after_end\","
+        "\"arguments\":\"\",\"status\":\"in_progress\"}}\n\n"
+        "event: response.output_item.done\ndata: {\"type\":\"response.output_item.done\","
+        "\"sequence_number\":9001,\"output_index\":5,\"item\":{\"type\":\"function_call\","
+        "\"id\":\"fc_extra\",\"call_id\":\"call_extra\",\"name\":\"extra_after_end\","
+        "\"arguments\":\"{}\",\"status\":\"completed\"}}\n\n",
+};
 
 static const ah__mock_step default_ok = {.kind = AH__MOCK_OK, .stall_ms = -1};
 
@@ -312,7 +344,8 @@ static void format_http_date(long long in_seconds, char *out, size_t size)
 static void add_headers(struct MHD_Response *resp, ah_wire wire, const char *request_id,
                         const char *content_type, const ah__mock_step *step)
 {
-    MHD_add_response_header(resp, "Content-Type", content_type);
+    MHD_add_response_header(resp, "Content-Type",
+                            step && step->content_type ? step->content_type : content_type);
     MHD_add_response_header(
         resp, wire == AH_WIRE_ANTHROPIC ? "request-id" : "x-request-id", request_id);
     for (size_t i = 0; step && i < step->header_count; i++) {
@@ -411,6 +444,14 @@ static void fill(stream_ctx *s)
                 s->k = s->units;
                 continue;
             }
+            if (s->w && !s->extra_sent && (s->step->extra || s->step->extra_default)) {
+                s->extra_sent = 1; /* content after the final event */
+                if (s->step->extra)
+                    ah__mock_buf_put(&s->out, s->step->extra, s->step->extra_len);
+                else
+                    ah__mock_buf_puts(&s->out, default_extra[s->wire]);
+                continue;
+            }
             s->done = 1;
             return;
         }
@@ -429,9 +470,18 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
             fill(s);
         if (s->out.failed)
             return MHD_CONTENT_READER_END_WITH_ERROR;
-        if (s->out.len == 0)
+        if (s->out.len == 0) {
+            if (!s->abort && s->w && s->step->unclean != AH__MOCK_UNCLEAN_NONE) {
+                /* The whole response went out; now end it as a proxy might. */
+                if (s->step->unclean == AH__MOCK_UNCLEAN_RESET && s->fd >= 0) {
+                    struct linger lg = {1, 0}; /* close() then sends an RST */
+                    setsockopt(s->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+                }
+                return MHD_CONTENT_READER_END_WITH_ERROR;
+            }
             return s->abort ? MHD_CONTENT_READER_END_WITH_ERROR
                             : MHD_CONTENT_READER_END_OF_STREAM;
+        }
     }
     size_t n = s->out.len - s->off;
     if (n > max)
@@ -439,6 +489,76 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
     memcpy(buf, s->out.data + s->off, n);
     s->off += n;
     return (ssize_t)n;
+}
+
+/* A STATUS step's error body with a body_fault: endless (chunked: the body, then spaces
+ * for as long as the client reads) or stall (half the body,
+ * then silence until the client or the mock goes away). */
+typedef struct errbody_ctx {
+    ah_mock *m;
+    ah__mock_buf body;
+    size_t off;
+    int fault, fd;
+} errbody_ctx;
+
+static ssize_t errbody_reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    errbody_ctx *e = cls;
+    (void)pos;
+    size_t limit = e->fault == AH__MOCK_BODY_STALL ? e->body.len / 2 : e->body.len;
+    if (e->off < limit) {
+        size_t n = limit - e->off < max ? limit - e->off : max;
+        memcpy(buf, e->body.data + e->off, n);
+        e->off += n;
+        return (ssize_t)n;
+    }
+    if (e->fault == AH__MOCK_BODY_STALL) {
+        wait_ms(e->m, -1, e->fd);
+        return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+    if (e->m->closing)
+        return MHD_CONTENT_READER_END_WITH_ERROR;
+    memset(buf, ' ', max);
+    return (ssize_t)max;
+}
+
+static void errbody_free(void *cls)
+{
+    errbody_ctx *e = cls;
+    ah__mock_buf_free(&e->body);
+    free(e);
+}
+
+static struct MHD_Response *faulty_error_response(ah_mock *m, struct MHD_Connection *conn,
+                                                  ah_wire wire, int status,
+                                                  const char *request_id,
+                                                  const ah__mock_step *step)
+{
+    errbody_ctx *e = calloc(1, sizeof *e);
+    if (!e)
+        return NULL;
+    e->m = m;
+    e->fault = step->body_fault;
+    e->fd = -1;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (ci)
+        e->fd = ci->connect_fd;
+    if (step->has_body)
+        ah__mock_buf_put(&e->body, step->body, step->body_len);
+    else
+        ah__mock_error_body(wire, status, step->error_type, step->message, request_id,
+                            &e->body);
+    struct MHD_Response *resp =
+        e->body.failed ? NULL
+                       : MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, BLOCK_SIZE,
+                                                           errbody_reader, e, errbody_free);
+    if (!resp) {
+        errbody_free(e);
+        return NULL;
+    }
+    add_headers(resp, wire, request_id, "application/json", step);
+    return resp;
 }
 
 /* The model's reply: SSE or JSON, with the step's stream fault if any. Returns the MHD
@@ -473,6 +593,10 @@ static struct MHD_Response *reply_response(ah_mock *m, struct MHD_Connection *co
         *status = st == AH_ERR_INVALID ? 400 : 500;
         return error_response(wire, *status, NULL, err, request_id, step);
     }
+    if (step->invalid_utf8 && s->reply.text_len >= 2) {
+        s->reply.text[0] = (char)0xFF; /* never valid UTF-8, sent raw in the JSON */
+        s->reply.text[1] = (char)0xFE;
+    }
     if (s->reply.has_tool && step->tool_calls > 1)
         s->reply.ntools = step->tool_calls; /* parallel calls of the tool (tool_calls: N) */
     ah__mock_step_kind kind = step->kind;
@@ -485,14 +609,23 @@ static struct MHD_Response *reply_response(ah_mock *m, struct MHD_Connection *co
 
     struct MHD_Response *resp = NULL;
     *status = step->kind == AH__MOCK_STATUS ? step->status : 200;
-    if (stream) {
+    s->wire = wire;
+    if (stream && !step->json_body) {
         s->w = ah__mock_writer_new(wire, &s->reply, request_id);
         if (!s->w)
             goto fail;
         s->fault_pending = fault;
         s->k = (size_t)step->after_events;
-        resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, BLOCK_SIZE, reader, s,
-                                                 stream_free);
+        /* A K past the end fires just before the final event: after it the response is
+         * complete, and a client rightly ignores what follows. */
+        size_t nev = ah__mock_writer_event_count(s->w);
+        if (fault && nev > 0 && s->k >= nev)
+            s->k = nev - 1;
+        /* short_content_length: claim 1 GiB, send the stream, close. */
+        uint64_t size = step->unclean == AH__MOCK_UNCLEAN_SHORT_CONTENT_LENGTH
+                            ? (uint64_t)1 << 30
+                            : MHD_SIZE_UNKNOWN;
+        resp = MHD_create_response_from_callback(size, BLOCK_SIZE, reader, s, stream_free);
         if (!resp)
             goto fail;
         add_headers(resp, wire, request_id, "text/event-stream; charset=utf-8", step);
@@ -613,7 +746,9 @@ static enum MHD_Result handle(ah_mock *m, req_ctx *rc, struct MHD_Connection *co
         status = 0;
     } else if (step->kind == AH__MOCK_STATUS && (step->has_body || step->status >= 300)) {
         status = step->status;
-        if (step->has_body) {
+        if (step->body_fault) {
+            resp = faulty_error_response(m, conn, (ah_wire)wire, status, request_id, step);
+        } else if (step->has_body) {
             resp = buffer_response(step->body, step->body_len);
             if (resp)
                 add_headers(resp, (ah_wire)wire, request_id, "application/json", step);

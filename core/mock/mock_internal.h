@@ -98,8 +98,20 @@ typedef struct ah__mock_step {
     char *text;                 /* reply text options (OK, DELAY and the stream faults) */
     size_t text_deltas;
     size_t delta_bytes;
+    /* OK / DELAY streams: how the connection ends after the final event. */
+    int unclean; /* AH__MOCK_UNCLEAN_* */
+    char *extra; /* bytes sent after the final event (NULL = none) */
+    size_t extra_len;
+    int extra_default; /* extra_after_end: true (the format's default extra events) */
+    char *content_type; /* overrides the response's Content-Type (NULL = the usual) */
+    int json_body;      /* OK / DELAY: a JSON body even when the request asked to stream */
+    int body_fault;     /* STATUS: AH__MOCK_BODY_* */
+    int invalid_utf8;   /* OK / DELAY: the reply text starts with the bytes FF FE */
 } ah__mock_step;
 
+enum { AH__MOCK_UNCLEAN_NONE, AH__MOCK_UNCLEAN_NO_FINAL_CHUNK, AH__MOCK_UNCLEAN_RESET,
+       AH__MOCK_UNCLEAN_SHORT_CONTENT_LENGTH };
+enum { AH__MOCK_BODY_NONE, AH__MOCK_BODY_ENDLESS, AH__MOCK_BODY_STALL };
 enum { AH__MOCK_MAX_TOOL_CALLS = 16 }; /* a step's tool_calls */
 
 typedef struct ah__mock_plan {

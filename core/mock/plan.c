@@ -60,6 +60,12 @@ static const field fields[] = {
     {"text", F_STRING, -1, TEXT_KINDS, 0, 0},
     {"text_deltas", F_INT, -1, TEXT_KINDS, 1, MAX_TEXT_DELTAS},
     {"delta_bytes", F_INT, -1, TEXT_KINDS, 1, 1 << 20},
+    {"unclean_close_after_end", F_ANY, -1, K(OK) | K(DELAY), 0, 0},
+    {"extra_after_end", F_ANY, -1, K(OK) | K(DELAY), 0, 0},
+    {"content_type", F_STRING, -1, ALL_KINDS & ~K(RESET), 0, 0},
+    {"json_body", F_TRUE, -1, K(OK) | K(DELAY), 0, 0},
+    {"body_fault", F_STRING, -1, K(STATUS), 0, 0},
+    {"invalid_utf8", F_TRUE, -1, K(OK) | K(DELAY), 0, 0},
 };
 enum { NFIELDS = sizeof fields / sizeof fields[0] };
 
@@ -93,6 +99,8 @@ static void step_free(ah__mock_step *s)
     free(s->error_type);
     free(s->message);
     free(s->text);
+    free(s->extra);
+    free(s->content_type);
     memset(s, 0, sizeof *s);
 }
 
@@ -360,6 +368,57 @@ static int parse_step(const cJSON *obj, ah__mock_step *s, const char *where, cha
     if ((v = cJSON_GetObjectItemCaseSensitive(obj, "headers")) &&
         parse_headers(v, s, where, err, errsize) != 0)
         return -1;
+    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "unclean_close_after_end"))) {
+        const char *mode = cJSON_IsTrue(v) ? "no_final_chunk"
+                           : cJSON_IsString(v) ? v->valuestring
+                                               : "";
+        if (strcmp(mode, "no_final_chunk") == 0)
+            s->unclean = AH__MOCK_UNCLEAN_NO_FINAL_CHUNK;
+        else if (strcmp(mode, "reset") == 0)
+            s->unclean = AH__MOCK_UNCLEAN_RESET;
+        else if (strcmp(mode, "short_content_length") == 0)
+            s->unclean = AH__MOCK_UNCLEAN_SHORT_CONTENT_LENGTH;
+        else {
+            ah__bufprintf(err, errsize,
+                          "%s: field 'unclean_close_after_end' must be true, "
+                          "\"no_final_chunk\", \"reset\" or \"short_content_length\"",
+                          where);
+            return -1;
+        }
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "extra_after_end"))) {
+        if (cJSON_IsTrue(v)) {
+            s->extra_default = 1;
+        } else if (cJSON_IsString(v) && v->valuestring[0]) {
+            if (set_string(&s->extra, v->valuestring, where, err, errsize) != 0)
+                return -1;
+            s->extra_len = strlen(s->extra);
+        } else {
+            ah__bufprintf(err, errsize,
+                          "%s: field 'extra_after_end' must be true or a non-empty string",
+                          where);
+            return -1;
+        }
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "content_type")) &&
+        set_string(&s->content_type, v->valuestring, where, err, errsize) != 0)
+        return -1;
+    if (cJSON_GetObjectItemCaseSensitive(obj, "json_body"))
+        s->json_body = 1;
+    if (cJSON_GetObjectItemCaseSensitive(obj, "invalid_utf8"))
+        s->invalid_utf8 = 1;
+    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "body_fault"))) {
+        if (strcmp(v->valuestring, "endless") == 0)
+            s->body_fault = AH__MOCK_BODY_ENDLESS;
+        else if (strcmp(v->valuestring, "stall") == 0)
+            s->body_fault = AH__MOCK_BODY_STALL;
+        else {
+            ah__bufprintf(err, errsize,
+                          "%s: field 'body_fault' must be \"endless\" or \"stall\"",
+                          where);
+            return -1;
+        }
+    }
     return 0;
 }
 

@@ -41,7 +41,7 @@ local client = ah.client{ provider = "anthropic", model = "m", base_url = "http:
 ah.agent{ client = client, policy = policy, on_event = false }
 local n = 0
 for _ in pairs(policy) do n = n + 1 end
-T.eq(n, 10, "field count (every policy field but retry_on)")
+T.eq(n, 11, "field count (every policy field but retry_on)")
 T.ok("accepted as an agent's policy")
 
 local mine = policy:copy()

@@ -17,10 +17,12 @@
  * status or a Retry-After beyond max_retry_after_ms ends the run at once) and predicts
  * the outcome, the error kind, status and give-up reason, the number of requests, retries
  * and continuations, and whether the tool's step was reached. Every stream fault in a
- * plan fires: a cut or stall past the end of a stream still loses its terminating chunk;
- * a malformed or error event after Anthropic's message_stop or Responses' completion is
- * still an error; only OpenAI rightly ignores anything after [DONE], so there those two
- * faults are drawn before the shortest stream's end (3 events: a reply with no text).
+ * plan fires: the mock fires a K past the end just before the stream's final event
+ * (after it the response is complete and anything more is rightly ignored); for OpenAI
+ * the malformed and error faults are drawn before the shortest stream's end (3 events:
+ * a reply with no text). Faults after the final event (an unclean close, a tool call
+ * sent after the end) are benign; invalid UTF-8 is benign but changes the answer's
+ * bytes, so its text is only checked to be valid UTF-8, like every event line.
  *
  * Memory: the heap in use (mallinfo2, or the sanitizer allocator's count under ASan) and
  * the RSS are taken after run CHECKPOINT (100) and after the last run. Every run frees
@@ -165,6 +167,24 @@ static const fault FAULTS[] = {
     {"in-stream error",
      "{\"error_event_after\":%d,\"message\":\"overloaded for " KEY "\"}", F_STREAM,
      K_HEAD, AH_EK_STREAM, 0, 0, 3},
+    /* i12-wire: the end of a complete response, error bodies, invalid UTF-8 */
+    {"unclean close after the end (no final chunk)",
+     "{\"ok\":true,\"unclean_close_after_end\":\"no_final_chunk\"}", F_BENIGN, K_NONE,
+     AH_EK_NONE, 0, 0, 1},
+    {"unclean close after the end (reset)",
+     "{\"ok\":true,\"unclean_close_after_end\":\"reset\"}", F_BENIGN, K_NONE, AH_EK_NONE,
+     0, 0, 1},
+    {"unclean close after the end (short Content-Length)",
+     "{\"ok\":true,\"unclean_close_after_end\":\"short_content_length\"}", F_BENIGN,
+     K_NONE, AH_EK_NONE, 0, 0, 1},
+    {"a tool call after the end", "{\"ok\":true,\"extra_after_end\":true}", F_BENIGN,
+     K_NONE, AH_EK_NONE, 0, 0, 1},
+    {"invalid UTF-8 in the answer", "{\"ok\":true,\"invalid_utf8\":true}", F_BENIGN,
+     K_NONE, AH_EK_NONE, 0, 0, 1},
+    {"503 with an endless body", "{\"status\":503,\"body_fault\":\"endless\"}", F_RETRY,
+     K_NONE, AH_EK_HTTP, 503, 0, 1},
+    {"503 whose body stalls", "{\"status\":503,\"body_fault\":\"stall\"}", F_RETRY,
+     K_NONE, AH_EK_TIMEOUT, 0, 0, 1},
 };
 enum { N_FAULTS = sizeof FAULTS / sizeof FAULTS[0] };
 
@@ -197,6 +217,7 @@ typedef struct prediction {
     int requests, continuations;
     int failed_step;  /* 1 or 2 when failed */
     int tool_reached; /* step 1 completed: the tool ran */
+    int text_unchecked; /* a fault changed the answer's bytes */
     int n_retries;
     retry_expect retries[MAX_FAULTS];
 } prediction;
@@ -252,6 +273,8 @@ static void simulate(const params *p, prediction *o)
         o->requests++;
         attempt++;
         const fault *ft = &FAULTS[f];
+        /* its bytes become U+FFFD: the answer's text differs from the reference */
+        o->text_unchecked |= strstr(ft->json, "invalid_utf8") != NULL;
         switch (ft->cls) {
         case F_BENIGN:
             if (step == 2) {
@@ -421,6 +444,25 @@ static int jint(const cJSON *o, const char *k)
     return cJSON_IsNumber(v) ? v->valueint : 0;
 }
 
+static int valid_utf8(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        int n = *p < 0x80           ? 1
+                : (*p >> 5) == 6    ? 2
+                : (*p >> 4) == 14   ? 3
+                : (*p >> 3) == 30   ? 4
+                                    : 0;
+        if (!n || (n == 2 && *p < 0xC2))
+            return 0;
+        for (int i = 1; i < n; i++)
+            if ((p[i] & 0xC0) != 0x80)
+                return 0;
+        p += n;
+    }
+    return 1;
+}
+
 /* The events against the prediction: retries (in order, with their status, kind and
  * wait source), continuations, the give-up, the end. */
 static int check_events(const run_state *r, const prediction *o)
@@ -429,6 +471,8 @@ static int check_events(const run_state *r, const prediction *o)
     for (size_t i = 0; i < r->n_events && !rc; i++) {
         if (strstr(r->events[i], SECRET_MARK))
             return fail("secret in event: %s", r->events[i]);
+        if (!valid_utf8(r->events[i])) /* what --events writes must stay JSON Lines */
+            return fail("event %zu is not valid UTF-8", i);
         const char *type;
         cJSON *e = event_at(r, i, &type);
         if (!e)
@@ -537,9 +581,12 @@ static int check_run(run_state *r, ah_mock *mock, const prediction *o,
     const char *want = o->outcome == AH_OUTCOME_COMPLETED || o->failed_step == 2
                            ? ref->final
                            : ref->step1;
-    if (o->outcome == AH_OUTCOME_COMPLETED ? strcmp(text, want) != 0
-                                           : strncmp(text, want, strlen(text)) != 0)
+    if (!o->text_unchecked &&
+        (o->outcome == AH_OUTCOME_COMPLETED ? strcmp(text, want) != 0
+                                            : strncmp(text, want, strlen(text)) != 0))
         return fail("final text '%s', reference '%s'", text, want);
+    if (!valid_utf8(text))
+        return fail("final text is not valid UTF-8");
     /* The tool: asked for once per key and run once, from the completed response only. */
     if (r->exec_calls != o->tool_reached || r->body_runs != o->tool_reached)
         return fail("tool asked %d times and run %d times, expected %d", r->exec_calls,

@@ -66,6 +66,12 @@ typedef struct ah_call ah_call;
  *   on_end   the response ended cleanly at the HTTP level. Return 0 if the stream was
  *            complete (DONE), nonzero with *err if the format says it was cut short
  *            (INTERRUPTED).
+ *   ended    (after each on_data) 1 once the stream's final event has arrived (Anthropic
+ *            message_stop, Chat [DONE], Responses response.completed/incomplete/failed).
+ *            From then on the response is complete: later bytes are not passed on, and
+ *            an unclean end (no final chunk, a reset, a short Content-Length) or a
+ *            connection held open past a 1 s grace still ends the call DONE (after
+ *            on_end). NULL = only a clean HTTP end completes the stream.
  * They run on the loop thread and may call ah_call_cancel(), never ah_call_free(). */
 typedef struct ah_stream_fns {
     int (*on_open)(void *ud, int status, const ah_header *headers, size_t n,
@@ -73,6 +79,7 @@ typedef struct ah_stream_fns {
     int (*on_data)(void *ud, const char *buf, size_t len, ah_error *err);
     int (*on_end)(void *ud, ah_error *err);
     void *ud;
+    int (*ended)(void *ud);
 } ah_stream_fns;
 
 /* Called once, when the call reaches a terminal state (DONE, INTERRUPTED, GAVE_UP,
@@ -109,8 +116,11 @@ ah_status ah_call_new(const ah_call_config *cfg, ah_call **out, char *errbuf,
  * the call's own stream/event callbacks (on_finish is fine). */
 void ah_call_free(ah_call *call);
 
-/* IDLE -> ATTEMPT 1. The first request goes out during the next loop step.
- * AH_ERR_STATE if already started. */
+/* Schedule IDLE -> ATTEMPT 1 for the next loop step and return. Nothing else happens
+ * inside this call: no event, no transport start() and never on_finish, even when the
+ * first attempt fails at once and the policy gives up (the rule of libuv: no completion
+ * callback fires from inside the call that started the work). AH_ERR_STATE if already
+ * started. */
 ah_status ah_call_start(ah_call *call);
 
 /* Blocking driver: start the call if needed and step its loop until the call is finished.

@@ -112,6 +112,8 @@ size_t ah_loop_transfer_count(const ah_loop *loop);
 typedef struct ah_timer ah_timer;
 typedef void (*ah_timer_fn)(void *ud);
 
+/* NULL when out of memory. The timer's slot in the loop's heap is reserved here, so
+ * ah_timer_start() never allocates and never fails: an armed timer is never lost. */
 ah_timer *ah_timer_new(ah_loop *loop, ah_timer_fn fn, void *ud);
 /* Stops it first. NULL is a no-op. */
 void ah_timer_free(ah_timer *t);

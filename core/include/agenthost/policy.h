@@ -64,6 +64,8 @@ enum {
     AH_POLICY_DEFAULT_MAX_RETRY_AFTER_MS = 60000,
     AH_POLICY_DEFAULT_MAX_CONTINUATIONS = 3
 };
+/* 32 MiB: the default cap on one response's content (max_response_bytes). */
+#define AH_POLICY_DEFAULT_MAX_RESPONSE_BYTES ((int64_t)32 << 20)
 
 /* All durations are milliseconds. Each field comment gives its range and default;
  * "0 = none" means that limit is off. */
@@ -87,6 +89,10 @@ typedef struct ah_policy {
     int64_t idle_timeout_ms;
     /* Continuations of cut streams per call. >= 0; 3 */
     int max_continuations;
+    /* One response's content (text, reasoning and tool-call arguments as decoded, or a
+     * JSON body as received): past it the stream is stopped and the run fails with a
+     * `budget` error, not continued. >= 0; 32 MiB; 0 = none */
+    int64_t max_response_bytes;
     /* The retry predicate (NULL = the default table alone) and its data (not owned). */
     ah_retry_on_fn retry_on;
     void *retry_on_ud;

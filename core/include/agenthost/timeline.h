@@ -206,6 +206,11 @@ ah_status ah_decoder_finish(ah_decoder *d, ah_error *err);
 /* The decoder's sticky error, or NULL while healthy. Kind AH_EK_STREAM; the message names
  * the format, the event type, the event number and the byte offset where it ended. */
 const ah_error *ah_decoder_error(const ah_decoder *d);
+/* 1 once the stream's final event was decoded: Anthropic message_stop, Responses
+ * response.completed / incomplete / failed, Chat [DONE] (every format: [DONE]). Events
+ * after it are ignored, so content sent after the end (a tool call after message_stop)
+ * never reaches the timeline. */
+int ah_decoder_ended(const ah_decoder *d);
 
 /* Decode a complete NON-stream response body of `wire` into `tl` (fresh or reset). Every
  * block is closed and the timeline is finished. Returns AH_OK; AH_ERR_PARSE with err kind

@@ -176,7 +176,9 @@ int ah_worker_finished(const ah_worker *w);
 ah_run_outcome ah_worker_outcome(const ah_worker *w); /* valid once finished */
 const ah_error *ah_worker_error(const ah_worker *w);  /* kind NONE on success */
 /* The final answer: the text of the assistant messages after the last tool round
- * (a partial message and its continuation together). Borrowed; "" before the end. */
+ * (a partial message and its continuation together). Borrowed, valid until the worker
+ * is freed or its history changes (an answer of one text block is that block of the
+ * history, not a copy); "" before the end. */
 const char *ah_worker_text(const ah_worker *w);
 const ah_conversation *ah_worker_history(const ah_worker *w); /* borrowed */
 const char *ah_worker_run_id(const ah_worker *w);
