@@ -1,12 +1,18 @@
-/* agent.c - ah.agent{...} and agent:run(input, opts): one ah_worker per run, driven by
- * the scheduler (lah_await), with the Lua hooks plugged into the worker's callbacks:
+/* agent.c - ah.agent{...}, agent:start(input, opts) -> run handle (run.id, run:wait(),
+ * run:cancel()) and agent:run = start + wait: one ah_worker per run, driven by the
+ * scheduler (lah_await), with the Lua hooks plugged into the worker's callbacks:
  * on_event (or the default status display), policy.retry_on, output.validate, and tools
  * whose bodies run in coroutines of their own (the tool seam of lah.h).
  *
  * Invariants:
- *  - A run is a userdata on the stack of the thread that awaits it, plus a registry
- *    reference (self_ref) while its worker runs, so hooks can reach it from any thread;
- *    every reference is dropped when the run's result is built (or at __gc).
+ *  - A run is a userdata (the handle) plus a registry reference (self_ref) from start to
+ *    run_end, so it keeps going when the handle is dropped and hooks can reach it from
+ *    any thread; self_ref is dropped at run_end through lah_unref_later (the worker is
+ *    still on the C stack then), the other references when the result is built (cached
+ *    in the run: every wait gets the same table) or at __gc.
+ *  - A run is on the live list (lah_cancel_runs, Ctrl-C) from start to run_end.
+ *  - At run_end no tool call of the run is left running: a cancel's leftover tool
+ *    coroutines are ended (lah_kill) and the runs they started are cancelled.
  *  - Every call into Lua from a worker callback is protected (lah_pcall_once) and runs
  *    on lah_running(); a failing hook is logged once per agent and the C default decides
  *    (the event is dropped; retry_on -> the default verdict; idempotency_key -> the
