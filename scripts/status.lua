@@ -163,10 +163,34 @@ end
 
 -- ---- output ----------------------------------------------------------------------------
 
+-- Terminal columns of one code point: 2 for the wide East Asian ranges and most emoji,
+-- 1 otherwise (combining marks are rare in these lines; counting them 1 only cuts early).
+local function columns_of(cp)
+    if cp < 0x1100 then return 1 end
+    if (cp <= 0x115F) or (cp >= 0x2E80 and cp <= 0xA4CF) or (cp >= 0xAC00 and cp <= 0xD7A3)
+        or (cp >= 0xF900 and cp <= 0xFAFF) or (cp >= 0xFE30 and cp <= 0xFE4F)
+        or (cp >= 0xFF00 and cp <= 0xFF60) or (cp >= 0xFFE0 and cp <= 0xFFE6)
+        or (cp >= 0x1F300 and cp <= 0x1F64F) or (cp >= 0x1F900 and cp <= 0x1F9FF)
+        or (cp >= 0x20000 and cp <= 0x3FFFD) then
+        return 2
+    end
+    return 1
+end
+
+-- Cut text to at most `width` terminal columns, the ellipsis (one column) included.
 local function fit(text, width, ellipsis)
-    local n = utf8.len(text) or #text
-    if n <= width then return text end
-    local cut = utf8.offset(text, width) or (width + 1)
+    if not utf8.len(text) then -- not UTF-8: bytes are columns
+        return #text <= width and text or text:sub(1, width - 1) .. ellipsis
+    end
+    local total = 0
+    for _, cp in utf8.codes(text) do total = total + columns_of(cp) end
+    if total <= width then return text end
+    local used, cut = 0, 1
+    for pos, cp in utf8.codes(text) do
+        local w = columns_of(cp)
+        if used + w > width - 1 then cut = pos; break end
+        used = used + w
+    end
     return text:sub(1, cut - 1) .. ellipsis
 end
 

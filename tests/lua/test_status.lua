@@ -221,6 +221,15 @@ test("a long transient line is cut to the terminal width", function()
     eq(line, "retrying LLM request after H…")
 end)
 
+test("wide characters count two columns when the line is cut", function()
+    local d, s = display({ width = 21 })
+    -- a tool named in CJK: each character takes two columns on a terminal
+    d:update({ type = "tool_call_start", llm_call = 1, id = "t", name = "計算機計算機計算機" })
+    local line = s:text():match("^\r(.*)\27%[K$")
+    -- "waiting for tool " is 17 columns; 20 columns fit: one wide char (2) + "…" (1)
+    eq(line, "waiting for tool 計…")
+end)
+
 test("streaming text left mid-line is kept: the status starts on a new line", function()
     local d, s = display({ streaming = true })
     d:update({ type = "text_delta", llm_call = 1, block = 0, text = "The answer" })
