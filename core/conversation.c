@@ -221,14 +221,21 @@ ah_status ah_conversation_add_text(ah_conversation *c, const char *text, size_t 
 {
     if (!c || (!text && len))
         return AH_ERR_INVALID;
-    /* Copy once here so add_block's copy sees a NUL-terminated string. */
+    /* One copy (a long answer is committed here): the block is added with an empty
+     * text, which then takes the NUL-terminated copy. */
     char *tmp = ah__strndup(text ? text : "", len);
     if (!tmp)
         return AH_ERR_NOMEM;
-    ah_msg_block b = {.kind = AH_MSG_TEXT, .text = tmp};
+    ah_msg_block b = {.kind = AH_MSG_TEXT, .text = ""};
     ah_status st = ah_conversation_add_block(c, &b);
-    free(tmp);
-    return st;
+    if (st != AH_OK) {
+        free(tmp);
+        return st;
+    }
+    ah_msg_block *added = &c->msgs[c->n - 1].blocks[c->msgs[c->n - 1].n - 1];
+    free((char *)added->text);
+    added->text = tmp;
+    return AH_OK;
 }
 
 ah_status ah_conversation_add_reasoning(ah_conversation *c, const char *text,

@@ -2,15 +2,16 @@
  * format, sticky errors, hooks, end-of-stream verdict, and the non-stream entry point.
  *
  * Invariants:
- *   - each event's data is parsed exactly once (cJSON) and the tree is freed before the
- * next event; format code borrows it and copies only what the timeline keeps;
+ *   - each event's data is parsed exactly once: by the fast path (decode_fast.c) when it
+ * is one of the hot delta shapes, else by cJSON, whose tree is freed before the next
+ * event; format code borrows it and copies only what the timeline keeps;
  *   - after the first decoder error every feed returns the same sticky status and nothing
  *     more reaches the timeline or the hooks;
  *   - "[DONE]" is the end-of-data sentinel in every format (Chat always sends it, some
  *     Responses servers do too); later events are ignored;
- *   - bytes are handed to the SSE parser one line at a time so that the byte offset named
- * in an error is the end of the offending event (exact for LF/CRLF streams; a CR-only
- * stream reports the end of the chunk).
+ *   - the byte offset named in an error is the end of the offending event (the SSE
+ * parser's consumed offset); a chunk is handed to it as its complete lines, then its
+ * unterminated rest, so the events before a framing error are all decoded.
  */
 #include "decode_internal.h"
 
@@ -21,6 +22,42 @@
 
 /* ---- cJSON accessors
  * ------------------------------------------------------------------------ */
+
+static const char *skip_ws(const char *p, const char *end)
+{
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+        p++;
+    return p;
+}
+
+const char *ah__dec_name(ah_decoder *d, const char *name)
+{
+    if (!name || !d->raw)
+        return name;
+    /* Look for "name" : "<name>\u0000 in the raw text (a name with other escapes before
+     * its NUL is not recognised: no real provider sends either). */
+    size_t n = strlen(name);
+    const char *p = d->raw, *end = d->raw + d->raw_len;
+    while ((p = memchr(p, '"', (size_t)(end - p))) != NULL) {
+        const char *q = p + 1;
+        p++;
+        if ((size_t)(end - q) < 5 || memcmp(q, "name\"", 5) != 0)
+            continue;
+        q = skip_ws(q + 5, end);
+        if (q >= end || *q != ':')
+            continue;
+        q = skip_ws(q + 1, end);
+        if (q >= end || *q != '"')
+            continue;
+        q++;
+        if ((size_t)(end - q) >= n + 6 && memcmp(q, name, n) == 0 &&
+            memcmp(q + n, "\\u0000", 6) == 0) {
+            ah__bufprintf(d->name_buf, sizeof d->name_buf, "%.120s\xEF\xBF\xBD", name);
+            return d->name_buf;
+        }
+    }
+    return name;
+}
 
 const char *ah__jstr(const cJSON *o, const char *key)
 {
@@ -215,7 +252,15 @@ void ah_decoder_free(ah_decoder *d)
     if (!d)
         return;
     ah_sse_free(d->sse);
+    free(d->scratch);
+    free(d->fast_bytes);
     free(d);
+}
+
+void ah__decoder_set_slow(ah_decoder *d, int slow)
+{
+    if (d)
+        d->slow = slow != 0;
 }
 
 const ah_error *ah_decoder_error(const ah_decoder *d)
@@ -264,6 +309,8 @@ static ah_status feed_event(ah_decoder *d, const ah_sse_event *ev, int64_t end)
     d->events++;
     d->ev_end = end;
     d->ev_type = ev->type;
+    d->raw = ev->data; /* for ah__dec_name while this event is decoded */
+    d->raw_len = ev->data_len;
     if (ah_decoder_ended(d)) {
         /* Nothing after the final event is the answer: a tool_use sent after
          * message_stop never runs. */
@@ -279,24 +326,35 @@ static ah_status feed_event(ah_decoder *d, const ah_sse_event *ev, int64_t end)
     }
     /* Invalid UTF-8 and lone surrogate escapes become U+FFFD here, at the boundary:
      * the timeline, history, events and the next request body only see valid text, and
-     * one bad character never makes the event (and every continuation) unparseable. */
+     * one bad character never makes the event (and every continuation) unparseable.
+     * Both the fast path and cJSON see the repaired bytes. */
     char *fixed = NULL;
     size_t fixed_len = 0;
     int fx = ah__json_text_fix(ev->data, ev->data_len, &fixed, &fixed_len);
     if (fx < 0)
         return ah__dec_fail(d, AH_ERR_NOMEM, "out of memory");
-    cJSON *root = fx ? cJSON_ParseWithLength(fixed, fixed_len)
-                     : cJSON_ParseWithLength(ev->data, ev->data_len);
+    const char *data = fx ? fixed : ev->data;
+    size_t data_len = fx ? fixed_len : ev->data_len;
+    ah_status st;
+    if (!d->slow && ah__fast_event(d, data, data_len, &st)) {
+        free(fixed);
+        d->ev_type = NULL;
+        d->raw = NULL;
+        if (st != AH_OK && d->status == AH_OK)
+            st = ah__dec_fail(d, st, "failed");
+        return st;
+    }
+    cJSON *root = cJSON_ParseWithLength(data, data_len);
     free(fixed);
     if (!root)
         return ah__dec_fail(d, AH_ERR_PARSE, "malformed JSON in event data (%zu bytes)",
                             ev->data_len);
-    ah_status st;
     if (!cJSON_IsObject(root))
         st = ah__dec_fail(d, AH_ERR_PARSE, "event data is JSON but not an object");
     else
         st = dispatch(d, root);
     d->ev_type = NULL; /* it pointed into the tree or the borrowed event */
+    d->raw = NULL;
     if (st != AH_OK && d->status == AH_OK)
         st = ah__dec_fail(d, st, "failed");
     cJSON_Delete(root);
@@ -320,8 +378,13 @@ ah_status ah_decoder_feed(ah_decoder *d, const void *bytes, size_t len)
         return AH_ERR_STATE;
     const char *p = bytes;
     while (len > 0) {
-        const char *nl = memchr(p, '\n', len);
-        size_t take = nl ? (size_t)(nl - p) + 1 : len;
+        /* The complete lines first, then the unterminated rest: every event before a bad
+         * line (say, one over the line limit) is decoded, as if fed line by line. */
+        size_t take = len;
+        while (take > 0 && p[take - 1] != '\n' && p[take - 1] != '\r')
+            take--;
+        if (take == 0)
+            take = len;
         ah_status st = ah_sse_feed(d->sse, p, take);
         d->bytes += take;
         p += take;
@@ -333,7 +396,7 @@ ah_status ah_decoder_feed(ah_decoder *d, const void *bytes, size_t len)
                 st = ah_sse_status(d->sse);
                 break;
             }
-            st = feed_event(d, &ev, (int64_t)d->bytes);
+            st = feed_event(d, &ev, (int64_t)ah_sse_bytes_consumed(d->sse));
         }
         if (st != AH_OK) {
             if (d->status == AH_OK) {
@@ -423,6 +486,8 @@ ah_status ah_decode_response(ah_wire wire, const char *body, size_t len, ah_time
                                  : cJSON_ParseWithLength(body, len);
     free(fixed);
     ah_status st;
+    d.raw = body;
+    d.raw_len = len;
     if (!root)
         st = ah__dec_fail(&d, AH_ERR_PARSE, "invalid JSON (%zu bytes)", len);
     else if (!cJSON_IsObject(root))

@@ -87,7 +87,7 @@ static ah_status open_block(ah_decoder *d, int64_t idx, const cJSON *cb, int who
                strcmp(type, "mcp_tool_use") == 0) {
         ah_block_kind kind =
             type[0] == 't' ? AH_BLOCK_TOOL_USE : AH_BLOCK_SERVER_TOOL_USE;
-        const char *id = ah__jstr(cb, "id"), *name = ah__jstr(cb, "name");
+        const char *id = ah__jstr(cb, "id"), *name = ah__dec_name(d, ah__jstr(cb, "name"));
         if (!id || !name)
             return ah__dec_fail(d, AH_ERR_PARSE,
                                 "%s block %lld without \"id\" and \"name\"", type,
@@ -134,16 +134,13 @@ static ah_status on_block_start(ah_decoder *d, const cJSON *root)
     return open_block(d, idx, cb, 0, &i);
 }
 
-static ah_status on_block_delta(ah_decoder *d, const cJSON *root)
+/* A content_block_delta once its index and delta type are known. `delta` is the parsed
+ * delta object, or NULL from the fast path (decode_fast.c), which passes the string
+ * field of a text_delta / thinking_delta / input_json_delta as fs (fn bytes) instead.
+ * One body for both, so they cannot disagree. */
+ah_status ah__anthropic_delta(ah_decoder *d, int64_t idx, const char *dt,
+                              const cJSON *delta, const char *fs, size_t fn)
 {
-    int64_t idx;
-    ah_status st = need_index(d, root, &idx);
-    if (st != AH_OK)
-        return st;
-    const cJSON *delta = ah__jobj(root, "delta");
-    const char *dt = ah__jstr(delta, "type");
-    if (!dt)
-        return ah__dec_fail(d, AH_ERR_PARSE, "missing \"delta\" object with a \"type\"");
     size_t i = ah__tl_find(d->tl, idx, -1, 1);
     if (i == AH__NONE)
         return ah__dec_fail(d, AH_ERR_PARSE, "%s for block %lld, which is not open", dt,
@@ -160,6 +157,8 @@ static ah_status on_block_delta(ah_decoder *d, const cJSON *root)
         if (kind != AH_BLOCK_TOOL_USE && kind != AH_BLOCK_SERVER_TOOL_USE)
             return ah__dec_fail(d, AH_ERR_PARSE, "input_json_delta for %s block %lld",
                                 ah_block_kind_name(kind), (long long)idx);
+        if (!delta)
+            return ah__dec_content(d, i, fs, fn);
         const cJSON *pj = cJSON_GetObjectItemCaseSensitive(delta, "partial_json");
         if (pj && !cJSON_IsString(pj))
             return ah__dec_fail(d, AH_ERR_PARSE, "\"partial_json\" is not a string");
@@ -182,13 +181,26 @@ static ah_status on_block_delta(ah_decoder *d, const cJSON *root)
         ah__log(AH_LOG_DEBUG, "anthropic: unknown delta type '%s' ignored", dt);
         return AH_OK;
     }
-    const char *s = ah__jstr(delta, field);
+    const char *s = delta ? ah__jstr(delta, field) : fs;
     if (!s)
         return ah__dec_fail(d, AH_ERR_PARSE, "%s without a \"%s\" string", dt, field);
     if (kind != want)
         return ah__dec_fail(d, AH_ERR_PARSE, "%s for %s block %lld", dt,
                             ah_block_kind_name(kind), (long long)idx);
-    return ah__dec_content(d, i, s, strlen(s));
+    return ah__dec_content(d, i, s, delta ? strlen(s) : fn);
+}
+
+static ah_status on_block_delta(ah_decoder *d, const cJSON *root)
+{
+    int64_t idx;
+    ah_status st = need_index(d, root, &idx);
+    if (st != AH_OK)
+        return st;
+    const cJSON *delta = ah__jobj(root, "delta");
+    const char *dt = ah__jstr(delta, "type");
+    if (!dt)
+        return ah__dec_fail(d, AH_ERR_PARSE, "missing \"delta\" object with a \"type\"");
+    return ah__anthropic_delta(d, idx, dt, delta, NULL, 0);
 }
 
 static ah_status on_block_stop(ah_decoder *d, const cJSON *root)

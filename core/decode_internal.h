@@ -93,7 +93,21 @@ struct ah_decoder {
     int64_t ev_end;      /* byte offset where the current event ended, -1 unknown */
     const char *ev_type; /* type of the event being decoded (for messages) */
     int done_seen;       /* "data: [DONE]" arrived */
+    const char *raw;     /* the JSON text being decoded (for ah__dec_name); meaningful
+                            only while an event or body is dispatched */
+    size_t raw_len;
+    char name_buf[160];  /* ah__dec_name's answer */
     int nonstream;       /* decoding a whole body (errors are DECODE) */
+    int slow;       /* the fast path is off (tests) */
+    char *scratch;  /* the fast path's unescaped string, reused */
+    size_t scratch_cap;
+    /* the fast path's shape cache (decode_fast.c): the bytes around the delta string of
+     * the last event it took, and what that event was */
+    char *fast_bytes;
+    size_t fast_pre, fast_suf, fast_cap;
+    int fast_kind; /* 0 none, 1 Anthropic delta (fast_idx, fast_dt), 2 Chat content */
+    int64_t fast_idx;
+    const char *fast_dt;
     /* Chat Completions state */
     size_t chat_open; /* the open text/reasoning block, AH__NONE if none */
     int chat_finish_seen;
@@ -103,6 +117,13 @@ struct ah_decoder {
  * with the format, event type, number and byte offset. Returns st. */
 ah_status ah__dec_fail(ah_decoder *d, ah_status st, const char *fmt, ...)
     AH__PRINTF(3, 4);
+
+/* A tool name read with ah__jstr, checked for an embedded NUL: cJSON stops a string at
+ * "\u0000", so "rec\u0000evil" would be the declared tool "rec". Such a name comes back
+ * as its prefix + U+FFFD (a name no tool can have: declared names hold no NUL, and the
+ * worker answers the call as an unknown tool); any other name as is. NULL stays NULL.
+ * The answer lives until the next call. */
+const char *ah__dec_name(ah_decoder *d, const char *name);
 /* Open a block (fires block_start). */
 ah_status ah__dec_open(ah_decoder *d, ah_block_kind kind, int64_t key, int64_t sub,
                        const char *id, const char *name, size_t *index);
@@ -132,6 +153,21 @@ ah_status ah__tl_set_json(ah_timeline *tl, size_t i, ah__field f, const cJSON *v
 ah_status ah__anthropic_event(ah_decoder *d, const cJSON *root, const char *type);
 ah_status ah__openai_event(ah_decoder *d, const cJSON *root);
 ah_status ah__responses_event(ah_decoder *d, const cJSON *root, const char *type);
+/* The bodies the fast path (decode_fast.c) shares with the cJSON path: a
+ * content_block_delta (delta NULL: its string field given as fs/fn), Chat content. */
+ah_status ah__anthropic_delta(ah_decoder *d, int64_t idx, const char *dt,
+                              const cJSON *delta, const char *fs, size_t fn);
+ah_status ah__openai_content(ah_decoder *d, ah_block_kind kind, const char *s, size_t n);
+/* The fast path: decodes the few hot event shapes (Anthropic text/thinking/input JSON
+ * deltas, Chat content chunks) without building a cJSON tree. Returns 1 when it took the
+ * event (*st its status), 0 when the caller must parse it with cJSON: anything it does
+ * not recognise byte for byte. tests/fuzz/fuzz_decode_fast.c checks that it decodes
+ * exactly like the cJSON path. */
+int ah__fast_event(ah_decoder *d, const char *data, size_t len, ah_status *st);
+/* Turn the fast path off (1) or on (0, the default) for one decoder: for the tests that
+ * compare the two paths. */
+void ah__decoder_set_slow(ah_decoder *d, int slow);
+
 /* The stream's end: applies the format's end rule (Chat: finish_reason seen). */
 void ah__openai_end(ah_decoder *d);
 

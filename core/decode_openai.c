@@ -19,10 +19,10 @@
 
 #define CHAT_TOOL_SUB (-2) /* timeline sub-key marking Chat tool-call blocks */
 
-/* Append text or reasoning, switching blocks when the kind changes. */
-static ah_status chat_content(ah_decoder *d, ah_block_kind kind, const char *s)
+/* Append text or reasoning (n bytes), switching blocks when the kind changes; shared
+ * with the fast path (decode_fast.c). */
+ah_status ah__openai_content(ah_decoder *d, ah_block_kind kind, const char *s, size_t n)
 {
-    size_t n = strlen(s);
     ah_status st;
     if (n == 0)
         return AH_OK; /* the role chunk's "content": "" opens nothing */
@@ -38,6 +38,11 @@ static ah_status chat_content(ah_decoder *d, ah_block_kind kind, const char *s)
         (st = ah__dec_open(d, kind, -1, -1, NULL, NULL, &d->chat_open)) != AH_OK)
         return st;
     return ah__dec_content(d, d->chat_open, s, n);
+}
+
+static ah_status chat_content(ah_decoder *d, ah_block_kind kind, const char *s)
+{
+    return ah__openai_content(d, kind, s, strlen(s));
 }
 
 static const char *nonempty(const char *s)
@@ -71,7 +76,7 @@ static ah_status tool_fragment(ah_decoder *d, const cJSON *tc, int64_t pos)
     ah__jint(tc, "index", &tidx);
     const cJSON *fn = ah__jobj(tc, "function");
     const char *id = nonempty(ah__jstr(tc, "id"));
-    const char *name = nonempty(ah__jstr(fn, "name"));
+    const char *name = nonempty(ah__dec_name(d, ah__jstr(fn, "name")));
     size_t i = ah__tl_find(d->tl, tidx, CHAT_TOOL_SUB, 0);
     if (i != AH__NONE && !ah__tl_is_open(d->tl, i))
         return ah__dec_fail(d, AH_ERR_PARSE,

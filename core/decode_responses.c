@@ -158,7 +158,8 @@ static ah_status open_item(ah_decoder *d, int64_t oi, const cJSON *item, size_t 
         return reasoning_meta(d, *out, item);
     }
     if (strcmp(type, "function_call") == 0) {
-        const char *call_id = ah__jstr(item, "call_id"), *name = ah__jstr(item, "name");
+        const char *call_id = ah__jstr(item, "call_id");
+        const char *name = ah__dec_name(d, ah__jstr(item, "name"));
         const char *args = ah__jstr(item, "arguments");
         if ((st = ah__dec_open(d, AH_BLOCK_TOOL_USE, oi, -1, call_id, name, out)) !=
                 AH_OK ||
@@ -229,7 +230,8 @@ static ah_status item_done(ah_decoder *d, int64_t oi, const cJSON *item)
             (st = set_str(d, i, AH__F_ID, ah__jstr(item, "call_id"))) != AH_OK)
             return st;
         if (ah__tl_len(d->tl, i, AH__F_NAME) == 0 &&
-            (st = set_str(d, i, AH__F_NAME, ah__jstr(item, "name"))) != AH_OK)
+            (st = set_str(d, i, AH__F_NAME, ah__dec_name(d, ah__jstr(item, "name")))) !=
+                AH_OK)
             return st;
         if (args && ah__tl_len(d->tl, i, AH__F_ARGS) == 0 &&
             (st = ah__dec_content(d, i, args, strlen(args))) != AH_OK)

@@ -135,18 +135,16 @@ const char *ah__enc_arguments(ah__enc *e, size_t msg, size_t blk, const ah_msg_b
     int k = classify_json(args, &off);
     if (k == 1)
         return args;
-    if (k < 0)
-        ah__enc_fail(
-            e, AH_ERR_INVALID,
-            "message %zu block %zu (tool_use '%.64s' id '%.64s'): arguments are not "
-            "valid JSON at offset %zu",
-            msg, blk, b->name, b->id, off);
-    else
-        ah__enc_fail(
-            e, AH_ERR_INVALID,
-            "message %zu block %zu (tool_use '%.64s' id '%.64s'): arguments are not "
-            "a JSON object",
-            msg, blk, b->name, b->id);
+    if (k == 0) {
+        /* Valid JSON that is not an object ([1,2,3], 42, "s", null): what a model sent,
+         * kept in history as sent, but no provider takes it back as a call's arguments.
+         * The worker answered that call with a tool error, so the call goes out as {}. */
+        return "{}";
+    }
+    ah__enc_fail(e, AH_ERR_INVALID,
+                 "message %zu block %zu (tool_use '%.64s' id '%.64s'): arguments are not "
+                 "valid JSON at offset %zu",
+                 msg, blk, b->name, b->id, off);
     return NULL;
 }
 

@@ -42,9 +42,10 @@ ah_status ah__enc_openai_tool_choice(ah__enc *e, cJSON *root, int nested);
  * *st_out tells AH_ERR_INVALID from AH_ERR_NOMEM. */
 cJSON *ah__enc_tool_schema(ah__enc *e, size_t i, ah_status *st_out);
 
-/* The arguments of tool_use block (msg, blk), validated to be a JSON object. Returns the
- * text to send ("{}" when the block's arguments are empty or blank), borrowed from the
- * block or static; NULL with e->err set when they are not a JSON object. */
+/* The arguments of tool_use block (msg, blk), validated JSON. Returns the text to send,
+ * borrowed from the block or static: "{}" when the block's arguments are empty or blank,
+ * or valid JSON that is not an object (the model's mistake, answered by the worker as a
+ * tool error); NULL with e->err set when they are not valid JSON. */
 const char *ah__enc_arguments(ah__enc *e, size_t msg, size_t blk, const ah_msg_block *b);
 
 /* 1 when message msg is an assistant message and the last message of the conversation

@@ -1,50 +1,44 @@
-/* ledger.c - the idempotency ledger: one front end over two backends (memory, SQLite).
+/* ledger.c - the idempotency ledger: the front end over every backend, and the memory
+ * backend (SQLite: ledger_sqlite.c).
  *
  * The front end owns the rules (fingerprints, "same key + different arguments is an
- * error", "a repeat returns the original entry"); a backend only finds, inserts (unless
- * the key exists) and lists entries, through one ops table.
+ * error", "a repeat returns the original entry", waking BUSY waiters in this process); a
+ * backend only stores, atomically, through the ops table of ledger_internal.h (which a
+ * network backend implements too).
  *
  * Invariants:
  *   - entries are never changed or removed; seq is assigned at insert, starts at 1 and
  *     only grows (SQLite: INTEGER PRIMARY KEY AUTOINCREMENT, so it is never reused even
  *     if someone deletes rows by hand);
- *   - ah_ledger_record() returns only after the SQLite transaction that inserted the
- *     entry has committed with synchronous=FULL: the receipt outlives a crash before the
- *     caller ever sees it;
+ *   - a claim is taken, checked and dropped only inside one backend step (SQLite: one
+ *     IMMEDIATE transaction), so two callers never both hold a key;
+ *   - ah_ledger_complete() returns DONE only after the SQLite transaction that inserted
+ *     the entry has committed with synchronous=FULL: the receipt outlives a crash before
+ *     the caller ever sees it;
  *   - strings handed out in an ah_ledger_entry stay valid until the next call on the
  *     handle (memory: they live in the entry; SQLite: copied into per-handle scratch).
  */
-#include "internal.h"
+#include "ledger_internal.h"
 
-#include "agenthost/ledger.h"
-
-#include <errno.h>
 #include <inttypes.h>
-#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-enum { LEDGER_ERR_MAX = 512, KEY_IN_MESSAGE_MAX = 80 };
+enum { KEY_IN_MESSAGE_MAX = 80 };
 
-typedef struct ledger_ops {
-    const char *name;
-    /* AH_OK: *e filled (borrowed strings) and *fp points at the stored fingerprint;
-     * AH_ERR_NOT_FOUND; or a storage error with l->err set. */
-    ah_status (*find)(ah_ledger *l, const char *key, ah_ledger_entry *e, const char **fp);
-    /* Insert unless `key` exists. *inserted = 1 and *seq set when it inserted. */
-    ah_status (*insert)(ah_ledger *l, const char *key, const char *fp,
-                        const char *receipt, int64_t created_ms, int64_t *seq,
-                        int *inserted);
-    ah_status (*count)(ah_ledger *l, int64_t *n);
-    ah_status (*foreach)(ah_ledger *l, ah_ledger_entry_fn fn, void *ud);
-    void (*close)(ah_ledger *l);
-} ledger_ops;
+/* A BUSY answer of the memory ledger: its holders always wake their waiters, so this is
+ * only a safety poll. */
+enum { MEM_BUSY_RETRY_MS = 1000 };
 
-struct ah_ledger {
-    const ledger_ops *ops;
-    const ah_clock *clock; /* borrowed; NULL = real wall clock */
-    char err[LEDGER_ERR_MAX];
+typedef ah__ledger_ops ledger_ops;
+
+struct ah__ledger_waiter {
+    char *key;
+    ah_ledger_fn cb;
+    void *ud;
 };
 
 /* ---- shared helpers -------------------------------------------------------------- */
@@ -66,6 +60,18 @@ void ah_ledger_fingerprint(const char *args_canonical,
     ah__bufprintf(out, AH_LEDGER_FINGERPRINT_SIZE, "fnv1a64:%016" PRIx64, h);
 }
 
+const char *ah_ledger_answer_name(ah_ledger_answer a)
+{
+    static const char *const names[] = {
+#define AH__LA_NAME(name, s) s,
+        AH_LEDGER_ANSWER_MAP(AH__LA_NAME)
+#undef AH__LA_NAME
+    };
+    if ((int)a < 0 || a >= AH_LEDGER_ANSWER_COUNT_)
+        return "unknown";
+    return names[a];
+}
+
 static int64_t real_wall_ms(void)
 {
     struct timespec ts;
@@ -81,8 +87,23 @@ static int64_t ledger_now(const ah_ledger *l)
     return real_wall_ms();
 }
 
+void ah__ledger_init(ah_ledger *l, const ah__ledger_ops *ops)
+{
+    memset(l, 0, sizeof *l);
+    l->ops = ops;
+    l->lease_ms = AH_LEDGER_DEFAULT_LEASE_MS;
+}
+
+void ah__ledger_seterr(ah_ledger *l, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(l->err, sizeof l->err, fmt, ap);
+    va_end(ap);
+}
+
 /* Keys are caller-chosen labels (not secrets), but may be long: quote a prefix. */
-static void set_key_error(ah_ledger *l, const char *fmt_before, const char *key,
+void ah__ledger_key_error(ah_ledger *l, const char *fmt_before, const char *key,
                           const char *after)
 {
     size_t n = strlen(key);
@@ -94,7 +115,9 @@ static void set_key_error(ah_ledger *l, const char *fmt_before, const char *key,
 /* ---- memory backend ---------------------------------------------------------------- */
 
 /* Entries live in a vector in seq order (seq = index + 1); an open-addressing table of
- * (index + 1) finds a key in O(1). The table is kept at most half full. */
+ * (index + 1) finds a key in O(1). The table is kept at most half full. Claims (keys in
+ * flight: as many as calls run at once) are a small vector searched linearly; they all
+ * belong to this handle, since nothing else can reach a memory ledger. */
 typedef struct mem_entry {
     char *key;
     char *receipt;
@@ -102,12 +125,19 @@ typedef struct mem_entry {
     int64_t created_ms;
 } mem_entry;
 
+typedef struct mem_claim {
+    char *key;
+    char fp[AH_LEDGER_FINGERPRINT_SIZE];
+} mem_claim;
+
 typedef struct mem_ledger {
     ah_ledger base;
     mem_entry *v;
     size_t n, cap;
     size_t *slots; /* 0 = empty, else index + 1 */
     size_t nslots; /* power of two */
+    mem_claim *claims;
+    size_t nclaims, capclaims;
 } mem_ledger;
 
 static size_t mem_slot_of(const mem_ledger *m, const char *key)
@@ -155,15 +185,79 @@ static ah_status mem_find(ah_ledger *l, const char *key, ah_ledger_entry *e,
     return AH_OK;
 }
 
-static ah_status mem_insert(ah_ledger *l, const char *key, const char *fp,
-                            const char *receipt, int64_t created_ms, int64_t *seq,
-                            int *inserted)
+static mem_claim *mem_claim_of(mem_ledger *m, const char *key)
+{
+    for (size_t i = 0; i < m->nclaims; i++)
+        if (strcmp(m->claims[i].key, key) == 0)
+            return &m->claims[i];
+    return NULL;
+}
+
+static void mem_drop_claim(mem_ledger *m, const char *key)
+{
+    mem_claim *c = mem_claim_of(m, key);
+    if (!c)
+        return;
+    free(c->key);
+    *c = m->claims[--m->nclaims];
+}
+
+ah_ledger_answer ah__ledger_entry_answer(ah_ledger *l, const char *key, const char *fp,
+                                        const char *stored, const ah_ledger_entry *e,
+                                        ah_ledger_result *out)
+{
+    if (strcmp(fp, stored) != 0) {
+        ah__ledger_key_error(l, "idempotency key ", key, " reused with different arguments");
+        return out->answer = AH_LEDGER_MISMATCH;
+    }
+    out->entry = *e;
+    return out->answer = AH_LEDGER_DONE;
+}
+
+static ah_ledger_answer mem_claim_key(ah_ledger *l, const char *key, const char *fp,
+                                      int64_t now_ms, ah_ledger_result *out,
+                                      ah_ledger_fn cb, void *ud)
 {
     mem_ledger *m = (mem_ledger *)l;
+    ah_ledger_entry e;
+    const char *stored = NULL;
+    (void)now_ms, (void)cb, (void)ud;
+    if (mem_find(l, key, &e, &stored) == AH_OK)
+        return ah__ledger_entry_answer(l, key, fp, stored, &e, out);
+    mem_claim *c = mem_claim_of(m, key);
+    if (c) {
+        if (strcmp(c->fp, fp) != 0) {
+            ah__ledger_key_error(l, "idempotency key ", key,
+                          " is in flight with different arguments");
+            return out->answer = AH_LEDGER_MISMATCH;
+        }
+        out->retry_ms = MEM_BUSY_RETRY_MS;
+        return out->answer = AH_LEDGER_BUSY;
+    }
+    if (m->nclaims == m->capclaims) {
+        size_t cap = m->capclaims ? m->capclaims * 2 : 8;
+        mem_claim *v = realloc(m->claims, cap * sizeof *v);
+        if (!v)
+            goto nomem;
+        m->claims = v;
+        m->capclaims = cap;
+    }
+    char *k = ah__strdup(key);
+    if (!k)
+        goto nomem;
+    m->claims[m->nclaims].key = k;
+    memcpy(m->claims[m->nclaims].fp, fp, AH_LEDGER_FINGERPRINT_SIZE);
+    m->nclaims++;
+    return out->answer = AH_LEDGER_OWNED;
+nomem:
+    ah__ledger_seterr(l, "out of memory claiming a ledger key");
+    return out->answer = AH_LEDGER_FAILED;
+}
+
+static ah_status mem_insert(mem_ledger *m, const char *key, const char *fp,
+                            const char *receipt, int64_t created_ms)
+{
     char *k = NULL, *r = NULL;
-    *inserted = 0;
-    if (m->nslots && m->slots[mem_slot_of(m, key)])
-        return AH_OK;
     if ((m->n + 1) * 2 > m->nslots && mem_grow_slots(m) != AH_OK)
         goto nomem;
     if (m->n == m->cap) {
@@ -185,19 +279,48 @@ static ah_status mem_insert(ah_ledger *l, const char *key, const char *fp,
     e->created_ms = created_ms;
     m->slots[mem_slot_of(m, key)] = m->n + 1;
     m->n++;
-    *seq = (int64_t)m->n;
-    *inserted = 1;
     return AH_OK;
 nomem:
     free(k);
     free(r);
-    ah__bufprintf(l->err, sizeof l->err, "out of memory recording a ledger entry");
+    ah__ledger_seterr(&m->base, "out of memory recording a ledger entry");
     return AH_ERR_NOMEM;
+}
+
+static ah_ledger_answer mem_complete(ah_ledger *l, const char *key, const char *fp,
+                                     const char *receipt, int64_t now_ms,
+                                     ah_ledger_result *out, ah_ledger_fn cb, void *ud)
+{
+    mem_ledger *m = (mem_ledger *)l;
+    ah_ledger_entry e;
+    const char *stored = NULL;
+    (void)cb, (void)ud;
+    mem_drop_claim(m, key);
+    if (mem_find(l, key, &e, &stored) == AH_OK) {
+        out->duplicate = 1;
+        return ah__ledger_entry_answer(l, key, fp, stored, &e, out);
+    }
+    if (mem_insert(m, key, fp, receipt, now_ms) != AH_OK)
+        return out->answer = AH_LEDGER_FAILED;
+    mem_fill(m, m->n - 1, &out->entry);
+    out->duplicate = 0;
+    return out->answer = AH_LEDGER_DONE;
+}
+
+static void mem_abandon(ah_ledger *l, const char *key)
+{
+    mem_drop_claim((mem_ledger *)l, key);
 }
 
 static ah_status mem_count(ah_ledger *l, int64_t *n)
 {
     *n = (int64_t)((mem_ledger *)l)->n;
+    return AH_OK;
+}
+
+static ah_status mem_claims(ah_ledger *l, int64_t *n)
+{
+    *n = (int64_t)((mem_ledger *)l)->nclaims;
     return AH_OK;
 }
 
@@ -220,387 +343,82 @@ static void mem_close(ah_ledger *l)
         free(m->v[i].key);
         free(m->v[i].receipt);
     }
+    for (size_t i = 0; i < m->nclaims; i++)
+        free(m->claims[i].key);
+    free(m->claims);
     free(m->v);
     free(m->slots);
     free(m);
 }
 
-static const ledger_ops mem_ops = {"memory",  mem_find,    mem_insert,
-                                   mem_count, mem_foreach, mem_close};
+static const ledger_ops mem_ops = {
+    "memory", mem_claim_key, mem_complete, mem_abandon, NULL,
+    mem_find, mem_count,     mem_claims,   mem_foreach, mem_close,
+};
 
 ah_ledger *ah_ledger_new_memory(void)
 {
     mem_ledger *m = calloc(1, sizeof *m);
     if (!m)
         return NULL;
-    m->base.ops = &mem_ops;
+    ah__ledger_init(&m->base, &mem_ops);
     return &m->base;
-}
-
-/* ---- SQLite backend -------------------------------------------------------------------
- *
- * Durability: WAL journal with synchronous=FULL. Each record is one transaction; in WAL
- * mode SQLite appends the commit to the -wal file and, with FULL, fsyncs it before
- * COMMIT returns, so a committed receipt survives a process kill AND a power
- * loss. (NORMAL would survive a kill but could lose the last commits on power loss: a
- * ledger exists to stop a real-world effect from running twice, which is worth one fsync
- * per effect.) WAL also lets readers proceed while a writer commits. WAL needs a local
- * filesystem (shared memory); a ledger on a network filesystem is not supported.
- */
-
-/* PRAGMA application_id marks the file as ours: 0x41484c47, "AHLG". */
-#define LEDGER_APP_ID  1095257159
-#define LEDGER_VERSION 1
-#define LEDGER_BUSY_MS 5000
-#define LEDGER_STR_(x) #x
-#define LEDGER_STR(x)  LEDGER_STR_(x)
-
-/* clang-format off */
-static const char schema_sql[] =
-    "CREATE TABLE ah_ledger_entries ("
-    " seq INTEGER PRIMARY KEY AUTOINCREMENT,"
-    " key TEXT NOT NULL UNIQUE,"
-    " fingerprint TEXT NOT NULL,"
-    " receipt TEXT NOT NULL,"
-    " created_ms INTEGER NOT NULL);"
-    "PRAGMA application_id = " LEDGER_STR(LEDGER_APP_ID) ";"
-    "PRAGMA user_version = " LEDGER_STR(LEDGER_VERSION) ";";
-/* clang-format on */
-
-typedef struct sql_ledger {
-    ah_ledger base;
-    sqlite3 *db;
-    sqlite3_stmt *find, *exists, *insert, *count, *all;
-    /* scratch for the strings of the last found entry (valid until the next call) */
-    char *key_buf, *receipt_buf;
-    char fp_buf[AH_LEDGER_FINGERPRINT_SIZE];
-} sql_ledger;
-
-static ah_status sql_fail(sql_ledger *s, const char *what)
-{
-    int rc = sqlite3_errcode(s->db);
-    ah__bufprintf(s->base.err, sizeof s->base.err, "ledger %s failed: %s", what,
-                  sqlite3_errmsg(s->db));
-    return rc == SQLITE_NOMEM ? AH_ERR_NOMEM : AH_ERR_IO;
-}
-
-static char *replace_str(char **slot, const unsigned char *text)
-{
-    free(*slot);
-    *slot = ah__strdup(text ? (const char *)text : "");
-    return *slot;
-}
-
-static ah_status sql_find(ah_ledger *l, const char *key, ah_ledger_entry *e,
-                          const char **fp)
-{
-    sql_ledger *s = (sql_ledger *)l;
-    ah_status st = AH_OK;
-    sqlite3_stmt *q = s->find;
-    sqlite3_bind_text(q, 1, key, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(q);
-    if (rc == SQLITE_DONE) {
-        st = AH_ERR_NOT_FOUND;
-        goto cleanup;
-    }
-    if (rc != SQLITE_ROW) {
-        st = sql_fail(s, "lookup");
-        goto cleanup;
-    }
-    if (!replace_str(&s->key_buf, sqlite3_column_text(q, 0)) ||
-        !replace_str(&s->receipt_buf, sqlite3_column_text(q, 2))) {
-        ah__bufprintf(l->err, sizeof l->err, "out of memory reading a ledger entry");
-        st = AH_ERR_NOMEM;
-        goto cleanup;
-    }
-    const unsigned char *f = sqlite3_column_text(q, 3);
-    ah__bufprintf(s->fp_buf, sizeof s->fp_buf, "%s", f ? (const char *)f : "");
-    e->key = s->key_buf;
-    e->receipt = s->receipt_buf;
-    e->seq = sqlite3_column_int64(q, 1);
-    e->created_ms = sqlite3_column_int64(q, 4);
-    *fp = s->fp_buf;
-cleanup:
-    sqlite3_reset(q);
-    sqlite3_clear_bindings(q);
-    return st;
-}
-
-/* One IMMEDIATE transaction: check, insert, commit. The write lock serialises recorders
- * across processes, so a key recorded by someone else is seen here and costs no seq
- * (an INSERT that hits the UNIQUE constraint would still burn an AUTOINCREMENT value). */
-static ah_status sql_insert(ah_ledger *l, const char *key, const char *fp,
-                            const char *receipt, int64_t created_ms, int64_t *seq,
-                            int *inserted)
-{
-    sql_ledger *s = (sql_ledger *)l;
-    ah_status st = AH_OK;
-    int in_tx = 0, rc;
-    *inserted = 0;
-    if (sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
-        st = sql_fail(s, "record");
-        goto cleanup;
-    }
-    in_tx = 1;
-    sqlite3_bind_text(s->exists, 1, key, -1, SQLITE_STATIC);
-    rc = sqlite3_step(s->exists);
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-        st = sql_fail(s, "record");
-        goto cleanup;
-    }
-    if (rc == SQLITE_DONE) {
-        sqlite3_stmt *q = s->insert;
-        sqlite3_bind_text(q, 1, key, -1, SQLITE_STATIC);
-        sqlite3_bind_text(q, 2, fp, -1, SQLITE_STATIC);
-        sqlite3_bind_text(q, 3, receipt, -1, SQLITE_STATIC);
-        sqlite3_bind_int64(q, 4, created_ms);
-        if (sqlite3_step(q) != SQLITE_DONE) {
-            st = sql_fail(s, "record");
-            goto cleanup;
-        }
-        *seq = sqlite3_last_insert_rowid(s->db);
-        *inserted = sqlite3_changes(s->db) == 1;
-    }
-    /* With synchronous=FULL, COMMIT returns after the WAL is fsynced: durable. */
-    if (sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
-        st = sql_fail(s, "record");
-        *inserted = 0;
-        goto cleanup;
-    }
-    in_tx = 0;
-cleanup:
-    sqlite3_reset(s->exists);
-    sqlite3_clear_bindings(s->exists);
-    sqlite3_reset(s->insert);
-    sqlite3_clear_bindings(s->insert);
-    if (in_tx)
-        sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
-    return st;
-}
-
-static ah_status sql_count(ah_ledger *l, int64_t *n)
-{
-    sql_ledger *s = (sql_ledger *)l;
-    ah_status st = AH_OK;
-    if (sqlite3_step(s->count) != SQLITE_ROW)
-        st = sql_fail(s, "count");
-    else
-        *n = sqlite3_column_int64(s->count, 0);
-    sqlite3_reset(s->count);
-    return st;
-}
-
-static ah_status sql_foreach(ah_ledger *l, ah_ledger_entry_fn fn, void *ud)
-{
-    sql_ledger *s = (sql_ledger *)l;
-    ah_status st = AH_OK;
-    int rc;
-    while ((rc = sqlite3_step(s->all)) == SQLITE_ROW) {
-        const unsigned char *k = sqlite3_column_text(s->all, 0);
-        const unsigned char *r = sqlite3_column_text(s->all, 2);
-        ah_ledger_entry e = {k ? (const char *)k : "", r ? (const char *)r : "",
-                             sqlite3_column_int64(s->all, 1),
-                             sqlite3_column_int64(s->all, 3)};
-        if (fn(ud, &e)) {
-            rc = SQLITE_DONE;
-            break;
-        }
-    }
-    if (rc != SQLITE_DONE)
-        st = sql_fail(s, "listing");
-    sqlite3_reset(s->all);
-    return st;
-}
-
-static void sql_close(ah_ledger *l)
-{
-    sql_ledger *s = (sql_ledger *)l;
-    sqlite3_finalize(s->find);
-    sqlite3_finalize(s->exists);
-    sqlite3_finalize(s->insert);
-    sqlite3_finalize(s->count);
-    sqlite3_finalize(s->all);
-    /* The last connection to close checkpoints the WAL; every commit was durable
-     * already, so a close that cannot checkpoint loses nothing. */
-    if (sqlite3_close(s->db) != SQLITE_OK)
-        ah__log(AH_LOG_WARN, "ledger: close: %s", sqlite3_errmsg(s->db));
-    free(s->key_buf);
-    free(s->receipt_buf);
-    free(s);
-}
-
-static const ledger_ops sql_ops = {"sqlite",  sql_find,    sql_insert,
-                                   sql_count, sql_foreach, sql_close};
-
-/* Run one single-integer query (a PRAGMA or a count). */
-static int sql_int(sqlite3 *db, const char *sql, int64_t *out)
-{
-    sqlite3_stmt *q = NULL;
-    int rc = sqlite3_prepare_v2(db, sql, -1, &q, NULL);
-    if (rc == SQLITE_OK) {
-        rc = sqlite3_step(q);
-        if (rc == SQLITE_ROW) {
-            *out = sqlite3_column_int64(q, 0);
-            rc = SQLITE_OK;
-        }
-    }
-    sqlite3_finalize(q);
-    return rc;
-}
-
-/* Make sure the open file is an agenthost ledger, creating the schema in an empty
- * database. Runs in one IMMEDIATE transaction so two processes opening a fresh file at
- * once create the schema exactly once. Returns 0 or -1 with err set. */
-static int sql_check_schema(sqlite3 *db, const char *path, char *err, size_t errsize)
-{
-    int64_t app = 0, version = 0, objects = 0;
-    int rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
-    if (rc == SQLITE_OK)
-        rc = sql_int(db, "PRAGMA application_id", &app);
-    if (rc == SQLITE_OK)
-        rc = sql_int(db, "PRAGMA user_version", &version);
-    if (rc == SQLITE_OK)
-        rc = sql_int(db, "SELECT count(*) FROM sqlite_master", &objects);
-    if (rc != SQLITE_OK) {
-        if (rc == SQLITE_NOTADB)
-            ah__bufprintf(err, errsize, "'%s' is not a ledger: not an SQLite database",
-                          path);
-        else
-            ah__bufprintf(err, errsize, "cannot read ledger '%s': %s", path,
-                          sqlite3_errmsg(db));
-        goto fail;
-    }
-    if (app == 0 && version == 0 && objects == 0) {
-        if (sqlite3_exec(db, schema_sql, NULL, NULL, NULL) != SQLITE_OK) {
-            ah__bufprintf(err, errsize, "cannot create ledger '%s': %s", path,
-                          sqlite3_errmsg(db));
-            goto fail;
-        }
-    } else if (app != LEDGER_APP_ID) {
-        ah__bufprintf(err, errsize,
-                      "'%s' is not a ledger: an SQLite database of another application",
-                      path);
-        goto fail;
-    } else if (version != LEDGER_VERSION) {
-        ah__bufprintf(err, errsize,
-                      "ledger '%s' has format version %" PRId64 "; this build reads %d",
-                      path, version, LEDGER_VERSION);
-        goto fail;
-    }
-    if (sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
-        ah__bufprintf(err, errsize, "cannot create ledger '%s': %s", path,
-                      sqlite3_errmsg(db));
-        goto fail;
-    }
-    return 0;
-fail:
-    sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
-    return -1;
-}
-
-/* Switch to WAL + synchronous=FULL (persistent in the file; per connection for
- * synchronous). Falls back, with a warning, to the rollback journal if WAL is refused:
- * synchronous=FULL still makes every commit durable before it returns. */
-static int sql_set_durability(sqlite3 *db, const char *path, char *err, size_t errsize)
-{
-    sqlite3_stmt *q = NULL;
-    int ok = 0;
-    if (sqlite3_prepare_v2(db, "PRAGMA journal_mode=WAL", -1, &q, NULL) == SQLITE_OK &&
-        sqlite3_step(q) == SQLITE_ROW) {
-        const unsigned char *mode = sqlite3_column_text(q, 0);
-        if (!mode || strcmp((const char *)mode, "wal") != 0)
-            ah__log(AH_LOG_WARN, "ledger '%s': journal mode %s (WAL refused)", path,
-                    mode ? (const char *)mode : "?");
-        ok = 1;
-    }
-    sqlite3_finalize(q);
-    if (ok && sqlite3_exec(db, "PRAGMA synchronous=FULL", NULL, NULL, NULL) == SQLITE_OK)
-        return 0;
-    ah__bufprintf(err, errsize, "cannot configure ledger '%s': %s", path,
-                  sqlite3_errmsg(db));
-    return -1;
-}
-
-ah_ledger *ah_ledger_open(const char *path, char *err, size_t errsize)
-{
-    char dummy[1];
-    sql_ledger *s = NULL;
-    sqlite3 *db = NULL;
-    if (!err || errsize == 0) {
-        err = dummy;
-        errsize = sizeof dummy;
-    }
-    err[0] = '\0';
-    if (!path || !*path) {
-        ah__bufprintf(err, errsize, "ledger path is empty");
-        return NULL;
-    }
-    int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
-    if (rc != SQLITE_OK) {
-        int sys = db ? sqlite3_system_errno(db) : 0;
-        ah__bufprintf(err, errsize, "cannot open ledger '%s': %s%s%s%s", path,
-                      db ? sqlite3_errmsg(db) : sqlite3_errstr(rc), sys ? " (" : "",
-                      sys ? strerror(sys) : "", sys ? ")" : "");
-        goto fail;
-    }
-    /* SQLite silently opens a write-protected file read-only; a ledger that cannot
-     * record is useless, so say so now rather than at the first effect. */
-    if (sqlite3_db_readonly(db, "main") == 1) {
-        ah__bufprintf(err, errsize, "cannot open ledger '%s': file is read-only", path);
-        goto fail;
-    }
-    sqlite3_busy_timeout(db, LEDGER_BUSY_MS);
-    /* Validate before changing the journal mode: never convert someone else's
-     * database to WAL. */
-    if (sql_check_schema(db, path, err, errsize) != 0 ||
-        sql_set_durability(db, path, err, errsize) != 0)
-        goto fail;
-
-    s = calloc(1, sizeof *s);
-    if (!s) {
-        ah__bufprintf(err, errsize, "out of memory opening ledger '%s'", path);
-        goto fail;
-    }
-    s->base.ops = &sql_ops;
-    s->db = db;
-    if (sqlite3_prepare_v2(db,
-                           "SELECT key, seq, receipt, fingerprint, created_ms"
-                           " FROM ah_ledger_entries WHERE key = ?1",
-                           -1, &s->find, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(db, "SELECT 1 FROM ah_ledger_entries WHERE key = ?1", -1,
-                           &s->exists, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(
-            db,
-            "INSERT INTO ah_ledger_entries"
-            " (key, fingerprint, receipt, created_ms) VALUES (?1, ?2, ?3, ?4)"
-            " ON CONFLICT(key) DO NOTHING",
-            -1, &s->insert, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(db, "SELECT count(*) FROM ah_ledger_entries", -1, &s->count,
-                           NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(db,
-                           "SELECT key, seq, receipt, created_ms FROM ah_ledger_entries"
-                           " ORDER BY seq",
-                           -1, &s->all, NULL) != SQLITE_OK) {
-        ah__bufprintf(err, errsize, "'%s' is not a usable ledger: %s", path,
-                      sqlite3_errmsg(db));
-        goto fail;
-    }
-    return &s->base;
-fail:
-    if (s) {
-        sql_close(&s->base); /* closes db too */
-        return NULL;
-    }
-    sqlite3_close(db);
-    return NULL;
 }
 
 /* ---- front end --------------------------------------------------------------------- */
 
+static int add_waiter(ah_ledger *l, const char *key, ah_ledger_fn cb, void *ud)
+{
+    if (l->nwaiters == l->capwaiters) {
+        size_t cap = l->capwaiters ? l->capwaiters * 2 : 8;
+        ah__ledger_waiter *v = realloc(l->waiters, cap * sizeof *v);
+        if (!v)
+            return 0;
+        l->waiters = v;
+        l->capwaiters = cap;
+    }
+    char *k = ah__strdup(key);
+    if (!k)
+        return 0;
+    l->waiters[l->nwaiters++] = (ah__ledger_waiter){k, cb, ud};
+    return 1;
+}
+
+static void drop_waiter(ah_ledger *l, size_t i)
+{
+    free(l->waiters[i].key);
+    l->waiters[i] = l->waiters[--l->nwaiters];
+}
+
+/* Wake this handle's BUSY waiters on key, one at a time: a callback may cancel others
+ * (ah_ledger_cancel is the one ledger call it may make), so the list is searched afresh
+ * each time. */
+static void wake_waiters(ah_ledger *l, const char *key)
+{
+    for (;;) {
+        size_t i = 0;
+        while (i < l->nwaiters && strcmp(l->waiters[i].key, key) != 0)
+            i++;
+        if (i == l->nwaiters)
+            return;
+        ah_ledger_fn cb = l->waiters[i].cb;
+        void *ud = l->waiters[i].ud;
+        drop_waiter(l, i);
+        ah_ledger_result r;
+        memset(&r, 0, sizeof r);
+        r.answer = AH_LEDGER_BUSY;
+        cb(ud, &r);
+    }
+}
+
 void ah_ledger_free(ah_ledger *l)
 {
-    if (l)
-        l->ops->close(l);
+    if (!l)
+        return;
+    while (l->nwaiters)
+        drop_waiter(l, l->nwaiters - 1);
+    free(l->waiters);
+    l->ops->close(l);
 }
 
 void ah_ledger_set_clock(ah_ledger *l, const ah_clock *clock)
@@ -619,6 +437,19 @@ const char *ah_ledger_errmsg(const ah_ledger *l)
     return l ? l->err : "no ledger";
 }
 
+ah_status ah_ledger_set_lease_ms(ah_ledger *l, int64_t ms)
+{
+    if (!l || ms <= 0)
+        return AH_ERR_INVALID;
+    l->lease_ms = ms;
+    return AH_OK;
+}
+
+int64_t ah_ledger_lease_ms(const ah_ledger *l)
+{
+    return l ? l->lease_ms : 0;
+}
+
 ah_status ah_ledger_lookup(ah_ledger *l, const char *key, const char *args_canonical,
                            ah_ledger_entry *out)
 {
@@ -627,7 +458,7 @@ ah_status ah_ledger_lookup(ah_ledger *l, const char *key, const char *args_canon
     ah_ledger_entry e;
     if (!l || !key || !out) {
         if (l)
-            ah__bufprintf(l->err, sizeof l->err, "ledger lookup: missing key or output");
+            ah__ledger_seterr(l, "ledger lookup: missing key or output");
         return AH_ERR_INVALID;
     }
     l->err[0] = '\0';
@@ -636,52 +467,113 @@ ah_status ah_ledger_lookup(ah_ledger *l, const char *key, const char *args_canon
         return st;
     ah_ledger_fingerprint(args_canonical, fp);
     if (strcmp(fp, stored) != 0) {
-        set_key_error(l, "idempotency key ", key, " reused with different arguments");
+        ah__ledger_key_error(l, "idempotency key ", key, " reused with different arguments");
         return AH_ERR_STATE;
     }
     *out = e;
     return AH_OK;
 }
 
-ah_status ah_ledger_record(ah_ledger *l, const char *key, const char *args_canonical,
-                           const char *receipt, int64_t *seq_out, int *duplicate_out)
+ah_ledger_answer ah_ledger_claim(ah_ledger *l, const char *key, const char *args_canonical,
+                                 ah_ledger_result *out, ah_ledger_fn cb, void *ud)
 {
     char fp[AH_LEDGER_FINGERPRINT_SIZE];
-    int64_t seq = 0;
-    int inserted = 0;
-    if (!l || !key || !receipt) {
+    if (!out)
+        return AH_LEDGER_FAILED;
+    memset(out, 0, sizeof *out);
+    if (!l || !key) {
         if (l)
-            ah__bufprintf(l->err, sizeof l->err, "ledger record: missing key or receipt");
-        return AH_ERR_INVALID;
+            ah__ledger_seterr(l, "ledger claim: missing key");
+        return out->answer = AH_LEDGER_FAILED;
     }
     l->err[0] = '\0';
     ah_ledger_fingerprint(args_canonical, fp);
-    /* The backend inserts unless the key is there, atomically across processes; when it
-     * did not insert, the entry that is there decides: repeat or misuse. */
-    ah_status st = l->ops->insert(l, key, fp, receipt, ledger_now(l), &seq, &inserted);
-    if (st != AH_OK)
-        return st;
-    if (!inserted) {
-        ah_ledger_entry e;
-        const char *stored = NULL;
-        st = l->ops->find(l, key, &e, &stored);
-        if (st == AH_ERR_NOT_FOUND) { /* impossible unless rows were deleted by hand */
-            set_key_error(l, "ledger entry ", key, " vanished while recording");
-            return AH_ERR_IO;
-        }
-        if (st != AH_OK)
-            return st;
-        if (strcmp(fp, stored) != 0) {
-            set_key_error(l, "idempotency key ", key, " reused with different arguments");
-            return AH_ERR_STATE;
-        }
-        seq = e.seq;
+    ah_ledger_answer a = l->ops->claim(l, key, fp, ledger_now(l), out, cb, ud);
+    out->answer = a;
+    /* Synchronous backends leave waking to us; asynchronous ones call cb themselves. */
+    if (a == AH_LEDGER_BUSY && cb && !l->ops->cancel && !add_waiter(l, key, cb, ud))
+        ah__log(AH_LOG_WARN, "ledger: out of memory registering a waiter (it polls)");
+    return a;
+}
+
+ah_ledger_answer ah_ledger_complete(ah_ledger *l, const char *key, const char *args_canonical,
+                                    const char *receipt, ah_ledger_result *out,
+                                    ah_ledger_fn cb, void *ud)
+{
+    char fp[AH_LEDGER_FINGERPRINT_SIZE];
+    if (!out)
+        return AH_LEDGER_FAILED;
+    memset(out, 0, sizeof *out);
+    if (!l || !key || !receipt) {
+        if (l)
+            ah__ledger_seterr(l, "ledger record: missing key or receipt");
+        return out->answer = AH_LEDGER_FAILED;
     }
-    if (seq_out)
-        *seq_out = seq;
-    if (duplicate_out)
-        *duplicate_out = !inserted;
-    return AH_OK;
+    l->err[0] = '\0';
+    ah_ledger_fingerprint(args_canonical, fp);
+    ah_ledger_answer a =
+        l->ops->complete(l, key, fp, receipt, ledger_now(l), out, cb, ud);
+    out->answer = a;
+    if (a != AH_LEDGER_PENDING && l->nwaiters) {
+        char *k = ah__strdup(key); /* key may be a string a waiter frees */
+        if (k) {
+            wake_waiters(l, k);
+            free(k);
+        }
+    }
+    return out->answer;
+}
+
+void ah_ledger_abandon(ah_ledger *l, const char *key)
+{
+    if (!l || !key)
+        return;
+    l->ops->abandon(l, key);
+    if (l->nwaiters) {
+        char *k = ah__strdup(key);
+        if (k) {
+            wake_waiters(l, k);
+            free(k);
+        }
+    }
+}
+
+void ah_ledger_cancel(ah_ledger *l, void *ud)
+{
+    if (!l)
+        return;
+    for (size_t i = l->nwaiters; i-- > 0;)
+        if (l->waiters[i].ud == ud)
+            drop_waiter(l, i);
+    if (l->ops->cancel)
+        l->ops->cancel(l, ud);
+}
+
+ah_status ah_ledger_record(ah_ledger *l, const char *key, const char *args_canonical,
+                           const char *receipt, int64_t *seq_out, int *duplicate_out)
+{
+    ah_ledger_result r;
+    if (!l || !key || !receipt) {
+        if (l)
+            ah__ledger_seterr(l, "ledger record: missing key or receipt");
+        return AH_ERR_INVALID;
+    }
+    switch (ah_ledger_complete(l, key, args_canonical, receipt, &r, NULL, NULL)) {
+    case AH_LEDGER_DONE:
+        if (seq_out)
+            *seq_out = r.entry.seq;
+        if (duplicate_out)
+            *duplicate_out = r.duplicate;
+        return AH_OK;
+    case AH_LEDGER_MISMATCH:
+        return AH_ERR_STATE;
+    case AH_LEDGER_PENDING:
+        ah__ledger_seterr(l, "ledger record: this backend answers asynchronously; use "
+                             "ah_ledger_complete with a callback");
+        return AH_ERR_STATE;
+    default:
+        return strstr(l->err, "out of memory") ? AH_ERR_NOMEM : AH_ERR_IO;
+    }
 }
 
 int64_t ah_ledger_count(ah_ledger *l)
@@ -691,6 +583,17 @@ int64_t ah_ledger_count(ah_ledger *l)
         return -1;
     l->err[0] = '\0';
     if (l->ops->count(l, &n) != AH_OK)
+        return -1;
+    return n;
+}
+
+int64_t ah_ledger_claims(ah_ledger *l)
+{
+    int64_t n = -1;
+    if (!l)
+        return -1;
+    l->err[0] = '\0';
+    if (l->ops->claims(l, &n) != AH_OK)
         return -1;
     return n;
 }

@@ -499,6 +499,11 @@ uint64_t ah_sse_bytes_fed(const ah_sse *p)
     return p ? p->fed : 0;
 }
 
+uint64_t ah_sse_bytes_consumed(const ah_sse *p)
+{
+    return p ? p->base + p->pos : 0;
+}
+
 int64_t ah_sse_retry_ms(const ah_sse *p)
 {
     return p ? p->retry : -1;

@@ -1,13 +1,18 @@
 /* tool_call.c - the state machine of one tool call and its blocking driver
  * (docs/tools-and-ledger.md).
  *
- * Phases: START -> (ledger lookup) -> [budget take] -> RUNNING -> REPORTED_OK | _FAIL
+ * Phases: START -> (ledger claim) -> [budget take] -> RUNNING -> REPORTED_OK | _FAIL
+ *         START -> WAIT_CLAIM (key in flight elsewhere, or an asynchronous answer)
+ *               -> START again (woken or polled) | DONE (in_progress, cancel)
+ *         REPORTED_OK -> (ledger complete) -> DONE | WAIT_RECORD (asynchronous) -> DONE
  *         REPORTED_FAIL -> (retry decision) -> WAITING -> [budget take] -> RUNNING ...
  *         any -> DONE (final action kept in `final`).
  * Invariants:
  *   - a body runs only after a successful budget take, so budget used == executions;
- *   - the ledger is consulted before the first take (a duplicate costs no budget) and
- *     written before SUCCEED is returned;
+ *   - with a ledger and a key, a body runs only while this call holds the key's claim;
+ *     the claim is taken before the first take (a duplicate costs no budget) and
+ *     either completed (receipt recorded, before SUCCEED is returned) or released when
+ *     the call ends any other way (failure, budget, cancel, free);
  *   - every phase change goes through set_phase() so a call can be traced;
  *   - the call never sleeps and never calls the body: drivers do.
  */
@@ -26,11 +31,14 @@ typedef enum phase {
     PH_REPORTED_OK,
     PH_REPORTED_FAIL,
     PH_WAITING,
+    PH_WAIT_CLAIM,
+    PH_WAIT_RECORD,
     PH_DONE
 } phase;
 
-static const char *const phase_names[] = {"start",         "running", "reported_ok",
-                                          "reported_fail", "waiting", "done"};
+static const char *const phase_names[] = {
+    "start",   "running",    "reported_ok", "reported_fail",
+    "waiting", "wait_claim", "wait_record", "done"};
 
 struct ah_tool_call {
     phase ph;
@@ -47,6 +55,11 @@ struct ah_tool_call {
     int64_t seq;
     int duplicate;
     int budget_first_refusal;
+    int claimed;   /* this call holds the key's claim */
+    int woken;     /* a ledger callback came while waiting */
+    int has_async; /* an asynchronous ledger answer is in `async` */
+    ah_ledger_result async;
+    char *async_receipt; /* async.entry.receipt, copied */
 };
 
 const char *ah_tool_action_name(ah_tool_action a)
@@ -75,8 +88,21 @@ static void set_phase(ah_tool_call *c, phase ph)
     c->ph = ph;
 }
 
+/* Release the claim (no effect was recorded under it) and forget pending callbacks. */
+static void release_claim(ah_tool_call *c)
+{
+    if (!c->ledger)
+        return;
+    ah_ledger_cancel(c->ledger, c);
+    if (c->claimed) {
+        c->claimed = 0;
+        ah_ledger_abandon(c->ledger, c->key);
+    }
+}
+
 static ah_tool_action finish(ah_tool_call *c, ah_tool_action a, ah_tool_outcome o)
 {
+    release_claim(c);
     c->final = a;
     c->outcome = o;
     if (o != AH_TOOL_OK) {
@@ -126,6 +152,10 @@ void ah_tool_call_free(ah_tool_call *c)
 {
     if (!c)
         return;
+    /* Freed mid-call (e.g. its coroutine was dropped): whatever the body did, this call
+     * will never record it, so the key goes back to the others. */
+    release_claim(c);
+    free(c->async_receipt);
     ah_budget_free(c->budget);
     free(c->key);
     free(c->args);
@@ -171,54 +201,129 @@ static ah_tool_action start_attempt(ah_tool_call *c)
     return AH_TOOL_DO_RUN_BODY;
 }
 
+/* A ledger callback: keep an asynchronous answer, note a wake-up, tell the driver. */
+static void ledger_answered(void *ud, const ah_ledger_result *r)
+{
+    ah_tool_call *c = ud;
+    if (c->ph != PH_WAIT_CLAIM && c->ph != PH_WAIT_RECORD)
+        return;
+    if (r->answer != AH_LEDGER_BUSY || c->ph == PH_WAIT_RECORD) {
+        /* An asynchronous answer: copy it (its strings are borrowed for this call). */
+        char *receipt = NULL;
+        if (r->answer == AH_LEDGER_DONE) {
+            receipt = ah__strdup(r->entry.receipt ? r->entry.receipt : "null");
+            if (!receipt) {
+                c->async.answer = AH_LEDGER_FAILED;
+                c->has_async = 1;
+                goto wake;
+            }
+        }
+        free(c->async_receipt);
+        c->async_receipt = receipt;
+        c->async = *r;
+        c->async.entry.key = c->key;
+        c->async.entry.receipt = receipt;
+        c->has_async = 1;
+    }
+wake:
+    c->woken = 1;
+    if (c->policy.notify)
+        c->policy.notify(c->policy.notify_ud);
+}
+
+static ah_tool_action ledger_failed(ah_tool_call *c, ah_error_kind kind, const char *what)
+{
+    ah_error_set(&c->error, kind, 0, "%s%s", what, ah_ledger_errmsg(c->ledger));
+    return finish(c, AH_TOOL_DO_FAIL, AH_TOOL_ERROR);
+}
+
+/* What a claim answer means for the call. */
+static ah_tool_action on_claim(ah_tool_call *c, const ah_ledger_result *r)
+{
+    switch (r->answer) {
+    case AH_LEDGER_OWNED:
+        c->claimed = 1;
+        return start_attempt(c);
+    case AH_LEDGER_DONE:
+        return return_entry(c, &r->entry);
+    case AH_LEDGER_BUSY:
+    case AH_LEDGER_PENDING:
+        c->wait_ms = r->answer == AH_LEDGER_BUSY ? r->retry_ms : -1;
+        set_phase(c, PH_WAIT_CLAIM);
+        return AH_TOOL_DO_WAIT_CLAIM;
+    case AH_LEDGER_MISMATCH:
+        /* Running the body could repeat an effect under someone else's key: do not. */
+        return ledger_failed(c, AH_EK_IDEMPOTENCY_MISMATCH, "");
+    default:
+        /* A ledger that cannot answer fails closed: the body does not run. */
+        return ledger_failed(c, AH_EK_LEDGER, "ledger claim failed: ");
+    }
+}
+
 static ah_tool_action step_start(ah_tool_call *c)
 {
-    if (uses_ledger(c)) {
-        ah_ledger_entry e;
-        ah_status st = ah_ledger_lookup(c->ledger, c->key, c->args, &e);
-        if (st == AH_OK)
-            return return_entry(c, &e);
-        if (st != AH_ERR_NOT_FOUND) {
-            /* Mismatched arguments, or a ledger we cannot read: running the body could
-             * repeat an effect, so do not. */
-            if (st == AH_ERR_STATE)
-                ah_error_set(&c->error, AH_EK_PERMANENT, 0, "%s",
-                             ah_ledger_errmsg(c->ledger));
-            else
-                ah_error_set(&c->error, AH_EK_PERMANENT, 0, "ledger lookup failed: %s",
-                             ah_ledger_errmsg(c->ledger));
-            return finish(c, AH_TOOL_DO_FAIL, AH_TOOL_ERROR);
-        }
+    if (!uses_ledger(c))
+        return start_attempt(c);
+    ah_ledger_result r;
+    c->woken = 0;
+    ah_ledger_claim(c->ledger, c->key, c->args, &r, ledger_answered, c);
+    return on_claim(c, &r);
+}
+
+static ah_tool_action step_wait_claim(ah_tool_call *c)
+{
+    if (c->has_async) {
+        c->has_async = 0;
+        return on_claim(c, &c->async);
     }
-    return start_attempt(c);
+    if (c->wait_ms < 0 && !c->woken)
+        return AH_TOOL_DO_WAIT_CLAIM; /* an asynchronous answer is still due */
+    ah_ledger_cancel(c->ledger, c);
+    set_phase(c, PH_START);
+    return step_start(c);
+}
+
+/* What the answer to recording our receipt means. */
+static ah_tool_action on_recorded(ah_tool_call *c, const ah_ledger_result *r)
+{
+    c->claimed = 0; /* completing drops the claim, whatever the answer */
+    if (r->answer == AH_LEDGER_PENDING) {
+        c->wait_ms = -1;
+        set_phase(c, PH_WAIT_RECORD);
+        return AH_TOOL_DO_WAIT_CLAIM;
+    }
+    if (r->answer == AH_LEDGER_DONE && r->duplicate)
+        return return_entry(c, &r->entry); /* recorded first by a taker-over: theirs */
+    if (r->answer != AH_LEDGER_DONE) {
+        ah__log(AH_LOG_ERROR, "tool call: the effect ran but was not recorded: %s",
+                ah_ledger_errmsg(c->ledger));
+        return ledger_failed(c,
+                             r->answer == AH_LEDGER_MISMATCH ? AH_EK_IDEMPOTENCY_MISMATCH
+                                                             : AH_EK_LEDGER,
+                             "the effect ran but its receipt could not be recorded: ");
+    }
+    c->seq = r->entry.seq;
+    ah_error_clear(&c->error);
+    return finish(c, AH_TOOL_DO_SUCCEED, AH_TOOL_OK);
 }
 
 static ah_tool_action step_reported_ok(ah_tool_call *c)
 {
-    if (uses_ledger(c)) {
-        int64_t seq = 0;
-        int dup = 0;
-        ah_status st =
-            ah_ledger_record(c->ledger, c->key, c->args, c->receipt, &seq, &dup);
-        if (st == AH_OK && dup) {
-            /* Someone recorded this key while our body ran: theirs is the receipt. */
-            ah_ledger_entry e;
-            st = ah_ledger_lookup(c->ledger, c->key, c->args, &e);
-            if (st == AH_OK)
-                return return_entry(c, &e);
-        }
-        if (st != AH_OK) {
-            ah__log(AH_LOG_ERROR, "tool call: the effect ran but was not recorded: %s",
-                    ah_ledger_errmsg(c->ledger));
-            ah_error_set(&c->error, AH_EK_PERMANENT, 0,
-                         "the effect ran but its receipt could not be recorded: %s",
-                         ah_ledger_errmsg(c->ledger));
-            return finish(c, AH_TOOL_DO_FAIL, AH_TOOL_ERROR);
-        }
-        c->seq = seq;
+    if (!uses_ledger(c)) {
+        ah_error_clear(&c->error);
+        return finish(c, AH_TOOL_DO_SUCCEED, AH_TOOL_OK);
     }
-    ah_error_clear(&c->error);
-    return finish(c, AH_TOOL_DO_SUCCEED, AH_TOOL_OK);
+    ah_ledger_result r;
+    ah_ledger_complete(c->ledger, c->key, c->args, c->receipt, &r, ledger_answered, c);
+    return on_recorded(c, &r);
+}
+
+static ah_tool_action step_wait_record(ah_tool_call *c)
+{
+    if (!c->has_async)
+        return AH_TOOL_DO_WAIT_CLAIM;
+    c->has_async = 0;
+    return on_recorded(c, &c->async);
 }
 
 /* After a failed attempt: retry (with a wait) or finish. The hook sees the error before
@@ -268,6 +373,10 @@ ah_tool_action ah_tool_step(ah_tool_call *c)
         return step_reported_fail(c);
     case PH_WAITING:
         return start_attempt(c);
+    case PH_WAIT_CLAIM:
+        return step_wait_claim(c);
+    case PH_WAIT_RECORD:
+        return step_wait_record(c);
     case PH_DONE:
         break;
     }
@@ -301,10 +410,23 @@ ah_status ah_tool_call_body_failed(ah_tool_call *c, const ah_error *err)
 
 ah_status ah_tool_call_cancel(ah_tool_call *c)
 {
-    if (!c || (c->ph != PH_START && c->ph != PH_WAITING))
+    if (!c || (c->ph != PH_START && c->ph != PH_WAITING && c->ph != PH_WAIT_CLAIM))
         return AH_ERR_STATE;
     ah_error_set(&c->error, AH_EK_CANCELLED, 0, "tool call cancelled");
     finish(c, AH_TOOL_DO_FAIL, AH_TOOL_ERROR);
+    return AH_OK;
+}
+
+ah_status ah_tool_call_stop_waiting(ah_tool_call *c)
+{
+    if (!c || c->ph != PH_WAIT_CLAIM)
+        return AH_ERR_STATE;
+    size_t n = strlen(c->key);
+    ah_error_set(&c->error, AH_EK_TRANSIENT, 0,
+                 "idempotency key '%.80s%s' is in flight in another call; its receipt did "
+                 "not arrive in time",
+                 c->key, n > 80 ? "..." : "");
+    finish(c, AH_TOOL_DO_FAIL, AH_TOOL_IN_PROGRESS);
     return AH_OK;
 }
 
@@ -388,6 +510,8 @@ ah_tool_outcome ah_tool_call_run(ah_tool_call *c, const ah_tool_driver *d)
 {
     if (!c || !d || !d->body)
         return AH_TOOL_ERROR;
+    int64_t waited = 0, bound = d->claim_wait_ms > 0 ? d->claim_wait_ms
+                                                     : ah_ledger_lease_ms(c->ledger);
     for (;;) {
         ah_tool_action a = ah_tool_step(c);
         switch (a) {
@@ -402,6 +526,22 @@ ah_tool_outcome ah_tool_call_run(ah_tool_call *c, const ah_tool_driver *d)
                     real_sleep_ms(c->wait_ms);
             }
             continue;
+        case AH_TOOL_DO_WAIT_CLAIM: {
+            /* The blocking driver polls: it has nothing else to run meanwhile. */
+            int64_t ms = c->wait_ms > 0 ? c->wait_ms : 10;
+            if (waited >= bound) {
+                ah_tool_call_stop_waiting(c);
+                break;
+            }
+            if (ms > bound - waited)
+                ms = bound - waited;
+            if (d->sleep_ms)
+                d->sleep_ms(d->sleep_ud, ms);
+            else
+                real_sleep_ms(ms);
+            waited += ms;
+            continue;
+        }
         default:
             break;
         }

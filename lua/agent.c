@@ -20,6 +20,7 @@
  *  - The worker is freed only from run_k or __gc, never inside its own callbacks.
  */
 #include "lah.h"
+#include "tools.h"
 #include "internal.h"
 
 #include <stdatomic.h>
@@ -44,6 +45,10 @@ enum {
     A_NUV = A_BUDGET
 };
 
+/* run uservalues: 1 the agent, 3 the run's budget, and its own ledger when the agent
+ * has none (made at the first tool call) */
+enum { RUN_UV_RESULT = 2, RUN_UV_LEDGER = 4, RUN_UV_N = 4 }; /* 1 agent, 3 budget */
+
 typedef struct lagent {
     ah_client *client; /* borrowed: the client userdata is uservalue A_CLIENT */
     char *system;
@@ -51,6 +56,7 @@ typedef struct lagent {
     int max_steps;
     ah_policy policy; /* retry_on is set per run */
     int has_retry_on, has_on_event, has_status;
+    int reuse_deltas; /* on_event_reuse: one delta table per run, refilled */
     ah_tool_def *tools;
     int *tool_exclusive; /* per tool (same order as tools) */
     size_t n_tools;
@@ -70,6 +76,8 @@ typedef struct lrun {
     ah_event_fn sink;
     void *sink_ud;
     int self_ref, on_event_ref, status_ref, retry_on_ref, validate_ref, output_ref;
+    int delta_ref[2]; /* on_event_reuse: the text_delta / reasoning_delta tables */
+    lua_State *const *running; /* lah_running_slot(main): read once per event */
     tool_op *ops; /* tool calls in flight */
     struct lrun *prev_live, *next_live; /* the runs in flight (lah_cancel_runs) */
     int live;
@@ -211,12 +219,22 @@ static void run_on_event(void *ud, const ah_event *ev)
         run_ended(r);
     if (r->on_event_ref == LUA_NOREF && r->status_ref == LUA_NOREF)
         return;
-    lua_State *L = lah_running(r->main);
+    lua_State *L = *r->running;
     if (!lua_checkstack(L, 8))
         return;
     if (r->on_event_ref != LUA_NOREF) {
         lua_rawgeti(L, LUA_REGISTRYINDEX, r->on_event_ref);
-        lah_push_event(L, ev);
+        int k = ev->type == AH_EV_TEXT_DELTA ? 0 : ev->type == AH_EV_REASONING_DELTA ? 1 : -1;
+        if (a->reuse_deltas && k >= 0 && r->delta_ref[k] != LUA_NOREF) {
+            lua_rawgeti(L, LUA_REGISTRYINDEX, r->delta_ref[k]);
+            lah_refill_event(L, ev);
+        } else {
+            lah_push_event(L, ev);
+            if (a->reuse_deltas && k >= 0) {
+                lua_pushvalue(L, -1);
+                r->delta_ref[k] = luaL_ref(L, LUA_REGISTRYINDEX);
+            }
+        }
         lah_pcall_once(L, 1, 0, r->what_event, &a->event_failed);
     } else {
         lua_rawgeti(L, LUA_REGISTRYINDEX, r->status_ref);
@@ -290,10 +308,9 @@ static int run_check_output(void *ud, const char *text, int refused, char *why,
     }
     int value = lua_gettop(L);
     if (r->validate_ref != LUA_NOREF) {
-        lua_pushcfunction(L, lah_traceback);
         lua_rawgeti(L, LUA_REGISTRYINDEX, r->validate_ref);
         lua_pushvalue(L, value);
-        if (lua_pcall(L, 1, 2, value + 1) != LUA_OK) {
+        if (lah_pcall_hook(L, 1, 2) != LUA_OK) {
             const char *msg = lua_tostring(L, -1);
             if (!r->agent->validate_failed) {
                 ah__log(AH_LOG_WARN, "output.validate: %s", msg);
@@ -382,13 +399,22 @@ static void tool_done(void *ud, lua_State *co, int ok)
             lua_getfield(L, rec, "receipt");
             if (lua_isnil(L, -1)) {
                 lua_pushliteral(L, "");
-            } else if (lua_type(L, -1) != LUA_TSTRING && !lah_json_encode(L, -1)) {
-                res.outcome = AH_TOOL_ERROR;
-                lua_pushfstring(L, "error: the tool's result cannot be sent as JSON: %s",
-                                lua_tostring(L, -1));
+            } else if (lua_type(L, -1) != LUA_TSTRING) {
+                /* The receipt came back from its canonical JSON, so it re-encodes
+                 * exactly (integers as integers; lua-cjson would print 2^53 with 14
+                 * digits). */
+                lah_push_canonical_json(L, -1, 0);
             } else {
                 lua_pushvalue(L, -1);
             }
+        } else if (outcome && strcmp(outcome, "in_progress") == 0) {
+            /* The key is in flight in another call and its receipt did not come in
+             * time: the model is told so (calling again later gets the receipt). */
+            res.outcome = AH_TOOL_IN_PROGRESS;
+            lua_getfield(L, rec, "error");
+            ah_error e;
+            lah_to_error(L, -1, &e);
+            lua_pushfstring(L, "error: %s", e.message);
         } else if (outcome && strcmp(outcome, "budget_exhausted") == 0) {
             res.outcome = AH_TOOL_BUDGET_EXHAUSTED;
             lua_pushliteral(
@@ -522,7 +548,19 @@ static int run_tool_exec(void *ud, ah_worker *w, const ah_tool_request *req,
         }
     }
     lua_settop(L, opts);
-    lua_getiuservalue(L, agent, A_LEDGER);
+    /* The agent's ledger (a handle, or false for none); by default one in memory for
+     * this run alone, made at its first tool call and collected with the run, so a
+     * long-lived agent does not keep every run's keys (they hold the run id and never
+     * hit again). */
+    if (lua_getiuservalue(L, agent, A_LEDGER) == LUA_TNIL) {
+        lua_pop(L, 1);
+        if (lua_getiuservalue(L, run, RUN_UV_LEDGER) == LUA_TNIL) {
+            lua_pop(L, 1);
+            lah_ledger_push_new(L, NULL);
+            lua_pushvalue(L, -1);
+            lua_setiuservalue(L, run, RUN_UV_LEDGER);
+        }
+    }
     lua_setfield(L, opts, "ledger");
     lua_getiuservalue(L, run, 3); /* the run's budget */
     lua_setfield(L, opts, "budget");
@@ -562,6 +600,8 @@ static void release_run(lua_State *L, lrun *r, int closing)
     unlist_run(r);
     unref(L, &r->self_ref);
     unref(L, &r->on_event_ref);
+    unref(L, &r->delta_ref[0]);
+    unref(L, &r->delta_ref[1]);
     unref(L, &r->status_ref);
     unref(L, &r->retry_on_ref);
     unref(L, &r->validate_ref);
@@ -591,7 +631,7 @@ static int run_k(lua_State *L, int status, lua_KContext ctx)
     (void)status;
     int run = (int)ctx;
     lrun *r = lua_touserdata(L, run);
-    if (lua_getiuservalue(L, run, 2) == LUA_TTABLE)
+    if (lua_getiuservalue(L, run, RUN_UV_RESULT) == LUA_TTABLE)
         return 1;
     lua_pop(L, 1);
     ah_worker *w = r->w;
@@ -629,7 +669,7 @@ static int run_k(lua_State *L, int status, lua_KContext ctx)
     set_int(L, "output_tokens", (lua_Integer)st.output_tokens);
     lua_setfield(L, -2, "stats");
     lua_pushvalue(L, -1);
-    lua_setiuservalue(L, run, 2);
+    lua_setiuservalue(L, run, RUN_UV_RESULT);
     release_run(L, r, 0);
     return 1;
 }
@@ -643,6 +683,7 @@ static lagent *check_agent(lua_State *L, int idx)
  * pushed and its stack index returned. `where` names the function in errors. */
 static int start_run(lua_State *L, const char *where)
 {
+    lah_check_not_in_hook(L, "agent:run");
     lagent *a = check_agent(L, 1);
     const char *input = luaL_checkstring(L, 2);
     lua_settop(L, 3);
@@ -677,11 +718,13 @@ static int start_run(lua_State *L, const char *where)
         }
         lua_pop(L, 1);
     }
-    lrun *r = lua_newuserdatauv(L, sizeof *r, 3);
+    lrun *r = lua_newuserdatauv(L, sizeof *r, RUN_UV_N);
     int run = lua_gettop(L);
     memset(r, 0, sizeof *r);
     r->self_ref = r->on_event_ref = r->status_ref = r->retry_on_ref = r->validate_ref =
         r->output_ref = LUA_NOREF;
+    r->delta_ref[0] = r->delta_ref[1] = LUA_NOREF;
+    r->running = lah_running_slot(L);
     luaL_setmetatable(L, RUN_MT);
     r->agent = a;
     lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
@@ -810,7 +853,7 @@ static int run_wait(lua_State *L)
 {
     lrun *r = check_run(L);
     lua_settop(L, 1);
-    if (lua_getiuservalue(L, 1, 2) == LUA_TTABLE)
+    if (lua_getiuservalue(L, 1, RUN_UV_RESULT) == LUA_TTABLE)
         return 1;
     lua_pop(L, 1);
     if (!r->w)
@@ -836,7 +879,7 @@ static int run_index(lua_State *L)
     lrun *r = check_run(L);
     const char *k = luaL_checkstring(L, 2);
     if (strcmp(k, "id") == 0) {
-        if (lua_getiuservalue(L, 1, 2) == LUA_TTABLE) {
+        if (lua_getiuservalue(L, 1, RUN_UV_RESULT) == LUA_TTABLE) {
             lua_getfield(L, -1, "run_id");
             return 1;
         }
@@ -933,6 +976,15 @@ static void read_tools(lua_State *L, int t, int agent, lagent *a)
             return;
         }
         snprintf(where, sizeof where, "ah.agent: tools.%.100s", name);
+        if (lua_type(L, -2) == LUA_TSTRING) {
+            lua_pushvalue(L, -2);
+            lah_check_no_nul(L, -1, "ah.agent: a tool name");
+            lua_pop(L, 1);
+        } else {
+            lua_getfield(L, spec, "name");
+            lah_check_no_nul(L, -1, "ah.agent: a tool name");
+            lua_pop(L, 1);
+        }
         if (!lua_istable(L, spec))
             luaL_error(L, "%s: expected a table {description, schema, run, ...}, got %s",
                        where, luaL_typename(L, spec));
@@ -1038,8 +1090,8 @@ static int l_agent(lua_State *L)
 {
     static const char *const known[] = {
         "client",   "system", "max_steps", "policy",          "tools",
-        "on_event", "ledger", "budget",    "continue_prompt", "max_tool_concurrency",
-        NULL};
+        "on_event", "ledger", "budget",    "continue_prompt", "on_event_reuse",
+        "max_tool_concurrency", NULL};
     const char *where = "ah.agent";
     luaL_checktype(L, 1, LUA_TTABLE);
     lua_settop(L, 1);
@@ -1099,6 +1151,12 @@ static int l_agent(lua_State *L)
         return luaL_error(L, "%s: on_event must be a function (or false), got %s", where,
                           luaL_typename(L, -1));
     }
+    ty = lua_getfield(L, 1, "on_event_reuse");
+    if (ty != LUA_TNIL && ty != LUA_TBOOLEAN)
+        return luaL_error(L, "%s: on_event_reuse must be a boolean, got %s", where,
+                          luaL_typename(L, -1));
+    a->reuse_deltas = lua_toboolean(L, -1);
+    lua_pop(L, 1);
 
     if (lua_getfield(L, 1, "tools") != LUA_TNIL)
         read_tools(L, lua_gettop(L), agent, a);
@@ -1110,36 +1168,21 @@ static int l_agent(lua_State *L)
     }
     lua_pop(L, 1);
 
-    /* ledger: an ah.ledger object, a path (ah.ledger{path=}), or by default an in-memory
-     * ah.ledger{} per agent — when the module has ah.ledger */
-    lua_pushvalue(L, lua_upvalueindex(1));
-    lua_getfield(L, -1, "ledger");
-    lua_remove(L, -2);
-    int has_ledger = lua_isfunction(L, -1);
+    /* ledger: an ah.ledger object or a path (shared by every run), false (none), or
+     * absent: nil here, and each run gets an in-memory ledger of its own (run_tool_exec) */
     ty = lua_getfield(L, 1, "ledger");
-    if (ty == LUA_TSTRING || ty == LUA_TNIL) {
-        if (!has_ledger) {
-            if (ty == LUA_TSTRING)
-                return luaL_error(L,
-                                  "%s: ledger = path needs ah.ledger, which this build "
-                                  "lacks",
-                                  where);
-            lua_pop(L, 2);
-            lua_pushnil(L);
-        } else {
-            lua_createtable(L, 0, 1);
-            if (ty == LUA_TSTRING) {
-                lua_pushvalue(L, -2);
-                lua_setfield(L, -2, "path");
-            }
-            lua_remove(L, -2);
-            lua_call(L, 1, 1);
-        }
-    } else if (ty == LUA_TUSERDATA || ty == LUA_TTABLE) {
+    if (ty == LUA_TSTRING) {
+        lah_ledger_push_arg(L, -1); /* opened once per path */
         lua_remove(L, -2);
-    } else {
-        return luaL_error(L, "%s: ledger must be an ah.ledger or a path, got %s", where,
-                          luaL_typename(L, -1));
+    } else if (ty == LUA_TUSERDATA) {
+        if (!lah_ledger_test(L, -1))
+            return luaL_error(L, "%s: ledger must be an ah.ledger, a path or false, got %s",
+                              where, luaL_typename(L, -1));
+    } else if (ty == LUA_TBOOLEAN && !lua_toboolean(L, -1)) {
+        /* false: no ledger, no idempotency */
+    } else if (ty != LUA_TNIL) {
+        return luaL_error(L, "%s: ledger must be an ah.ledger, a path or false, got %s",
+                          where, luaL_typename(L, -1));
     }
     lua_setiuservalue(L, agent, A_LEDGER);
 

@@ -88,6 +88,7 @@ static int par_k(lua_State *L, int status, lua_KContext ctx)
  * or { ok = false, error = message, traceback = text } when it raised. */
 static int l_parallel(lua_State *L)
 {
+    lah_check_not_in_hook(L, "ah.parallel"); /* before any child starts */
     luaL_checktype(L, 1, LUA_TTABLE);
     int n = (int)luaL_len(L, 1);
     for (int i = 1; i <= n; i++) {
@@ -146,6 +147,7 @@ static int sleep_k(lua_State *L, int status, lua_KContext ctx)
 /* ah.sleep(ms): wait on a loop timer; other coroutines run meanwhile. */
 static int l_sleep(lua_State *L)
 {
+    lah_check_not_in_hook(L, "ah.sleep");
     lua_Integer ms = luaL_checkinteger(L, 1);
     luaL_argcheck(L, ms >= 0, 1, "must be >= 0");
     sleeper *s = lua_newuserdatauv(L, sizeof *s, 0);

@@ -79,6 +79,9 @@ int lah_step(lua_State *L);
 
 /* The Lua thread that is running right now (the one a hook must use). */
 lua_State *lah_running(lua_State *L);
+/* Where lah_running() reads the running thread: valid as long as the state (the
+ * scheduler is finalized last), for a caller on a hot path to read it directly. */
+lua_State *const *lah_running_slot(lua_State *L);
 
 /* A Lua API function that calls into the core synchronously (which may fire hooks, e.g.
  * ah_worker_start emits run_start) brackets the call with these, so lah_running() is
@@ -97,6 +100,19 @@ void lah_leave(lua_State *L, lua_State *prev);
 int lah_pcall_once(lua_State *L, int nargs, int nresults, const char *what, int *once);
 int lah_pcall(lua_State *L, int nargs, int nresults, const char *what); /* once = NULL */
 
+/* The same protected call for a hook whose caller wants the error: returns the
+ * lua_pcall status and leaves "message\ntraceback" on the stack on failure (nothing
+ * logged). Every hook runs through here (lah_pcall_once does), so the scheduler knows
+ * when a hook is running. */
+int lah_pcall_hook(lua_State *L, int nargs, int nresults);
+
+/* Hooks must not wait: a hook runs synchronously inside a step of the loop or of a tool
+ * call, so a wait there would re-enter the loop or resume a half-finished step. Every
+ * Lua function that waits (ah.parallel, ah.sleep, agent:run, tool:call, ah.batch...)
+ * calls this FIRST, before it has any effect: inside a hook it raises
+ * "<what> cannot be called inside a hook (...)"; elsewhere it does nothing. */
+void lah_check_not_in_hook(lua_State *L, const char *what);
+
 /* A message handler for lua_pcall: turns the error (string, or a value with __tostring)
  * into "message\ntraceback". */
 int lah_traceback(lua_State *L);
@@ -109,7 +125,7 @@ void lah_set_event_sink(lua_State *L, ah_event_fn fn, void *ud);
 /* The sink of this state (fn NULL when none). */
 void lah_event_sink(lua_State *L, ah_event_fn *fn, void **ud);
 
-/* ---- JSON (encode: lua-cjson, loaded once per state; decode: cJSON) ---------------- */
+/* ---- JSON (encode: lua-cjson, loaded once per state; decode: our exact decoder) ---- */
 
 /* Push the JSON text of the value at idx and return 1; or push an error message and
  * return 0 (a function, a sparse array, ...). Never raises (beyond a memory error). */
@@ -121,10 +137,21 @@ int lah_json_decode(lua_State *L, const char *s, size_t len);
 /* Push an event as a Lua table with the docs/lua.md field names (ah_event_visit); a null
  * field (status 0, no error) is nil; an error is an error value (lah_push_error). */
 void lah_push_event(lua_State *L, const ah_event *ev);
+/* Overwrite the table on top with ev's fields (null fields set to nil): the reused delta
+ * table of ah.agent{on_event_reuse = true}. Only for a table pushed for an event of the
+ * same type. */
+void lah_refill_event(lua_State *L, const ah_event *ev);
 /* Push a cJSON tree as a Lua value (protected; a top-level null is nil, a nested null is
  * cjson.null; whole numbers are integers) and free it, also when pushing raises. */
 struct cJSON;
 void lah_push_cjson(lua_State *L, struct cJSON *root);
+/* The decoder behind lah_json_decode (lua/tools_json.c): integers exactly as written
+ * (12345678901234567 stays that integer; cJSON would round it through a double). Returns
+ * 1 with the value pushed, or 0 with nothing pushed, *errpos the byte offset of the
+ * error and *trailing 1 when a value was followed by other text. Raises only for memory
+ * or nesting too deep for the C stack. */
+int lah_json_push_exact(lua_State *L, const char *json, size_t len, size_t *errpos,
+                        int *trailing);
 
 /* ---- runs in flight (lua/agent.c), for the host's Ctrl-C -------------------------- */
 
@@ -155,6 +182,11 @@ void lah_open_history(lua_State *L); /* ah.history_save, ah.history_load */
  * table at idx that is not in the NULL-terminated list `known`; also raise for a
  * non-string key. */
 void lah_check_fields(lua_State *L, int idx, const char *where, const char *const *known);
+
+/* The string at idx, which must hold no NUL byte: C sees a string only up to its first
+ * NUL, so "rec\0evil" would be the tool "rec" and keys "order\0A" / "order\0B" would
+ * collide. Raises "<what> contains a NUL byte at offset N" otherwise. */
+const char *lah_check_no_nul(lua_State *L, int idx, const char *what);
 /* The NULL-terminated list's nearest name to `name` within a small edit distance, or
  * NULL. */
 const char *lah_did_you_mean(const char *name, const char *const *known);

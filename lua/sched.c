@@ -40,6 +40,7 @@ typedef struct sched {
     size_t live;
     int depth;          /* nesting of lah_step (a blocking await inside a coroutine) */
     int in_loop;        /* inside ah_loop_run_once: hooks run here and must not wait */
+    int hook_depth;     /* hooks (lah_pcall_hook) running right now, nested */
     lua_State *running; /* the thread executing right now */
     entry *current;     /* the managed coroutine being resumed, or NULL */
     ah_event_fn sink;
@@ -106,6 +107,11 @@ lua_State *lah_running(lua_State *L)
     return get_sched(L)->running;
 }
 
+lua_State *const *lah_running_slot(lua_State *L)
+{
+    return &get_sched(L)->running;
+}
+
 lua_State *lah_enter(lua_State *L)
 {
     sched *s = get_sched(L);
@@ -148,13 +154,35 @@ int lah_traceback(lua_State *L)
     return 1;
 }
 
-int lah_pcall_once(lua_State *L, int nargs, int nresults, const char *what, int *once)
+int lah_pcall_hook(lua_State *L, int nargs, int nresults)
 {
+    sched *s = get_sched(L);
     int base = lua_gettop(L) - nargs; /* the function's index */
     lua_pushcfunction(L, lah_traceback);
     lua_insert(L, base);
+    s->hook_depth++;
     int st = lua_pcall(L, nargs, nresults, base);
+    s->hook_depth--;
     lua_remove(L, base);
+    return st;
+}
+
+void lah_check_not_in_hook(lua_State *L, const char *what)
+{
+    sched *s = get_sched(L);
+    /* in_loop too: whatever runs inside a loop callback is a hook, even one called
+     * through a protected call of its own rather than lah_pcall_hook. */
+    if (s->hook_depth > 0 || s->in_loop > 0)
+        luaL_error(L, "%s cannot be called inside a hook (on_event, retry_on, validate, "
+                      "idempotency_key, a log handler): hooks run inside a step of the "
+                      "event loop and must not wait; start the work from the script or "
+                      "a tool body instead",
+                   what);
+}
+
+int lah_pcall_once(lua_State *L, int nargs, int nresults, const char *what, int *once)
+{
+    int st = lah_pcall_hook(L, nargs, nresults);
     if (st == LUA_OK)
         return 1;
     if (!once || !*once) {
@@ -396,7 +424,7 @@ int lah_await(lua_State *L, lah_wait *w, lua_KContext ctx, lua_KFunction k)
         s->current->wait = w;
         return lua_yieldk(L, 0, ctx, k);
     }
-    if (s->in_loop)
+    if (s->in_loop || s->hook_depth > 0)
         return luaL_error(L, "agenthost: cannot wait inside a hook (on_event, retry_on, "
                              "validate, idempotency_key): the event loop is running it");
     while (!w->ready) {

@@ -73,6 +73,7 @@ typedef struct call_state {
     const ah_rng *rng;
     ah_loop *loop;
     int64_t started_ms, prev_wait_ms;
+    int64_t claim_until_ms; /* give up waiting for a key in flight after this */
     lua_State *L;          /* the thread driving the call, for hooks */
     lah_ledger_ud *ledger; /* busy-counted while the call runs */
     char id[128];          /* tool_call_end.id */
@@ -130,7 +131,7 @@ static void tool_push_from_spec(lua_State *L, int spec, const char *name)
         if (lua_getfield(L, spec, "name") != LUA_TSTRING)
             luaL_error(L, "ah.tool: name must be a string (got %s)",
                        luaL_typename(L, -1));
-        name = lua_tostring(L, -1); /* anchored in spec */
+        name = lah_check_no_nul(L, -1, "ah.tool: name"); /* anchored in spec */
         lua_pop(L, 1);
     }
     lua_pushfstring(L, "tool '%s'", name);
@@ -298,6 +299,13 @@ static void timer_fired(void *ud)
     st->wait.ready = 1;
 }
 
+/* The key this call waits for was released or recorded (or the ledger answered). */
+static void claim_notified(void *ud)
+{
+    call_state *st = ud;
+    st->wait.ready = 1;
+}
+
 static void release(call_state *st)
 {
     ah_timer_free(st->timer);
@@ -406,6 +414,8 @@ static const char *outcome_name(ah_tool_outcome o)
         return "ok";
     case AH_TOOL_BUDGET_EXHAUSTED:
         return "budget_exhausted";
+    case AH_TOOL_IN_PROGRESS:
+        return "in_progress";
     default:
         return "failed";
     }
@@ -471,11 +481,23 @@ static int drive(lua_State *L)
         ah_tool_action a = ah_tool_step(st->call);
         if (a == AH_TOOL_DO_RUN_BODY)
             return run_body(L, st);
-        if (a != AH_TOOL_DO_RETRY_AFTER)
+        if (a != AH_TOOL_DO_RETRY_AFTER && a != AH_TOOL_DO_WAIT_CLAIM)
             return finish(L, st);
         int64_t ms = ah_tool_call_wait_ms(st->call);
-        if (ms <= 0)
+        if (a == AH_TOOL_DO_WAIT_CLAIM) {
+            /* Another call holds the key: wait on the loop for its receipt (woken by
+             * claim_notified, or polled: the holder may be another process), up to
+             * this call's deadline. */
+            int64_t left = st->claim_until_ms - ah_loop_now_ms(st->loop);
+            if (left <= 0) {
+                ah_tool_call_stop_waiting(st->call);
+                continue;
+            }
+            if (ms < 0 || ms > left)
+                ms = left;
+        } else if (ms <= 0) {
             continue;
+        }
         if (!st->timer) {
             st->timer = ah_timer_new(st->loop, timer_fired, st);
             if (!st->timer)
@@ -591,6 +613,8 @@ static void push_key(lua_State *L, tool_ud *t)
     } else if (ty != LUA_TNIL && ty != LUA_TSTRING) {
         luaL_error(L, "tool:call: key must be a string or a number (got %s)",
                    luaL_typename(L, -1));
+    } else if (ty == LUA_TSTRING) {
+        lah_check_no_nul(L, -1, "tool:call: the idempotency key");
     }
     if (lua_getiuservalue(L, TOOL, UV_IDEMPOTENCY_KEY) != LUA_TFUNCTION) {
         lua_pop(L, 1);
@@ -607,6 +631,8 @@ static void push_key(lua_State *L, tool_ud *t)
     if (!lah_pcall_once(L, 2, 1, t->idempotency_key_what, &t->idempotency_key_logged))
         return; /* logged; the caller's key stays */
     ty = lua_type(L, -1);
+    if (ty == LUA_TSTRING)
+        lah_check_no_nul(L, -1, t->idempotency_key_what);
     if (ty == LUA_TSTRING || ty == LUA_TNUMBER) {
         lua_pushstring(L, lua_tostring(L, -1));
         lua_remove(L, -2);
@@ -623,6 +649,7 @@ static void push_key(lua_State *L, tool_ud *t)
 
 static int l_tool_call(lua_State *L)
 {
+    lah_check_not_in_hook(L, "tool:call");
     tool_ud *t = check_tool(L, TOOL);
     lua_settop(L, OPTS);
     if (!lua_isnil(L, OPTS)) {
@@ -630,9 +657,13 @@ static int l_tool_call(lua_State *L)
         lah_check_fields(L, OPTS, "tool:call options", opts_fields);
     }
 
-    call_state *st = lua_newuserdatauv(L, sizeof *st, 0); /* ST */
+    /* ST. Its metatable (and so its __gc) is set only once the ledger is resolved:
+     * Lua runs finalizers in the reverse order objects got theirs, so a ledger made for
+     * this call (the tool's own, or a path opened now) is finalized after the call
+     * state, whose __gc still releases the key's claim in it. Nothing C-allocated is in
+     * the state before then. */
+    call_state *st = lua_newuserdatauv(L, sizeof *st, 0);
     memset(st, 0, sizeof *st);
-    luaL_setmetatable(L, CALL_MT);
     st->tool = t;
 
     /* ON_EVENT: the call's hook, else the tool's. */
@@ -705,12 +736,23 @@ static int l_tool_call(lua_State *L)
     }
     tp.wait = call_wait;
     tp.wait_ud = st;
+    tp.notify = claim_notified;
+    tp.notify_ud = st;
     st->backoff = t->policy;
     st->backoff.retry_on = always_retry;
     st->backoff.retry_on_ud = NULL;
     st->loop = lah_loop(L);
     st->rng = ah_loop_rng(st->loop);
     st->started_ms = ah_loop_now_ms(st->loop);
+    /* A key in flight elsewhere is waited for up to the tool's deadline, or, without
+     * one, the ledger's lease (after which a dead holder's claim is taken over). */
+    st->claim_until_ms =
+        st->started_ms + (t->policy.deadline_ms > 0 ? t->policy.deadline_ms
+                          : lu                      ? ah_ledger_lease_ms(lu->l)
+                                                    : 0);
+    lua_pushvalue(L, ST);
+    luaL_setmetatable(L, CALL_MT);
+    lua_pop(L, 1);
     st->call = ah_tool_call_new(&tp, lu ? lu->l : NULL, bu ? bu->b : NULL,
                                 lua_isnil(L, KEY) ? NULL : lua_tostring(L, KEY),
                                 lua_tostring(L, -1));

@@ -265,6 +265,7 @@ static int batch_k(lua_State *L, int status, lua_KContext ctx)
 
 static int l_batch(lua_State *L)
 {
+    lah_check_not_in_hook(L, "ah.batch");
     luaL_checktype(L, ITEMS, LUA_TTABLE);
     luaL_checktype(L, FN, LUA_TFUNCTION);
     lua_settop(L, OPTS);

@@ -14,12 +14,13 @@
 #include "tools.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { MAX_DEPTH = 100, PATH_MAX_LEN = 200 };
+enum { MAX_DEPTH = 100, PATH_MAX_LEN = 200, DEC_MAX_DEPTH = 1000 };
 
 /* ---- the output buffer: a userdata whose __gc frees the bytes ---------------------- */
 
@@ -404,11 +405,335 @@ void lah_push_cjson(lua_State *L, cJSON *root)
         lua_error(L); /* out of memory or a too deep document: the tree is freed */
 }
 
+/* ---- the exact decoder ---------------------------------------------------------------
+ *
+ * cJSON keeps numbers as doubles only, so 12345678901234567 came back as
+ * 12345678901234568. This decoder reads the number's own text: an integer token that
+ * fits in a Lua integer becomes that integer, exactly; a token with a fraction or an
+ * exponent is a float (an integral one below 2^53 an integer, as canonical JSON writes
+ * it). Strings may hold any byte, \u0000 included (a Lua string keeps it); a lone
+ * surrogate escape becomes U+FFFD. It pushes straight onto the Lua stack and runs under
+ * lua_pcall, so a memory error leaves nothing behind. */
+
+typedef struct jdec {
+    const char *p, *start, *end;
+    int failed; /* a syntax error at p */
+} jdec;
+
+static void dec_ws(jdec *d)
+{
+    while (d->p < d->end &&
+           (*d->p == ' ' || *d->p == '\n' || *d->p == '\r' || *d->p == '\t'))
+        d->p++;
+}
+
+static int dec_fail(jdec *d)
+{
+    d->failed = 1;
+    return 0;
+}
+
+static int dec_lit(jdec *d, const char *lit, size_t n)
+{
+    if ((size_t)(d->end - d->p) < n || memcmp(d->p, lit, n) != 0)
+        return dec_fail(d);
+    d->p += n;
+    return 1;
+}
+
+static int hex4(const char *p, unsigned *out)
+{
+    unsigned v = 0;
+    for (int i = 0; i < 4; i++) {
+        char c = p[i];
+        v <<= 4;
+        if (c >= '0' && c <= '9')
+            v |= (unsigned)(c - '0');
+        else if (c >= 'a' && c <= 'f')
+            v |= (unsigned)(c - 'a' + 10);
+        else if (c >= 'A' && c <= 'F')
+            v |= (unsigned)(c - 'A' + 10);
+        else
+            return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+static void add_utf8(luaL_Buffer *b, unsigned cp)
+{
+    char u[4];
+    int n;
+    if (cp < 0x80) {
+        u[0] = (char)cp;
+        n = 1;
+    } else if (cp < 0x800) {
+        u[0] = (char)(0xC0 | (cp >> 6));
+        u[1] = (char)(0x80 | (cp & 0x3F));
+        n = 2;
+    } else if (cp < 0x10000) {
+        u[0] = (char)(0xE0 | (cp >> 12));
+        u[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        u[2] = (char)(0x80 | (cp & 0x3F));
+        n = 3;
+    } else {
+        u[0] = (char)(0xF0 | (cp >> 18));
+        u[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+        u[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        u[3] = (char)(0x80 | (cp & 0x3F));
+        n = 4;
+    }
+    luaL_addlstring(b, u, (size_t)n);
+}
+
+/* At the opening quote: push the string. */
+static int dec_string(lua_State *L, jdec *d)
+{
+    luaL_Buffer b;
+    d->p++; /* the quote */
+    luaL_buffinit(L, &b);
+    for (;;) {
+        const char *run = d->p;
+        while (d->p < d->end && *d->p != '"' && *d->p != '\\' &&
+               (unsigned char)*d->p >= 0x20)
+            d->p++;
+        luaL_addlstring(&b, run, (size_t)(d->p - run));
+        if (d->p >= d->end || (unsigned char)*d->p < 0x20)
+            return dec_fail(d);
+        if (*d->p == '"') {
+            d->p++;
+            luaL_pushresult(&b);
+            return 1;
+        }
+        /* an escape */
+        if (d->end - d->p < 2)
+            return dec_fail(d);
+        char c = d->p[1];
+        d->p += 2;
+        switch (c) {
+        case '"':
+        case '\\':
+        case '/':
+            luaL_addchar(&b, c);
+            break;
+        case 'b':
+            luaL_addchar(&b, '\b');
+            break;
+        case 'f':
+            luaL_addchar(&b, '\f');
+            break;
+        case 'n':
+            luaL_addchar(&b, '\n');
+            break;
+        case 'r':
+            luaL_addchar(&b, '\r');
+            break;
+        case 't':
+            luaL_addchar(&b, '\t');
+            break;
+        case 'u': {
+            unsigned cp, lo;
+            if (d->end - d->p < 4 || !hex4(d->p, &cp))
+                return dec_fail(d);
+            d->p += 4;
+            if (cp >= 0xD800 && cp <= 0xDBFF && d->end - d->p >= 6 && d->p[0] == '\\' &&
+                d->p[1] == 'u' && hex4(d->p + 2, &lo) && lo >= 0xDC00 && lo <= 0xDFFF) {
+                d->p += 6;
+                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+            } else if (cp >= 0xD800 && cp <= 0xDFFF) {
+                cp = 0xFFFD; /* a lone surrogate */
+            }
+            add_utf8(&b, cp);
+            break;
+        }
+        default:
+            d->p -= 2;
+            return dec_fail(d);
+        }
+    }
+}
+
+static int dec_number(lua_State *L, jdec *d)
+{
+    const char *s = d->p;
+    const char *q = s;
+    int is_float = 0;
+    if (q < d->end && *q == '-')
+        q++;
+    if (q >= d->end || *q < '0' || *q > '9')
+        return dec_fail(d);
+    if (*q == '0')
+        q++;
+    else
+        while (q < d->end && *q >= '0' && *q <= '9')
+            q++;
+    if (q < d->end && *q == '.') {
+        is_float = 1;
+        q++;
+        if (q >= d->end || *q < '0' || *q > '9')
+            return dec_fail(d);
+        while (q < d->end && *q >= '0' && *q <= '9')
+            q++;
+    }
+    if (q < d->end && (*q == 'e' || *q == 'E')) {
+        is_float = 1;
+        q++;
+        if (q < d->end && (*q == '+' || *q == '-'))
+            q++;
+        if (q >= d->end || *q < '0' || *q > '9')
+            return dec_fail(d);
+        while (q < d->end && *q >= '0' && *q <= '9')
+            q++;
+    }
+    char tmp[64];
+    size_t n = (size_t)(q - s);
+    d->p = q;
+    if (n >= sizeof tmp) { /* a long literal: only strtod can read it */
+        lua_pushlstring(L, s, n);
+        lua_pushnumber(L, lua_tonumber(L, -1));
+        lua_remove(L, -2);
+        return 1;
+    }
+    memcpy(tmp, s, n);
+    tmp[n] = '\0';
+    if (!is_float) {
+        errno = 0;
+        char *e = NULL;
+        long long v = strtoll(tmp, &e, 10);
+        if (errno == 0 && e == tmp + n) {
+            lua_pushinteger(L, (lua_Integer)v);
+            return 1;
+        }
+    }
+    double v = strtod(tmp, NULL);
+    if (v == floor(v) && fabs(v) < 9007199254740992.0)
+        lua_pushinteger(L, (lua_Integer)v);
+    else
+        lua_pushnumber(L, v);
+    return 1;
+}
+
+static int dec_value(lua_State *L, jdec *d, int depth, int top)
+{
+    luaL_checkstack(L, 6, "JSON nesting");
+    if (depth > DEC_MAX_DEPTH)
+        return dec_fail(d);
+    dec_ws(d);
+    if (d->p >= d->end)
+        return dec_fail(d);
+    switch (*d->p) {
+    case '{': {
+        d->p++;
+        lua_newtable(L);
+        dec_ws(d);
+        if (d->p < d->end && *d->p == '}') {
+            d->p++;
+            return 1;
+        }
+        for (;;) {
+            dec_ws(d);
+            if (d->p >= d->end || *d->p != '"' || !dec_string(L, d))
+                return dec_fail(d);
+            dec_ws(d);
+            if (d->p >= d->end || *d->p != ':')
+                return dec_fail(d);
+            d->p++;
+            if (!dec_value(L, d, depth + 1, 0))
+                return 0;
+            lua_rawset(L, -3);
+            dec_ws(d);
+            if (d->p < d->end && *d->p == ',') {
+                d->p++;
+                continue;
+            }
+            if (d->p < d->end && *d->p == '}') {
+                d->p++;
+                return 1;
+            }
+            return dec_fail(d);
+        }
+    }
+    case '[': {
+        d->p++;
+        lua_newtable(L);
+        dec_ws(d);
+        if (d->p < d->end && *d->p == ']') {
+            d->p++;
+            return 1;
+        }
+        for (lua_Integer i = 1;; i++) {
+            if (!dec_value(L, d, depth + 1, 0))
+                return 0;
+            lua_rawseti(L, -2, i);
+            dec_ws(d);
+            if (d->p < d->end && *d->p == ',') {
+                d->p++;
+                continue;
+            }
+            if (d->p < d->end && *d->p == ']') {
+                d->p++;
+                return 1;
+            }
+            return dec_fail(d);
+        }
+    }
+    case '"':
+        return dec_string(L, d);
+    case 't':
+        if (!dec_lit(d, "true", 4))
+            return 0;
+        lua_pushboolean(L, 1);
+        return 1;
+    case 'f':
+        if (!dec_lit(d, "false", 5))
+            return 0;
+        lua_pushboolean(L, 0);
+        return 1;
+    case 'n':
+        if (!dec_lit(d, "null", 4))
+            return 0;
+        if (top)
+            lua_pushnil(L);
+        else
+            lua_pushlightuserdata(L, NULL); /* cjson.null */
+        return 1;
+    default:
+        return dec_number(L, d);
+    }
+}
+
+static int dec_protected(lua_State *L)
+{
+    jdec *d = lua_touserdata(L, 1);
+    lua_settop(L, 0);
+    if (!dec_value(L, d, 0, 1))
+        return 0;
+    return 1;
+}
+
+int lah_json_push_exact(lua_State *L, const char *json, size_t len, size_t *errpos,
+                        int *trailing)
+{
+    jdec d = {json, json, json + len, 0};
+    *trailing = 0;
+    lua_pushcfunction(L, dec_protected);
+    lua_pushlightuserdata(L, &d);
+    if (lua_pcall(L, 1, 1, 0) != LUA_OK)
+        lua_error(L); /* out of memory or too deep for the C stack */
+    if (!d.failed) {
+        dec_ws(&d);
+        if (d.p >= d.end)
+            return 1;
+        *trailing = 1;
+    }
+    lua_pop(L, 1);
+    *errpos = (size_t)(d.p - json);
+    return 0;
+}
+
 int lah_push_json_decoded(lua_State *L, const char *json, size_t len)
 {
-    cJSON *root = cJSON_ParseWithLength(json, len);
-    if (!root)
-        return 0;
-    lah_push_cjson(L, root);
-    return 1;
+    size_t at;
+    int trailing;
+    return lah_json_push_exact(L, json, len, &at, &trailing);
 }

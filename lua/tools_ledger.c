@@ -57,24 +57,35 @@ lah_ledger_ud *lah_ledger_push_new(lua_State *L, const char *path)
     return u;
 }
 
-/* ah.ledger{} | ah.ledger{ path = "effects.db" } | ah.ledger("effects.db") */
+/* ah.ledger{} | ah.ledger{ path = "effects.db", lease_ms = 30000 } | ah.ledger(path) */
 static int l_ledger_new(lua_State *L)
 {
     const char *path = NULL;
+    lua_Integer lease = 0;
     if (lua_type(L, 1) == LUA_TSTRING) {
-        path = lua_tostring(L, 1);
+        path = lah_check_no_nul(L, 1, "ah.ledger: path");
     } else if (!lua_isnoneornil(L, 1)) {
-        static const char *const known[] = {"path", NULL};
+        static const char *const known[] = {"path", "lease_ms", NULL};
         luaL_checktype(L, 1, LUA_TTABLE);
         lah_check_fields(L, 1, "ah.ledger", known);
         if (lua_getfield(L, 1, "path") != LUA_TNIL) {
             if (lua_type(L, -1) != LUA_TSTRING)
                 return luaL_error(L, "ah.ledger: path must be a string (got %s)",
                                   luaL_typename(L, -1));
-            path = lua_tostring(L, -1);
+            path = lah_check_no_nul(L, -1, "ah.ledger: path");
+        }
+        if (lua_getfield(L, 1, "lease_ms") != LUA_TNIL) {
+            lua_Number n = lua_tonumber(L, -1);
+            if (!lua_isnumber(L, -1) || n != (lua_Number)(lua_Integer)n || n < 1)
+                return luaL_error(L, "ah.ledger: lease_ms must be a whole number >= 1 "
+                                     "(got %s)",
+                                  luaL_tolstring(L, -1, NULL));
+            lease = (lua_Integer)n;
         }
     }
-    lah_ledger_push_new(L, path);
+    lah_ledger_ud *u = lah_ledger_push_new(L, path);
+    if (lease > 0)
+        ah_ledger_set_lease_ms(u->l, (int64_t)lease);
     return 1;
 }
 
@@ -87,6 +98,7 @@ lah_ledger_ud *lah_ledger_push_arg(lua_State *L, int idx)
         return NULL;
     }
     if (t == LUA_TSTRING) {
+        lah_check_no_nul(L, idx, "ledger path");
         luaL_getsubtable(L, LUA_REGISTRYINDEX, LEDGER_CACHE);
         lua_pushvalue(L, idx);
         lua_rawget(L, -2);
@@ -233,6 +245,10 @@ static int l_ledger_index(lua_State *L)
     const char *k = luaL_checkstring(L, 2);
     if (strcmp(k, "backend") == 0) {
         lua_pushstring(L, u->l ? ah_ledger_backend(u->l) : "closed");
+    } else if (strcmp(k, "lease_ms") == 0) {
+        lua_pushinteger(L, u->l ? (lua_Integer)ah_ledger_lease_ms(u->l) : 0);
+    } else if (strcmp(k, "claims") == 0) {
+        lua_pushinteger(L, u->l ? (lua_Integer)ah_ledger_claims(u->l) : 0);
     } else if (strcmp(k, "path") == 0) {
         if (u->path)
             lua_pushstring(L, u->path);

@@ -57,24 +57,16 @@ int lah_json_encode(lua_State *L, int idx)
 
 int lah_json_decode(lua_State *L, const char *s, size_t len)
 {
-    const char *end = NULL;
-    cJSON *j = cJSON_ParseWithLengthOpts(s, len, &end, 0);
-    if (!j) {
-        size_t at = end && end >= s ? (size_t)(end - s) : 0;
-        lua_pushfstring(L, "invalid JSON at byte %d", (int)at);
-        return 0;
-    }
-    const char *p = end;
-    while (p && p < s + len && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
-        p++;
-    if (p && p < s + len) {
-        cJSON_Delete(j);
+    size_t at = 0;
+    int trailing = 0;
+    if (lah_json_push_exact(L, s, len, &at, &trailing))
+        return 1;
+    if (trailing)
         lua_pushfstring(L, "invalid JSON: unexpected text after the value at byte %d",
-                        (int)(p - s));
-        return 0;
-    }
-    lah_push_cjson(L, j); /* frees j, also when it raises */
-    return 1;
+                        (int)at);
+    else
+        lua_pushfstring(L, "invalid JSON at byte %d", (int)at);
+    return 0;
 }
 
 /* ---- config tables ----------------------------------------------------------------- */
@@ -85,6 +77,18 @@ const char *lah_did_you_mean(const char *name, const char *const *known)
     while (known[n])
         n++;
     return ah__did_you_mean(name, known, n, sizeof known[0]);
+}
+
+const char *lah_check_no_nul(lua_State *L, int idx, const char *what)
+{
+    size_t len = 0;
+    const char *s = lua_tolstring(L, idx, &len);
+    const char *nul = s ? memchr(s, '\0', len) : NULL;
+    if (nul)
+        luaL_error(L, "%s contains a NUL byte at offset %d (names and keys must be text "
+                      "without NUL)",
+                   what, (int)(nul - s));
+    return s;
 }
 
 void lah_check_fields(lua_State *L, int idx, const char *where, const char *const *known)
@@ -367,9 +371,35 @@ static void l_error(void *ud, const char *key, const ah_error *e)
 
 static const ah_event_fields lua_fields = {l_str, l_num, l_bool, l_null, l_error};
 
+static void c_str(void *ud, const char *key, const char *s, size_t len)
+{
+    (void)key, (void)len;
+    *(int *)ud += s != NULL;
+}
+static void c_num(void *ud, const char *key, int64_t v)
+{
+    (void)key, (void)v;
+    ++*(int *)ud;
+}
+static void c_bool(void *ud, const char *key, int v)
+{
+    (void)key, (void)v;
+    ++*(int *)ud;
+}
+static void c_error(void *ud, const char *key, const ah_error *e)
+{
+    (void)key;
+    *(int *)ud += e != NULL;
+}
+static const ah_event_fields count_fields = {c_str, c_num, c_bool, l_null, c_error};
+
 void lah_push_event(lua_State *L, const ah_event *ev)
 {
-    lua_createtable(L, 0, 8);
+    /* Sized exactly: a text_delta table is four fields, and a smaller table is less for
+     * the allocator and the garbage collector on a stream of them. */
+    int n = 0;
+    ah_event_visit(ev, &count_fields, &n);
+    lua_createtable(L, 0, n);
     ah_event_visit(ev, &lua_fields, L);
 }
 
@@ -402,4 +432,36 @@ lua_Integer lah_check_whole(lua_State *L, int idx, const char *where, const char
                        field, (LUAI_UACINT)min, (LUAI_UACINT)max, got);
     }
     return v;
+}
+
+/* Refilling a table: a null field is set to nil, so nothing of the last event stays. */
+static void l_null_clear(void *ud, const char *key)
+{
+    lua_State *L = ud;
+    lua_pushnil(L);
+    lua_setfield(L, -2, key);
+}
+
+static void l_str_clear(void *ud, const char *key, const char *s, size_t len)
+{
+    if (s)
+        l_str(ud, key, s, len);
+    else
+        l_null_clear(ud, key);
+}
+
+static void l_error_clear(void *ud, const char *key, const ah_error *e)
+{
+    if (e)
+        l_error(ud, key, e);
+    else
+        l_null_clear(ud, key);
+}
+
+static const ah_event_fields refill_fields = {l_str_clear, l_num, l_bool, l_null_clear,
+                                              l_error_clear};
+
+void lah_refill_event(lua_State *L, const ah_event *ev)
+{
+    ah_event_visit(ev, &refill_fields, L);
 }

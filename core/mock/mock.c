@@ -570,7 +570,8 @@ static struct MHD_Response *reply_response(ah_mock *m, struct MHD_Connection *co
                                            const char *request_id, int *status)
 {
     char err[256];
-    ah__mock_text_opts opts = {m->text, m->text_deltas, m->delta_bytes};
+    ah__mock_text_opts opts = {m->text, m->text_deltas, m->delta_bytes,
+                               step->tool_args};
     if (step->text || step->text_deltas || step->delta_bytes) {
         opts.text = step->text ? step->text : m->text;
         opts.text_deltas = step->text_deltas;
@@ -983,6 +984,10 @@ ah_mock *ah_mock_new(const ah_mock_config *cfg, char *err, size_t errsize)
         MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
             MHD_USE_ERROR_LOG,
         0, NULL, NULL, on_request, m, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+        /* Many clients at once (the scale bench holds 10 000 in flight): MHD's default
+         * limit is about FD_SETSIZE, and a thread per connection needs little stack. */
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)16384, MHD_OPTION_THREAD_STACK_SIZE,
+        (size_t)256 << 10, MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)4096,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, m, MHD_OPTION_EXTERNAL_LOGGER,
         on_mhd_log, m, MHD_OPTION_END);
     if (!m->daemon) {

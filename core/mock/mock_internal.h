@@ -79,6 +79,7 @@ typedef struct ah__mock_text_opts {
     const char *text;
     size_t text_deltas;
     size_t delta_bytes;
+    const char *tool_args; /* the tool call's arguments text instead of the model's */
 } ah__mock_text_opts;
 
 typedef struct ah__mock_step {
@@ -96,6 +97,7 @@ typedef struct ah__mock_step {
     long long stall_ms;         /* STALL: -1 = until the client or the mock goes away */
     size_t tool_calls;          /* parallel calls when the reply calls the tool; 0 = 1 */
     char *text;                 /* reply text options (OK, DELAY and the stream faults) */
+    char *tool_args;            /* the tool call's arguments, verbatim (any JSON text) */
     size_t text_deltas;
     size_t delta_bytes;
     /* OK / DELAY streams: how the connection ends after the final event. */

@@ -665,13 +665,17 @@ ah_status ah__mock_model_reply(ah_wire wire, const cJSON *req, size_t body_len,
 
     uint64_t h = hash_items(&c, partial ? partial->item : NULL);
     if (call_tool) {
-        cJSON *a = object_for(c.tool_schema, 0);
-        char *printed = a ? cJSON_PrintUnformatted(a) : NULL;
-        cJSON_Delete(a);
-        if (!printed)
-            goto cleanup;
-        args = ah__strdup(printed);
-        cJSON_free(printed);
+        if (opts->tool_args) {
+            args = ah__strdup(opts->tool_args);
+        } else {
+            cJSON *a = object_for(c.tool_schema, 0);
+            char *printed = a ? cJSON_PrintUnformatted(a) : NULL;
+            cJSON_Delete(a);
+            if (!printed)
+                goto cleanup;
+            args = ah__strdup(printed);
+            cJSON_free(printed);
+        }
         out->tool_name = ah__strdup(c.tool_name);
         if (!args || !out->tool_name)
             goto cleanup;

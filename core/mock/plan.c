@@ -60,6 +60,7 @@ static const field fields[] = {
     {"text", F_STRING, -1, TEXT_KINDS, 0, 0},
     {"text_deltas", F_INT, -1, TEXT_KINDS, 1, MAX_TEXT_DELTAS},
     {"delta_bytes", F_INT, -1, TEXT_KINDS, 1, 1 << 20},
+    {"tool_args", F_ANY, -1, TEXT_KINDS, 0, 0},
     {"unclean_close_after_end", F_ANY, -1, K(OK) | K(DELAY), 0, 0},
     {"extra_after_end", F_ANY, -1, K(OK) | K(DELAY), 0, 0},
     {"content_type", F_STRING, -1, ALL_KINDS & ~K(RESET), 0, 0},
@@ -99,6 +100,7 @@ static void step_free(ah__mock_step *s)
     free(s->error_type);
     free(s->message);
     free(s->text);
+    free(s->tool_args);
     free(s->extra);
     free(s->content_type);
     memset(s, 0, sizeof *s);
@@ -339,6 +341,21 @@ static int parse_step(const cJSON *obj, ah__mock_step *s, const char *where, cha
     if ((v = cJSON_GetObjectItemCaseSensitive(obj, "text")) &&
         set_string(&s->text, v->valuestring, where, err, errsize) != 0)
         return -1;
+    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "tool_args"))) {
+        /* A string is sent as is (any text, even invalid JSON); another value is
+         * serialised. */
+        if (cJSON_IsString(v)) {
+            s->tool_args = ah__strdup(v->valuestring);
+        } else {
+            char *a = cJSON_PrintUnformatted(v);
+            s->tool_args = a ? ah__strdup(a) : NULL;
+            cJSON_free(a);
+        }
+        if (!s->tool_args) {
+            ah__bufprintf(err, errsize, "%s: out of memory", where);
+            return -1;
+        }
+    }
     if ((v = cJSON_GetObjectItemCaseSensitive(obj, "error_type")) &&
         set_string(&s->error_type, v->valuestring, where, err, errsize) != 0)
         return -1;

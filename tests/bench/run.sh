@@ -13,10 +13,13 @@
 #      call, default policy vs max_attempts = 1 (and vs no continuations either).
 #   4. Scale: 1, 10, 100, 1000 concurrent agent runs (ah.parallel) in one process.
 #   5. Where the instructions go (callgrind of the whole-stack client, per format).
+#   6. The goal: a Lua agent counting text_delta in an on_event hook, in events per
+#      CPU-second beside the fastest official SDK, per format; peak RSS on that stream and
+#      on a 10 MB answer.
 # Every client is a separate process measured from wait4() (CPU user + system, peak RSS,
 # wall), RUNS times; tables give medians, and ratios are the median of per-run ratios
 # (run i of one client against run i of the other, measured back to back).
-# Environment: RUNS (5), DELTAS (200000), SCALE_NS ("1 10 100 1000"), CG_REPS (3),
+# Environment: RUNS (5), DELTAS (200000), SCALE_NS ("1 10 100 1000 10000"), CG_REPS (3),
 # NODE=0 to skip the Node SDKs.
 set -euo pipefail
 BUILD_DIR=$(cd "${1:?usage: tests/bench/run.sh BUILD_DIR}" && pwd)
@@ -24,7 +27,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BENCH=$ROOT/tests/bench
 RUNS=${RUNS:-5}
 DELTAS=${DELTAS:-200000}
-SCALE_NS=${SCALE_NS:-1 10 100 1000}
+SCALE_NS=${SCALE_NS:-1 10 100 1000 10000}
 CG_REPS=${CG_REPS:-3}
 WIRES=(anthropic openai responses)
 
@@ -107,14 +110,14 @@ pair_ratio() { # prefixA prefixB field -> median over runs of A_i / B_i
     local i a b
     for ((i = 1; i <= RUNS; i++)); do
         a=$(val "$1.$i" "$3") b=$(val "$2.$i" "$3")
-        [ -n "$a" ] && [ -n "$b" ] && awk -v a="$a" -v b="$b" 'BEGIN { if (b > 0) printf "%.6f\n", a / b }'
+        if [ -n "$a" ] && [ -n "$b" ]; then awk -v a="$a" -v b="$b" 'BEGIN { if (b > 0) printf "%.6f\n", a / b }'; fi
     done | med
 }
-pair_diff() { # prefixA prefixB field -> A_i - B_i, one per run
+pair_diff() { # prefixA prefixB field -> A_i - B_i, one per run (none for failed runs)
     local i a b
     for ((i = 1; i <= RUNS; i++)); do
         a=$(val "$1.$i" "$3") b=$(val "$2.$i" "$3")
-        [ -n "$a" ] && [ -n "$b" ] && awk -v a="$a" -v b="$b" 'BEGIN { printf "%.6f\n", a - b }'
+        if [ -n "$a" ] && [ -n "$b" ]; then awk -v a="$a" -v b="$b" 'BEGIN { printf "%.6f\n", a - b }'; fi
     done
 }
 fmt() { # printf-format value -> formatted, or "n/a" when empty
@@ -167,6 +170,15 @@ awk -v n="$DELTAS" 'BEGIN {
     printf "\"}}\n" }' >"$WORK/stream-plan.json"
 start_mock stream --text-deltas "$DELTAS" --plan "$WORK/stream-plan.json"
 STREAM_URL=$MOCK_URL
+# A 10 MB answer (the same words, ~50 bytes a delta), for what a long answer costs in RSS.
+BIG_BYTES=10000000
+awk -v n="$BIG_BYTES" 'BEGIN {
+    split("the and for are but not you all any can her was one our out day get has him his how man new now old see two way who did its let put say she too use", w, " ");
+    printf "{\"steps\": [], \"then\": {\"ok\": true, \"text\": \"";
+    for (i = 0; len < n; i++) { s = (i ? " " : "") w[i % 40 + 1]; if (len + length(s) > n) s = substr(s, 1, n - len); printf "%s", s; len += length(s) }
+    printf "\"}}\n" }' >"$WORK/big-plan.json"
+start_mock big --text-deltas "$DELTAS" --plan "$WORK/big-plan.json"
+BIG_URL=$MOCK_URL
 BODY='{"model":"mock-bench","max_tokens":64000,"stream":true,"messages":[{"role":"user","content":"stream a long answer"}],"input":"stream a long answer"}'
 declare -A PATH_OF=([anthropic]=/v1/messages [openai]=/v1/chat/completions [responses]=/v1/responses)
 curl_args() { # wire output-file -> CURL_ARGS: curl streaming WIRE's reply into the file
@@ -187,7 +199,7 @@ for wire in "${WIRES[@]}"; do
     BYTES[$wire]=$(wc -c <"$WORK/stream-$wire.sse")
 done
 
-note "streaming: ${#WIRES[@]} formats x $RUNS runs (curl, transport+SSE, whole stack, hook$([ "$node_ok" = 1 ] && echo ", Node SDK"))"
+note "streaming: ${#WIRES[@]} formats x $RUNS runs (curl, transport+SSE, whole stack: no hook, counting hook, reused tables; empty hooks, 10 MB answer$([ "$node_ok" = 1 ] && echo ", Node SDK"))"
 for ((i = 1; i <= RUNS; i++)); do
     measure "start.curl.$i" curl -s -o /dev/null file:///dev/null || true
     measure "start.sse.$i" "$SB" startup || true
@@ -197,8 +209,14 @@ for ((i = 1; i <= RUNS; i++)); do
         measure "$wire.curl.$i" "${CURL_ARGS[@]}" || true
         measure "$wire.sse.$i" "$SB" client "$STREAM_URL" "$wire" || true
         measure "$wire.stack.$i" "$AH" "$BENCH/stack.lua" "$wire" "$STREAM_URL" none || true
-        [ "$wire" = anthropic ] &&
-            { measure "$wire.hook.$i" "$AH" "$BENCH/stack.lua" "$wire" "$STREAM_URL" hook || true; }
+        measure "$wire.count.$i" "$AH" "$BENCH/stack.lua" "$wire" "$STREAM_URL" count || true
+        measure "$wire.reuse.$i" "$AH" "$BENCH/stack.lua" "$wire" "$STREAM_URL" reuse || true
+        if [ "$wire" = anthropic ]; then
+            measure "$wire.hook.$i" "$AH" "$BENCH/stack.lua" "$wire" "$STREAM_URL" hook || true
+            measure "$wire.hookreuse.$i" "$AH" "$BENCH/stack.lua" "$wire" "$STREAM_URL" hookreuse || true
+            measure "big.stack.$i" "$AH" "$BENCH/stack.lua" "$wire" "$BIG_URL" none || true
+            measure "big.count.$i" "$AH" "$BENCH/stack.lua" "$wire" "$BIG_URL" count || true
+        fi
         if [ "$node_ok" = 1 ]; then
             measure "start.node-$wire.$i" node "$NODE_DIR/node_sdk.mjs" "$wire" "$STREAM_URL" startup || true
             measure "$wire.node.$i" node "$NODE_DIR/node_sdk.mjs" "$wire" "$STREAM_URL" || true
@@ -241,15 +259,16 @@ incl() { # annotate-file function -> inclusive Ir of that exact function (0 if a
 note "profile: callgrind of the whole-stack client and of curl on the ${DELTAS}-delta stream"
 declare -A PROF
 for wire in "${WIRES[@]}"; do
-    modes=(none)
-    [ "$wire" = anthropic ] && modes+=(hook)
+    modes=(none count)
+    [ "$wire" = anthropic ] && modes+=(hook hookreuse reuse)
     for mode in "${modes[@]}"; do
         f=$CG/stack-$wire-$mode
         if valgrind --tool=callgrind --callgrind-out-file="$f.out" \
             "$AH" "$BENCH/stack.lua" "$wire" "$STREAM_URL" "$mode" >"$f.stdout" 2>"$f.err"; then
             PROF[$wire.$mode.total]=$(cg_ir "$f.err")
             callgrind_annotate --inclusive=yes --threshold=100 "$f.out" >"$f.txt" 2>/dev/null || true
-            for fn in cJSON_ParseWithLength cJSON_Delete ah_sse_feed ah_sse_next ah_decoder_feed; do
+            for fn in cJSON_ParseWithLength cJSON_Delete ah_sse_feed ah_sse_next ah_decoder_feed \
+                ah__fast_event ah__anthropic_delta ah__openai_content run_on_event; do
                 PROF[$wire.$mode.$fn]=$(incl "$f.txt" "$fn")
             done
         else
@@ -313,7 +332,9 @@ stream_row() { # wire client label start-key
 for wire in "${WIRES[@]}"; do
     stream_row "$wire" curl "curl -sN (floor)" curl
     stream_row "$wire" sse "agenthost transport + SSE only (C)" sse
-    stream_row "$wire" stack "**agenthost, whole stack (Lua agent)**" stack
+    stream_row "$wire" stack "**agenthost, whole stack (Lua agent, no hook)**" stack
+    stream_row "$wire" count "**agenthost, Lua agent counting text_delta in on_event**" stack
+    stream_row "$wire" reuse "agenthost, the same with on_event_reuse = true" stack
     if [ "$node_ok" = 1 ]; then
         stream_row "$wire" node "Node SDK ($([ "$wire" = anthropic ] && echo @anthropic-ai/sdk || echo openai))" "node-$wire"
     fi
@@ -337,6 +358,13 @@ out "| measure | no hook | \`on_event = function(ev) end\` | cost per event |"
 out "|---|---:|---:|---:|"
 out "| CPU s (median of $RUNS) | $(fmt %.3f "$(vals anthropic.stack cpu_s | med)") | $(fmt %.3f "$(vals anthropic.hook cpu_s | med)") | $(fmt %.0f "$(printf '%s\n' "$hook_ns" | med)") ns (per-run pairs: $(printf '%s\n' "$hook_ns" | sort -g | awk '{ printf "%s%.0f", (NR > 1 ? ", " : ""), $1 }') ns) |"
 out "| instructions (callgrind) | $(num "${PROF[anthropic.none.total]:-}") | $(num "${PROF[anthropic.hook.total]:-}") | $(fmt %.0f "$cg_hook") instructions |"
+hookr_ns=$(pair_diff anthropic.hookreuse anthropic.stack cpu_s | awk -v n="$DELTAS" '{ printf "%.3f\n", $1 / n * 1e9 }')
+cg_hookr=
+if [ -n "${PROF[anthropic.hookreuse.total]:-}" ] && [ -n "${PROF[anthropic.none.total]:-}" ]; then
+    cg_hookr=$(calc "(${PROF[anthropic.hookreuse.total]} - ${PROF[anthropic.none.total]}) / $DELTAS")
+fi
+out "| CPU s, \`on_event_reuse = true\` | $(fmt %.3f "$(vals anthropic.stack cpu_s | med)") | $(fmt %.3f "$(vals anthropic.hookreuse cpu_s | med)") | $(fmt %.0f "$(printf '%s\n' "$hookr_ns" | med)") ns (per-run pairs: $(printf '%s\n' "$hookr_ns" | sort -g | awk '{ printf "%s%.0f", (NR > 1 ? ", " : ""), $1 }') ns) |"
+out "| instructions, \`on_event_reuse = true\` | $(num "${PROF[anthropic.none.total]:-}") | $(num "${PROF[anthropic.hookreuse.total]:-}") | $(fmt %.0f "$cg_hookr") instructions |"
 out ""
 
 # -- 3
@@ -394,25 +422,67 @@ done
 out ""
 
 # -- 5
-out "## 5. Where the instructions go (callgrind, whole stack, ${DELTAS} deltas, no hook)"
+out "## 5. Where the instructions go (callgrind, whole stack, ${DELTAS} deltas)"
 out ""
-out "Inclusive instructions of the stack's stages (libc's malloc/free counted where they are called), per SSE event. \"Rest\" is everything outside the decoder: libcurl and the socket reads, the event loop, the Lua VM and script, request encoding, process start-up and exit. Kernel time is not counted by callgrind (see the CPU columns above for the whole)."
+out "Inclusive instructions of the stack's stages (libc's malloc/free counted where they are called), per SSE event, for the agent without a hook and for the agent counting text_delta in on_event. Fast path = the decoder's shape matcher (core/decode_fast.c: ah__fast_event minus the per-event bodies it hands the values to); JSON parse/free = cJSON, for the events the fast path does not take. \"Rest\" is everything outside the decoder: libcurl and the socket reads, the event loop, the Lua VM and script, request encoding, process start-up and exit. Kernel time is not counted by callgrind (see the CPU columns above for the whole)."
 out ""
-out "| format | total per event | SSE framing | JSON parse (cJSON) | JSON tree free | decoder + timeline + events | rest | curl -sN per event |"
-out "|---|---:|---:|---:|---:|---:|---:|---:|"
+out "| format | agent | total per event | SSE framing | fast path | JSON parse (cJSON) | JSON tree free | decoder + timeline + events | on_event hook (table + call) | rest | curl -sN per event |"
+out "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 for wire in "${WIRES[@]}"; do
-    t=${PROF[$wire.none.total]:-}
-    if [ -z "$t" ]; then
-        out "| $wire | failed (see bench-work/callgrind) | | | | | | |"
-        continue
-    fi
+    for mode in none count; do
+        t=${PROF[$wire.$mode.total]:-}
+        if [ -z "$t" ]; then
+            out "| $wire | $mode | failed (see bench-work/callgrind) | | | | | | | | |"
+            continue
+        fi
+        e=${EVENTS[$wire]}
+        sse=$((PROF[$wire.$mode.ah_sse_feed] + PROF[$wire.$mode.ah_sse_next]))
+        parse=${PROF[$wire.$mode.cJSON_ParseWithLength]}
+        del=${PROF[$wire.$mode.cJSON_Delete]}
+        dec=${PROF[$wire.$mode.ah_decoder_feed]}
+        hook=${PROF[$wire.$mode.run_on_event]}
+        fast=$((PROF[$wire.$mode.ah__fast_event] - PROF[$wire.$mode.ah__anthropic_delta] - PROF[$wire.$mode.ah__openai_content]))
+        [ "$fast" -lt 0 ] && fast=0
+        cell() { printf '%s (%s%%)' "$(fmt %.0f "$(calc "$1 / $e")")" "$(fmt %.0f "$(calc "$1 / $t * 100")")"; }
+        label=$([ "$mode" = none ] && echo "no hook" || echo "counting hook")
+        out "| $wire | $label | $(fmt %.0f "$(calc "$t / $e")") | $(cell "$sse") | $(cell "$fast") | $(cell "$parse") | $(cell "$del") | $(cell "$((dec - sse - fast - parse - del - hook))") | $(cell "$hook") | $(cell "$((t - dec))") | $(fmt %.0f "$([ -n "${PROF[$wire.curl.total]:-}" ] && calc "${PROF[$wire.curl.total]} / $e")") |"
+    done
+done
+out ""
+
+# -- 6
+out "## 6. The goal: a Lua agent counting text_delta, beside the fastest official SDK"
+out ""
+out "Events per CPU-second, every delta its own event: agenthost = SSE events / CPU of the whole process (\`stack.lua WIRE URL count\`: an agent whose on_event counts text_delta events); SDK = SSE events / the SDK's *net* CPU (its process minus the median CPU of loading the SDK and building its client, i.e. its stream loop). Ratio = median over runs of SDK net CPU_i / agenthost CPU_i. Target: ≥ 5×. Peak RSS of the same run (target ≤ 16 MB); the 10 MB answer: growth = (peak RSS − peak RSS of \`stack.lua ... startup\`) / answer size (target ≤ 2.5×)."
+out ""
+out "| format | agenthost events / CPU-s | agenthost peak RSS MiB | SDK events / net CPU-s | ratio | with on_event_reuse: events / CPU-s | ratio |"
+out "|---|---:|---:|---:|---:|---:|---:|"
+net_ratio() { # agenthost-prefix wire -> median over runs of (node_i - node_start_i) / agenthost_i
+    local i a n st
+    for ((i = 1; i <= RUNS; i++)); do
+        a=$(val "$2.$1.$i" cpu_s) n=$(val "$2.node.$i" cpu_s) st=$(val "start.node-$2.$i" cpu_s)
+        if [ -n "$a" ] && [ -n "$n" ] && [ -n "$st" ]; then
+            awk -v a="$a" -v n="$n" -v s="$st" 'BEGIN { if (a > 0) printf "%.6f\n", (n - s) / a }'
+        fi
+    done | med
+}
+for wire in "${WIRES[@]}"; do
     e=${EVENTS[$wire]}
-    sse=$((PROF[$wire.none.ah_sse_feed] + PROF[$wire.none.ah_sse_next]))
-    parse=${PROF[$wire.none.cJSON_ParseWithLength]}
-    del=${PROF[$wire.none.cJSON_Delete]}
-    dec=${PROF[$wire.none.ah_decoder_feed]}
-    cell() { printf '%s (%s%%)' "$(fmt %.0f "$(calc "$1 / $e")")" "$(fmt %.0f "$(calc "$1 / $t * 100")")"; }
-    out "| $wire | $(fmt %.0f "$(calc "$t / $e")") | $(cell "$sse") | $(cell "$parse") | $(cell "$del") | $(cell "$((dec - sse - parse - del))") | $(cell "$((t - dec))") | $(fmt %.0f "$([ -n "${PROF[$wire.curl.total]:-}" ] && calc "${PROF[$wire.curl.total]} / $e")") |"
+    c=$(vals "$wire.count" cpu_s | med) r=$(vals "$wire.reuse" cpu_s | med)
+    rss=$(vals "$wire.count" rss_kb | med)
+    sdk='' ratio='' ratio_r=''
+    if [ "$node_ok" = 1 ]; then
+        n=$(vals "$wire.node" cpu_s | med) st=$(vals "start.node-$wire" cpu_s | med)
+        [ -n "$n" ] && [ -n "$st" ] && sdk=$(calc "$e / ($n - $st)")
+        ratio=$(net_ratio count "$wire") ratio_r=$(net_ratio reuse "$wire")
+    fi
+    out "| $wire | $(fmt %.0f "$([ -n "$c" ] && calc "$e / $c")") | $(fmt %.1f "$([ -n "$rss" ] && calc "$rss / 1024")") | $(fmt %.0f "$sdk") | $(fmt ×%.1f "$ratio") | $(fmt %.0f "$([ -n "$r" ] && calc "$e / $r")") | $(fmt ×%.1f "$ratio_r") |"
+done
+out ""
+st_rss=$(vals start.stack rss_kb | med)
+for m in stack count; do
+    br=$(vals "big.$m" rss_kb | med)
+    out "- 10 MB answer ($(val "big.$m.1" text_bytes) bytes, anthropic, $([ "$m" = stack ] && echo "no hook" || echo "counting hook")): peak RSS $(fmt %.1f "$([ -n "$br" ] && calc "$br / 1024")") MiB, start-up $(fmt %.1f "$([ -n "$st_rss" ] && calc "$st_rss / 1024")") MiB: growth ×$(fmt %.2f "$([ -n "$br" ] && [ -n "$st_rss" ] && calc "($br - $st_rss) * 1024 / $BIG_BYTES")") of the answer."
 done
 out ""
 out "Raw data: \`$(basename "$BUILD_DIR")/bench-work/\` (per-run measurements in raw/, callgrind files in callgrind/). Bench time: $(($(date +%s) - started)) s."

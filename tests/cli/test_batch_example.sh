@@ -53,7 +53,7 @@ eq(d.charged_total, 2300, "duplicate: charged")
 eq(d.second.duplicate, true, "duplicate: flagged")
 eq(d.second.seq, d.first.seq, "duplicate: same seq")
 eq(d.second.charge_id, d.first.charge_id, "duplicate: same receipt")
-eq(d.reused_key_other_amount.error, "permanent", "reused key: error")
+eq(d.reused_key_other_amount.error, "idempotency_mismatch", "reused key: error")
 eq(d.reused_key_other_amount.body_executions, 0, "reused key: body not run")
 local b = r.shared_budget_batch
 eq(list(b.done), "A-1,A-2", "batch: done")

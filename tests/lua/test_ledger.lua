@@ -34,13 +34,13 @@ T.test("a key reused with different arguments is refused, body not run", functio
   p.tool:call({ amount = 900 }, { key = "A-3", ledger = ledger })
   local r = p.tool:call({ amount = 901 }, { key = "A-3", ledger = ledger })
   T.eq({ r.ok, r.outcome, r.attempts, r.duplicate }, { false, "failed", 0, false }, "refused")
-  T.eq(r.error.kind, "permanent", "a permanent error")
+  T.eq(r.error.kind, "idempotency_mismatch", "error kind idempotency_mismatch")
   T.ok(r.error.message:find("reused with different arguments", 1, true), "says why")
   T.eq({ p.runs, p.total, #ledger }, { 1, 900, 1 }, "nothing charged, nothing recorded")
   -- the same key on another tool is refused too (the tool's name is fingerprinted)
   local other = ah.tool { name = "refund", run = function() p.runs = p.runs + 1 end }
   local r2 = other:call({ amount = 900 }, { key = "A-3", ledger = ledger })
-  T.eq({ r2.ok, r2.error and r2.error.kind, p.runs }, { false, "permanent", 1 }, "other tool")
+  T.eq({ r2.ok, r2.error and r2.error.kind, p.runs }, { false, "idempotency_mismatch", 1 }, "other tool")
 end)
 
 T.test("arguments are canonical: key order and 1500 vs 1500.0 do not matter", function()

@@ -24,6 +24,13 @@
  * sent after the end) are benign; invalid UTF-8 is benign but changes the answer's
  * bytes, so its text is only checked to be valid UTF-8, like every event line.
  *
+ * Two faults are not the provider's: a tool call whose arguments are valid JSON but not an
+ * object (a plan step's tool_args; the worker answers it as a tool error, the body never
+ * runs, history keeps the arguments as sent, the next request carries {} for them, and
+ * the final text is that of a reference run with the same step), and the same key delivered twice at once (a draw per run: a second tool call
+ * with the run's key starts while the first's body is in flight; it must wait for the
+ * claim and return the first's receipt as a duplicate, the body running once).
+ *
  * Memory: the heap in use (mallinfo2, or the sanitizer allocator's count under ASan) and
  * the RSS are taken after run CHECKPOINT (100) and after the last run. Every run frees
  * everything it made, so the live heap must come back to the same level: growth beyond
@@ -130,6 +137,10 @@ typedef struct fault {
     int weight;
 } fault;
 
+/* Valid JSON that is not an object, as a mock step's tool_args (a JSON string). */
+static const char *const BAD_ARGS[] = {"[1,2,3]", "42", "\"s\"", "null"};
+enum { N_BAD_ARGS = 4 };
+
 static const fault FAULTS[] = {
     {"ok", "{\"ok\":true}", F_BENIGN, K_NONE, AH_EK_NONE, 0, 0, 3},
     {"delay 20ms", "{\"delay_headers_ms\":20}", F_BENIGN, K_NONE, AH_EK_NONE, 0, 0, 3},
@@ -167,6 +178,14 @@ static const fault FAULTS[] = {
     {"in-stream error",
      "{\"error_event_after\":%d,\"message\":\"overloaded for " KEY "\"}", F_STREAM,
      K_HEAD, AH_EK_STREAM, 0, 0, 3},
+    {"non-object arguments [1,2,3]", "{\"ok\":true,\"tool_args\":\"[1,2,3]\"}", F_BENIGN,
+     K_NONE, AH_EK_NONE, 0, 0, 1},
+    {"non-object arguments 42", "{\"ok\":true,\"tool_args\":\"42\"}", F_BENIGN, K_NONE,
+     AH_EK_NONE, 0, 0, 1},
+    {"non-object arguments \"s\"", "{\"ok\":true,\"tool_args\":\"\\\"s\\\"\"}",
+     F_BENIGN, K_NONE, AH_EK_NONE, 0, 0, 1},
+    {"non-object arguments null", "{\"ok\":true,\"tool_args\":\"null\"}", F_BENIGN,
+     K_NONE, AH_EK_NONE, 0, 0, 1},
     /* i12-wire: the end of a complete response, error bodies, invalid UTF-8 */
     {"unclean close after the end (no final chunk)",
      "{\"ok\":true,\"unclean_close_after_end\":\"no_final_chunk\"}", F_BENIGN, K_NONE,
@@ -188,6 +207,21 @@ static const fault FAULTS[] = {
 };
 enum { N_FAULTS = sizeof FAULTS / sizeof FAULTS[0] };
 
+/* For each fault, 1 + the index in BAD_ARGS of its step's tool_args, or 0 (set_bad_args). */
+static int g_bad_args[N_FAULTS];
+
+static void set_bad_args(void)
+{
+    for (int f = 0; f < N_FAULTS; f++) {
+        cJSON *step = cJSON_Parse(FAULTS[f].json);
+        const cJSON *a = cJSON_GetObjectItem(step, "tool_args");
+        for (int b = 0; b < N_BAD_ARGS && cJSON_IsString(a); b++)
+            if (strcmp(a->valuestring, BAD_ARGS[b]) == 0)
+                g_bad_args[f] = b + 1;
+        cJSON_Delete(step);
+    }
+}
+
 /* ---- one run's parameters and the oracle's prediction
  * ---------------------------------- */
 
@@ -199,6 +233,7 @@ typedef struct params {
     int n;
     int f[MAX_FAULTS]; /* indexes into FAULTS */
     int k[MAX_FAULTS];
+    int same_key_twice; /* deliver the tool call twice at once, one key */
     char plan[1024];
 } params;
 
@@ -216,7 +251,8 @@ typedef struct prediction {
     ah_giveup_reason reason;
     int requests, continuations;
     int failed_step;  /* 1 or 2 when failed */
-    int tool_reached; /* step 1 completed: the tool ran */
+    int tool_reached; /* step 1 completed: the tool was called */
+    int bad_args;     /* ... with arguments that are not an object (1..N_BAD_ARGS) */
     int text_unchecked; /* a fault changed the answer's bytes */
     int n_retries;
     retry_expect retries[MAX_FAULTS];
@@ -233,6 +269,7 @@ static void draw_params(uint64_t seed, size_t run, params *p)
     p->max_continuations = draw(&s, 4);
     static const size_t deltas[] = {0, 0, 1, 2, 5, 11};
     p->delta_bytes = deltas[draw(&s, 6)];
+    p->same_key_twice = draw(&s, 4) == 0;
     static const int nweights[] = {10, 22, 25, 20, 13, 7, 3}; /* 0..6 faults */
     int total = 0, w;
     for (int i = 0; i <= MAX_FAULTS; i++)
@@ -282,6 +319,7 @@ static void simulate(const params *p, prediction *o)
                 return;
             }
             o->tool_reached = 1;
+            o->bad_args = g_bad_args[f]; /* step 2 has a tool result: no tool call */
             step = 2;
             attempt = conts = 0;
             continue;
@@ -325,6 +363,7 @@ typedef struct run_state {
     char **events;
     size_t n_events, cap_events;
     int exec_calls, body_runs;
+    int twice_ran, twice_dup; /* the second delivery: completed, and as a duplicate */
     char key[160];
     ah_ledger *ledger;
     int oom;
@@ -398,7 +437,30 @@ static int add_exec(void *ud, ah_worker *w, const ah_tool_request *req,
         res->content = "out of memory";
         return 0;
     }
-    res->outcome = ah_tool_call_run(c, &d);
+    if (r->p->same_key_twice) {
+        /* A second delivery of this call (one key) arrives while the first's body is in
+         * flight: step both by hand, as a loop driver would. */
+        ah_tool_call *c2 = ah_tool_call_new(NULL, r->ledger, NULL, req->key, req->arguments);
+        if (!c2 || ah_tool_step(c) != AH_TOOL_DO_RUN_BODY ||
+            ah_tool_step(c2) != AH_TOOL_DO_WAIT_CLAIM) {
+            r->oom = !c2;
+            ah_tool_call_free(c2);
+            ah_tool_call_free(c);
+            res->outcome = AH_TOOL_ERROR;
+            res->content = "error: the second delivery did not wait for the claim";
+            return 0;
+        }
+        add_body(r, c); /* reports; the next step (in ah_tool_call_run) records */
+        res->outcome = ah_tool_call_run(c, &d);
+        ah_tool_action a2 = ah_tool_step(c2);
+        r->twice_ran = 1;
+        r->twice_dup = a2 == AH_TOOL_DO_RETURN_DUPLICATE && ah_tool_call_duplicate(c2) &&
+                       ah_tool_call_attempts(c2) == 0 &&
+                       strcmp(ah_tool_call_receipt(c2), ah_tool_call_receipt(c)) == 0;
+        ah_tool_call_free(c2);
+    } else {
+        res->outcome = ah_tool_call_run(c, &d);
+    }
     snprintf(content, sizeof content, "%s",
              res->outcome == AH_TOOL_OK ? ah_tool_call_receipt(c) : "error");
     res->content = content;
@@ -543,8 +605,12 @@ static int check_history(const run_state *r, const prediction *o)
                 continue;
             uses++;
             cJSON *args = cJSON_Parse(b->arguments ? b->arguments : "");
-            int ok = args && jint(args, "a") == 42 && jint(args, "b") == 42 &&
-                     cJSON_GetArraySize(args) == 2;
+            /* Arguments that are not an object stay in history as the model sent them
+             * (the request carries {} for them). */
+            int ok = o->bad_args ? b->arguments &&
+                                       strcmp(b->arguments, BAD_ARGS[o->bad_args - 1]) == 0
+                                 : args && jint(args, "a") == 42 && jint(args, "b") == 42 &&
+                                       cJSON_GetArraySize(args) == 2;
             cJSON_Delete(args);
             if (!ok)
                 return fail("incomplete tool_use committed: %s", b->arguments);
@@ -558,6 +624,7 @@ static int check_history(const run_state *r, const prediction *o)
 
 typedef struct reference {
     char step1[256], final[256];
+    char bad_final[N_BAD_ARGS][512]; /* after a tool call with BAD_ARGS[i] */
 } reference;
 
 static int check_run(run_state *r, ah_mock *mock, const prediction *o,
@@ -579,7 +646,7 @@ static int check_run(run_state *r, ah_mock *mock, const prediction *o,
      * uninterrupted one says; a failed one, at most a prefix of its step's answer. */
     const char *text = ah_worker_text(r->worker);
     const char *want = o->outcome == AH_OUTCOME_COMPLETED || o->failed_step == 2
-                           ? ref->final
+                           ? (o->bad_args ? ref->bad_final[o->bad_args - 1] : ref->final)
                            : ref->step1;
     if (!o->text_unchecked &&
         (o->outcome == AH_OUTCOME_COMPLETED ? strcmp(text, want) != 0
@@ -587,13 +654,21 @@ static int check_run(run_state *r, ah_mock *mock, const prediction *o,
         return fail("final text '%s', reference '%s'", text, want);
     if (!valid_utf8(text))
         return fail("final text is not valid UTF-8");
-    /* The tool: asked for once per key and run once, from the completed response only. */
-    if (r->exec_calls != o->tool_reached || r->body_runs != o->tool_reached)
+    /* The tool: asked for once per key and run once, from the completed response only;
+     * never with arguments that are not an object. */
+    int runs = o->tool_reached && !o->bad_args;
+    if (r->exec_calls != runs || r->body_runs != runs)
         return fail("tool asked %d times and run %d times, expected %d", r->exec_calls,
-                    r->body_runs, o->tool_reached);
-    if (o->tool_reached && ah_ledger_count(r->ledger) != 1)
+                    r->body_runs, runs);
+    if (ah_ledger_count(r->ledger) != runs)
         return fail("ledger holds %" PRId64 " entries", ah_ledger_count(r->ledger));
-    if (o->tool_reached) {
+    if (ah_ledger_claims(r->ledger) != 0)
+        return fail("ledger holds %" PRId64 " claims after the run",
+                    ah_ledger_claims(r->ledger));
+    if (runs && r->p->same_key_twice && (!r->twice_ran || !r->twice_dup))
+        return fail("the second delivery of one key did not get the first's receipt as a "
+                    "duplicate");
+    if (runs) {
         char prefix[64];
         snprintf(prefix, sizeof prefix, "%s:", ah_worker_run_id(r->worker));
         if (strncmp(r->key, prefix, strlen(prefix)) != 0)
@@ -840,6 +915,7 @@ int main(int argc, char **argv)
     uint64_t runs = DEFAULT_RUNS, seed = DEFAULT_SEED, only = UINT64_MAX;
     const char *e;
     exact_heap_or_reexec(argv);
+    set_bad_args();
     if ((e = getenv("AH_SOAK_RUNS")) && *e && parse_u64(e, &runs) != 0) {
         fprintf(stderr, "soak: AH_SOAK_RUNS must be a number\n");
         return 2;
@@ -893,7 +969,23 @@ int main(int argc, char **argv)
             fprintf(stderr, "soak: %s reference: %s\n", ah_wire_name((ah_wire)w), g_why);
             goto cleanup;
         }
+        /* ... and one per kind of non-object arguments: what the model says after the
+         * tool error. */
+        for (int b = 0; b < N_BAD_ARGS; b++) {
+            reference tmp;
+            int f = 0;
+            while (g_bad_args[f] != b + 1)
+                f++;
+            snprintf(p.plan, sizeof p.plan, "[%s]", FAULTS[f].json);
+            if (one_run(loop, &p, NULL, &tmp, NULL) != 0) {
+                fprintf(stderr, "soak: %s reference with %s: %s\n",
+                        ah_wire_name((ah_wire)w), FAULTS[f].name, g_why);
+                goto cleanup;
+            }
+            snprintf(ref[w].bad_final[b], sizeof ref[w].bad_final[b], "%s", tmp.final);
+        }
     }
+    size_t same_key_twice = 0;
     size_t outcomes[AH_OUTCOME_COUNT_] = {0}, fired[N_FAULTS] = {0}, conts = 0,
            retries = 0;
     mem at_checkpoint = {0, 0, 0}, at_end;
@@ -916,6 +1008,7 @@ int main(int argc, char **argv)
             goto cleanup;
         }
         outcomes[out]++;
+        same_key_twice += p.same_key_twice && o.tool_reached && !o.bad_args;
         conts += (size_t)o.continuations;
         retries += (size_t)o.n_retries;
         for (int k = 0; k < o.requests && k < p.n; k++)
@@ -942,6 +1035,8 @@ int main(int argc, char **argv)
            retries, conts, atomic_load(&log_lines));
     for (int f = 0; f < N_FAULTS; f++)
         printf("  %-36s %5zu requests\n", FAULTS[f].name, fired[f]);
+    printf("  %-36s %5zu runs (body once, second a duplicate)\n", "same key delivered twice",
+           same_key_twice);
     rc = 0;
     printf("soak: after run %d: heap %" PRId64 " B, RSS %" PRId64 " KiB, %d fds\n",
            CHECKPOINT, at_checkpoint.heap, at_checkpoint.rss / 1024, at_checkpoint.fds);

@@ -763,6 +763,49 @@ static void responses_call_id_is_the_tool_id(void **state)
     ah_timeline_free(tl);
 }
 
+/* A tool name with an escaped NUL ("rec\u0000evil": cJSON stops at the NUL, so it would
+ * have been the tool "rec") comes back as its prefix + U+FFFD in all three formats, a
+ * name no declared tool has; a NUL elsewhere in the event leaves the name alone. */
+static void tool_name_with_nul_is_not_its_prefix(void **state)
+{
+    (void)state;
+    char s[4096];
+    snprintf(s, sizeof s, "%s%s%s%s%s", A_START,
+             A_TOOL_START(0, "toolu_A", "rec\\u0000evil"), A_JSON(0, "{}"), A_STOP(0),
+             A_END("tool_use"));
+    ah_timeline *tl = decode_ok(AH_WIRE_ANTHROPIC, s);
+    assert_string_equal(blk(tl, 0)->name, "rec\xEF\xBF\xBD");
+    ah_timeline_free(tl);
+    snprintf(s, sizeof s, "%s%s%s%s%s", A_START,
+             EV("content_block_start",
+                "{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":"
+                "\"tool_use\",\"id\":\"toolu_B\",\"name\":\"rec\",\"input\":{\"note\":"
+                "\"rec\\u0000\"}}}"),
+             A_STOP(0), A_END("tool_use"), "");
+    tl = decode_ok(AH_WIRE_ANTHROPIC, s);
+    assert_string_equal(blk(tl, 0)->name, "rec"); /* the NUL is not in the name */
+    ah_timeline_free(tl);
+
+    const char *chat =
+        C_DELTA("{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"index\":0,"
+                "\"id\":\"call_A\",\"type\":\"function\",\"function\":{\"name\":"
+                "\"rec\\u0000evil\",\"arguments\":\"{}\"}}]}") C_FINISH("tool_calls") C_DONE;
+    tl = decode_ok(AH_WIRE_OPENAI, chat);
+    assert_string_equal(blk(tl, 0)->name, "rec\xEF\xBF\xBD");
+    ah_timeline_free(tl);
+
+    const char *resp = DATA(
+        "{\"type\":\"response.output_item.added\",\"output_index\":0,\"item\":{\"id\":"
+        "\"fc_1\",\"type\":\"function_call\",\"status\":\"in_progress\",\"arguments\":"
+        "\"\",\"call_id\":\"call_1\",\"name\":\"rec\\u0000evil\"}}")
+        DATA("{\"type\":\"response.output_item.done\",\"output_index\":0,\"item\":{\"id\":"
+             "\"fc_1\",\"type\":\"function_call\",\"arguments\":\"{}\",\"call_id\":"
+             "\"call_1\",\"name\":\"rec\\u0000evil\"}}") DATA(R_COMPLETED("[]"));
+    tl = decode_ok(AH_WIRE_RESPONSES, resp);
+    assert_string_equal(blk(tl, 0)->name, "rec\xEF\xBF\xBD");
+    ah_timeline_free(tl);
+}
+
 /* "Errors come as an error event followed by response.failed; usage is then null." */
 static void responses_error_then_failed(void **state)
 {
@@ -1794,6 +1837,7 @@ int main(void)
         cmocka_unit_test(responses_no_event_lines_comments_and_done),
         cmocka_unit_test(responses_rotating_item_ids_keyed_by_output_index),
         cmocka_unit_test(responses_encrypted_content_last_one_wins),
+        cmocka_unit_test(tool_name_with_nul_is_not_its_prefix),
         cmocka_unit_test(responses_call_id_is_the_tool_id),
         cmocka_unit_test(responses_error_then_failed),
         cmocka_unit_test(responses_raw_reasoning_done_after_later_items),

@@ -814,14 +814,28 @@ static void bad_arguments_name_the_block(void **state)
     }
     ah_conversation_free(c);
 
-    c = ah_conversation_new();
-    ah_conversation_begin_assistant(c);
-    ah_conversation_add_tool_use(c, "c", "f", "[1]");
-    for (int w = 0; w < AH_WIRE_COUNT_; w++)
-        encode_fails(
-            (ah_wire)w, c, &o, AH_ERR_INVALID,
-            "message 0 block 0 (tool_use 'f' id 'c'): arguments are not a JSON object");
-    ah_conversation_free(c);
+    /* Valid JSON that is not an object (what a model may send: the worker answers the
+     * call with a tool error) goes out as {}, in every format: no provider takes an
+     * array, a number, a string or null back as a call's arguments. History keeps what
+     * the model sent. */
+    static const char *const not_objects[] = {"[1]", "42", "\"s\"", "null", "true"};
+    for (size_t k = 0; k < sizeof not_objects / sizeof not_objects[0]; k++) {
+        c = ah_conversation_new();
+        ah_conversation_begin_assistant(c);
+        ah_conversation_add_tool_use(c, "c", "f", not_objects[k]);
+        for (int w = 0; w < AH_WIRE_COUNT_; w++) {
+            char *body = NULL;
+            cJSON *root = encode((ah_wire)w, c, &o, &body);
+            const char *want = w == AH_WIRE_ANTHROPIC ? "\"input\":{}" : "\"arguments\":\"{}\"";
+            if (!strstr(body, want))
+                fail_msg("%s, arguments %s: %s has no %s", ah_wire_name((ah_wire)w),
+                         not_objects[k], body, want);
+            free(body);
+            cJSON_Delete(root);
+        }
+        assert_string_equal(ah_conversation_block(c, 0, 0)->arguments, not_objects[k]);
+        ah_conversation_free(c);
+    }
 }
 
 static void invalid_options_are_named(void **state)

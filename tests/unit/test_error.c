@@ -174,6 +174,8 @@ static void retryable_kinds(void **state)
         {AH_EK_PERMANENT, 0, -1, 0},
         {AH_EK_PERMANENT, 503, 1, 0},
         {AH_EK_OUTPUT, 0, -1, 0},
+        {AH_EK_IDEMPOTENCY_MISMATCH, 0, -1, 0},
+        {AH_EK_LEDGER, 0, -1, 0}, /* a ledger that cannot answer: the effect must not run */
         {AH_EK_COUNT_, 503, -1, 0}, /* unknown kinds are not retryable */
         {99, 0, 1, 0},
         {-1, 503, 1, 0},

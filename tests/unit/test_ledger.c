@@ -674,6 +674,207 @@ static void newer_format_is_refused(void **state)
     assert_non_null(strstr(err, "format version 7"));
 }
 
+/* ---- claim-then-execute ------------------------------------------------------------ */
+
+typedef struct wakes {
+    int n;
+    ah_ledger_answer last;
+} wakes;
+
+static void on_wake(void *ud, const ah_ledger_result *r)
+{
+    wakes *w = ud;
+    w->n++;
+    w->last = r->answer;
+}
+
+/* The second claimer of a key in flight waits (BUSY, woken by the completion) and then
+ * gets the original receipt; nobody but the first ever holds the key. */
+static void claim_is_exclusive_and_completion_wakes(void **state)
+{
+    fixture *f = *state;
+    ah_ledger_result r;
+    wakes w = {0};
+    assert_int_equal(ah_ledger_claim(f->l, "K", "{}", &r, NULL, NULL), AH_LEDGER_OWNED);
+    assert_int_equal(r.reclaimed, 0);
+    assert_int_equal(ah_ledger_claims(f->l), 1);
+    assert_int_equal(ah_ledger_claim(f->l, "K", "{}", &r, on_wake, &w), AH_LEDGER_BUSY);
+    assert_true(r.retry_ms > 0);
+    assert_int_equal(w.n, 0); /* never from inside the call that registered it */
+    assert_int_equal(ah_ledger_complete(f->l, "K", "{}", "\"r1\"", &r, NULL, NULL),
+                     AH_LEDGER_DONE);
+    assert_int_equal(r.duplicate, 0);
+    assert_int_equal(r.entry.seq, 1);
+    assert_int_equal(w.n, 1);
+    assert_int_equal(w.last, AH_LEDGER_BUSY); /* "ask again" */
+    assert_int_equal(ah_ledger_claims(f->l), 0);
+    assert_int_equal(ah_ledger_claim(f->l, "K", "{}", &r, on_wake, &w), AH_LEDGER_DONE);
+    assert_string_equal(r.entry.receipt, "\"r1\"");
+    assert_int_equal(r.entry.seq, 1);
+    assert_int_equal(ah_ledger_count(f->l), 1);
+}
+
+/* A released claim (the body failed, no effect) frees the key for the next caller. */
+static void abandon_frees_the_key(void **state)
+{
+    fixture *f = *state;
+    ah_ledger_result r;
+    wakes w = {0}, gone = {0};
+    assert_int_equal(ah_ledger_claim(f->l, "K", "{}", &r, NULL, NULL), AH_LEDGER_OWNED);
+    assert_int_equal(ah_ledger_claim(f->l, "K", "{}", &r, on_wake, &w), AH_LEDGER_BUSY);
+    assert_int_equal(ah_ledger_claim(f->l, "K", "{}", &r, on_wake, &gone),
+                     AH_LEDGER_BUSY);
+    ah_ledger_cancel(f->l, &gone); /* a waiter that went away is never called */
+    ah_ledger_abandon(f->l, "K");
+    assert_int_equal(w.n, 1);
+    assert_int_equal(gone.n, 0);
+    assert_int_equal(ah_ledger_claims(f->l), 0);
+    assert_int_equal(ah_ledger_claim(f->l, "K", "{}", &r, NULL, NULL), AH_LEDGER_OWNED);
+    ah_ledger_abandon(f->l, "K");
+    ah_ledger_abandon(f->l, "never-claimed"); /* a no-op */
+    assert_int_equal(ah_ledger_count(f->l), 0);
+}
+
+/* The same key with other arguments is refused while in flight and once recorded. */
+static void claim_mismatch_in_flight_and_recorded(void **state)
+{
+    fixture *f = *state;
+    ah_ledger_result r;
+    assert_int_equal(ah_ledger_claim(f->l, "K", "{\"a\":1}", &r, NULL, NULL),
+                     AH_LEDGER_OWNED);
+    assert_int_equal(ah_ledger_claim(f->l, "K", "{\"a\":2}", &r, NULL, NULL),
+                     AH_LEDGER_MISMATCH);
+    assert_non_null(strstr(ah_ledger_errmsg(f->l), "'K' is in flight with different"));
+    assert_int_equal(ah_ledger_complete(f->l, "K", "{\"a\":1}", "1", &r, NULL, NULL),
+                     AH_LEDGER_DONE);
+    assert_int_equal(ah_ledger_claim(f->l, "K", "{\"a\":2}", &r, NULL, NULL),
+                     AH_LEDGER_MISMATCH);
+    assert_non_null(strstr(ah_ledger_errmsg(f->l), "reused with different arguments"));
+    assert_string_equal(ah_ledger_answer_name(AH_LEDGER_MISMATCH), "mismatch");
+    assert_string_equal(ah_ledger_answer_name((ah_ledger_answer)99), "unknown");
+    assert_int_equal(ah_ledger_set_lease_ms(f->l, 0), AH_ERR_INVALID);
+}
+
+/* SQLite: another handle (another process, as far as the file knows) holding a live
+ * claim makes us wait; once its lease is over the claim is ours (reclaimed). */
+static int64_t now_of(void *ud)
+{
+    return *(int64_t *)ud;
+}
+
+static void expired_lease_is_reclaimed(void **state)
+{
+    fixture *f = *state;
+    char err[512];
+    int64_t now = 1000000;
+    ah_clock clk;
+    memset(&clk, 0, sizeof clk);
+    clk.wall_ms = now_of;
+    clk.ud = &now;
+    ah_ledger *other = ah_ledger_open(f->path, err, sizeof err);
+    assert_non_null(other);
+    ah_ledger_set_clock(f->l, &clk);
+    ah_ledger_set_clock(other, &clk);
+    assert_int_equal(ah_ledger_set_lease_ms(other, 500), AH_OK);
+    ah_ledger_result r;
+    assert_int_equal(ah_ledger_claim(other, "K", "{}", &r, NULL, NULL), AH_LEDGER_OWNED);
+    assert_int_equal(ah_ledger_claim(f->l, "K", "{}", &r, NULL, NULL), AH_LEDGER_BUSY);
+    assert_true(r.retry_ms > 0 && r.retry_ms <= 500);
+    now += 499;
+    assert_int_equal(ah_ledger_claim(f->l, "K", "{}", &r, NULL, NULL), AH_LEDGER_BUSY);
+    assert_int_equal(r.retry_ms, 1); /* never poll past the lease end */
+    now += 1;
+    assert_int_equal(ah_ledger_claim(f->l, "K", "{}", &r, NULL, NULL), AH_LEDGER_OWNED);
+    assert_int_equal(r.reclaimed, 1);
+    /* The old holder finishing late records nothing twice: its claim is gone, the
+     * first completion wins and the second is a duplicate. */
+    assert_int_equal(ah_ledger_complete(f->l, "K", "{}", "\"new\"", &r, NULL, NULL),
+                     AH_LEDGER_DONE);
+    assert_int_equal(ah_ledger_complete(other, "K", "{}", "\"old\"", &r, NULL, NULL),
+                     AH_LEDGER_DONE);
+    assert_int_equal(r.duplicate, 1);
+    assert_string_equal(r.entry.receipt, "\"new\"");
+    assert_int_equal(ah_ledger_claims(f->l), 0);
+    ah_ledger_free(other);
+}
+
+/* SQLite: a claim row left by a process that no longer exists (same boot) or by
+ * another boot is dead at once, whatever its lease says. */
+static void dead_holder_is_reclaimed_at_once(void **state)
+{
+    fixture *f = *state;
+    ah_ledger_result r;
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0)
+        _exit(0);
+    assert_int_equal(waitpid(child, NULL, 0), child);
+    char boot[64] = "";
+    FILE *bf = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (bf) {
+        if (fgets(boot, sizeof boot, bf))
+            boot[strcspn(boot, "\r\n")] = '\0';
+        fclose(bf);
+    }
+    if (!boot[0])
+        skip();
+    char ns[64] = "", host[200];
+    ssize_t nl = readlink("/proc/self/ns/pid", ns, sizeof ns - 1);
+    ns[nl > 0 ? nl : 0] = '\0';
+    snprintf(host, sizeof host, "%s %s", boot, ns);
+    char sql[1200];
+    snprintf(sql, sizeof sql,
+             "INSERT INTO ah_ledger_claims VALUES('dead-pid', 'fnv1a64:%016llx', %d, '%s',"
+             " 7, 0, 9223372036854775000);"
+             "INSERT INTO ah_ledger_claims VALUES('other-boot', 'x', %d, 'not-this-boot %s',"
+             " 7, 0, 9223372036854775000);"
+             "INSERT INTO ah_ledger_claims VALUES('alive', 'x', 1, '%s',"
+             " 7, 0, 9223372036854775000);"
+             /* a dead pid, but seen from another pid namespace: only its lease ends it */
+             "INSERT INTO ah_ledger_claims VALUES('other-ns', 'x', %d, '%s pid:[1]',"
+             " 7, 0, 9223372036854775000);",
+             0ULL, (int)child, host, (int)getpid(), ns, host, (int)child, boot);
+    assert_int_equal(sql_exec_file(f->path, sql), SQLITE_OK);
+    assert_int_equal(ah_ledger_claim(f->l, "dead-pid", "{}", &r, NULL, NULL),
+                     AH_LEDGER_OWNED);
+    assert_int_equal(r.reclaimed, 1);
+    assert_int_equal(ah_ledger_claim(f->l, "other-boot", "{}", &r, NULL, NULL),
+                     AH_LEDGER_OWNED);
+    assert_int_equal(r.reclaimed, 1);
+    /* pid 1 exists on this boot: its claim is alive (and has other arguments). */
+    assert_int_equal(ah_ledger_claim(f->l, "alive", "{}", &r, NULL, NULL),
+                     AH_LEDGER_MISMATCH);
+    assert_int_equal(ah_ledger_claim(f->l, "other-ns", "{}", &r, NULL, NULL),
+                     AH_LEDGER_MISMATCH);
+    assert_int_equal(ah_ledger_claims(f->l), 4);
+    /* A clean close releases this handle's claims, not anyone else's. */
+    ah_ledger_free(f->l);
+    char err[512];
+    f->l = ah_ledger_open(f->path, err, sizeof err);
+    assert_non_null(f->l);
+    assert_int_equal(ah_ledger_claims(f->l), 2);
+}
+
+/* A format-1 file (before claims) is upgraded in place and keeps its entries. */
+static void format_1_is_upgraded(void **state)
+{
+    fixture *f = *state;
+    char err[512];
+    ah_ledger_entry e;
+    assert_int_equal(ah_ledger_record(f->l, "old", "{}", "\"kept\"", NULL, NULL), AH_OK);
+    ah_ledger_free(f->l);
+    f->l = NULL;
+    assert_int_equal(sql_exec_file(f->path, "DROP TABLE ah_ledger_claims;"
+                                            "PRAGMA user_version = 1;"),
+                     SQLITE_OK);
+    f->l = ah_ledger_open(f->path, err, sizeof err);
+    assert_non_null(f->l);
+    assert_int_equal(ah_ledger_lookup(f->l, "old", "{}", &e), AH_OK);
+    assert_string_equal(e.receipt, "\"kept\"");
+    ah_ledger_result r;
+    assert_int_equal(ah_ledger_claim(f->l, "new", "{}", &r, NULL, NULL), AH_LEDGER_OWNED);
+}
+
 int main(void)
 {
 #define BOTH(fn)                                                                         \
@@ -699,6 +900,12 @@ int main(void)
         SQLITE(open_errors_are_clear),
         SQLITE(foreign_database_is_refused_and_left_alone),
         SQLITE(newer_format_is_refused),
+        BOTH(claim_is_exclusive_and_completion_wakes),
+        BOTH(abandon_frees_the_key),
+        BOTH(claim_mismatch_in_flight_and_recorded),
+        SQLITE(expired_lease_is_reclaimed),
+        SQLITE(dead_holder_is_reclaimed_at_once),
+        SQLITE(format_1_is_upgraded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -541,7 +541,7 @@ static void same_key_other_args_fails_without_running(void **state)
     assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_ERROR);
     assert_int_equal(s.runs, 0);
     assert_int_equal(ah_budget_used(b), 0);
-    assert_int_equal(ah_tool_call_error(c)->kind, AH_EK_PERMANENT);
+    assert_int_equal(ah_tool_call_error(c)->kind, AH_EK_IDEMPOTENCY_MISMATCH);
     assert_non_null(strstr(ah_tool_call_error(c)->message,
                            "idempotency key 'A-1' reused with different arguments"));
     ah_tool_call_free(c);
@@ -566,6 +566,97 @@ static void racing_record_returns_the_winner(void **state)
     assert_string_equal(ah_tool_call_receipt(c), "{\"charge\":\"theirs\"}");
     assert_int_equal(ah_tool_call_seq(c), 1);
     assert_int_equal(ah_ledger_count(l), 1);
+    ah_tool_call_free(c);
+    ah_ledger_free(l);
+}
+
+/* Two calls with one key at once: the second waits for the first's claim and gets its
+ * receipt as a duplicate; the body runs once. A holder that fails releases the key and
+ * the waiter runs the body itself. Stepped by hand, as a loop driver would. */
+static void notified(void *ud)
+{
+    (*(int *)ud)++;
+}
+
+static void concurrent_same_key_runs_once(void **state)
+{
+    (void)state;
+    ah_ledger *l = ah_ledger_new_memory();
+    int notes = 0;
+    ah_tool_policy p;
+    ah_tool_policy_init(&p);
+    p.max_attempts = 1;
+    p.notify = notified;
+    p.notify_ud = &notes;
+    ah_tool_call *a = ah_tool_call_new(&p, l, NULL, "K", "{}");
+    ah_tool_call *b = ah_tool_call_new(&p, l, NULL, "K", "{}");
+    assert_int_equal(ah_tool_step(a), AH_TOOL_DO_RUN_BODY);
+    assert_int_equal(ah_tool_step(b), AH_TOOL_DO_WAIT_CLAIM);
+    assert_true(ah_tool_call_wait_ms(b) > 0);
+    assert_int_equal(ah_tool_step(b), AH_TOOL_DO_WAIT_CLAIM); /* still in flight */
+    assert_int_equal(ah_tool_call_body_ok(a, "\"once\""), AH_OK);
+    assert_int_equal(notes, 0);
+    assert_int_equal(ah_tool_step(a), AH_TOOL_DO_SUCCEED);
+    assert_int_equal(notes, 1); /* b's driver was told to step */
+    assert_int_equal(ah_tool_step(b), AH_TOOL_DO_RETURN_DUPLICATE);
+    assert_int_equal(ah_tool_call_duplicate(b), 1);
+    assert_int_equal(ah_tool_call_attempts(b), 0);
+    assert_string_equal(ah_tool_call_receipt(b), "\"once\"");
+    assert_int_equal(ah_tool_call_seq(b), ah_tool_call_seq(a));
+    ah_tool_call_free(a);
+    ah_tool_call_free(b);
+
+    /* The holder fails: the waiter is woken and runs the body. */
+    a = ah_tool_call_new(&p, l, NULL, "K2", "{}");
+    b = ah_tool_call_new(&p, l, NULL, "K2", "{}");
+    assert_int_equal(ah_tool_step(a), AH_TOOL_DO_RUN_BODY);
+    assert_int_equal(ah_tool_step(b), AH_TOOL_DO_WAIT_CLAIM);
+    ah_error e = make_error(AH_EK_PERMANENT, "declined");
+    ah_tool_call_body_failed(a, &e);
+    assert_int_equal(ah_tool_step(a), AH_TOOL_DO_FAIL);
+    assert_int_equal(notes, 2);
+    assert_int_equal(ah_tool_step(b), AH_TOOL_DO_RUN_BODY);
+    ah_tool_call_body_ok(b, "\"second\"");
+    assert_int_equal(ah_tool_step(b), AH_TOOL_DO_SUCCEED);
+    assert_int_equal(ah_tool_call_duplicate(b), 0);
+    ah_tool_call_free(a);
+    ah_tool_call_free(b);
+
+    /* A waiter that gives up: outcome in_progress, nothing run; a holder freed
+     * mid-body (its coroutine dropped) releases the key. */
+    a = ah_tool_call_new(&p, l, NULL, "K3", "{}");
+    b = ah_tool_call_new(&p, l, NULL, "K3", "{}");
+    assert_int_equal(ah_tool_step(a), AH_TOOL_DO_RUN_BODY);
+    assert_int_equal(ah_tool_step(b), AH_TOOL_DO_WAIT_CLAIM);
+    assert_int_equal(ah_tool_call_stop_waiting(a), AH_ERR_STATE);
+    assert_int_equal(ah_tool_call_stop_waiting(b), AH_OK);
+    assert_int_equal(ah_tool_call_outcome(b), AH_TOOL_IN_PROGRESS);
+    assert_string_equal(ah_tool_outcome_name(AH_TOOL_IN_PROGRESS), "in_progress");
+    assert_non_null(strstr(ah_tool_call_error(b)->message, "'K3' is in flight"));
+    ah_tool_call_free(b);
+    assert_int_equal(ah_ledger_claims(l), 1);
+    ah_tool_call_free(a);
+    assert_int_equal(ah_ledger_claims(l), 0);
+    assert_int_equal(ah_ledger_count(l), 2);
+    ah_ledger_free(l);
+}
+
+/* The blocking driver polls a key held elsewhere and gives up after claim_wait_ms. */
+static void blocking_driver_gives_up_with_in_progress(void **state)
+{
+    (void)state;
+    sleeps sl;
+    memset(&sl, 0, sizeof sl);
+    scripted s = script_of(1, AH_EK_NONE);
+    ah_tool_driver d = driver(&s, &sl);
+    d.claim_wait_ms = 50;
+    ah_ledger *l = ah_ledger_new_memory();
+    ah_ledger_result r;
+    assert_int_equal(ah_ledger_claim(l, "K", "{}", &r, NULL, NULL), AH_LEDGER_OWNED);
+    ah_tool_call *c = ah_tool_call_new(NULL, l, NULL, "K", "{}");
+    assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_IN_PROGRESS);
+    assert_int_equal(s.runs, 0);
+    assert_true(sl.n >= 1);
     ah_tool_call_free(c);
     ah_ledger_free(l);
 }
@@ -683,6 +774,8 @@ int main(void)
         cmocka_unit_test(same_key_other_args_fails_without_running),
         cmocka_unit_test(racing_record_returns_the_winner),
         cmocka_unit_test(no_key_means_no_idempotency),
+        cmocka_unit_test(concurrent_same_key_runs_once),
+        cmocka_unit_test(blocking_driver_gives_up_with_in_progress),
         cmocka_unit_test(tool_call_end_event_fields),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

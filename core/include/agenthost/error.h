@@ -38,7 +38,9 @@ extern "C" {
     X(BUDGET, "budget")                                                                   \
     X(TRANSIENT, "transient")                                                             \
     X(PERMANENT, "permanent")                                                             \
-    X(OUTPUT, "output")
+    X(OUTPUT, "output")                                                                   \
+    X(IDEMPOTENCY_MISMATCH, "idempotency_mismatch")                                       \
+    X(LEDGER, "ledger")
 
 typedef enum ah_error_kind {
 #define AH__KIND_ENUM(name, s) AH_EK_##name,

@@ -77,7 +77,11 @@ typedef enum ah_run_outcome {
 } ah_run_outcome;
 
 /* tool_call_end.outcome */
-#define AH_TOOL_OUTCOME_MAP(X) X(OK, "ok") X(ERROR, "error") X(BUDGET_EXHAUSTED, "budget_exhausted")
+#define AH_TOOL_OUTCOME_MAP(X)                                                            \
+    X(OK, "ok")                                                                           \
+    X(ERROR, "error")                                                                     \
+    X(BUDGET_EXHAUSTED, "budget_exhausted")                                               \
+    X(IN_PROGRESS, "in_progress")
 typedef enum ah_tool_outcome {
 #define AH__TO_ENUM(name, s) AH_TOOL_##name,
     AH_TOOL_OUTCOME_MAP(AH__TO_ENUM)

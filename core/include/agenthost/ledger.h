@@ -12,7 +12,8 @@
  * arguments string (the arguments themselves are not stored), the receipt (an opaque
  * string; the Lua layer stores JSON), a sequence number (monotonic per ledger, starting
  * at 1, never reused) and its creation time (wall-clock ms). Entries are never changed or
- * removed.
+ * removed. Besides entries, a ledger holds CLAIMS: keys whose body is running right now
+ * (claim-then-execute, below).
  *
  * Threading: a handle is used from one thread at a time. Two processes may open the same
  * SQLite file, one after the other or at once (writers wait on SQLite's lock).
@@ -99,6 +100,112 @@ typedef int (*ah_ledger_entry_fn)(void *ud, const ah_ledger_entry *e);
 /* Visit every entry in seq order. AH_OK (also when fn stopped early) or a storage
  * error. */
 ah_status ah_ledger_foreach(ah_ledger *l, ah_ledger_entry_fn fn, void *ud);
+
+/* ---- claim-then-execute ----------------------------------------------------------------
+ *
+ * ah_ledger_record() alone deduplicates only when the effect is recorded: two callers that
+ * look a key up at once both run the body. A caller that must run the body AT MOST ONCE
+ * per key claims the key first:
+ *
+ *   ah_ledger_claim(l, key, args, &r, cb, ud)
+ *     OWNED    -> this caller holds the key: run the body, then
+ *                 ah_ledger_complete(l, key, args, receipt, ...) on success (records the
+ *                 receipt and drops the claim in one step) or ah_ledger_abandon(l, key)
+ *                 when the body failed without an effect (the key becomes free again);
+ *     DONE     -> already recorded with the same arguments: r.entry is the ORIGINAL
+ *                 (receipt, seq); do not run the body;
+ *     BUSY     -> another live holder has the key in flight: do not run the body; claim
+ *                 again after r.retry_ms at the latest, or earlier when cb is called
+ *                 with BUSY (the key was completed or abandoned in this process);
+ *     MISMATCH -> the key is recorded or claimed with different arguments (errmsg says
+ *                 so): do not run the body;
+ *     FAILED   -> the ledger cannot answer (errmsg): do not run the body (fail closed);
+ *     PENDING  -> only from an asynchronous backend (a network store): the answer comes
+ *                 later through cb(ud, &answer), from the event loop, never from inside
+ *                 ah_ledger_claim itself. Until then *out is untouched.
+ *
+ * A claim belongs to the handle that took it. A claim whose holder is dead may be taken
+ * over (the answer is OWNED with reclaimed = 1): memory ledgers have no other process;
+ * the SQLite ledger stores the holder's pid, boot id (/proc/sys/kernel/random/boot_id),
+ * pid namespace and a lease: a claim is dead when its boot id differs from ours (the
+ * machine rebooted), when it was taken on this boot in our pid namespace by a process
+ * that no longer exists, or when its lease (lease_ms, default AH_LEDGER_DEFAULT_LEASE_MS,
+ * counted from the claim) has run out. A holder in another pid namespace (another
+ * container sharing the file) is never judged by its pid, only by its lease. An effect
+ * whose holder was taken over because its lease ran out while it was still running may
+ * run twice: give leases longer than the longest body, and pass the key on to the
+ * downstream service.
+ *
+ * Callbacks: cb is called at most once per ah_ledger_claim / ah_ledger_complete that
+ * returned PENDING or BUSY, with the answer (its strings borrowed for the call). A
+ * callback must not call into the ledger except ah_ledger_cancel: it notes the answer
+ * and tells its driver to step (the driver then claims again, completes...). It may run
+ * from inside another caller's ah_ledger_complete / ah_ledger_abandon on this handle (the
+ * in-process wake-up) or from the event loop (an asynchronous answer), never from inside
+ * the ah_ledger_claim / _complete call that registered it. ah_ledger_cancel(l, ud) drops
+ * every callback still due to ud: call it before freeing ud. */
+
+enum { AH_LEDGER_DEFAULT_LEASE_MS = 30000 };
+
+#define AH_LEDGER_ANSWER_MAP(X)                                                           \
+    X(PENDING, "pending")                                                                 \
+    X(OWNED, "owned")                                                                     \
+    X(DONE, "done")                                                                       \
+    X(BUSY, "busy")                                                                       \
+    X(MISMATCH, "mismatch")                                                               \
+    X(FAILED, "failed")
+
+typedef enum ah_ledger_answer {
+#define AH__LA_ENUM(name, s) AH_LEDGER_##name,
+    AH_LEDGER_ANSWER_MAP(AH__LA_ENUM)
+#undef AH__LA_ENUM
+        AH_LEDGER_ANSWER_COUNT_
+} ah_ledger_answer;
+
+const char *ah_ledger_answer_name(ah_ledger_answer a); /* "unknown" out of range */
+
+typedef struct ah_ledger_result {
+    ah_ledger_answer answer;
+    ah_ledger_entry entry; /* DONE: the recorded entry (borrowed, see above) */
+    int duplicate;         /* DONE from complete/record: someone else recorded it first */
+    int reclaimed;         /* OWNED: a dead holder's claim was taken over */
+    int64_t retry_ms;      /* BUSY: ask again after at most this long */
+} ah_ledger_result;
+
+/* Borrowed result for the call only. */
+typedef void (*ah_ledger_fn)(void *ud, const ah_ledger_result *r);
+
+/* Claim `key` for running its body once (see above). args_canonical as for lookup.
+ * cb may be NULL (then a BUSY caller must poll after retry_ms; an asynchronous backend
+ * needs cb). Returns the answer, also stored in out->answer. */
+ah_ledger_answer ah_ledger_claim(ah_ledger *l, const char *key, const char *args_canonical,
+                                 ah_ledger_result *out, ah_ledger_fn cb, void *ud);
+
+/* Record the receipt of an OWNED claim and drop the claim, atomically (SQLite: one
+ * transaction, committed before DONE is returned). Also usable without a claim (that is
+ * ah_ledger_record). DONE: out->entry.seq is the entry's seq, out->duplicate = 1 when
+ * the key was already recorded (same arguments; out->entry is then the original);
+ * MISMATCH; FAILED; PENDING (asynchronous backends: the answer comes through cb). Wakes
+ * this handle's BUSY waiters on the key. */
+ah_ledger_answer ah_ledger_complete(ah_ledger *l, const char *key, const char *args_canonical,
+                                    const char *receipt, ah_ledger_result *out,
+                                    ah_ledger_fn cb, void *ud);
+
+/* Drop this handle's claim on key (no effect happened); no-op when it holds none. Never
+ * fails visibly: a release that cannot be written is logged, and the claim then dies by
+ * its lease. Wakes this handle's BUSY waiters on the key. */
+void ah_ledger_abandon(ah_ledger *l, const char *key);
+
+/* Drop every callback still due to ud. Safe with nothing due. */
+void ah_ledger_cancel(ah_ledger *l, void *ud);
+
+/* The claim lease in ms (> 0), for claims taken from now on. Default
+ * AH_LEDGER_DEFAULT_LEASE_MS. AH_ERR_INVALID when ms <= 0. */
+ah_status ah_ledger_set_lease_ms(ah_ledger *l, int64_t ms);
+int64_t ah_ledger_lease_ms(const ah_ledger *l);
+
+/* Number of claims held in flight (all holders, this ledger's storage), or -1. */
+int64_t ah_ledger_claims(ah_ledger *l);
 
 /* The fingerprint stored for an arguments string (NULL is ""): FNV-1a 64 over its bytes,
  * as text. It detects a key reused with different arguments; it is not a security

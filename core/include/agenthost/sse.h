@@ -58,6 +58,9 @@ const char *ah_sse_errmsg(const ah_sse *p);
 
 /* Total bytes fed so far. */
 uint64_t ah_sse_bytes_fed(const ah_sse *p);
+/* Stream offset just past the last line ah_sse_next() consumed: after it returned an
+ * event, where that event ended. */
+uint64_t ah_sse_bytes_consumed(const ah_sse *p);
 
 /* Stream-level state that also changes in blocks that are never dispatched (for example a
  * lone "retry: 3000" or "id: 7" block), which a reconnecting client needs:

@@ -11,13 +11,23 @@
  *                                with ah_tool_call_body_ok(c, receipt) or
  *                                ah_tool_call_body_failed(c, &err)
  *   case AH_TOOL_DO_RETRY_AFTER: wait ah_tool_call_wait_ms(c) ms (or cancel)
+ *   case AH_TOOL_DO_WAIT_CLAIM:  the key is in flight in another call (or the ledger
+ *                                answers later): wait until policy.notify is called or
+ *                                ah_tool_call_wait_ms(c) ms pass (< 0: notify only),
+ *                                then step again; past the caller's own bound, call
+ *                                ah_tool_call_stop_waiting(c) (outcome in_progress)
  *   default:                     finished: read outcome, receipt, seq, duplicate, error
  *   }
  *
  * The rules (each tested in tests/unit/test_tool_step.c):
- *   - With a ledger and a key, an entry already recorded under the key is returned at
- *     once (DUPLICATE: original receipt and seq, duplicate = 1) and the body never runs;
- *     the same key with different arguments fails (permanent error), body not run.
+ *   - With a ledger and a key, the key is CLAIMED before the body runs (ledger.h): an
+ *     entry already recorded under the key is returned at once (DUPLICATE: original
+ *     receipt and seq, duplicate = 1) and the body never runs; a key another call holds
+ *     is waited for (WAIT_CLAIM) and its receipt returned as a duplicate, or the claim
+ *     taken over if that call gives up without an effect; the same key with different
+ *     arguments fails with kind `idempotency_mismatch`, body not run; a ledger that
+ *     cannot answer fails with kind `ledger`, body not run. A call that ends without
+ *     recording (failure, budget, cancel, free) releases its claim.
  *   - The budget is checked BEFORE each body execution, every attempt takes one unit;
  *     when it is spent the body does not run and the call ends BUDGET_EXHAUSTED (an
  *     outcome with a `budget` error, never retried). A retry is not even waited for when
@@ -55,7 +65,8 @@ extern "C" {
     X(SUCCEED, "succeed")                                                                 \
     X(RETURN_DUPLICATE, "return_duplicate")                                               \
     X(RETURN_BUDGET_EXHAUSTED, "return_budget_exhausted")                                 \
-    X(FAIL, "fail")
+    X(FAIL, "fail")                                                                       \
+    X(WAIT_CLAIM, "wait_claim")
 
 typedef enum ah_tool_action {
 #define AH__TA_ENUM(name, s) AH_TOOL_DO_##name,
@@ -87,6 +98,13 @@ typedef struct ah_tool_policy {
     void *retry_on_ud;            /* not owned */
     ah_tool_wait_fn wait;         /* NULL = no wait */
     void *wait_ud;                /* not owned */
+    /* Called when a call in WAIT_CLAIM may step again (the key was released or recorded
+     * in this process, or an asynchronous ledger answered); from inside another call's
+     * ledger step or from the event loop, never from inside ah_tool_step of this call.
+     * It must not step or free the call itself: note it and step later. NULL = the
+     * driver polls after ah_tool_call_wait_ms. */
+    void (*notify)(void *ud);
+    void *notify_ud; /* not owned */
 } ah_tool_policy;
 
 /* max_attempts = AH_TOOL_DEFAULT_MAX_ATTEMPTS, no hooks. */
@@ -118,6 +136,11 @@ ah_status ah_tool_call_body_failed(ah_tool_call *c, const ah_error *err);
  * it finishes FAIL with a `cancelled` error. AH_ERR_STATE while a body runs (report it
  * first: its effect may have happened) or after the call finished. */
 ah_status ah_tool_call_cancel(ah_tool_call *c);
+
+/* Give up waiting for a key in flight elsewhere (after WAIT_CLAIM): the call finishes
+ * with outcome IN_PROGRESS (error kind `transient`, message naming the key), the body
+ * never having run here. AH_ERR_STATE unless the call is waiting for a claim. */
+ah_status ah_tool_call_stop_waiting(ah_tool_call *c);
 
 /* Results and progress. Strings are borrowed and live as long as the call. */
 int ah_tool_call_finished(const ah_tool_call *c);
@@ -158,6 +181,9 @@ typedef struct ah_tool_driver {
     void *event_ud;
     const char *id, *name;   /* tool_call_end fields; NULL = "" */
     const char *budget_name; /* budget_exhausted.budget; NULL = "tool_calls" */
+    /* How long to wait for a key in flight in another call before giving up with
+     * IN_PROGRESS. 0 = the ledger's lease. */
+    int64_t claim_wait_ms;
 } ah_tool_driver;
 
 /* Drive the call to its end: a short loop over ah_tool_step(). Returns the outcome

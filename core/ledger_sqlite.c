@@ -1,0 +1,717 @@
+/* ledger_sqlite.c - the SQLite backend of the idempotency ledger (ledger_internal.h has
+ * the contract every backend keeps; docs/tools-and-ledger.md the user-facing rules).
+ *
+ * Invariants: every claim, completion and takeover is one IMMEDIATE transaction, so the
+ * write lock orders them across processes; a receipt is committed with
+ * synchronous=FULL before DONE is answered; a claim row names its holder (pid, boot id,
+ * pid namespace, a per-handle nonce) and a lease end; strings handed out stay valid
+ * until the next call on the handle (copied into per-handle scratch).
+ */
+#include "ledger_internal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Holders in other processes cannot wake a waiter: it polls the row this often. */
+enum { SQL_BUSY_POLL_MS = 10 };
+
+/* ---- SQLite backend -------------------------------------------------------------------
+ *
+ * Durability: WAL journal with synchronous=FULL. Each record is one transaction; in WAL
+ * mode SQLite appends the commit to the -wal file and, with FULL, fsyncs it before
+ * COMMIT returns, so a committed receipt survives a process kill AND a power
+ * loss. (NORMAL would survive a kill but could lose the last commits on power loss: a
+ * ledger exists to stop a real-world effect from running twice, which is worth one fsync
+ * per effect.) WAL also lets readers proceed while a writer commits. WAL needs a local
+ * filesystem (shared memory); a ledger on a network filesystem is not supported.
+ */
+
+/* Claims. A claim row names its holder: pid, boot id (a pid means nothing on another
+ * boot) and a per-handle nonce (two handles of one process are two holders), plus a lease
+ * end. Claim rows are written in the same IMMEDIATE transactions as entries, so the
+ * write lock orders every claim, completion and takeover across processes. */
+
+/* PRAGMA application_id marks the file as ours: 0x41484c47, "AHLG". Format 2 added the
+ * claims table; a format-1 file is upgraded in place when opened (and an older build
+ * then refuses it: it would not honour claims). */
+#define LEDGER_APP_ID  1095257159
+#define LEDGER_VERSION 2
+#define LEDGER_BUSY_MS 5000
+/* How long a write that must not be lost (recording a receipt whose effect happened,
+ * creating the schema) keeps retrying a lock that stays busy past LEDGER_BUSY_MS, e.g.
+ * under heavy contention on a loaded machine. A claim does not wait this long: a busy
+ * lock answers BUSY and the caller asks again from its loop. */
+#define LEDGER_PATIENCE_MS 60000
+#define LEDGER_STR_(x) #x
+#define LEDGER_STR(x)  LEDGER_STR_(x)
+
+/* clang-format off */
+static const char claims_sql[] =
+    "CREATE TABLE ah_ledger_claims ("
+    " key TEXT PRIMARY KEY,"
+    " fingerprint TEXT NOT NULL,"
+    " pid INTEGER NOT NULL,"
+    " boot_id TEXT NOT NULL,"
+    " holder INTEGER NOT NULL,"
+    " claimed_ms INTEGER NOT NULL,"
+    " lease_until_ms INTEGER NOT NULL);"
+    "PRAGMA user_version = " LEDGER_STR(LEDGER_VERSION) ";";
+static const char schema_sql[] =
+    "CREATE TABLE ah_ledger_entries ("
+    " seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+    " key TEXT NOT NULL UNIQUE,"
+    " fingerprint TEXT NOT NULL,"
+    " receipt TEXT NOT NULL,"
+    " created_ms INTEGER NOT NULL);"
+    "PRAGMA application_id = " LEDGER_STR(LEDGER_APP_ID) ";";
+/* clang-format on */
+
+enum { BOOT_ID_MAX = 64, HOST_ID_MAX = 128 };
+
+typedef struct sql_ledger {
+    ah_ledger base;
+    sqlite3 *db;
+    sqlite3_stmt *find, *insert, *count, *all;
+    sqlite3_stmt *claim_get, *claim_put, *claim_drop, *claim_count, *claim_mine;
+    int64_t pid, holder;
+    /* "<boot id> <pid namespace>" (the boot_id column): a pid can be checked only by a
+     * process of the same boot AND the same pid namespace (containers sharing a volume
+     * see each other's pids as absent). Either part may be "" when unknown. */
+    char host_id[HOST_ID_MAX];
+    size_t boot_len; /* length of the boot id part */
+    /* scratch for the strings of the last found entry (valid until the next call) */
+    char *key_buf, *receipt_buf;
+    char fp_buf[AH_LEDGER_FINGERPRINT_SIZE];
+} sql_ledger;
+
+/* The kernel's boot id and this process's pid namespace, as "<boot> <ns>"; a part is ""
+ * where it cannot be read (then only leases end such claims). */
+static void read_host_id(sql_ledger *s)
+{
+    char boot[BOOT_ID_MAX] = "", ns[64] = "";
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f) {
+        if (fgets(boot, sizeof boot, f))
+            boot[strcspn(boot, "\r\n ")] = '\0';
+        else
+            boot[0] = '\0';
+        fclose(f);
+    }
+    ssize_t n = readlink("/proc/self/ns/pid", ns, sizeof ns - 1);
+    ns[n > 0 ? n : 0] = '\0';
+    ah__bufprintf(s->host_id, sizeof s->host_id, "%s %s", boot, ns);
+    s->boot_len = strlen(boot);
+}
+
+static int64_t new_nonce(const void *seed)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t x = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^
+                 ((uint64_t)getpid() << 40) ^ (uint64_t)(uintptr_t)seed;
+    /* splitmix64 finaliser */
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    x ^= x >> 31;
+    return (int64_t)(x & 0x7fffffffffffffffULL);
+}
+
+static ah_status sql_fail(sql_ledger *s, const char *what)
+{
+    int rc = sqlite3_errcode(s->db);
+    ah__ledger_seterr(&s->base, "ledger %s failed: %s", what, sqlite3_errmsg(s->db));
+    return rc == SQLITE_NOMEM ? AH_ERR_NOMEM : AH_ERR_IO;
+}
+
+static void sql_reset(sqlite3_stmt *q)
+{
+    sqlite3_reset(q);
+    sqlite3_clear_bindings(q);
+}
+
+static char *replace_str(char **slot, const unsigned char *text)
+{
+    free(*slot);
+    *slot = ah__strdup(text ? (const char *)text : "");
+    return *slot;
+}
+
+static ah_status sql_find(ah_ledger *l, const char *key, ah_ledger_entry *e,
+                          const char **fp)
+{
+    sql_ledger *s = (sql_ledger *)l;
+    ah_status st = AH_OK;
+    sqlite3_stmt *q = s->find;
+    sqlite3_bind_text(q, 1, key, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(q);
+    if (rc == SQLITE_DONE) {
+        st = AH_ERR_NOT_FOUND;
+        goto cleanup;
+    }
+    if (rc != SQLITE_ROW) {
+        st = sql_fail(s, "lookup");
+        goto cleanup;
+    }
+    if (!replace_str(&s->key_buf, sqlite3_column_text(q, 0)) ||
+        !replace_str(&s->receipt_buf, sqlite3_column_text(q, 2))) {
+        ah__ledger_seterr(l, "out of memory reading a ledger entry");
+        st = AH_ERR_NOMEM;
+        goto cleanup;
+    }
+    const unsigned char *f = sqlite3_column_text(q, 3);
+    ah__bufprintf(s->fp_buf, sizeof s->fp_buf, "%s", f ? (const char *)f : "");
+    e->key = s->key_buf;
+    e->receipt = s->receipt_buf;
+    e->seq = sqlite3_column_int64(q, 1);
+    e->created_ms = sqlite3_column_int64(q, 4);
+    *fp = s->fp_buf;
+cleanup:
+    sql_reset(q);
+    return st;
+}
+
+static int is_busy(int rc)
+{
+    rc &= 0xff;
+    return rc == SQLITE_BUSY || rc == SQLITE_LOCKED;
+}
+
+/* After a busy answer: 1 = pause briefly and try again, 0 = LEDGER_PATIENCE_MS since t0
+ * have passed. */
+static int keep_trying(const struct timespec *t0)
+{
+    struct timespec t, pause = {0, 10 * 1000000L};
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    if ((t.tv_sec - t0->tv_sec) * 1000 + (t.tv_nsec - t0->tv_nsec) / 1000000 >
+        LEDGER_PATIENCE_MS)
+        return 0;
+    nanosleep(&pause, NULL);
+    return 1;
+}
+
+/* Run sql, retrying while the database stays locked (each try already waits up to
+ * LEDGER_BUSY_MS in SQLite's busy handler), for up to LEDGER_PATIENCE_MS. */
+static int exec_patient(sqlite3 *db, const char *sql)
+{
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        int rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
+        if (!is_busy(rc) || !keep_trying(&t0))
+            return rc;
+    }
+}
+
+/* 1 in a write transaction; 0 with err set; -1 (claims only) when the lock is busy. */
+static int sql_begin(sql_ledger *s, const char *what, int patient)
+{
+    int rc = patient ? exec_patient(s->db, "BEGIN IMMEDIATE")
+                     : sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+    if (rc == SQLITE_OK)
+        return 1;
+    sql_fail(s, what);
+    return !patient && is_busy(rc) ? -1 : 0;
+}
+
+static int sql_commit(sql_ledger *s, const char *what)
+{
+    /* With synchronous=FULL, COMMIT returns after the WAL is fsynced: durable. */
+    if (sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK)
+        return 1;
+    sql_fail(s, what);
+    sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    return 0;
+}
+
+static void sql_rollback(sql_ledger *s)
+{
+    sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+}
+
+/* Is the claim row at the current step of claim_get dead (its holder gone or its lease
+ * over)? Columns: fingerprint, pid, boot_id, holder, lease_until_ms. */
+static int claim_dead(const sql_ledger *s, sqlite3_stmt *q, int64_t now_ms)
+{
+    int64_t pid = sqlite3_column_int64(q, 1);
+    const unsigned char *boot = sqlite3_column_text(q, 2);
+    int64_t holder = sqlite3_column_int64(q, 3);
+    int64_t lease_until = sqlite3_column_int64(q, 4);
+    if (now_ms >= lease_until)
+        return 1;
+    if (holder == s->holder && pid == s->pid)
+        return 0; /* ours: another call of this handle has it in flight */
+    const char *theirs = boot ? (const char *)boot : "";
+    size_t their_boot = strcspn(theirs, " ");
+    if (s->boot_len && their_boot &&
+        (their_boot != s->boot_len || memcmp(theirs, s->host_id, s->boot_len) != 0))
+        return 1; /* taken on another boot: its holder is gone */
+    /* Same boot and pid namespace: the pid says whether the holder lives. */
+    if (s->boot_len && strcmp(theirs, s->host_id) == 0 && pid != s->pid && pid > 0 &&
+        kill((pid_t)pid, 0) != 0 && errno == ESRCH)
+        return 1;
+    return 0;
+}
+
+static ah_ledger_answer sql_claim_tx(sql_ledger *s, const char *key, const char *fp,
+                                     int64_t now_ms, ah_ledger_result *out);
+static void sql_abandon(ah_ledger *l, const char *key);
+
+static ah_ledger_answer sql_claim(ah_ledger *l, const char *key, const char *fp,
+                                  int64_t now_ms, ah_ledger_result *out, ah_ledger_fn cb,
+                                  void *ud)
+{
+    sql_ledger *s = (sql_ledger *)l;
+    (void)cb, (void)ud;
+    /* A claim need not survive a power loss: after a reboot its boot id marks it dead
+     * anyway. So its commit skips the fsync (synchronous=NORMAL: in WAL mode the commit
+     * is written, not flushed; the next FULL commit flushes it too), and a call costs
+     * one fsync, for its receipt, not two. */
+    sqlite3_exec(s->db, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL);
+    ah_ledger_answer a = sql_claim_tx(s, key, fp, now_ms, out);
+    if (sqlite3_exec(s->db, "PRAGMA synchronous=FULL", NULL, NULL, NULL) != SQLITE_OK) {
+        /* Never leave the connection recording receipts without the fsync. */
+        sql_fail(s, "claim");
+        if (a == AH_LEDGER_OWNED)
+            sql_abandon(l, key);
+        return out->answer = AH_LEDGER_FAILED;
+    }
+    return a;
+}
+
+static ah_ledger_answer sql_claim_tx(sql_ledger *s, const char *key, const char *fp,
+                                     int64_t now_ms, ah_ledger_result *out)
+{
+    ah_ledger *l = &s->base;
+    ah_ledger_entry e;
+    const char *stored = NULL;
+    int reclaimed = 0;
+    int begun = sql_begin(s, "claim", 0);
+    if (begun < 0) {
+        /* Someone holds the write lock for longer than the busy timeout: no claim was
+         * taken, so the caller may simply ask again (from its loop, not blocking it). */
+        out->retry_ms = SQL_BUSY_POLL_MS;
+        return out->answer = AH_LEDGER_BUSY;
+    }
+    if (!begun)
+        return out->answer = AH_LEDGER_FAILED;
+    ah_status st = sql_find(l, key, &e, &stored);
+    if (st == AH_OK) {
+        sql_rollback(s); /* nothing written */
+        return ah__ledger_entry_answer(l, key, fp, stored, &e, out);
+    }
+    if (st != AH_ERR_NOT_FOUND)
+        goto fail;
+    sqlite3_stmt *q = s->claim_get;
+    sqlite3_bind_text(q, 1, key, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(q);
+    if (rc == SQLITE_ROW) {
+        if (!claim_dead(s, q, now_ms)) {
+            const unsigned char *cfp = sqlite3_column_text(q, 0);
+            int same = cfp && strcmp((const char *)cfp, fp) == 0;
+            int64_t left = sqlite3_column_int64(q, 4) - now_ms;
+            sql_reset(q);
+            sql_rollback(s);
+            if (!same) {
+                ah__ledger_key_error(l, "idempotency key ", key,
+                              " is in flight with different arguments");
+                return out->answer = AH_LEDGER_MISMATCH;
+            }
+            out->retry_ms = left < SQL_BUSY_POLL_MS ? (left > 0 ? left : 1)
+                                                    : SQL_BUSY_POLL_MS;
+            return out->answer = AH_LEDGER_BUSY;
+        }
+        reclaimed = 1;
+    } else if (rc != SQLITE_DONE) {
+        sql_reset(q);
+        sql_fail(s, "claim");
+        goto fail_rolled;
+    }
+    sql_reset(q);
+    /* INSERT OR REPLACE: a dead claim is replaced by ours in the same transaction. */
+    q = s->claim_put;
+    sqlite3_bind_text(q, 1, key, -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 2, fp, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(q, 3, s->pid);
+    sqlite3_bind_text(q, 4, s->host_id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(q, 5, s->holder);
+    sqlite3_bind_int64(q, 6, now_ms);
+    sqlite3_bind_int64(q, 7, now_ms + l->lease_ms);
+    rc = sqlite3_step(q);
+    sql_reset(q);
+    if (rc != SQLITE_DONE) {
+        sql_fail(s, "claim");
+        goto fail_rolled;
+    }
+    if (!sql_commit(s, "claim"))
+        return out->answer = AH_LEDGER_FAILED;
+    if (reclaimed)
+        ah__log(AH_LOG_WARN, "ledger: took over the claim on key '%.80s' (its holder died "
+                             "or its lease ran out)", key);
+    out->reclaimed = reclaimed;
+    return out->answer = AH_LEDGER_OWNED;
+fail_rolled:
+    sql_rollback(s);
+    return out->answer = AH_LEDGER_FAILED;
+fail:
+    sql_rollback(s);
+    return out->answer = AH_LEDGER_FAILED;
+}
+
+/* Drop this handle's claim on key; inside a transaction of the caller's. */
+static int sql_drop_mine(sql_ledger *s, const char *key)
+{
+    sqlite3_stmt *q = s->claim_drop;
+    sqlite3_bind_text(q, 1, key, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(q, 2, s->pid);
+    sqlite3_bind_int64(q, 3, s->holder);
+    int rc = sqlite3_step(q);
+    sql_reset(q);
+    return rc == SQLITE_DONE;
+}
+
+/* One IMMEDIATE transaction: check, insert, drop our claim, commit. The write lock
+ * serialises recorders across processes, so a key recorded by someone else is seen here
+ * and costs no seq (an INSERT that hits the UNIQUE constraint would still burn an
+ * AUTOINCREMENT value). */
+static ah_ledger_answer sql_complete(ah_ledger *l, const char *key, const char *fp,
+                                     const char *receipt, int64_t now_ms,
+                                     ah_ledger_result *out, ah_ledger_fn cb, void *ud)
+{
+    sql_ledger *s = (sql_ledger *)l;
+    ah_ledger_entry e;
+    const char *stored = NULL;
+    (void)cb, (void)ud;
+    if (sql_begin(s, "record", 1) != 1)
+        return out->answer = AH_LEDGER_FAILED;
+    ah_status st = sql_find(l, key, &e, &stored);
+    if (st != AH_OK && st != AH_ERR_NOT_FOUND)
+        goto fail;
+    if (!sql_drop_mine(s, key)) {
+        sql_fail(s, "record");
+        goto fail;
+    }
+    if (st == AH_OK) {
+        ah_ledger_answer a = ah__ledger_entry_answer(l, key, fp, stored, &e, out);
+        if (!sql_commit(s, "record"))
+            return out->answer = AH_LEDGER_FAILED;
+        out->duplicate = 1;
+        return a;
+    }
+    sqlite3_stmt *q = s->insert;
+    sqlite3_bind_text(q, 1, key, -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 2, fp, -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 3, receipt, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(q, 4, now_ms);
+    int rc = sqlite3_step(q);
+    sql_reset(q);
+    if (rc != SQLITE_DONE) {
+        sql_fail(s, "record");
+        goto fail;
+    }
+    int64_t seq = sqlite3_last_insert_rowid(s->db);
+    if (!sql_commit(s, "record"))
+        return out->answer = AH_LEDGER_FAILED;
+    /* The entry's strings: ours (the caller's, valid for the call) are what was stored. */
+    if (!replace_str(&s->key_buf, (const unsigned char *)key) ||
+        !replace_str(&s->receipt_buf, (const unsigned char *)receipt)) {
+        ah__ledger_seterr(l, "out of memory after recording a ledger entry");
+        return out->answer = AH_LEDGER_FAILED;
+    }
+    out->entry.key = s->key_buf;
+    out->entry.receipt = s->receipt_buf;
+    out->entry.seq = seq;
+    out->entry.created_ms = now_ms;
+    out->duplicate = 0;
+    return out->answer = AH_LEDGER_DONE;
+fail:
+    sql_rollback(s);
+    return out->answer = AH_LEDGER_FAILED;
+}
+
+static void sql_abandon(ah_ledger *l, const char *key)
+{
+    sql_ledger *s = (sql_ledger *)l;
+    /* Autocommit: one statement is its own transaction. */
+    if (!sql_drop_mine(s, key))
+        ah__log(AH_LOG_WARN, "ledger: cannot release the claim on key '%.80s': %s "
+                             "(it ends with its lease)", key, sqlite3_errmsg(s->db));
+}
+
+static ah_status sql_count_q(sql_ledger *s, sqlite3_stmt *q, int64_t *n)
+{
+    ah_status st = AH_OK;
+    if (sqlite3_step(q) != SQLITE_ROW)
+        st = sql_fail(s, "count");
+    else
+        *n = sqlite3_column_int64(q, 0);
+    sqlite3_reset(q);
+    return st;
+}
+
+static ah_status sql_count(ah_ledger *l, int64_t *n)
+{
+    return sql_count_q((sql_ledger *)l, ((sql_ledger *)l)->count, n);
+}
+
+static ah_status sql_claims(ah_ledger *l, int64_t *n)
+{
+    return sql_count_q((sql_ledger *)l, ((sql_ledger *)l)->claim_count, n);
+}
+
+static ah_status sql_foreach(ah_ledger *l, ah_ledger_entry_fn fn, void *ud)
+{
+    sql_ledger *s = (sql_ledger *)l;
+    ah_status st = AH_OK;
+    int rc;
+    while ((rc = sqlite3_step(s->all)) == SQLITE_ROW) {
+        const unsigned char *k = sqlite3_column_text(s->all, 0);
+        const unsigned char *r = sqlite3_column_text(s->all, 2);
+        ah_ledger_entry e = {k ? (const char *)k : "", r ? (const char *)r : "",
+                             sqlite3_column_int64(s->all, 1),
+                             sqlite3_column_int64(s->all, 3)};
+        if (fn(ud, &e)) {
+            rc = SQLITE_DONE;
+            break;
+        }
+    }
+    if (rc != SQLITE_DONE)
+        st = sql_fail(s, "listing");
+    sqlite3_reset(s->all);
+    return st;
+}
+
+static void sql_close(ah_ledger *l)
+{
+    sql_ledger *s = (sql_ledger *)l;
+    /* A clean close frees this handle's keys now rather than at lease expiry. */
+    if (s->claim_mine) {
+        sqlite3_bind_int64(s->claim_mine, 1, s->pid);
+        sqlite3_bind_int64(s->claim_mine, 2, s->holder);
+        if (sqlite3_step(s->claim_mine) != SQLITE_DONE)
+            ah__log(AH_LOG_WARN, "ledger: close: cannot release claims: %s",
+                    sqlite3_errmsg(s->db));
+        sql_reset(s->claim_mine);
+    }
+    sqlite3_stmt *all[] = {s->find,       s->insert,     s->count,       s->all,
+                           s->claim_get,  s->claim_put,  s->claim_drop,  s->claim_count,
+                           s->claim_mine};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        sqlite3_finalize(all[i]);
+    /* The last connection to close checkpoints the WAL; every commit was durable
+     * already, so a close that cannot checkpoint loses nothing. */
+    if (sqlite3_close(s->db) != SQLITE_OK)
+        ah__log(AH_LOG_WARN, "ledger: close: %s", sqlite3_errmsg(s->db));
+    free(s->key_buf);
+    free(s->receipt_buf);
+    free(s);
+}
+
+static const ah__ledger_ops sql_ops = {
+    "sqlite", sql_claim, sql_complete, sql_abandon, NULL,
+    sql_find, sql_count, sql_claims,   sql_foreach, sql_close,
+};
+
+/* Run one single-integer query (a PRAGMA or a count). */
+static int sql_int(sqlite3 *db, const char *sql, int64_t *out)
+{
+    sqlite3_stmt *q = NULL;
+    int rc = sqlite3_prepare_v2(db, sql, -1, &q, NULL);
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_step(q);
+        if (rc == SQLITE_ROW) {
+            *out = sqlite3_column_int64(q, 0);
+            rc = SQLITE_OK;
+        }
+    }
+    sqlite3_finalize(q);
+    return rc;
+}
+
+/* Make sure the open file is an agenthost ledger, creating the schema in an empty
+ * database and upgrading a format-1 file. Runs in one IMMEDIATE transaction so two
+ * processes opening a fresh file at once create the schema exactly once. Returns 0 or
+ * -1 with err set. */
+static int sql_check_schema(sqlite3 *db, const char *path, char *err, size_t errsize)
+{
+    int64_t app = 0, version = 0, objects = 0;
+    int rc = exec_patient(db, "BEGIN IMMEDIATE");
+    if (rc == SQLITE_OK)
+        rc = sql_int(db, "PRAGMA application_id", &app);
+    if (rc == SQLITE_OK)
+        rc = sql_int(db, "PRAGMA user_version", &version);
+    if (rc == SQLITE_OK)
+        rc = sql_int(db, "SELECT count(*) FROM sqlite_master", &objects);
+    if (rc != SQLITE_OK) {
+        if (rc == SQLITE_NOTADB)
+            ah__bufprintf(err, errsize, "'%s' is not a ledger: not an SQLite database",
+                          path);
+        else
+            ah__bufprintf(err, errsize, "cannot read ledger '%s': %s", path,
+                          sqlite3_errmsg(db));
+        goto fail;
+    }
+    const char *create = NULL;
+    if (app == 0 && version == 0 && objects == 0) {
+        create = schema_sql;
+    } else if (app != LEDGER_APP_ID) {
+        ah__bufprintf(err, errsize,
+                      "'%s' is not a ledger: an SQLite database of another application",
+                      path);
+        goto fail;
+    } else if (version == 1) {
+        create = ""; /* format 1: entries only; add the claims table */
+    } else if (version != LEDGER_VERSION) {
+        ah__bufprintf(err, errsize,
+                      "ledger '%s' has format version %" PRId64 "; this build reads %d",
+                      path, version, LEDGER_VERSION);
+        goto fail;
+    }
+    if (create && ((*create && sqlite3_exec(db, create, NULL, NULL, NULL) != SQLITE_OK) ||
+                   sqlite3_exec(db, claims_sql, NULL, NULL, NULL) != SQLITE_OK)) {
+        ah__bufprintf(err, errsize, "cannot create ledger '%s': %s", path,
+                      sqlite3_errmsg(db));
+        goto fail;
+    }
+    if (sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+        ah__bufprintf(err, errsize, "cannot create ledger '%s': %s", path,
+                      sqlite3_errmsg(db));
+        goto fail;
+    }
+    return 0;
+fail:
+    sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    return -1;
+}
+
+/* Switch to WAL + synchronous=FULL (persistent in the file; per connection for
+ * synchronous). Falls back, with a warning, to the rollback journal if WAL is refused:
+ * synchronous=FULL still makes every commit durable before it returns. */
+static int sql_set_durability(sqlite3 *db, const char *path, char *err, size_t errsize)
+{
+    sqlite3_stmt *q = NULL;
+    int ok = 0;
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    /* Switching a fresh file to WAL needs it to itself: with several processes opening
+     * it at once, the others are told "busy" at once, whatever the busy timeout. */
+    for (;;) {
+        int rc = sqlite3_prepare_v2(db, "PRAGMA journal_mode=WAL", -1, &q, NULL);
+        if (rc == SQLITE_OK)
+            rc = sqlite3_step(q);
+        if (rc == SQLITE_ROW) {
+            const unsigned char *mode = sqlite3_column_text(q, 0);
+            if (!mode || strcmp((const char *)mode, "wal") != 0)
+                ah__log(AH_LOG_WARN, "ledger '%s': journal mode %s (WAL refused)", path,
+                        mode ? (const char *)mode : "?");
+            ok = 1;
+            break;
+        }
+        sqlite3_finalize(q);
+        q = NULL;
+        if (!is_busy(rc) || !keep_trying(&t0))
+            break;
+    }
+    sqlite3_finalize(q);
+    if (ok && sqlite3_exec(db, "PRAGMA synchronous=FULL", NULL, NULL, NULL) == SQLITE_OK)
+        return 0;
+    ah__bufprintf(err, errsize, "cannot configure ledger '%s': %s", path,
+                  sqlite3_errmsg(db));
+    return -1;
+}
+
+ah_ledger *ah_ledger_open(const char *path, char *err, size_t errsize)
+{
+    char dummy[1];
+    sql_ledger *s = NULL;
+    sqlite3 *db = NULL;
+    if (!err || errsize == 0) {
+        err = dummy;
+        errsize = sizeof dummy;
+    }
+    err[0] = '\0';
+    if (!path || !*path) {
+        ah__bufprintf(err, errsize, "ledger path is empty");
+        return NULL;
+    }
+    int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+    if (rc != SQLITE_OK) {
+        int sys = db ? sqlite3_system_errno(db) : 0;
+        ah__bufprintf(err, errsize, "cannot open ledger '%s': %s%s%s%s", path,
+                      db ? sqlite3_errmsg(db) : sqlite3_errstr(rc), sys ? " (" : "",
+                      sys ? strerror(sys) : "", sys ? ")" : "");
+        goto fail;
+    }
+    /* SQLite silently opens a write-protected file read-only; a ledger that cannot
+     * record is useless, so say so now rather than at the first effect. */
+    if (sqlite3_db_readonly(db, "main") == 1) {
+        ah__bufprintf(err, errsize, "cannot open ledger '%s': file is read-only", path);
+        goto fail;
+    }
+    sqlite3_busy_timeout(db, LEDGER_BUSY_MS);
+    /* Validate before changing the journal mode: never convert someone else's
+     * database to WAL. */
+    if (sql_check_schema(db, path, err, errsize) != 0 ||
+        sql_set_durability(db, path, err, errsize) != 0)
+        goto fail;
+
+    s = calloc(1, sizeof *s);
+    if (!s) {
+        ah__bufprintf(err, errsize, "out of memory opening ledger '%s'", path);
+        goto fail;
+    }
+    ah__ledger_init(&s->base, &sql_ops);
+    s->db = db;
+    s->pid = (int64_t)getpid();
+    s->holder = new_nonce(s);
+    read_host_id(s);
+    static const struct {
+        size_t off;
+        const char *sql;
+    } stmts[] = {
+        {offsetof(sql_ledger, find), "SELECT key, seq, receipt, fingerprint, created_ms"
+                                     " FROM ah_ledger_entries WHERE key = ?1"},
+        {offsetof(sql_ledger, insert),
+         "INSERT INTO ah_ledger_entries (key, fingerprint, receipt, created_ms)"
+         " VALUES (?1, ?2, ?3, ?4)"},
+        {offsetof(sql_ledger, count), "SELECT count(*) FROM ah_ledger_entries"},
+        {offsetof(sql_ledger, all), "SELECT key, seq, receipt, created_ms"
+                                    " FROM ah_ledger_entries ORDER BY seq"},
+        {offsetof(sql_ledger, claim_get),
+         "SELECT fingerprint, pid, boot_id, holder, lease_until_ms"
+         " FROM ah_ledger_claims WHERE key = ?1"},
+        {offsetof(sql_ledger, claim_put),
+         "INSERT OR REPLACE INTO ah_ledger_claims"
+         " (key, fingerprint, pid, boot_id, holder, claimed_ms, lease_until_ms)"
+         " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"},
+        {offsetof(sql_ledger, claim_drop),
+         "DELETE FROM ah_ledger_claims WHERE key = ?1 AND pid = ?2 AND holder = ?3"},
+        {offsetof(sql_ledger, claim_count), "SELECT count(*) FROM ah_ledger_claims"},
+        {offsetof(sql_ledger, claim_mine),
+         "DELETE FROM ah_ledger_claims WHERE pid = ?1 AND holder = ?2"},
+    };
+    for (size_t i = 0; i < sizeof stmts / sizeof stmts[0]; i++) {
+        sqlite3_stmt **slot = (sqlite3_stmt **)((char *)s + stmts[i].off);
+        if (sqlite3_prepare_v2(db, stmts[i].sql, -1, slot, NULL) != SQLITE_OK) {
+            ah__bufprintf(err, errsize, "'%s' is not a usable ledger: %s", path,
+                          sqlite3_errmsg(db));
+            goto fail;
+        }
+    }
+    return &s->base;
+fail:
+    if (s) {
+        sql_close(&s->base); /* closes db too */
+        return NULL;
+    }
+    sqlite3_close(db);
+    return NULL;
+}
+
