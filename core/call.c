@@ -54,6 +54,7 @@ struct ah_call {
     ah_stream_fns stream;
     ah_event_fn on_event;
     void *event_ud;
+    int (*handles_give_up)(void *ud, const ah_error *err);
     ah_call_finish_fn on_finish;
     void *finish_ud;
     int llm_call, continuation;
@@ -247,7 +248,8 @@ static void finish(ah_call *c, ah_call_state s, const ah_error *err, const char 
         ah_error_clear(&c->err);
     c->end_ms = now_ms(c);
     set_state(c, s, why);
-    if (s == AH_CALL_GAVE_UP) {
+    if (s == AH_CALL_GAVE_UP &&
+        !(c->handles_give_up && c->handles_give_up(c->event_ud, &c->err))) {
         char who[80];
         ah__log_event(AH_LOG_WARN, AH_EV_LLM_GAVE_UP,
                       "%s gave up after %d attempt(s) (%s): %s", label(c, who, sizeof who),
@@ -735,6 +737,7 @@ ah_status ah_call_new(const ah_call_config *cfg, ah_call **out, char *errbuf,
     c->stream = cfg->stream;
     c->on_event = cfg->on_event;
     c->event_ud = cfg->event_ud;
+    c->handles_give_up = cfg->handles_give_up;
     c->on_finish = cfg->on_finish;
     c->finish_ud = cfg->finish_ud;
     c->llm_call = cfg->llm_call;

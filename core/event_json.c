@@ -203,6 +203,7 @@ ENUM_ADAPTER(ah_wait_source_name, ah_wait_source)
 ENUM_ADAPTER(ah_giveup_reason_name, ah_giveup_reason)
 ENUM_ADAPTER(ah_run_outcome_name, ah_run_outcome)
 ENUM_ADAPTER(ah_tool_outcome_name, ah_tool_outcome)
+ENUM_ADAPTER(ah_cont_mode_name, ah_cont_mode)
 ENUM_ADAPTER(ah_error_kind_name, ah_error_kind)
 
 static char *keep(ah_event_box *b, int slot, const char *s)
@@ -334,6 +335,8 @@ ah_event_box *ah_event_from_json(const char *json, size_t len, char *err, size_t
         ev->u.llm_continuation.committed_blocks = (int)get_int(&r, "committed_blocks");
         ev->u.llm_continuation.discarded_blocks = (int)get_int(&r, "discarded_blocks");
         ev->u.llm_continuation.discarded_bytes = get_int(&r, "discarded_bytes");
+        ev->u.llm_continuation.mode =
+            (ah_cont_mode)get_enum(&r, "mode", ah_cont_mode_name_i, AH_CONT_COUNT_);
         ev->u.llm_continuation.reason = keep(b, 0, get_str(&r, "reason", 1));
         break;
     case AH_EV_LLM_CALL_END:
@@ -341,6 +344,7 @@ ah_event_box *ah_event_from_json(const char *json, size_t len, char *err, size_t
         ev->u.llm_call_end.stop_reason = keep(b, 0, get_str(&r, "stop_reason", 1));
         ev->u.llm_call_end.input_tokens = get_int(&r, "input_tokens");
         ev->u.llm_call_end.output_tokens = get_int(&r, "output_tokens");
+        ev->u.llm_call_end.trimmed_bytes = get_int(&r, "trimmed_bytes");
         break;
     case AH_EV_BUDGET_EXHAUSTED:
         ev->u.budget_exhausted.budget = keep(b, 0, get_str(&r, "budget", 1));

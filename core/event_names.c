@@ -15,3 +15,4 @@ NAME_TABLE(ah_wait_source_name, ah_wait_source, AH_WAIT_COUNT_, AH_WAIT_SOURCE_M
 NAME_TABLE(ah_giveup_reason_name, ah_giveup_reason, AH_GIVEUP_COUNT_, AH_GIVEUP_REASON_MAP)
 NAME_TABLE(ah_run_outcome_name, ah_run_outcome, AH_OUTCOME_COUNT_, AH_RUN_OUTCOME_MAP)
 NAME_TABLE(ah_tool_outcome_name, ah_tool_outcome, AH_TOOL_COUNT_, AH_TOOL_OUTCOME_MAP)
+NAME_TABLE(ah_cont_mode_name, ah_cont_mode, AH_CONT_COUNT_, AH_CONT_MODE_MAP)

@@ -84,6 +84,7 @@ void ah_event_visit(const ah_event *ev, const ah_event_fields *f, void *ud)
         f->num(ud, "committed_blocks", ev->u.llm_continuation.committed_blocks);
         f->num(ud, "discarded_blocks", ev->u.llm_continuation.discarded_blocks);
         f->num(ud, "discarded_bytes", ev->u.llm_continuation.discarded_bytes);
+        str(f, ud, "mode", ah_cont_mode_name(ev->u.llm_continuation.mode));
         str(f, ud, "reason", ev->u.llm_continuation.reason);
         break;
     case AH_EV_LLM_CALL_END:
@@ -91,6 +92,7 @@ void ah_event_visit(const ah_event *ev, const ah_event_fields *f, void *ud)
         str(f, ud, "stop_reason", ev->u.llm_call_end.stop_reason);
         f->num(ud, "input_tokens", ev->u.llm_call_end.input_tokens);
         f->num(ud, "output_tokens", ev->u.llm_call_end.output_tokens);
+        f->num(ud, "trimmed_bytes", ev->u.llm_call_end.trimmed_bytes);
         break;
     case AH_EV_BUDGET_EXHAUSTED:
         str(f, ud, "budget", ev->u.budget_exhausted.budget);

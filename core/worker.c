@@ -3,8 +3,14 @@
  *
  * Invariants:
  *  - Every request is encoded from the history and nothing else: a continuation changes
- *    the history (a partial assistant message, optionally a visible user prompt) and then
- *    takes the same path as any other request.
+ *    the history (a partial assistant message, and on the prompt rung a visible user
+ *    prompt) and then takes the same path as any other request.
+ *  - The rung (prefill or prompt) comes from the client (ah_client_rung: its setting and
+ *    the capability table); a prefill the provider refuses is re-sent on the prompt rung
+ *    at once, neither a retry nor a continuation.
+ *  - A continuation's first text block passes through an ah__overlap before it reaches
+ *    text_delta or history: a restatement of the committed text is dropped; the block's
+ *    timeline text keeps every byte, and commits skip the trimmed prefix.
  *  - The normal path commits a completed response whole; only an INTERRUPTED call takes
  *    the continuation branch, and it commits only the timeline's partial drain (closed
  *    text / reasoning). Tool calls run only from a completed response.
@@ -13,6 +19,7 @@
  *  - Cancellation is routed through an ah_async to the loop thread and beats everything.
  */
 #include "internal.h"
+#include "overlap.h"
 
 #include "agenthost/timeline.h"
 #include "agenthost/worker.h"
@@ -33,7 +40,22 @@ struct ah_client {
     char *model;
     int64_t max_tokens;
     char *extra_json;
+    ah_continuation continuation;
+    int thinking;                /* extra_json enables Anthropic thinking */
+    atomic_int prefill_refused;  /* auto: the provider refused a prefill; prompt from now */
 };
+
+/* Does extra_json turn thinking on ({"thinking": {"type": "enabled" | "adaptive"}})? */
+static int extra_enables_thinking(const char *extra_json)
+{
+    cJSON *o = extra_json ? cJSON_Parse(extra_json) : NULL;
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "thinking");
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(t, "type");
+    int on = cJSON_IsObject(t) &&
+             !(cJSON_IsString(type) && strcmp(type->valuestring, "disabled") == 0);
+    cJSON_Delete(o);
+    return on;
+}
 
 static int ends_with(const char *s, const char *suffix)
 {
@@ -73,6 +95,11 @@ ah_client *ah_client_new(const ah_client_config *cfg, char *err, size_t errsize)
         ah__bufprintf(err, errsize, "client.model is required");
         return NULL;
     }
+    if ((unsigned)cfg->continuation >= (unsigned)AH_CONTINUATION_COUNT_) {
+        ah__bufprintf(err, errsize,
+                      "client.continuation: unknown setting (auto, prefill or prompt)");
+        return NULL;
+    }
     if (cfg->max_tokens < 0) {
         ah__bufprintf(err, errsize, "client.max_tokens must be >= 1 (got %lld)",
                       (long long)cfg->max_tokens);
@@ -82,6 +109,9 @@ ah_client *ah_client_new(const ah_client_config *cfg, char *err, size_t errsize)
     if (!c)
         goto nomem;
     c->wire = cfg->wire;
+    c->continuation = cfg->continuation;
+    c->thinking = extra_enables_thinking(cfg->extra_json);
+    atomic_init(&c->prefill_refused, 0);
     c->max_tokens = cfg->max_tokens ? cfg->max_tokens : 1024;
     const char *path = ah_wire_path(cfg->wire);
     size_t blen = strlen(cfg->base_url);
@@ -142,6 +172,33 @@ const char *ah_client_url(const ah_client *c)
     return c->url;
 }
 
+ah_continuation ah_client_continuation(const ah_client *c)
+{
+    return c->continuation;
+}
+
+ah_cont_mode ah_client_rung(const ah_client *c)
+{
+    switch (c->continuation) {
+    case AH_CONTINUATION_PREFILL:
+        return AH_CONT_PREFILL;
+    case AH_CONTINUATION_PROMPT:
+        return AH_CONT_PROMPT;
+    default:
+        if (atomic_load(&((ah_client *)c)->prefill_refused))
+            return AH_CONT_PROMPT;
+        return ah_model_capabilities(c->wire, c->model, c->thinking).prefill
+                   ? AH_CONT_PREFILL
+                   : AH_CONT_PROMPT;
+    }
+}
+
+/* An "auto" client whose prefill was refused: prompt from now on; 1 the first time. */
+static int client_learn_prompt(const ah_client *c)
+{
+    return atomic_exchange(&((ah_client *)c)->prefill_refused, 1) == 0;
+}
+
 /* ---- worker state --------------------------------------------------------------------------- */
 
 typedef enum wstate { W_IDLE, W_CALLING, W_TOOLS, W_FINISHED } wstate;
@@ -190,6 +247,12 @@ struct ah_worker {
     int next_is_continuation;
     size_t answer_start; /* history index where the current answer began */
 
+    /* The request in flight is a continuation ... */
+    int sent_prefill;    /* ... whose history ends with the partial assistant message */
+    ah__overlap *ov;     /* ... with committed text: trims its first text block */
+    size_t ov_block;     /* that block's timeline index, or NO_BLOCK before it opens */
+    int ov_failed;       /* the trimmer ran out of memory: the run fails */
+
     pending_tool *pending;
     size_t n_pending, n_answered;
     size_t next_tool;     /* the next call to start, in call order */
@@ -211,6 +274,8 @@ struct ah_worker {
     const char *text_ref; /* the answer's one text block, in history (not owned) */
     ah_worker_stats stats;
 };
+
+#define NO_BLOCK ((size_t)-1)
 
 /* Every event of the run carries its id and the wall time (the call's own events are
  * stamped again here: the same values, one place that guarantees them). */
@@ -284,6 +349,48 @@ static void build_text(ah_worker *w)
     }
 }
 
+/* The trimmer of a continuation: what the model may restate is the answer so far, its
+ * text blocks joined by a newline (a block's start is a boundary a restatement may start
+ * from, like a line's). No committed text, no trimmer. */
+static ah_status new_overlap(ah_worker *w)
+{
+    size_t total = 0, n = ah_conversation_count(w->conv);
+    for (int pass = 0; pass < 2; pass++) {
+        char *c = NULL;
+        if (pass == 1) {
+            if (total == 0)
+                return AH_OK;
+            if (!(c = malloc(total)))
+                return AH_ERR_NOMEM;
+        }
+        size_t pos = 0;
+        for (size_t m = w->answer_start; m < n; m++) {
+            if (ah_conversation_role(w->conv, m) != AH_ROLE_ASSISTANT)
+                continue;
+            for (size_t i = 0; i < ah_conversation_block_count(w->conv, m); i++) {
+                const ah_msg_block *b = ah_conversation_block(w->conv, m, i);
+                size_t len = b->kind == AH_MSG_TEXT ? strlen(b->text) : 0;
+                if (len == 0)
+                    continue;
+                if (pos > 0 && pass == 1)
+                    c[pos] = '\n';
+                pos += pos > 0;
+                if (pass == 1)
+                    memcpy(c + pos, b->text, len);
+                pos += len;
+            }
+        }
+        if (pass == 0) {
+            total = pos;
+        } else {
+            w->ov = ah__overlap_new(c, pos);
+            free(c);
+            return w->ov ? AH_OK : AH_ERR_NOMEM;
+        }
+    }
+    return AH_OK;
+}
+
 static void finish(ah_worker *w, ah_run_outcome outcome, const ah_error *err)
 {
     if (w->state == W_FINISHED)
@@ -319,12 +426,9 @@ static void fail_nomem(ah_worker *w, const char *where)
 
 /* ---- streaming: decoder hooks and the call's stream consumer -------------------------------- */
 
-static void hook_delta(void *ud, size_t index, ah_block_kind kind, const char *text, size_t len)
+static void emit_delta(ah_worker *w, size_t index, ah_block_kind kind, const char *text,
+                       size_t len)
 {
-    ah_worker *w = ud;
-    w->content_bytes += (int64_t)len;
-    if (kind != AH_BLOCK_TEXT && kind != AH_BLOCK_REASONING)
-        return;
     ah_event ev = {.type = kind == AH_BLOCK_TEXT ? AH_EV_TEXT_DELTA : AH_EV_REASONING_DELTA};
     ev.u.delta.llm_call = w->llm_call;
     ev.u.delta.block = (int)index;
@@ -332,6 +436,54 @@ static void hook_delta(void *ud, size_t index, ah_block_kind kind, const char *t
     ev.u.delta.len = len;
     emit(w, &ev);
 }
+
+static void hook_delta(void *ud, size_t index, ah_block_kind kind, const char *text, size_t len)
+{
+    ah_worker *w = ud;
+    w->content_bytes += (int64_t)len; /* what the provider sent, trimmed or not */
+    if (kind != AH_BLOCK_TEXT && kind != AH_BLOCK_REASONING)
+        return;
+    if (kind == AH_BLOCK_TEXT && w->ov && !w->ov_failed) {
+        if (w->ov_block == NO_BLOCK)
+            w->ov_block = index; /* the continuation's first text block */
+        if (index == w->ov_block) {
+            if (ah__overlap_feed(w->ov, text, len, &text, &len) != AH_OK) {
+                w->ov_failed = 1;
+                return;
+            }
+            if (len == 0)
+                return; /* held while it may be a restatement, or dropped */
+        }
+    }
+    emit_delta(w, index, kind, text, len);
+}
+
+/* The trimmed block closed: what it still holds is decided now. */
+static void hook_block_end(void *ud, size_t index, const ah_block *b)
+{
+    ah_worker *w = ud;
+    (void)b;
+    if (!w->ov || w->ov_failed || index != w->ov_block)
+        return;
+    const char *out;
+    size_t len;
+    if (ah__overlap_finish(w->ov, &out, &len) != AH_OK) {
+        w->ov_failed = 1;
+        return;
+    }
+    if (len > 0)
+        emit_delta(w, index, AH_BLOCK_TEXT, out, len);
+}
+
+/* Bytes to skip at the start of block b when committing it (the dropped restatement). */
+static size_t trimmed_of(const ah_worker *w, const ah_block *b)
+{
+    if (!w->ov || w->ov_block == NO_BLOCK || ah_timeline_block(w->tl, w->ov_block) != b)
+        return 0;
+    return ah__overlap_trimmed(w->ov);
+}
+
+static int handles_give_up(void *ud, const ah_error *err);
 
 static int over_cap(ah_worker *w, int64_t n, ah_error *err)
 {
@@ -439,6 +591,8 @@ static int stream_end(void *ud, ah_error *err)
         const ah_block *b = ah_timeline_block(w->tl, i);
         if ((b->kind == AH_BLOCK_TEXT || b->kind == AH_BLOCK_REASONING) && b->text_len)
             hook_delta(w, i, b->kind, b->text, b->text_len);
+        if (b->closed)
+            hook_block_end(w, i, b); /* a trimmed block decides what it held */
     }
     return 0;
 }
@@ -520,8 +674,23 @@ static void send_request(ah_worker *w)
         return;
     }
     ah_timeline_reset(w->tl);
+    ah__overlap_free(w->ov);
+    w->ov = NULL;
+    w->ov_block = NO_BLOCK;
+    w->ov_failed = 0;
+    w->sent_prefill = 0;
+    if (continuation) {
+        size_t n = ah_conversation_count(w->conv);
+        w->sent_prefill = n > 0 && ah_conversation_role(w->conv, n - 1) == AH_ROLE_ASSISTANT;
+        if (new_overlap(w) != AH_OK) {
+            ah_header_list_free(&hl);
+            free(body);
+            fail_nomem(w, "overlap");
+            return;
+        }
+    }
     ah_decoder_free(w->dec);
-    ah_decoder_hooks hooks = {.delta = hook_delta};
+    ah_decoder_hooks hooks = {.delta = hook_delta, .block_end = hook_block_end};
     w->dec = ah_decoder_new(w->client->wire, w->tl, &hooks, w);
     ah_call_free(w->call);
     w->call = NULL;
@@ -551,6 +720,7 @@ static void send_request(ah_worker *w)
     cc.stream.ud = w;
     cc.on_event = forward_event;
     cc.event_ud = w;
+    cc.handles_give_up = handles_give_up;
     cc.on_finish = on_call_finish;
     cc.finish_ud = w;
     cc.llm_call = ++w->llm_call;
@@ -588,13 +758,15 @@ static void on_kick(void *ud)
 /* Append one timeline block to the last (assistant) message. */
 static ah_status commit_block(ah_worker *w, const ah_block *b)
 {
+    size_t skip = trimmed_of(w, b);
     switch (b->kind) {
     case AH_BLOCK_TEXT: {
-        if (b->text_len == 0)
+        if (b->text_len <= skip)
             return AH_OK; /* providers reject empty text blocks; nothing is lost */
-        /* The timeline's text is NUL-terminated: one copy into history, not two (a
-         * large answer briefly held three times otherwise). */
-        ah_msg_block mb = {.kind = AH_MSG_TEXT, .text = b->text};
+        /* The timeline's text is NUL-terminated (so is its tail after a trimmed
+         * restatement): one copy into history, not two (a large answer briefly held three
+         * times otherwise). */
+        ah_msg_block mb = {.kind = AH_MSG_TEXT, .text = b->text + skip};
         return ah_conversation_add_block(w->conv, &mb);
     }
     case AH_BLOCK_REASONING:
@@ -677,7 +849,7 @@ static void commit_response(ah_worker *w)
             return;
         }
         n_tools += b->kind == AH_BLOCK_TOOL_USE;
-        has_text |= b->kind == AH_BLOCK_TEXT && b->text_len > 0;
+        has_text |= b->kind == AH_BLOCK_TEXT && b->text_len > trimmed_of(w, b);
     }
     size_t rlen = 0;
     const char *refusal = ah_timeline_refusal(w->tl, &rlen);
@@ -700,6 +872,8 @@ static void commit_response(ah_worker *w)
     ev.u.llm_call_end.stop_reason = ah_timeline_stop_reason(w->tl);
     ev.u.llm_call_end.input_tokens = in;
     ev.u.llm_call_end.output_tokens = out;
+    ev.u.llm_call_end.trimmed_bytes = w->ov ? (int64_t)ah__overlap_trimmed(w->ov) : 0;
+    w->stats.trimmed_bytes += ev.u.llm_call_end.trimmed_bytes;
     emit(w, &ev);
     if (w->state == W_FINISHED)
         return;
@@ -711,6 +885,9 @@ static void commit_response(ah_worker *w)
     ah_timeline_reset(w->tl);
     ah_decoder_free(w->dec);
     w->dec = NULL;
+    ah__overlap_free(w->ov); /* it holds a copy of the committed text */
+    w->ov = NULL;
+    w->ov_block = NO_BLOCK;
     if (n_tools == 0) {
         if (w->check_output) {
             check_answer(w, refused);
@@ -744,6 +921,9 @@ static void continue_stream(ah_worker *w, const ah_error *cause)
     int committed = (int)p.count;
     int discarded = (int)p.dropped_blocks;
     int64_t discarded_bytes = (int64_t)p.dropped_bytes;
+    if (w->ov && w->ov_block != NO_BLOCK && !ah_timeline_block(w->tl, w->ov_block)->closed)
+        /* the trimmed block was dropped: count only what streamed past */
+        discarded_bytes -= (int64_t)(ah__overlap_held(w->ov) + ah__overlap_trimmed(w->ov));
     ah_partial_clear(&p);
     if (st != AH_OK) {
         fail_nomem(w, "history");
@@ -753,7 +933,9 @@ static void continue_stream(ah_worker *w, const ah_error *cause)
         finish(w, AH_OUTCOME_FAILED, cause);
         return;
     }
-    if (w->continue_prompt && committed > 0 &&
+    /* RESUME (re-attaching to the same response) is decided before this point. */
+    ah_cont_mode mode = ah_client_rung(w->client);
+    if (mode == AH_CONT_PROMPT && committed > 0 &&
         ah_conversation_add_user_text(w->conv, w->continue_prompt) != AH_OK) {
         fail_nomem(w, "history");
         return;
@@ -767,10 +949,38 @@ static void continue_stream(ah_worker *w, const ah_error *cause)
     ev.u.llm_continuation.committed_blocks = committed;
     ev.u.llm_continuation.discarded_blocks = discarded;
     ev.u.llm_continuation.discarded_bytes = discarded_bytes;
+    ev.u.llm_continuation.mode = mode;
     ev.u.llm_continuation.reason = cause->message;
     emit(w, &ev);
     if (w->state == W_FINISHED)
         return;
+    w->next_is_continuation = 1;
+    ah_timer_start(w->kick, 0);
+}
+
+/* An "auto" client's prefill continuation refused with the provider's 400: this is not a
+ * fault of the stream, so it is neither a retry nor a continuation. */
+static int handles_give_up(void *ud, const ah_error *err)
+{
+    const ah_worker *w = ud;
+    return w->sent_prefill && w->client->continuation == AH_CONTINUATION_AUTO &&
+           ah_error_is_prefill_refusal(err);
+}
+
+/* ... so the client switches to the prompt rung and the continuation goes out again at
+ * once, with the visible prompt after the partial message. */
+static void prefill_refused(ah_worker *w)
+{
+    if (client_learn_prompt(w->client))
+        ah__log(AH_LOG_WARN,
+                "model '%s' refused an assistant-message prefill (HTTP 400); this client "
+                "continues cut streams with a visible prompt from now on",
+                w->client->model);
+    if (ah_conversation_add_user_text(w->conv, w->continue_prompt) != AH_OK) {
+        fail_nomem(w, "history");
+        return;
+    }
+    set_state(w, W_IDLE);
     w->next_is_continuation = 1;
     ah_timer_start(w->kick, 0);
 }
@@ -780,6 +990,10 @@ static void on_call_finish(void *ud, ah_call *call)
     ah_worker *w = ud;
     if (w->state != W_CALLING)
         return;
+    if (w->ov_failed) {
+        fail_nomem(w, "overlap");
+        return;
+    }
     switch (ah_call_get_state(call)) {
     case AH_CALL_DONE:
         commit_response(w);
@@ -800,7 +1014,13 @@ static void on_call_finish(void *ud, ah_call *call)
         finish_cancelled(w);
         break;
     default: /* GAVE_UP */
-        finish(w, AH_OUTCOME_FAILED, ah_call_error(call));
+        if (!handles_give_up(w, ah_call_error(call))) {
+            finish(w, AH_OUTCOME_FAILED, ah_call_error(call));
+        } else if (atomic_load(&w->cancel_requested)) {
+            finish_cancelled(w);
+        } else {
+            prefill_refused(w);
+        }
         break;
     }
 }
@@ -1072,7 +1292,8 @@ ah_worker *ah_worker_new(const ah_worker_config *cfg, char *err, size_t errsize)
         goto nomem;
     if (cfg->system && ah_conversation_set_system(w->conv, cfg->system) != AH_OK)
         goto nomem;
-    if (cfg->continue_prompt && !(w->continue_prompt = ah__strdup(cfg->continue_prompt)))
+    if (!(w->continue_prompt = ah__strdup(cfg->continue_prompt ? cfg->continue_prompt
+                                                                : AH_CONTINUE_PROMPT_DEFAULT)))
         goto nomem;
     if (cfg->n_tools) {
         w->tools = calloc(cfg->n_tools, sizeof *w->tools);
@@ -1110,6 +1331,7 @@ void ah_worker_free(ah_worker *w)
         return;
     ah_call_free(w->call);
     ah_decoder_free(w->dec);
+    ah__overlap_free(w->ov);
     ah_timeline_free(w->tl);
     ah_timer_free(w->kick);
     ah_async_free(w->cancel_async);

@@ -661,6 +661,7 @@ static int run_k(lua_State *L, int status, lua_KContext ctx)
     set_int(L, "attempts", st.attempts);
     set_int(L, "retries", st.retries);
     set_int(L, "continuations", st.continuations);
+    set_int(L, "trimmed_bytes", (lua_Integer)st.trimmed_bytes);
     set_int(L, "tool_calls", st.tool_calls);
     set_int(L, "tool_attempts", st.tool_attempts);
     set_int(L, "output_retries", st.output_retries);

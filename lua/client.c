@@ -1,5 +1,6 @@
-/* client.c - ah.client{ provider, model, base_url, api_key, max_tokens, extra }: where
- * and how to reach a provider, as an "agenthost.client" userdata owning an ah_client.
+/* client.c - ah.client{ provider, model, base_url, api_key, max_tokens, extra,
+ * continuation }: where and how to reach a provider, as an "agenthost.client" userdata
+ * owning an ah_client.
  *
  * Invariants: the API key is copied into the ah_client and never exposed back to Lua
  * (client.api_key is not readable); every config field is checked, unknown ones named.
@@ -40,6 +41,10 @@ static int client_index(lua_State *L)
         lua_pushstring(L, ah_wire_name(ah_client_wire(lc->c)));
     else if (strcmp(k, "url") == 0)
         lua_pushstring(L, ah_client_url(lc->c));
+    else if (strcmp(k, "continuation") == 0)
+        lua_pushstring(L, ah_continuation_name(ah_client_continuation(lc->c)));
+    else if (strcmp(k, "rung") == 0) /* what the next continuation takes */
+        lua_pushstring(L, ah_cont_mode_name(ah_client_rung(lc->c)));
     else
         lua_pushnil(L);
     return 1;
@@ -76,8 +81,9 @@ static const char *default_base_url(ah_wire w)
 
 static int l_client(lua_State *L)
 {
-    static const char *const known[] = {"provider",   "model", "base_url", "api_key",
-                                        "max_tokens", "extra", NULL};
+    static const char *const known[] = {"provider",   "model", "base_url",     "api_key",
+                                        "max_tokens", "extra", "continuation", NULL};
+    static const char *const settings[] = {"auto", "prefill", "prompt", NULL};
     static const char *const providers[] = {"anthropic", "openai", "responses", NULL};
     const char *where = "ah.client";
     luaL_checktype(L, 1, LUA_TTABLE);
@@ -108,6 +114,19 @@ static int l_client(lua_State *L)
             (int64_t)lah_check_whole(L, -1, where, "max_tokens", 1, LUA_MAXINTEGER);
     }
     lua_pop(L, 1);
+    const char *cont = opt_string(L, 1, "continuation", where);
+    if (cont) {
+        int c = ah_continuation_from_name(cont);
+        if (c < 0) {
+            const char *hint = lah_did_you_mean(cont, settings);
+            if (hint)
+                return luaL_error(L, "%s: unknown continuation '%s' (did you mean '%s'?)",
+                                  where, cont, hint);
+            return luaL_error(L, "%s: unknown continuation '%s' (auto, prefill or prompt)",
+                              where, cont);
+        }
+        cfg.continuation = (ah_continuation)c;
+    }
     int ty = lua_getfield(L, 1, "extra");
     if (ty == LUA_TTABLE) {
         if (!lah_json_encode(L, -1))

@@ -133,6 +133,8 @@ static int mock_requests(lua_State *L)
         lua_setfield(L, -2, "step_index");
         lua_pushinteger(L, r.status);
         lua_setfield(L, -2, "status");
+        lua_pushinteger(L, (lua_Integer)r.restated);
+        lua_setfield(L, -2, "restated");
         lua_pushlstring(L, r.body ? r.body : "", r.body ? r.body_len : 0);
         lua_setfield(L, -2, "body");
         lua_createtable(L, 0, (int)r.header_count);

@@ -30,6 +30,7 @@
 #include "agenthost/transport.h"
 #include "agenthost/call.h"
 #include "agenthost/mock.h"
+#include "agenthost/capabilities.h"
 #include "agenthost/worker.h"
 #include "agenthost/timeline.h"
 

@@ -286,7 +286,7 @@ static enum MHD_Result collect_header(void *cls, enum MHD_ValueKind kind, const 
 
 static void log_request(ah_mock *m, struct MHD_Connection *conn, const char *method,
                         const char *path, int wire, int stream, const req_ctx *rc,
-                        const char *step, size_t step_index, int status)
+                        const char *step, size_t step_index, int status, size_t restated)
 {
     record *r = calloc(1, sizeof *r);
     if (!r)
@@ -304,6 +304,7 @@ static void log_request(ah_mock *m, struct MHD_Connection *conn, const char *met
     r->pub.step = step;
     r->pub.step_index = step_index;
     r->pub.status = status;
+    r->pub.restated = restated;
     r->pub.body = r->body;
     r->pub.body_len = rc->body.len;
     r->pub.headers = r->headers;
@@ -567,11 +568,16 @@ static struct MHD_Response *reply_response(ah_mock *m, struct MHD_Connection *co
                                            ah_wire wire, const cJSON *req,
                                            size_t body_len, int stream,
                                            const ah__mock_step *step, planbox **box,
-                                           const char *request_id, int *status)
+                                           const char *request_id, int *status,
+                                           size_t *restated)
 {
     char err[256];
-    ah__mock_text_opts opts = {m->text, m->text_deltas, m->delta_bytes,
-                               step->tool_args};
+    ah__mock_text_opts opts = {.text = m->text,
+                               .text_deltas = m->text_deltas,
+                               .delta_bytes = m->delta_bytes,
+                               .tool_args = step->tool_args,
+                               .restate = step->restate,
+                               .refuse_prefill = step->refuse_prefill};
     if (step->text || step->text_deltas || step->delta_bytes) {
         opts.text = step->text ? step->text : m->text;
         opts.text_deltas = step->text_deltas;
@@ -594,6 +600,7 @@ static struct MHD_Response *reply_response(ah_mock *m, struct MHD_Connection *co
         *status = st == AH_ERR_INVALID ? 400 : 500;
         return error_response(wire, *status, NULL, err, request_id, step);
     }
+    *restated = s->reply.restated;
     if (step->invalid_utf8 && s->reply.text_len >= 2) {
         s->reply.text[0] = (char)0xFF; /* never valid UTF-8, sent raw in the JSON */
         s->reply.text[1] = (char)0xFE;
@@ -720,7 +727,7 @@ static enum MHD_Result handle(ah_mock *m, req_ctx *rc, struct MHD_Connection *co
             snprintf(msg, sizeof msg, "Invalid URL (%.20s %.100s)", method, path);
         else
             snprintf(msg, sizeof msg, "Method %.20s not allowed; use POST", method);
-        log_request(m, conn, method, path, wire, 0, rc, "none", 0, status);
+        log_request(m, conn, method, path, wire, 0, rc, "none", 0, status, 0);
         struct MHD_Response *resp =
             error_response(shape, status,
                            shape == AH_WIRE_ANTHROPIC
@@ -741,6 +748,7 @@ static enum MHD_Result handle(ah_mock *m, req_ctx *rc, struct MHD_Connection *co
     const ah__mock_step *step = take_step(m, &box, &index);
     struct MHD_Response *resp = NULL;
     int status = 0;
+    size_t restated = 0;
     enum MHD_Result result = MHD_NO;
 
     if (step->kind == AH__MOCK_RESET) {
@@ -771,10 +779,10 @@ static enum MHD_Result handle(ah_mock *m, req_ctx *rc, struct MHD_Connection *co
                            request_id, step);
     } else {
         resp = reply_response(m, conn, (ah_wire)wire, req, rc->body.len, stream, step,
-                              &box, request_id, &status);
+                              &box, request_id, &status, &restated);
     }
     log_request(m, conn, method, path, wire, stream, rc,
-                ah__mock_step_kind_name(step->kind), index, status);
+                ah__mock_step_kind_name(step->kind), index, status, restated);
 
     if (step->delay_headers_ms > 0) {
         const union MHD_ConnectionInfo *ci =

@@ -80,7 +80,16 @@ typedef struct ah__mock_text_opts {
     size_t text_deltas;
     size_t delta_bytes;
     const char *tool_args; /* the tool call's arguments text instead of the model's */
+    int restate;        /* a continuation's reply restates: AH__MOCK_RESTATE_* */
+    int refuse_prefill; /* refuse a trailing assistant message whatever the model */
 } ah__mock_text_opts;
+
+enum { AH__MOCK_RESTATE_NONE, AH__MOCK_RESTATE_ALL, AH__MOCK_RESTATE_LAST_SENTENCE };
+
+/* The exact text of Anthropic's 400 for a trailing assistant message (Claude 4.6+). */
+#define AH__MOCK_PREFILL_REFUSAL                                                          \
+    "This model does not support assistant message prefill. The conversation must end "   \
+    "with a user message."
 
 typedef struct ah__mock_step {
     ah__mock_step_kind kind;
@@ -100,6 +109,8 @@ typedef struct ah__mock_step {
     char *tool_args;            /* the tool call's arguments, verbatim (any JSON text) */
     size_t text_deltas;
     size_t delta_bytes;
+    int restate;        /* AH__MOCK_RESTATE_* */
+    int refuse_prefill;
     /* OK / DELAY streams: how the connection ends after the final event. */
     int unclean; /* AH__MOCK_UNCLEAN_* */
     char *extra; /* bytes sent after the final event (NULL = none) */
@@ -147,7 +158,9 @@ typedef struct ah__mock_reply {
     size_t nargs;
     char *tools_json;  /* the request's tools array, compact (Responses echoes it) */
     int include_usage; /* Chat: stream_options.include_usage */
-    int continuation;  /* the request ended with an assistant message */
+    int continuation;  /* the request ended with an assistant message, or with a user
+                          message asking to continue right after one */
+    size_t restated;   /* bytes at the start of text that restate the partial */
     long long input_tokens, output_tokens;
     char msg_id[48], tool_id[48], call_id[48], item_id[48];
 } ah__mock_reply;

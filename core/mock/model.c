@@ -7,10 +7,15 @@
  *                                          with arguments built from its schema;
  *   - otherwise                         -> "You said: \"<digest>\". ..." text;
  *   - last message is the assistant's   -> a continuation: the reply R the model gives
- *     (a partial)                          for the conversation without it; if the
- *                                          partial is a prefix of R, only the rest of R
- *                                          (so partial + continuation == R), else
- *                                          "[continued] ..."
+ *     (a partial), or a user message          for the conversation without it; if the
+ *     asking to "continue" right after        partial is a prefix of R, only the rest of R
+ *     the assistant's (the prompt rung)       (so partial + continuation == R), else
+ *                                          "[continued] ..."; a step's `restate` puts
+ *                                          the partial (or its last sentence) first, as
+ *                                          real models do.
+ * Like the real Anthropic API, a trailing assistant message is refused with HTTP 400 for
+ * Claude 4.6 and later model ids and with thinking on ("does not support assistant
+ * message prefill"), and for older models when it ends in whitespace.
  * Everything (text, delta boundaries, ids, usage) depends on the request alone, so the
  * same request always gets the same bytes. Delta boundaries are computed on R, so a
  * continuation streams exactly the deltas an uninterrupted reply would have had left. */
@@ -37,6 +42,11 @@ typedef struct conv {
     const char *tool_name;    /* first function tool, or NULL */
     const cJSON *tool_schema; /* its JSON schema, or NULL */
 } conv;
+
+static int is_space_c(char ch)
+{
+    return ch == ' ' || ch == '\n' || ch == '\t' || ch == '\r';
+}
 
 static const cJSON *get(const cJSON *o, const char *key)
 {
@@ -185,9 +195,31 @@ static int conv_anthropic(const cJSON *req, conv *c, char *err, size_t errsize)
             }
         }
     }
-    /* The real API refuses a prefill ending in whitespace; a client must trim it. */
+    return 0;
+}
+
+/* A trailing assistant message, as the real APIs take it: Anthropic refuses it outright
+ * for Claude 4.6 and later and with thinking on, and for older models when it ends in
+ * whitespace; a step's refuse_prefill refuses it on any format. 0 = accepted. */
+static int check_prefill(ah_wire wire, const cJSON *req, const conv *c,
+                         const ah__mock_text_opts *o, char *err, size_t errsize)
+{
     const nmsg *last = &c->v[c->n - 1];
-    if (last->kind == M_ASSISTANT && last->text.len) {
+    if (last->kind != M_ASSISTANT)
+        return 0;
+    int refuse = o->refuse_prefill;
+    if (wire == AH_WIRE_ANTHROPIC) {
+        int maj, min;
+        const cJSON *th = get(req, "thinking");
+        refuse |= ah_claude_version(get_str(req, "model"), &maj, &min) &&
+                  (maj > 4 || (maj == 4 && min >= 6));
+        refuse |= cJSON_IsObject(th) && !str_is(th, "type", "disabled");
+    }
+    if (refuse) {
+        ah__bufprintf(err, errsize, "%s", AH__MOCK_PREFILL_REFUSAL);
+        return -1;
+    }
+    if (wire == AH_WIRE_ANTHROPIC && last->text.len) {
         char e = last->text.data[last->text.len - 1];
         if (e == ' ' || e == '\n' || e == '\t' || e == '\r') {
             ah__bufprintf(err, errsize,
@@ -197,6 +229,36 @@ static int conv_anthropic(const cJSON *req, conv *c, char *err, size_t errsize)
         }
     }
     return 0;
+}
+
+/* The prompt rung: a user message asking to continue ("continue", any case). */
+static int asks_to_continue(const nmsg *m)
+{
+    static const char word[] = "continue";
+    for (size_t i = 0; m->text.data && i + sizeof word - 1 <= m->text.len; i++) {
+        size_t k = 0;
+        while (k < sizeof word - 1 &&
+               (m->text.data[i + k] | 0x20) == word[k])
+            k++;
+        if (k == sizeof word - 1)
+            return 1;
+    }
+    return 0;
+}
+
+/* Where the restatement of `p` starts: 0 for all of it, else the start of its last
+ * sentence or line (after ". ", "! ", "? " or a newline). */
+static size_t last_sentence(const char *p, size_t n)
+{
+    while (n > 0 && is_space_c(p[n - 1]))
+        n--;
+    size_t start = 0;
+    for (size_t i = 0; i + 1 < n; i++)
+        if (p[i] == '\n' || ((p[i] == '.' || p[i] == '!' || p[i] == '?') && is_space_c(p[i + 1])))
+            start = i + 1;
+    while (start < n && is_space_c(p[start]))
+        start++;
+    return start;
 }
 
 static void openai_tool(const cJSON *req, conv *c, int responses)
@@ -600,12 +662,21 @@ ah_status ah__mock_model_reply(ah_wire wire, const cJSON *req, size_t body_len,
         goto cleanup;
     }
 
-    /* The conversation the reply answers: without a trailing assistant partial. */
+    if (check_prefill(wire, req, &c, opts, err, errsize) != 0) {
+        st = AH_ERR_INVALID;
+        goto cleanup;
+    }
+    /* The conversation the reply answers: without a trailing assistant partial (prefill)
+     * or without the partial and the user's request to continue it (prompt). */
     size_t upto = c.n;
     const nmsg *partial = NULL;
     if (upto && c.v[upto - 1].kind == M_ASSISTANT) {
         partial = &c.v[upto - 1];
         upto--;
+    } else if (upto >= 2 && c.v[upto - 1].kind == M_USER && asks_to_continue(&c.v[upto - 1]) &&
+               c.v[upto - 2].kind == M_ASSISTANT) {
+        partial = &c.v[upto - 2];
+        upto -= 2;
     }
     const nmsg *last = upto ? &c.v[upto - 1] : NULL;
     int had_result = 0;
@@ -661,6 +732,40 @@ ah_status ah__mock_model_reply(ah_wire wire, const cJSON *req, size_t body_len,
                 goto cleanup;
         }
         out->continuation = 1;
+        if (opts->restate && partial->text.len) {
+            /* Real models begin by repeating what they said: the partial or its last
+             * sentence, then the rest, in one text block. */
+            const char *pt = partial->text.data;
+            size_t plen = partial->text.len;
+            while (plen > 0 && is_space_c(pt[plen - 1]))
+                plen--;
+            size_t from = opts->restate == AH__MOCK_RESTATE_LAST_SENTENCE
+                              ? last_sentence(pt, plen)
+                              : 0;
+            size_t rlen = plen - from, nw = 0;
+            size_t *w = rlen ? word_starts(pt + from, rlen, &nw) : NULL;
+            size_t *nc = malloc((nw + ncuts + 1) * sizeof *nc);
+            ah__mock_buf joined = {0};
+            ah__mock_buf_put(&joined, pt + from, rlen);
+            ah__mock_buf_put(&joined, text.data ? text.data : "", text.len);
+            if ((rlen && !w) || !nc || joined.failed) {
+                free(w);
+                free(nc);
+                ah__mock_buf_free(&joined);
+                goto cleanup;
+            }
+            for (size_t i = 0; i < nw; i++)
+                nc[i] = w[i];
+            for (size_t i = 0; i <= ncuts; i++)
+                nc[nw + i] = cuts[i] + rlen;
+            free(w);
+            free(cuts);
+            cuts = nc;
+            ncuts += nw;
+            ah__mock_buf_free(&text);
+            text = joined;
+            out->restated = rlen;
+        }
     }
 
     uint64_t h = hash_items(&c, partial ? partial->item : NULL);

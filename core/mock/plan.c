@@ -60,6 +60,8 @@ static const field fields[] = {
     {"text", F_STRING, -1, TEXT_KINDS, 0, 0},
     {"text_deltas", F_INT, -1, TEXT_KINDS, 1, MAX_TEXT_DELTAS},
     {"delta_bytes", F_INT, -1, TEXT_KINDS, 1, 1 << 20},
+    {"restate", F_ANY, -1, TEXT_KINDS, 0, 0},
+    {"refuse_prefill", F_TRUE, -1, TEXT_KINDS, 0, 0},
     {"tool_args", F_ANY, -1, TEXT_KINDS, 0, 0},
     {"unclean_close_after_end", F_ANY, -1, K(OK) | K(DELAY), 0, 0},
     {"extra_after_end", F_ANY, -1, K(OK) | K(DELAY), 0, 0},
@@ -341,6 +343,19 @@ static int parse_step(const cJSON *obj, ah__mock_step *s, const char *where, cha
     if ((v = cJSON_GetObjectItemCaseSensitive(obj, "text")) &&
         set_string(&s->text, v->valuestring, where, err, errsize) != 0)
         return -1;
+    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "restate"))) {
+        if (cJSON_IsTrue(v))
+            s->restate = AH__MOCK_RESTATE_ALL;
+        else if (cJSON_IsString(v) && strcmp(v->valuestring, "last_sentence") == 0)
+            s->restate = AH__MOCK_RESTATE_LAST_SENTENCE;
+        else if (!cJSON_IsFalse(v)) {
+            ah__bufprintf(err, errsize,
+                          "%s: field 'restate' must be true, false or \"last_sentence\"",
+                          where);
+            return -1;
+        }
+    }
+    s->refuse_prefill = cJSON_GetObjectItemCaseSensitive(obj, "refuse_prefill") != NULL;
     if ((v = cJSON_GetObjectItemCaseSensitive(obj, "tool_args"))) {
         /* A string is sent as is (any text, even invalid JSON); another value is
          * serialised. */

@@ -56,7 +56,8 @@ expect "demo.lua: answer and counters" "$work/demo.out" \
     "llm calls: 3, attempts: 5, retries: 2, continuations: 1, tool calls: 1"
 expect "demo.lua: what happened" "$work/demo.out" \
     "HTTP 503        retried after" "HTTP 529        retried after 1.0s (the server asked)" \
-    "continued: kept 1 block, dropped 1" "tool add        ok, ran 1 time"
+    "continued (prompt rung): kept 1 block, dropped 1" \
+    "restatement     trimmed 20 bytes the model repeated" "tool add        ok, ran 1 time"
 # stderr is a file here: one plain line per fault, the retries from the library's log,
 # the continuation from the status display.
 # The log names the run and numbers the attempt that comes next, as the status line does.

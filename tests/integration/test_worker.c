@@ -438,9 +438,16 @@ static void continue_prompt_is_visible_history(void **state)
     harness_start(&h, &o);
     assert_int_equal(ah_worker_run(h.worker, "hello"), AH_OUTCOME_COMPLETED);
     assert_int_equal(event_int(&h, "llm_continuation", 0, "committed_blocks"), 1);
-    /* History: user, partial assistant, the visible prompt, the answer. */
+    /* openai is on the prompt rung: the mode says so and the prompt is the caller's. */
+    cJSON *ce = find_event(&h, "llm_continuation", 0);
+    assert_string_equal(cJSON_GetObjectItem(ce, "mode")->valuestring, "prompt");
+    cJSON_Delete(ce);
+    /* History: user, partial assistant, the visible prompt. The text block was complete,
+     * so the continuation (the rest of the reply) is empty: no fourth message, and the
+     * answer holds the text once. */
     const ah_conversation *c = ah_worker_history(h.worker);
-    assert_int_equal(ah_conversation_count(c), 4);
+    assert_int_equal(ah_conversation_count(c), 3);
+    assert_string_equal(ah_worker_text(h.worker), TEXT4);
     assert_int_equal(ah_conversation_role(c, 1), AH_ROLE_ASSISTANT);
     assert_true(ah_conversation_is_partial(c, 1));
     assert_string_equal(ah_conversation_block(c, 1, 0)->text, TEXT4);

@@ -2,7 +2,7 @@
 -- JSON object per line, from run_start to run_end, without the key (arg[2]).
 local cjson = require "cjson"
 local f = assert(io.open(arg[1]))
-local types, n = {}, 0
+local types, n, evs = {}, 0, {}
 for line in f:lines() do
   n = n + 1
   assert(not line:find(arg[2], 1, true), "line " .. n .. " holds the API key")
@@ -10,6 +10,17 @@ for line in f:lines() do
   assert(ok and type(ev) == "table", "line " .. n .. " is not a JSON object: " .. line)
   assert(type(ev.type) == "string", "line " .. n .. " has no type")
   types[#types + 1] = ev.type
+  evs[#evs + 1] = ev
+end
+-- the continuation's rung and the trimmed count are in every event of their type
+local MODES = { resume = true, prefill = true, prompt = true }
+for i, ev in ipairs(evs) do
+  if ev.type == "llm_continuation" then
+    assert(MODES[ev.mode], "line " .. i .. ": llm_continuation.mode is " .. tostring(ev.mode))
+  elseif ev.type == "llm_call_end" then
+    assert(type(ev.trimmed_bytes) == "number" and ev.trimmed_bytes >= 0,
+           "line " .. i .. ": llm_call_end.trimmed_bytes is " .. tostring(ev.trimmed_bytes))
+  end
 end
 f:close()
 local seq = table.concat(types, " ")

@@ -125,6 +125,15 @@ test("a continuation says what was kept and discarded", function()
     eq(s:text(), "\rstream stalled - continuing (2/3), kept 1 block\27[K")
 end)
 
+test("the prefill and prompt rungs both say continuing", function()
+    for _, mode in ipairs({ "prefill", "prompt" }) do
+        local d, s = display()
+        d:update({ type = "llm_continuation", continuation = 1, max_continuations = 3,
+            committed_blocks = 1, discarded_blocks = 0, mode = mode, reason = "cut" })
+        eq(s:text(), "\rstream cut — continuing (1/3), kept 1 block\27[K")
+    end
+end)
+
 test("giving up is a permanent line after erasing the transient one", function()
     local d, s = display()
     d:update(retry504)

@@ -78,12 +78,14 @@ static int make_events(ah_event *evs, const ah_error *err)
     evs[n].u.llm_continuation.committed_blocks = 2;
     evs[n].u.llm_continuation.discarded_blocks = 1;
     evs[n].u.llm_continuation.discarded_bytes = 17;
+    evs[n].u.llm_continuation.mode = AH_CONT_PROMPT;
     evs[n++].u.llm_continuation.reason = "stream cut";
     evs[n].type = AH_EV_LLM_CALL_END;
     evs[n].u.llm_call_end.llm_call = 2;
     evs[n].u.llm_call_end.stop_reason = "end_turn";
     evs[n].u.llm_call_end.input_tokens = 123;
-    evs[n++].u.llm_call_end.output_tokens = 45;
+    evs[n].u.llm_call_end.output_tokens = 45;
+    evs[n++].u.llm_call_end.trimmed_bytes = 21;
     evs[n].type = AH_EV_BUDGET_EXHAUSTED;
     evs[n].u.budget_exhausted.budget = "tool_calls";
     evs[n].u.budget_exhausted.used = 4;
@@ -180,6 +182,7 @@ static void assert_event_eq(const ah_event *a, const ah_event *b)
                          b->u.llm_continuation.discarded_blocks);
         assert_int_equal(a->u.llm_continuation.discarded_bytes,
                          b->u.llm_continuation.discarded_bytes);
+        assert_int_equal(a->u.llm_continuation.mode, b->u.llm_continuation.mode);
         assert_str_eq_nullable(a->u.llm_continuation.reason, b->u.llm_continuation.reason);
         break;
     case AH_EV_LLM_CALL_END:
@@ -187,6 +190,7 @@ static void assert_event_eq(const ah_event *a, const ah_event *b)
         assert_str_eq_nullable(a->u.llm_call_end.stop_reason, b->u.llm_call_end.stop_reason);
         assert_int_equal(a->u.llm_call_end.input_tokens, b->u.llm_call_end.input_tokens);
         assert_int_equal(a->u.llm_call_end.output_tokens, b->u.llm_call_end.output_tokens);
+        assert_int_equal(a->u.llm_call_end.trimmed_bytes, b->u.llm_call_end.trimmed_bytes);
         break;
     case AH_EV_BUDGET_EXHAUSTED:
         assert_str_eq_nullable(a->u.budget_exhausted.budget, b->u.budget_exhausted.budget);

@@ -338,6 +338,108 @@ static void continuation_resumes_without_repeating(void **state)
     ah__mock_reply_free(&cont);
 }
 
+#define PREFILL_400                                                                      \
+    "This model does not support assistant message prefill. The conversation must end "  \
+    "with a user message."
+
+static void prefill_refused_like_the_real_api(void **state)
+{
+    (void)state;
+    const char *tail = "\"max_tokens\":64,\"messages\":[{\"role\":\"user\",\"content\":"
+                       "\"hello\"},{\"role\":\"assistant\",\"content\":\"You said\"}]}";
+    char j[512];
+    const char *refused[] = {"claude-opus-4-6", "claude-sonnet-4-6", "claude-opus-4-7",
+                             "claude-sonnet-5", "us.anthropic.claude-opus-4-6-v1:0"};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        snprintf(j, sizeof j, "{\"model\":\"%s\",%s", refused[i], tail);
+        reply_fails(AH_WIRE_ANTHROPIC, j, PREFILL_400);
+    }
+    /* ... before the whitespace rule, which only older models reach */
+    snprintf(j, sizeof j,
+             "{\"model\":\"claude-opus-4-6\",\"max_tokens\":1,\"messages\":[{\"role\":"
+             "\"user\",\"content\":\"x\"},{\"role\":\"assistant\",\"content\":\"a \"}]}");
+    reply_fails(AH_WIRE_ANTHROPIC, j, PREFILL_400);
+    /* thinking on: refused on any model; thinking disabled: accepted */
+    snprintf(j, sizeof j, "{\"model\":\"claude-sonnet-4-5\",\"thinking\":{\"type\":"
+             "\"adaptive\"},%s", tail);
+    reply_fails(AH_WIRE_ANTHROPIC, j, PREFILL_400);
+    ah__mock_reply r;
+    snprintf(j, sizeof j, "{\"model\":\"claude-sonnet-4-5\",\"thinking\":{\"type\":"
+             "\"disabled\"},%s", tail);
+    reply_for(AH_WIRE_ANTHROPIC, j, NULL, &r);
+    assert_true(r.continuation);
+    ah__mock_reply_free(&r);
+    /* a user message last is fine for every model */
+    snprintf(j, sizeof j, "{\"model\":\"claude-opus-4-6\",\"max_tokens\":64,"
+             "\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}]}");
+    reply_for(AH_WIRE_ANTHROPIC, j, NULL, &r);
+    ah__mock_reply_free(&r);
+    /* refuse_prefill: any model, any format */
+    ah__mock_text_opts o = {.refuse_prefill = 1};
+    cJSON *req = cJSON_Parse("{\"model\":\"m\",\"messages\":[{\"role\":\"user\","
+                             "\"content\":\"x\"},{\"role\":\"assistant\",\"content\":\"y\"}]}");
+    char err[256];
+    assert_int_equal(ah__mock_model_reply(AH_WIRE_OPENAI, req, 10, &o, &r, err, sizeof err),
+                     AH_ERR_INVALID);
+    assert_string_equal(err, PREFILL_400);
+    cJSON_Delete(req);
+}
+
+/* The prompt rung: partial, then a user message asking to continue. */
+static void continue_prompt_gets_the_rest_and_restates_on_request(void **state)
+{
+    (void)state;
+    ah__mock_text_opts text = {.text = "One two three. Four five six seven. Eight nine."};
+    ah__mock_reply full, cont;
+    reply_for(AH_WIRE_OPENAI,
+              "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+              &text, &full);
+    const char *prompted =
+        "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"},"
+        "{\"role\":\"assistant\",\"content\":\"One two three. Four five six seven.\"},"
+        "{\"role\":\"user\",\"content\":\"Your previous reply was cut off. Continue "
+        "exactly where it stopped.\"}]}";
+    reply_for(AH_WIRE_OPENAI, prompted, &text, &cont);
+    assert_true(cont.continuation);
+    assert_string_equal(cont.text, " Eight nine.");
+    assert_int_equal(cont.restated, 0);
+    assert_string_equal(cont.msg_id, full.msg_id);
+    check_deltas(&cont);
+    ah__mock_reply_free(&cont);
+    /* restate = all */
+    text.restate = AH__MOCK_RESTATE_ALL;
+    reply_for(AH_WIRE_OPENAI, prompted, &text, &cont);
+    assert_string_equal(cont.text, "One two three. Four five six seven. Eight nine.");
+    assert_int_equal(cont.restated, strlen("One two three. Four five six seven."));
+    check_deltas(&cont);
+    ah__mock_reply_free(&cont);
+    /* restate = last sentence */
+    text.restate = AH__MOCK_RESTATE_LAST_SENTENCE;
+    reply_for(AH_WIRE_OPENAI, prompted, &text, &cont);
+    assert_string_equal(cont.text, "Four five six seven. Eight nine.");
+    assert_int_equal(cont.restated, strlen("Four five six seven."));
+    check_deltas(&cont);
+    ah__mock_reply_free(&cont);
+    /* a request that continues nothing is not restated */
+    reply_for(AH_WIRE_OPENAI,
+              "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+              &text, &cont);
+    assert_false(cont.continuation);
+    assert_int_equal(cont.restated, 0);
+    assert_string_equal(cont.text, full.text);
+    ah__mock_reply_free(&cont);
+    /* a user message without "continue" after an assistant one is a new turn */
+    ah__mock_text_opts plain = {0};
+    reply_for(AH_WIRE_OPENAI,
+              "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"},"
+              "{\"role\":\"assistant\",\"content\":\"hi\"},{\"role\":\"user\","
+              "\"content\":\"thanks\"}]}",
+              &plain, &cont);
+    assert_false(cont.continuation);
+    ah__mock_reply_free(&cont);
+    ah__mock_reply_free(&full);
+}
+
 static void invalid_requests(void **state)
 {
     (void)state;
@@ -684,6 +786,8 @@ int main(void)
         cmocka_unit_test(tool_call_from_schema),
         cmocka_unit_test(tool_results_are_quoted),
         cmocka_unit_test(continuation_resumes_without_repeating),
+        cmocka_unit_test(prefill_refused_like_the_real_api),
+        cmocka_unit_test(continue_prompt_gets_the_rest_and_restates_on_request),
         cmocka_unit_test(invalid_requests),
         cmocka_unit_test(anthropic_stream_bytes),
         cmocka_unit_test(every_format_streams_json),

@@ -214,7 +214,30 @@ static const bad_case bad[] = {
      "plan: invalid JSON near line 3, column 19"},
     {"[] trailing", "plan: invalid JSON near line 1, column 4"},
     {"", "plan: invalid JSON near line 1, column 1"},
+    {"[{\"ok\": true, \"restate\": \"all\"}]",
+     "plan step 1: field 'restate' must be true, false or \"last_sentence\""},
+    {"[{\"ok\": true, \"restate\": 1}]",
+     "plan step 1: field 'restate' must be true, false or \"last_sentence\""},
+    {"[{\"status\": 400, \"restate\": true}]",
+     "plan step 1: field 'restate' is not allowed in a 'status' step"},
+    {"[{\"ok\": true, \"refuse_prefill\": false}]",
+     "plan step 1: field 'refuse_prefill' must be true"},
 };
+
+static void restate_and_refuse_prefill(void **state)
+{
+    (void)state;
+    ah__mock_plan *p = parse_ok("[{\"ok\": true, \"restate\": true},"
+                                " {\"cut_after_events\": 3, \"restate\": \"last_sentence\"},"
+                                " {\"ok\": true, \"restate\": false, \"refuse_prefill\": true},"
+                                " {\"ok\": true}]");
+    assert_int_equal(p->steps[0].restate, AH__MOCK_RESTATE_ALL);
+    assert_int_equal(p->steps[1].restate, AH__MOCK_RESTATE_LAST_SENTENCE);
+    assert_int_equal(p->steps[2].restate, AH__MOCK_RESTATE_NONE);
+    assert_true(p->steps[2].refuse_prefill);
+    assert_false(p->steps[3].refuse_prefill);
+    ah__mock_plan_free(p);
+}
 
 static void every_error_names_step_and_field(void **state)
 {
@@ -281,6 +304,7 @@ int main(void)
         cmocka_unit_test(object_form_with_then),
         cmocka_unit_test(kind_names),
         cmocka_unit_test(every_error_names_step_and_field),
+        cmocka_unit_test(restate_and_refuse_prefill),
         cmocka_unit_test(null_and_small_buffers),
         cmocka_unit_test(failure_after_good_steps_frees_them),
     };

@@ -106,6 +106,10 @@ typedef struct ah_call_config {
                            NULL; copied */
     int llm_call;     /* this request's number within its run, for events */
     int continuation; /* 0 for a fresh request, n for the n-th continuation */
+    /* Optional: a give-up the caller handles itself (a continuation's refused prefill,
+     * which it re-sends another way). Return nonzero and the call gives up silently: no
+     * warning is logged and no llm_gave_up event is emitted. Same ud as on_event. */
+    int (*handles_give_up)(void *ud, const ah_error *err);
 } ah_call_config;
 
 /* Create a call in state IDLE. Validates the policy: AH_ERR_INVALID with a message naming

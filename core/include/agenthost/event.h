@@ -76,6 +76,18 @@ typedef enum ah_run_outcome {
         AH_OUTCOME_COUNT_
 } ah_run_outcome;
 
+/* llm_continuation.mode: the rung a continuation takes (docs/worker.md, "The continuation
+ * ladder"). RESUME re-attaches to the same provider response (nothing regenerated);
+ * PREFILL sends the partial assistant message last for the model to continue; PROMPT adds
+ * a visible user message asking the model to continue. */
+#define AH_CONT_MODE_MAP(X) X(RESUME, "resume") X(PREFILL, "prefill") X(PROMPT, "prompt")
+typedef enum ah_cont_mode {
+#define AH__CM_ENUM(name, s) AH_CONT_##name,
+    AH_CONT_MODE_MAP(AH__CM_ENUM)
+#undef AH__CM_ENUM
+        AH_CONT_COUNT_
+} ah_cont_mode;
+
 /* tool_call_end.outcome */
 #define AH_TOOL_OUTCOME_MAP(X)                                                            \
     X(OK, "ok")                                                                           \
@@ -128,11 +140,13 @@ typedef struct ah_event {
             int committed_blocks, discarded_blocks;
             int64_t discarded_bytes;
             const char *reason;
+            ah_cont_mode mode;
         } llm_continuation;
         struct {
             int llm_call;
             const char *stop_reason;
             int64_t input_tokens, output_tokens;
+            int64_t trimmed_bytes; /* restated text dropped from a continuation's start */
         } llm_call_end;
         struct { const char *budget; int64_t used, limit; } budget_exhausted;
         struct { ah_run_outcome outcome; const ah_error *error; /* NULL on success */ } run_end;
@@ -148,6 +162,7 @@ const char *ah_wait_source_name(ah_wait_source s);
 const char *ah_giveup_reason_name(ah_giveup_reason r);
 const char *ah_run_outcome_name(ah_run_outcome o);
 const char *ah_tool_outcome_name(ah_tool_outcome o);
+const char *ah_cont_mode_name(ah_cont_mode m);
 
 /* Walk the fields of an event in the documented order and names (docs/lua.md, "Events"):
  * "type", "run_id", "ts_ms" first, then each field of that type (run_start has no

@@ -77,6 +77,8 @@ typedef struct ah_mock_request {
     size_t body_len;
     const ah_header *headers; /* request headers in arrival order, redacted */
     size_t header_count;
+    size_t restated; /* bytes at the start of the reply's text that restate the request's
+                        partial assistant text (a `restate` step); 0 otherwise */
 } ah_mock_request;
 
 size_t ah_mock_request_count(ah_mock *m);

@@ -20,6 +20,7 @@
 #define AGENTHOST_WORKER_H
 
 #include "agenthost/call.h"
+#include "agenthost/capabilities.h"
 #include "agenthost/conversation.h"
 #include "agenthost/event.h"
 #include "agenthost/loop.h"
@@ -46,6 +47,10 @@ typedef struct ah_client_config {
     const char *model;    /* required */
     int64_t max_tokens;   /* 0 = 1024 */
     const char *extra_json; /* merged into every request body (ah_request_opts) or NULL */
+    /* How a cut stream is continued (0 = AH_CONTINUATION_AUTO: the rung comes from the
+     * model capability table, agenthost/capabilities.h; a prefill the provider refuses
+     * switches this client to the prompt rung for the rest of its life). */
+    ah_continuation continuation;
 } ah_client_config;
 
 /* Copies everything. NULL with a message naming the field on invalid input. */
@@ -53,6 +58,10 @@ ah_client *ah_client_new(const ah_client_config *cfg, char *err, size_t errsize)
 void ah_client_free(ah_client *c);
 ah_wire ah_client_wire(const ah_client *c);
 const char *ah_client_url(const ah_client *c); /* the full request URL */
+ah_continuation ah_client_continuation(const ah_client *c); /* the setting */
+/* The rung the client's next continuation takes: AH_CONT_PREFILL or AH_CONT_PROMPT (from
+ * the setting, the table, and whether the provider refused a prefill). Thread-safe. */
+ah_cont_mode ah_client_rung(const ah_client *c);
 
 /* ---- tools ---------------------------------------------------------------------------------- */
 
@@ -107,9 +116,9 @@ typedef struct ah_worker_config {
     const int *tool_exclusive; /* n_tools flags (nonzero: exclusive), or NULL; copied */
     ah_event_fn on_event; /* every event of the run; optional */
     void *event_ud;
-    /* Continuation: NULL (default) sends the partial assistant message last, as a
-     * prefill the model continues. A string adds it as a visible user message after the
-     * partial one (for models that reject a trailing assistant message). Copied. */
+    /* The prompt rung's user message, added to history after the partial assistant
+     * message when a continuation takes that rung (the client's continuation setting
+     * decides the rung). NULL = AH_CONTINUE_PROMPT_DEFAULT. Copied. */
     const char *continue_prompt;
     const ah_transport *transport; /* NULL = libcurl */
     const char *run_id;            /* NULL = generated */
@@ -142,6 +151,7 @@ typedef struct ah_worker_stats {
     int steps;         /* LLM calls that were not continuations */
     int output_retries; /* answers rejected by check_output and asked for again */
     int64_t input_tokens, output_tokens;
+    int64_t trimmed_bytes; /* restated text dropped from continuations (llm_call_end) */
 } ah_worker_stats;
 
 /* NULL with a message naming the problem on invalid input or allocation failure. */
