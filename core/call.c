@@ -18,6 +18,14 @@
  *     attempt starts after it.
  *   - The transport is aborted only from timer and async handlers, never from inside a
  *     transport callback (there we return nonzero and let the attempt complete).
+ *   - Resume (a re-attach to the same response after a break) is a new phase of the same
+ *     call: c->attempts counts the phase's attempts (what the policy bounds), total_attempts
+ *     all of them. It starts from a zero-delay WAIT, never from inside a transport
+ *     callback, and a re-attach that fails ends the call INTERRUPTED with the break's
+ *     error (the caller's next rung), never GAVE_UP.
+ *   - A cancel with a response running on the provider's side (the cancel_url hook)
+ *     first sends the cancel request, from a timer, and finishes when it is answered or
+ *     after AH_CALL_CANCEL_WAIT_MS; `cancelling` keeps everything else out meanwhile.
  */
 #include "internal.h"
 
@@ -43,7 +51,9 @@ typedef enum timer_role {
     ROLE_WAIT,
     ROLE_ATTEMPT_TIMEOUT,
     ROLE_DEADLINE,
-    ROLE_AFTER_END /* the final event arrived; the transfer has END_GRACE_MS to end */
+    ROLE_AFTER_END,   /* the final event arrived; the transfer has END_GRACE_MS to end */
+    ROLE_CANCEL_SEND, /* a cancel request goes out */
+    ROLE_CANCEL_WAIT  /* the cancel request's answer is waited for, or the end */
 } timer_role;
 
 struct ah_call {
@@ -52,6 +62,7 @@ struct ah_call {
     ah_policy policy;
     ah_retry_budget *budget;
     ah_stream_fns stream;
+    ah_call_resume resume;
     ah_event_fn on_event;
     void *event_ud;
     int (*handles_give_up)(void *ud, const ah_error *err);
@@ -75,13 +86,28 @@ struct ah_call {
     ah_async *async;
     atomic_int cancel_requested;
 
-    int attempts;
+    int attempts;       /* in the current phase (the request, or one re-attach) */
+    int total_attempts; /* every attempt of the call */
     int64_t start_ms, end_ms;
     int64_t prev_wait_ms;
     int64_t last_rx_ms;
     int status;
     ah_error err; /* the terminal error, or the last attempt's while retrying */
     ah_giveup_reason reason;
+
+    /* Resume: the re-attach request (GET, the request's headers without Content-Type),
+     * the number of re-attaches, and the break that started the first. */
+    int resumes;
+    int resuming;
+    char *reattach_url;
+    ah_http_request reattach_req;
+    ah_header *reattach_headers;
+    ah_error break_err;
+
+    /* Cancel on the provider's side (the cancel_url hook). */
+    int cancel_checked, cancelling;
+    char *cancel_url;
+    void *cancel_attempt;
 
     /* A stream consumer's verdict, recorded in a transport callback, acted on at done. */
     int consumer_failed;
@@ -270,9 +296,77 @@ static void finish(ah_call *c, ah_call_state s, const ah_error *err, const char 
 
 static void finish_cancelled(ah_call *c)
 {
+    if (!c->cancel_checked) {
+        /* Once: a response that runs on the provider's side is asked to stop first. */
+        c->cancel_checked = 1;
+        c->cancel_url = c->resume.cancel_url ? c->resume.cancel_url(c->resume.ud) : NULL;
+        if (c->cancel_url) {
+            abort_attempt(c);
+            stop_timers(c);
+            c->cancelling = 1;
+            c->timer_role = ROLE_CANCEL_SEND;
+            ah_timer_start(c->timer, 0);
+            return;
+        }
+    }
     ah_error e;
     ah_error_set(&e, AH_EK_CANCELLED, 0, "LLM request cancelled");
     finish(c, AH_CALL_CANCELLED, &e, "cancel requested");
+}
+
+/* ---- the provider-side cancel (best effort) -------------------------------------- */
+
+static int cancel_head(void *ud, int status, const ah_header *h, size_t n)
+{
+    ah_call *c = ud;
+    (void)h;
+    (void)n;
+    ah__log(AH_LOG_INFO, "LLM request %d: the provider answered the cancel with HTTP %d",
+            c->llm_call, status);
+    return 0;
+}
+
+static int cancel_body(void *ud, const char *buf, size_t len)
+{
+    (void)ud;
+    (void)buf;
+    (void)len;
+    return 0;
+}
+
+static void cancel_done(void *ud, const ah_error *err)
+{
+    ah_call *c = ud;
+    c->cancel_attempt = NULL;
+    if (err->kind != AH_EK_NONE)
+        ah__log(AH_LOG_INFO, "LLM request %d: the cancel request failed (%s)", c->llm_call,
+                ah_error_kind_name(err->kind));
+    /* Finish from the timer, not from inside the transport's callback. */
+    c->timer_role = ROLE_CANCEL_WAIT;
+    ah_timer_start(c->timer, 0);
+}
+
+static const ah_transport_sink cancel_sink = {cancel_head, cancel_body, cancel_done};
+
+static void send_cancel(ah_call *c)
+{
+    ah_http_request r = c->reattach_req; /* the request's headers, for the auth */
+    r.method = "POST";
+    r.url = c->cancel_url;
+    r.body = NULL;
+    r.body_len = 0;
+    ah_error e;
+    ah_error_clear(&e);
+    c->timer_role = ROLE_CANCEL_WAIT;
+    if (c->tr->ops->start(c->tr->self, c->loop, &r, &cancel_sink, c, &c->cancel_attempt,
+                          &e) != AH_OK) {
+        c->cancel_attempt = NULL;
+        ah_timer_start(c->timer, 0);
+        return;
+    }
+    ah__log(AH_LOG_INFO, "LLM request %d: asking the provider to cancel the response",
+            c->llm_call);
+    ah_timer_start(c->timer, AH_CALL_CANCEL_WAIT_MS);
 }
 
 static void finish_interrupted(ah_call *c, ah_error *e, const char *why)
@@ -283,14 +377,17 @@ static void finish_interrupted(ah_call *c, ah_error *e, const char *why)
     finish(c, AH_CALL_INTERRUPTED, e, why);
 }
 
+static void stream_broke(ah_call *c, ah_error *e, const char *why);
+
 /* The stream is over at the HTTP level, or its final event arrived (end_seen): ask the
- * consumer whether it was complete. terr is the transport's error, or NULL. */
+ * consumer whether it was complete. terr is the transport's error, or NULL. A break
+ * (a cut, or an end before the format's end) may re-attach (stream_broke). */
 static void finish_complete(ah_call *c, const ah_error *terr)
 {
     ah_error e;
     if (terr && terr->kind != AH_EK_NONE && !c->end_seen) {
         e = *terr;
-        finish_interrupted(c, &e, "transport");
+        stream_broke(c, &e, "transport");
         return;
     }
     if (terr && terr->kind != AH_EK_NONE && ah__log_enabled(AH_LOG_DEBUG))
@@ -301,7 +398,7 @@ static void finish_complete(ah_call *c, const ah_error *terr)
     if (c->stream.on_end && c->stream.on_end(c->stream.ud, &e) != 0) {
         if (e.kind == AH_EK_NONE)
             ah_error_set(&e, AH_EK_STREAM, 0, "the stream ended incomplete");
-        finish_interrupted(c, &e, "stream incomplete");
+        stream_broke(c, &e, "stream incomplete");
     } else {
         finish(c, AH_CALL_DONE, NULL, "complete");
     }
@@ -310,6 +407,69 @@ static void finish_complete(ah_call *c, const ah_error *terr)
 /* ---- attempts and waits ---------------------------------------------------------- */
 
 static void begin_attempt(ah_call *c);
+static const char *describe(const ah_error *e, char *buf, size_t size);
+
+/* The open stream broke (e: why, not yet redacted). Re-attach to the same response when
+ * the resume hook can, else end INTERRUPTED. Called with no attempt in flight or from a
+ * timer (the idle timeout), never with the transport in a callback of ours pending. */
+static void stream_broke(ah_call *c, ah_error *e, const char *why)
+{
+    if (e->kind == AH_EK_NONE || e->kind == AH_EK_CANCELLED)
+        ah_error_set(e, AH_EK_STREAM, 0, "response stream ended abnormally");
+    ah_error_redact(e, (const char *const *)c->secrets);
+    char *url = NULL;
+    if (c->resume.reattach_url && !cancel_pending(c) &&
+        c->continuation + c->resumes < c->policy.max_continuations)
+        url = c->resume.reattach_url(c->resume.ud);
+    if (!url) {
+        finish(c, AH_CALL_INTERRUPTED, e, why);
+        return;
+    }
+    abort_attempt(c);
+    stop_timers(c);
+    c->break_err = *e;
+    free(c->reattach_url);
+    c->reattach_url = url;
+    c->reattach_req.url = url;
+    c->resumes++;
+    c->resuming = 1;
+    c->attempts = 0;
+    c->prev_wait_ms = 0;
+    /* Info, not a warning: the llm_continuation event is what displays show (the
+     * worker's continuations do not log either). */
+    ah__log_event(AH_LOG_INFO, AH_EV_LLM_CONTINUATION,
+                  "LLM request %d: %s; re-attaching to the response (%d/%d)", c->llm_call,
+                  e->message, c->continuation + c->resumes, c->policy.max_continuations);
+    ah_event ev = {.type = AH_EV_LLM_CONTINUATION};
+    ev.u.llm_continuation.llm_call = c->llm_call;
+    ev.u.llm_continuation.continuation = c->continuation + c->resumes;
+    ev.u.llm_continuation.max_continuations = c->policy.max_continuations;
+    ev.u.llm_continuation.mode = AH_CONT_RESUME;
+    ev.u.llm_continuation.reason = e->message;
+    emit(c, &ev);
+    if (cancel_pending(c)) {
+        finish_cancelled(c);
+        return;
+    }
+    set_state(c, AH_CALL_WAIT, "re-attach");
+    c->timer_role = ROLE_WAIT;
+    ah_timer_start(c->timer, 0);
+}
+
+/* A re-attach was refused or gave up: the caller continues from the break, by its next
+ * rung. */
+static void resume_failed(ah_call *c, const char *what)
+{
+    ah__log(AH_LOG_INFO, "LLM request %d: re-attach %s (%s); continuing without it",
+            c->llm_call, what,
+            c->err.message[0] ? c->err.message : ah_error_kind_name(c->err.kind));
+    ah_error e = c->break_err;
+    char cause[64], reason[AH_ERROR_MESSAGE_MAX];
+    ah__bufprintf(reason, sizeof reason, "%s (re-attach %s: %s)", c->break_err.message,
+                  what, describe(&c->err, cause, sizeof cause));
+    ah_error_set(&e, AH_EK_STREAM, 0, "%s", reason);
+    finish(c, AH_CALL_INTERRUPTED, &e, "re-attach failed");
+}
 
 static const char *describe(const ah_error *e, char *buf, size_t size)
 {
@@ -336,6 +496,10 @@ static void attempt_failed(ah_call *c, const ah_error *e)
     ah_decision d = ah_backoff_decide(&c->policy, &c->err, c->attempts, elapsed(c),
                                       c->prev_wait_ms, ah_loop_rng(c->loop), c->budget);
     if (!d.retry) {
+        if (c->resuming) {
+            resume_failed(c, d.reason == AH_GIVEUP_NOT_RETRYABLE ? "refused" : "gave up");
+            return;
+        }
         c->reason = d.reason;
         finish(c, AH_CALL_GAVE_UP, &c->err, ah_giveup_reason_name(d.reason));
         return;
@@ -374,6 +538,19 @@ static void on_timer(void *ud)
     ah_call *c = ud;
     timer_role role = c->timer_role;
     c->timer_role = ROLE_NONE;
+    if (role == ROLE_CANCEL_SEND) {
+        send_cancel(c);
+        return;
+    }
+    if (role == ROLE_CANCEL_WAIT) {
+        if (c->cancel_attempt) {
+            void *a = c->cancel_attempt;
+            c->cancel_attempt = NULL;
+            c->tr->ops->abort(c->tr->self, a);
+        }
+        finish_cancelled(c);
+        return;
+    }
     if (cancel_pending(c)) {
         finish_cancelled(c);
         return;
@@ -407,6 +584,8 @@ static void on_timer(void *ud)
         finish_complete(c, NULL);
         return;
     case ROLE_NONE:
+    case ROLE_CANCEL_SEND:
+    case ROLE_CANCEL_WAIT:
         return;
     }
 }
@@ -447,13 +626,14 @@ static void on_idle(void *ud)
     ah_error e;
     ah_error_set(&e, AH_EK_STREAM, 0, "stream idle for %lld ms (idle_timeout_ms %lld)",
                  (long long)silent, (long long)c->policy.idle_timeout_ms);
-    finish_interrupted(c, &e, "idle timeout");
+    stream_broke(c, &e, "idle timeout");
 }
 
 static void on_async(void *ud)
 {
     ah_call *c = ud;
-    if (cancel_pending(c) && !is_terminal(c->state) && c->state != AH_CALL_IDLE)
+    if (cancel_pending(c) && !is_terminal(c->state) && c->state != AH_CALL_IDLE &&
+        !c->cancelling)
         finish_cancelled(c);
     /* Cancelled between ah_call_start() and its first step: the start timer finishes it
      * as cancelled (begin_attempt checks first). */
@@ -588,6 +768,7 @@ static void begin_attempt(ah_call *c)
         }
     }
     c->attempts++;
+    c->total_attempts++;
     c->status = 0;
     c->consumer_failed = 0;
     c->end_seen = 0;
@@ -597,7 +778,7 @@ static void begin_attempt(ah_call *c)
     ah_event ev = {.type = AH_EV_LLM_CALL_START};
     ev.u.llm_call_start.llm_call = c->llm_call;
     ev.u.llm_call_start.attempt = c->attempts;
-    ev.u.llm_call_start.continuation = c->continuation;
+    ev.u.llm_call_start.continuation = c->continuation + c->resumes;
     emit(c, &ev);
     if (cancel_pending(c)) {
         finish_cancelled(c);
@@ -614,8 +795,8 @@ static void begin_attempt(ah_call *c)
     ah_error e;
     ah_error_clear(&e);
     void *a = NULL;
-    if (c->tr->ops->start(c->tr->self, c->loop, &c->req, &call_sink, c, &a, &e) !=
-        AH_OK) {
+    const ah_http_request *req = c->resuming ? &c->reattach_req : &c->req;
+    if (c->tr->ops->start(c->tr->self, c->loop, req, &call_sink, c, &a, &e) != AH_OK) {
         if (e.kind == AH_EK_NONE)
             ah_error_set(&e, AH_EK_CONNECT, 0, "cannot start the request");
         attempt_failed(c, &e);
@@ -699,6 +880,18 @@ static ah_status copy_request(ah_call *c, const ah_call_config *cfg)
 #undef COPY
     c->req.headers = c->req_headers;
     c->req.n_headers = r->n_headers;
+    /* The re-attach (and cancel) request: no body, so no Content-Type; same auth. */
+    c->reattach_headers = r->n_headers ? calloc(r->n_headers, sizeof *c->reattach_headers)
+                                       : NULL;
+    if (r->n_headers && !c->reattach_headers)
+        return AH_ERR_NOMEM;
+    size_t nr = 0;
+    for (size_t i = 0; i < r->n_headers; i++)
+        if (strcasecmp(c->req_headers[i].name, "content-type") != 0)
+            c->reattach_headers[nr++] = c->req_headers[i];
+    c->reattach_req.method = "GET";
+    c->reattach_req.headers = c->reattach_headers;
+    c->reattach_req.n_headers = nr;
     for (const char *const *s = cfg->secrets; s && *s; s++)
         if (add_secret(&c->secrets, &nsec, *s, strlen(*s)) != 0)
             return AH_ERR_NOMEM;
@@ -735,6 +928,7 @@ ah_status ah_call_new(const ah_call_config *cfg, ah_call **out, char *errbuf,
         goto fail;
     c->budget = cfg->retry_budget;
     c->stream = cfg->stream;
+    c->resume = cfg->resume;
     c->on_event = cfg->on_event;
     c->event_ud = cfg->event_ud;
     c->handles_give_up = cfg->handles_give_up;
@@ -772,6 +966,8 @@ void ah_call_free(ah_call *c)
     if (!c)
         return;
     abort_attempt(c);
+    if (c->cancel_attempt)
+        c->tr->ops->abort(c->tr->self, c->cancel_attempt);
     ah_timer_free(c->timer);
     ah_timer_free(c->idle);
     ah_async_free(c->async);
@@ -781,6 +977,9 @@ void ah_call_free(ah_call *c)
         free(*s);
     free(c->secrets);
     free(c->req_headers);
+    free(c->reattach_headers);
+    free(c->reattach_url);
+    free(c->cancel_url);
     free(c->reqbuf);
     free(c);
 }
@@ -839,7 +1038,12 @@ const ah_error *ah_call_error(const ah_call *c)
 
 int ah_call_attempts(const ah_call *c)
 {
-    return c->attempts;
+    return c->total_attempts;
+}
+
+int ah_call_resumes(const ah_call *c)
+{
+    return c->resumes;
 }
 
 int ah_call_http_status(const ah_call *c)

@@ -223,6 +223,8 @@ static void decoder_init(ah_decoder *d, ah_wire wire, ah_timeline *tl,
     d->status = AH_OK;
     ah_error_clear(&d->err);
     d->ev_end = -1;
+    d->last_seq = -1;
+    d->skip_upto = -1;
     d->chat_open = AH__NONE;
 }
 
@@ -266,6 +268,48 @@ void ah__decoder_set_slow(ah_decoder *d, int slow)
 const ah_error *ah_decoder_error(const ah_decoder *d)
 {
     return d && d->status != AH_OK ? &d->err : NULL;
+}
+
+/* ---- resumable streams
+ * ---------------------------------------------------------------------- */
+
+const char *ah_decoder_response_id(const ah_decoder *d)
+{
+    if (!d || !d->response_id[0] || ah_timeline_finished(d->tl))
+        return NULL;
+    return d->response_id;
+}
+
+int ah_decoder_cursor(const ah_decoder *d, const char **response_id, int64_t *last_seq)
+{
+    if (!d || !d->sse || d->status != AH_OK || d->last_seq < 0 || d->done_seen ||
+        ah_timeline_error(d->tl) || !ah_decoder_response_id(d))
+        return 0;
+    if (response_id)
+        *response_id = d->response_id;
+    if (last_seq)
+        *last_seq = d->last_seq;
+    return 1;
+}
+
+ah_status ah_decoder_reattach(ah_decoder *d)
+{
+    if (!d || !d->sse)
+        return AH_ERR_INVALID;
+    if (d->status != AH_OK)
+        return AH_ERR_STATE;
+    ah_sse_reset(d->sse);
+    d->skip_upto = d->last_seq;
+    d->finish_called = 0;
+    d->finish_status = AH_OK;
+    ah_error_clear(&d->finish_err);
+    d->ev_end = -1;
+    return AH_OK;
+}
+
+uint64_t ah_decoder_duplicates(const ah_decoder *d)
+{
+    return d ? d->duplicates : 0;
 }
 
 /* ---- events

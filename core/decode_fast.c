@@ -424,6 +424,9 @@ int ah__fast_event(ah_decoder *d, const char *data, size_t len, ah_status *st)
     case AH_WIRE_OPENAI:
         return chat(d, &c, st);
     default:
+        /* Responses events all go through ah__responses_event: it keeps the resume
+         * cursor (each event's sequence_number) and skips repeats after a re-attach; a
+         * fast path for them would have to do the same. */
         return 0;
     }
 }

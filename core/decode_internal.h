@@ -108,6 +108,11 @@ struct ah_decoder {
     int fast_kind; /* 0 none, 1 Anthropic delta (fast_idx, fast_dt), 2 Chat content */
     int64_t fast_idx;
     const char *fast_dt;
+    /* Responses: the resume cursor (see ah_decoder_cursor) */
+    int64_t last_seq; /* -1 until an event with a sequence_number was decoded */
+    int64_t skip_upto; /* after a re-attach: events up to this number are repeats */
+    char response_id[128];
+    uint64_t duplicates;
     /* Chat Completions state */
     size_t chat_open; /* the open text/reasoning block, AH__NONE if none */
     int chat_finish_seen;

@@ -378,7 +378,48 @@ static ah_status on_reasoning_done(ah_decoder *d, const cJSON *root, int part)
                           strlen(text));
 }
 
+/* The resume cursor. In a re-attached stream, an event at or below the sequence_number
+ * the last stream stopped at is a repeat (the stream may start early) and is skipped
+ * whole, until the first event past it. Within one stream nothing is skipped: some
+ * compatible servers number events loosely, and a single stream has nothing to repeat.
+ * The response id comes with the events that carry the response object. */
+static int is_repeat(ah_decoder *d, const cJSON *root, const char *type, int64_t *seq)
+{
+    *seq = -1;
+    if (!ah__jint(root, "sequence_number", seq) || d->skip_upto < 0)
+        return 0;
+    if (*seq <= d->skip_upto) {
+        d->duplicates++;
+        ah__log(AH_LOG_DEBUG, "responses: event %lld ('%s') repeated; skipped",
+                (long long)*seq, type);
+        return 1;
+    }
+    d->skip_upto = -1;
+    return 0;
+}
+
+static void note_response_id(ah_decoder *d, const cJSON *root)
+{
+    const char *id = ah__jstr(ah__jobj(root, "response"), "id");
+    size_t n = id ? strlen(id) : 0;
+    if (n > 0 && n < sizeof d->response_id)
+        memcpy(d->response_id, id, n + 1);
+}
+
+static ah_status responses_event(ah_decoder *d, const cJSON *root, const char *type);
+
 ah_status ah__responses_event(ah_decoder *d, const cJSON *root, const char *type)
+{
+    int64_t seq;
+    if (is_repeat(d, root, type, &seq))
+        return AH_OK;
+    ah_status st = responses_event(d, root, type);
+    if (st == AH_OK && seq >= 0)
+        d->last_seq = seq;
+    return st;
+}
+
+static ah_status responses_event(ah_decoder *d, const cJSON *root, const char *type)
 {
     int64_t oi, idx = 0;
     size_t i;
@@ -435,7 +476,11 @@ ah_status ah__responses_event(ah_decoder *d, const cJSON *root, const char *type
         strcmp(t, "failed") == 0)
         return on_terminal(d, root, type);
     if (strcmp(t, "created") == 0 || strcmp(t, "in_progress") == 0 ||
-        strcmp(t, "queued") == 0 || strcmp(t, "content_part.done") == 0 ||
+        strcmp(t, "queued") == 0) {
+        note_response_id(d, root);
+        return AH_OK;
+    }
+    if (strcmp(t, "content_part.done") == 0 ||
         strcmp(t, "refusal.done") == 0 ||
         strcmp(t, "reasoning_summary_part.added") == 0 ||
         strcmp(t, "reasoning_summary_part.done") == 0 ||

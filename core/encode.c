@@ -206,6 +206,9 @@ static ah_status validate_opts(ah__enc *e, ah_wire w)
     if (o->thinking_budget < 0)
         return ah__enc_fail(e, AH_ERR_INVALID,
                             "opts.thinking_budget must not be negative");
+    if (o->background && w != AH_WIRE_RESPONSES)
+        return ah__enc_fail(e, AH_ERR_INVALID,
+                            "opts.background is only available on the responses wire format");
     if (o->reasoning_effort && !*o->reasoning_effort)
         return ah__enc_fail(e, AH_ERR_INVALID, "opts.reasoning_effort is empty");
     return AH_OK;

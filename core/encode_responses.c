@@ -1,11 +1,12 @@
 /* encode_responses.c - the OpenAI Responses API request body (POST /v1/responses).
  *
  * Shape: {model, instructions?, input[], max_output_tokens?, tools?, tool_choice?,
- * temperature?, reasoning?, include?, store: false, stream?}.
+ * temperature?, reasoning?, include?, store, background?, stream?}.
  *
  * The request is stateless: the whole history travels in "input" every time, nothing
  * refers to a stored response, and "store" is false (a caller may override it through
- * extra_json). Mapping from the neutral model (see docs/providers-encoding.md):
+ * extra_json) unless background mode is on (opts.background: "background": true,
+ * "store": true). Mapping from the neutral model (see docs/providers-encoding.md):
  *   - the system prompt is "instructions";
  *   - user text blocks become one message item with input_text parts; tool_result
  *     blocks become function_call_output items (call_id + output), placed first;
@@ -191,7 +192,12 @@ ah_status ah__encode_responses(ah__enc *e, cJSON *root)
             return ah__enc_nomem(e);
         cJSON_AddItemToObject(root, "include", arr);
     }
-    if (!ah__json_put_bool(root, "store", 0) ||
+    /* Background mode runs the response on the provider's side whatever happens to the
+     * connection, and keeps it so that its stream can be re-attached at a sequence
+     * number: it needs the response stored. The history still travels whole in
+     * "input": nothing refers to the stored response. */
+    if (!ah__json_put_bool(root, "store", o->background) ||
+        (o->background && !ah__json_put_bool(root, "background", 1)) ||
         (o->stream && !ah__json_put_bool(root, "stream", 1)))
         return ah__enc_nomem(e);
     return AH_OK;

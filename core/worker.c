@@ -43,6 +43,7 @@ struct ah_client {
     ah_continuation continuation;
     int thinking;                /* extra_json enables Anthropic thinking */
     atomic_int prefill_refused;  /* auto: the provider refused a prefill; prompt from now */
+    int background; /* responses: background mode, so a broken stream is re-attached */
 };
 
 /* Does extra_json turn thinking on ({"thinking": {"type": "enabled" | "adaptive"}})? */
@@ -100,6 +101,13 @@ ah_client *ah_client_new(const ah_client_config *cfg, char *err, size_t errsize)
                       "client.continuation: unknown setting (auto, prefill or prompt)");
         return NULL;
     }
+    if (cfg->background && !ah_wire_has_background(cfg->wire)) {
+        ah__bufprintf(err, errsize,
+                      "client.background: only the responses provider has background mode "
+                      "(provider is %s)",
+                      ah_wire_name(cfg->wire));
+        return NULL;
+    }
     if (cfg->max_tokens < 0) {
         ah__bufprintf(err, errsize, "client.max_tokens must be >= 1 (got %lld)",
                       (long long)cfg->max_tokens);
@@ -112,6 +120,7 @@ ah_client *ah_client_new(const ah_client_config *cfg, char *err, size_t errsize)
     c->continuation = cfg->continuation;
     c->thinking = extra_enables_thinking(cfg->extra_json);
     atomic_init(&c->prefill_refused, 0);
+    c->background = cfg->background != 0;
     c->max_tokens = cfg->max_tokens ? cfg->max_tokens : 1024;
     const char *path = ah_wire_path(cfg->wire);
     size_t blen = strlen(cfg->base_url);
@@ -615,6 +624,30 @@ static void forward_event(void *ud, const ah_event *ev)
 
 static void on_call_finish(void *ud, ah_call *call);
 
+/* Background responses: the call re-attaches to the response, or cancels it, through
+ * these; the decoder knows the response id and the last sequence number. */
+static char *resume_reattach_url(void *ud)
+{
+    ah_worker *w = ud;
+    const char *id = NULL;
+    int64_t seq = -1;
+    if (!ah_decoder_cursor(w->dec, &id, &seq))
+        return NULL;
+    char *url = ah_wire_reattach_url(w->client->wire, w->client->url, id, seq);
+    if (url && ah_decoder_reattach(w->dec) != AH_OK) {
+        free(url);
+        return NULL;
+    }
+    return url;
+}
+
+static char *resume_cancel_url(void *ud)
+{
+    ah_worker *w = ud;
+    const char *id = ah_decoder_response_id(w->dec);
+    return id ? ah_wire_cancel_url(w->client->wire, w->client->url, id) : NULL;
+}
+
 /* ---- sending a request ------------------------------------------------------------------------ */
 
 static void send_request(ah_worker *w)
@@ -655,6 +688,7 @@ static void send_request(ah_worker *w)
     opts.n_tools = w->n_tools;
     opts.stream = 1;
     opts.extra_json = w->client->extra_json;
+    opts.background = w->client->background;
     char *body = NULL; /* ah_call_new copies it */
     size_t body_len = 0;
     msg[0] = '\0';
@@ -718,6 +752,11 @@ static void send_request(ah_worker *w)
     cc.stream.on_end = stream_end;
     cc.stream.ended = stream_ended;
     cc.stream.ud = w;
+    if (w->client->background) {
+        cc.resume.reattach_url = resume_reattach_url;
+        cc.resume.cancel_url = resume_cancel_url;
+        cc.resume.ud = w;
+    }
     cc.on_event = forward_event;
     cc.event_ud = w;
     cc.handles_give_up = handles_give_up;
@@ -994,6 +1033,10 @@ static void on_call_finish(void *ud, ah_call *call)
         fail_nomem(w, "overlap");
         return;
     }
+    /* Re-attaches to the same response were continuations too (they count against
+     * max_continuations). */
+    w->continuations += ah_call_resumes(call);
+    w->stats.continuations += ah_call_resumes(call);
     switch (ah_call_get_state(call)) {
     case AH_CALL_DONE:
         commit_response(w);

@@ -1,6 +1,6 @@
 /* client.c - ah.client{ provider, model, base_url, api_key, max_tokens, extra,
- * continuation }: where and how to reach a provider, as an "agenthost.client" userdata
- * owning an ah_client.
+ * continuation, background }: where and how to reach a provider, as an
+ * "agenthost.client" userdata owning an ah_client.
  *
  * Invariants: the API key is copied into the ah_client and never exposed back to Lua
  * (client.api_key is not readable); every config field is checked, unknown ones named.
@@ -81,8 +81,9 @@ static const char *default_base_url(ah_wire w)
 
 static int l_client(lua_State *L)
 {
-    static const char *const known[] = {"provider",   "model", "base_url",     "api_key",
-                                        "max_tokens", "extra", "continuation", NULL};
+    static const char *const known[] = {"provider",     "model",      "base_url",
+                                        "api_key",      "max_tokens", "extra",
+                                        "continuation", "background", NULL};
     static const char *const settings[] = {"auto", "prefill", "prompt", NULL};
     static const char *const providers[] = {"anthropic", "openai", "responses", NULL};
     const char *where = "ah.client";
@@ -127,6 +128,13 @@ static int l_client(lua_State *L)
         }
         cfg.continuation = (ah_continuation)c;
     }
+    int bt = lua_getfield(L, 1, "background");
+    if (bt == LUA_TBOOLEAN)
+        cfg.background = lua_toboolean(L, -1);
+    else if (bt != LUA_TNIL)
+        return luaL_error(L, "%s: background must be a boolean (true or false), got %s",
+                          where, luaL_typename(L, -1));
+    lua_pop(L, 1);
     int ty = lua_getfield(L, 1, "extra");
     if (ty == LUA_TTABLE) {
         if (!lah_json_encode(L, -1))

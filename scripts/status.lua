@@ -7,6 +7,7 @@
 -- ("\27[K") and never ended with a newline, so retries never stack up in the transcript:
 --   retrying LLM request after HTTP 503 (attempt 2/4 in 1.2s)
 --   stream cut — continuing (1/3), kept 2 blocks, discarded 1
+--   stream cut — resuming (1/3)                 (re-attached to the same response)
 --   waiting for tool add…
 -- The next progress event (llm_call_start, text/reasoning deltas, tool_call_start,
 -- tool_call_end, llm_call_end, run_end) erases it. Giving up is not transient: it is
@@ -129,6 +130,10 @@ function Status:describe(ev)
             what_failed(ev), failed + 1, num(ev.max_attempts) or 0, duration(ev.wait_ms),
             ev.wait_source == "server" and ", server asked" or "")
         return "transient", text
+    elseif t == "llm_continuation" and ev.mode == "resume" then
+        -- Re-attached to the same response: nothing kept or dropped, nothing regenerated.
+        return "transient", string.format("%s %s resuming (%d/%d)", interruption(ev.reason),
+            self.dash, num(ev.continuation) or 0, num(ev.max_continuations) or 0)
     elseif t == "llm_continuation" then
         local kept, dropped = num(ev.committed_blocks) or 0, num(ev.discarded_blocks) or 0
         local text = string.format("%s %s continuing (%d/%d), kept %s",

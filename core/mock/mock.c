@@ -11,7 +11,14 @@
  * header), a status, a 400 for a bad body, or the model's reply. Stream faults act in the
  * content reader, counting whole events: MHD calls the reader again only after it has
  * sent what the reader returned, so "K events, then cut/stall" means K events on the
- * wire. */
+ * wire.
+ *
+ * Background responses (Responses with "background": true) are kept: their request body
+ * and text options, under the response id. The model is deterministic, so a re-attach
+ * (GET /v1/responses/{id}?stream=true&starting_after=N) rebuilds the same reply and
+ * streams it from event N+1; it takes a plan step like any request, so a plan can cut it
+ * or answer it with a status. POST /v1/responses/{id}/cancel marks one cancelled; it takes
+ * no step. */
 #include "mock_internal.h"
 
 #include <errno.h>
@@ -32,6 +39,7 @@
 enum {
     MAX_BODY = 64 << 20, /* larger request bodies get a 413 */
     MAX_PLAN_FILE = 16 << 20,
+    MAX_KEPT = 4096, /* background responses kept; the oldest goes first */
     FILL_TARGET = 16384, /* bytes of events generated per reader refill */
     BLOCK_SIZE = 32768,
     SLICE_MS = 50, /* how often a wait checks for a hung-up client */
@@ -44,6 +52,18 @@ typedef struct planbox {
     ah__mock_plan *plan;
     unsigned refs;
 } planbox;
+
+/* A background response, kept so that its stream can be re-attached. */
+typedef struct kept {
+    char id[48];
+    char *body; /* the request body, compact JSON */
+    size_t body_len;
+    char *text; /* the text options the reply was built with */
+    size_t text_deltas, delta_bytes;
+    char *tool_args;
+    int restate;
+    int cancelled;
+} kept;
 
 typedef struct record {
     ah_mock_request pub;
@@ -66,6 +86,8 @@ struct ah_mock {
     size_t log_len, log_cap;
     char *text;
     size_t text_deltas, delta_bytes;
+    kept *kept;
+    size_t n_kept, cap_kept;
 };
 
 /* Per-connection request state (MHD's con_cls). */
@@ -225,6 +247,95 @@ static const ah__mock_step *take_step(ah_mock *m, planbox **box, size_t *index)
     }
     pthread_mutex_unlock(&m->mu);
     return s;
+}
+
+/* ---- background responses ---------------------------------------------------------- */
+
+static void kept_clear(kept *k)
+{
+    free(k->body);
+    free(k->text);
+    free(k->tool_args);
+    memset(k, 0, sizeof *k);
+}
+
+/* Keep (or replace) response `id`: the request and the text options of its reply. */
+static void keep_response(ah_mock *m, const char *id, const cJSON *req, size_t body_len,
+                          const ah__mock_text_opts *opts)
+{
+    kept k = {0};
+    ah__bufprintf(k.id, sizeof k.id, "%s", id);
+    char *printed = cJSON_PrintUnformatted(req);
+    k.body = printed ? ah__strdup(printed) : NULL;
+    cJSON_free(printed);
+    k.body_len = body_len;
+    k.text = opts->text ? ah__strdup(opts->text) : NULL;
+    k.text_deltas = opts->text_deltas;
+    k.delta_bytes = opts->delta_bytes;
+    k.tool_args = opts->tool_args ? ah__strdup(opts->tool_args) : NULL;
+    k.restate = opts->restate;
+    if (!k.body || (opts->text && !k.text) || (opts->tool_args && !k.tool_args)) {
+        kept_clear(&k);
+        ah__log(AH_LOG_WARN, "mock: out of memory keeping a background response");
+        return;
+    }
+    pthread_mutex_lock(&m->mu);
+    size_t i = 0;
+    while (i < m->n_kept && strcmp(m->kept[i].id, id) != 0)
+        i++;
+    if (i < m->n_kept) {
+        kept_clear(&m->kept[i]);
+        m->kept[i] = k;
+    } else {
+        if (m->n_kept == MAX_KEPT) {
+            kept_clear(&m->kept[0]);
+            memmove(m->kept, m->kept + 1, (m->n_kept - 1) * sizeof *m->kept);
+            m->n_kept--;
+        }
+        if (m->n_kept == m->cap_kept) {
+            size_t cap = m->cap_kept ? m->cap_kept * 2 : 16;
+            kept *nk = realloc(m->kept, cap * sizeof *nk);
+            if (!nk) {
+                pthread_mutex_unlock(&m->mu);
+                kept_clear(&k);
+                return;
+            }
+            m->kept = nk;
+            m->cap_kept = cap;
+        }
+        m->kept[m->n_kept++] = k;
+    }
+    pthread_mutex_unlock(&m->mu);
+}
+
+/* A copy of kept response `id` (the caller clears it); 0 when there is none. With
+ * cancel, also mark it cancelled. */
+static int find_kept(ah_mock *m, const char *id, int cancel, kept *out)
+{
+    int found = 0;
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&m->mu);
+    for (size_t i = 0; i < m->n_kept; i++) {
+        kept *k = &m->kept[i];
+        if (strcmp(k->id, id) != 0)
+            continue;
+        if (cancel)
+            k->cancelled = 1;
+        *out = *k;
+        out->body = ah__strdup(k->body);
+        out->text = k->text ? ah__strdup(k->text) : NULL;
+        out->tool_args = k->tool_args ? ah__strdup(k->tool_args) : NULL;
+        found = out->body && (!k->text || out->text) && (!k->tool_args || out->tool_args)
+                    ? 1
+                    : -1;
+        break;
+    }
+    pthread_mutex_unlock(&m->mu);
+    if (found < 0) {
+        kept_clear(out);
+        found = 0;
+    }
+    return found;
 }
 
 /* ---- request log ------------------------------------------------------------------- */
@@ -569,6 +680,7 @@ static struct MHD_Response *reply_response(ah_mock *m, struct MHD_Connection *co
                                            size_t body_len, int stream,
                                            const ah__mock_step *step, planbox **box,
                                            const char *request_id, int *status,
+                                           const kept *reattach, long long after,
                                            size_t *restated)
 {
     char err[256];
@@ -578,7 +690,15 @@ static struct MHD_Response *reply_response(ah_mock *m, struct MHD_Connection *co
                                .tool_args = step->tool_args,
                                .restate = step->restate,
                                .refuse_prefill = step->refuse_prefill};
-    if (step->text || step->text_deltas || step->delta_bytes) {
+    if (reattach) {
+        /* The kept response's reply, rebuilt as it was. */
+        opts.text = reattach->text;
+        opts.text_deltas = reattach->text_deltas;
+        opts.delta_bytes = reattach->delta_bytes;
+        opts.tool_args = reattach->tool_args;
+        opts.restate = reattach->restate;
+        opts.refuse_prefill = 0;
+    } else if (step->text || step->text_deltas || step->delta_bytes) {
         opts.text = step->text ? step->text : m->text;
         opts.text_deltas = step->text_deltas;
         opts.delta_bytes = step->delta_bytes;
@@ -607,6 +727,8 @@ static struct MHD_Response *reply_response(ah_mock *m, struct MHD_Connection *co
     }
     if (s->reply.has_tool && step->tool_calls > 1)
         s->reply.ntools = step->tool_calls; /* parallel calls of the tool (tool_calls: N) */
+    if (!reattach && s->reply.background)
+        keep_response(m, s->reply.msg_id, req, body_len, &opts);
     ah__mock_step_kind kind = step->kind;
     int fault = kind == AH__MOCK_CUT || kind == AH__MOCK_STALL ||
                 kind == AH__MOCK_MALFORMED || kind == AH__MOCK_ERROR_EVENT;
@@ -622,6 +744,13 @@ static struct MHD_Response *reply_response(ah_mock *m, struct MHD_Connection *co
         s->w = ah__mock_writer_new(wire, &s->reply, request_id);
         if (!s->w)
             goto fail;
+        if (reattach) {
+            /* The stream goes on after event `after` (repeat_events earlier when the plan
+             * says so: a server that repeats what the client already has). */
+            long long skip = after + 1 - step->repeat_events;
+            for (long long i = 0; i < skip && ah__mock_writer_next(s->w, &s->out); i++)
+                ah__mock_buf_reset(&s->out);
+        }
         s->fault_pending = fault;
         s->k = (size_t)step->after_events;
         /* A K past the end fires just before the final event: after it the response is
@@ -709,6 +838,131 @@ static enum MHD_Result queue(struct MHD_Connection *conn, int status,
     return r;
 }
 
+static struct MHD_Response *json_response(const char *json, const char *request_id)
+{
+    struct MHD_Response *resp = buffer_response(json, strlen(json));
+    if (resp)
+        add_headers(resp, AH_WIRE_RESPONSES, request_id, "application/json", NULL);
+    return resp;
+}
+
+/* The response endpoints of background mode: GET /v1/responses/{id}[?stream=true
+ * &starting_after=N] (the re-attach: takes a plan step) and POST
+ * /v1/responses/{id}/cancel (takes none). */
+static enum MHD_Result handle_background(ah_mock *m, req_ctx *rc,
+                                         struct MHD_Connection *conn, const char *path,
+                                         const char *method, const char *request_id)
+{
+    const char *id = path + strlen("/v1/responses/");
+    const char *slash = strchr(id, '/');
+    char idbuf[64];
+    size_t idlen = slash ? (size_t)(slash - id) : strlen(id);
+    int cancel = slash && strcmp(slash, "/cancel") == 0;
+    char msg[200];
+    if (idlen == 0 || idlen >= sizeof idbuf || (slash && !cancel) ||
+        strcmp(method, cancel ? "POST" : "GET") != 0) {
+        int status = idlen && idlen < sizeof idbuf && (!slash || cancel) ? 405 : 404;
+        snprintf(msg, sizeof msg, "Invalid URL (%.20s %.100s)", method, path);
+        log_request(m, conn, method, path, AH_WIRE_RESPONSES, 0, rc, "none", 0, status, 0);
+        return queue(conn, status,
+                     error_response(AH_WIRE_RESPONSES, status, "invalid_request_error", msg,
+                                    request_id, NULL));
+    }
+    memcpy(idbuf, id, idlen);
+    idbuf[idlen] = '\0';
+    kept k;
+    int found;
+    if (cancel) {
+        found = find_kept(m, idbuf, 1, &k);
+        kept_clear(&k);
+        int status = found ? 200 : 404;
+        log_request(m, conn, method, path, AH_WIRE_RESPONSES, 0, rc, "none", 0, status, 0);
+        if (!found) {
+            snprintf(msg, sizeof msg, "Response with id '%.60s' not found.", idbuf);
+            return queue(conn, status,
+                         error_response(AH_WIRE_RESPONSES, status, "invalid_request_error",
+                                        msg, request_id, NULL));
+        }
+        char body[200];
+        snprintf(body, sizeof body,
+                 "{\"id\":\"%s\",\"object\":\"response\",\"status\":\"cancelled\","
+                 "\"background\":true}",
+                 idbuf);
+        return queue(conn, status, json_response(body, request_id));
+    }
+
+    /* The re-attach. The query goes into the log with the path. */
+    const char *qs = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "stream");
+    const char *qa =
+        MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "starting_after");
+    int stream = qs && strcmp(qs, "true") == 0;
+    long long after = -1;
+    char *end = NULL;
+    if (qa && *qa) {
+        after = strtoll(qa, &end, 10);
+        if (*end || after < 0)
+            after = -2; /* invalid */
+    }
+    char logged[256];
+    snprintf(logged, sizeof logged, "%.160s%s%s%s%s", path, qs || qa ? "?" : "",
+             qs ? "stream=" : "", qs ? qs : "",
+             qa ? (qs ? "&starting_after=" : "starting_after=") : "");
+    if (qa)
+        snprintf(logged + strlen(logged), sizeof logged - strlen(logged), "%.40s", qa);
+    planbox *box = NULL;
+    size_t index = 0;
+    const ah__mock_step *step = take_step(m, &box, &index);
+    struct MHD_Response *resp = NULL;
+    int status = 0;
+    cJSON *req = NULL;
+    size_t restated = 0;
+    found = find_kept(m, idbuf, 0, &k);
+    if (step->kind == AH__MOCK_RESET) {
+        status = 0;
+    } else if (step->kind == AH__MOCK_STATUS && (step->has_body || step->status >= 300)) {
+        status = step->status;
+        resp = step->has_body ? json_response(step->body, request_id)
+                              : error_response(AH_WIRE_RESPONSES, status, step->error_type,
+                                               step->message, request_id, step);
+    } else if (!found) {
+        status = 404;
+        snprintf(msg, sizeof msg, "Response with id '%.60s' not found.", idbuf);
+        resp = error_response(AH_WIRE_RESPONSES, status, "invalid_request_error", msg,
+                              request_id, step);
+    } else if (after == -2) {
+        status = 400;
+        resp = error_response(AH_WIRE_RESPONSES, status, "invalid_request_error",
+                              "Invalid 'starting_after': expected a non-negative integer.",
+                              request_id, step);
+    } else if (!(req = cJSON_ParseWithLength(k.body, strlen(k.body)))) {
+        status = 500;
+        resp = error_response(AH_WIRE_RESPONSES, status, NULL, NULL, request_id, step);
+    } else {
+        resp = reply_response(m, conn, AH_WIRE_RESPONSES, req, k.body_len, stream, step,
+                              &box, request_id, &status, &k, after, &restated);
+    }
+    log_request(m, conn, method, logged, AH_WIRE_RESPONSES, stream, rc,
+                ah__mock_step_kind_name(step->kind), index, status, restated);
+    enum MHD_Result result = MHD_NO;
+    if (step->delay_headers_ms > 0) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (wait_ms(m, step->delay_headers_ms, ci ? ci->connect_fd : -1) != 0)
+            goto cleanup;
+    }
+    if (step->kind == AH__MOCK_RESET)
+        goto cleanup;
+    result = queue(conn, status, resp);
+    resp = NULL;
+cleanup:
+    if (resp)
+        MHD_destroy_response(resp);
+    box_release(m, box);
+    cJSON_Delete(req);
+    kept_clear(&k);
+    return result;
+}
+
 static enum MHD_Result handle(ah_mock *m, req_ctx *rc, struct MHD_Connection *conn,
                               const char *path, const char *method)
 {
@@ -717,6 +971,9 @@ static enum MHD_Result handle(ah_mock *m, req_ctx *rc, struct MHD_Connection *co
     unsigned long long seq = ++m->seq;
     pthread_mutex_unlock(&m->mu);
     snprintf(request_id, sizeof request_id, "req_mock%016llx", seq);
+
+    if (strncmp(path, "/v1/responses/", 14) == 0)
+        return handle_background(m, rc, conn, path, method, request_id);
 
     int wire = wire_of_path(path);
     if (wire < 0 || strcmp(method, "POST") != 0) {
@@ -779,7 +1036,7 @@ static enum MHD_Result handle(ah_mock *m, req_ctx *rc, struct MHD_Connection *co
                            request_id, step);
     } else {
         resp = reply_response(m, conn, (ah_wire)wire, req, rc->body.len, stream, step,
-                              &box, request_id, &status, &restated);
+                              &box, request_id, &status, NULL, -1, &restated);
     }
     log_request(m, conn, method, path, wire, stream, rc,
                 ah__mock_step_kind_name(step->kind), index, status, restated);
@@ -1042,6 +1299,9 @@ void ah_mock_free(ah_mock *m)
     /* Joins the listener and every connection thread; their waits see `closing`. */
     MHD_stop_daemon(m->daemon);
     box_release(m, m->box);
+    for (size_t i = 0; i < m->n_kept; i++)
+        kept_clear(&m->kept[i]);
+    free(m->kept);
     for (size_t i = 0; i < m->log_len; i++)
         record_free(m->log[i]);
     free(m->log);

@@ -120,6 +120,7 @@ typedef struct ah__mock_step {
     int json_body;      /* OK / DELAY: a JSON body even when the request asked to stream */
     int body_fault;     /* STATUS: AH__MOCK_BODY_* */
     int invalid_utf8;   /* OK / DELAY: the reply text starts with the bytes FF FE */
+    long long repeat_events; /* a re-attach starts this many events early (repeats) */
 } ah__mock_step;
 
 enum { AH__MOCK_UNCLEAN_NONE, AH__MOCK_UNCLEAN_NO_FINAL_CHUNK, AH__MOCK_UNCLEAN_RESET,
@@ -161,6 +162,7 @@ typedef struct ah__mock_reply {
     int continuation;  /* the request ended with an assistant message, or with a user
                           message asking to continue right after one */
     size_t restated;   /* bytes at the start of text that restate the partial */
+    int background;    /* Responses: "background": true (kept for re-attaching) */
     long long input_tokens, output_tokens;
     char msg_id[48], tool_id[48], call_id[48], item_id[48];
 } ah__mock_reply;

@@ -652,6 +652,18 @@ ah_status ah__mock_model_reply(ah_wire wire, const cJSON *req, size_t body_len,
                                                 : "you must provide a model parameter");
         return AH_ERR_INVALID;
     }
+    if (wire == AH_WIRE_RESPONSES && cJSON_IsTrue(get(req, "background"))) {
+        /* store defaults to true in this API; an explicit false cannot run in the
+         * background (docs/mock.md: the text is ours, not OpenAI's verbatim). */
+        const cJSON *store = get(req, "store");
+        if (store && !cJSON_IsTrue(store)) {
+            ah__bufprintf(err, errsize,
+                          "Background mode requires store to be true: set 'store' to "
+                          "true (or leave it out) when 'background' is true.");
+            return AH_ERR_INVALID;
+        }
+        out->background = 1;
+    }
     int rc = wire == AH_WIRE_ANTHROPIC ? conv_anthropic(req, &c, err, errsize)
              : wire == AH_WIRE_OPENAI  ? conv_chat(req, &c, err, errsize)
                                        : conv_responses(req, &c, err, errsize);

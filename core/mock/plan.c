@@ -69,6 +69,7 @@ static const field fields[] = {
     {"json_body", F_TRUE, -1, K(OK) | K(DELAY), 0, 0},
     {"body_fault", F_STRING, -1, K(STATUS), 0, 0},
     {"invalid_utf8", F_TRUE, -1, K(OK) | K(DELAY), 0, 0},
+    {"repeat_events", F_INT, -1, TEXT_KINDS, 0, LLONG_MAX},
 };
 enum { NFIELDS = sizeof fields / sizeof fields[0] };
 
@@ -336,6 +337,8 @@ static int parse_step(const cJSON *obj, ah__mock_step *s, const char *where, cha
         s->after_events = iv;
     if ((v = cJSON_GetObjectItemCaseSensitive(obj, "stall_ms")) && get_int(v, &iv))
         s->stall_ms = iv;
+    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "repeat_events")) && get_int(v, &iv))
+        s->repeat_events = iv;
     if (text_deltas && get_int(text_deltas, &iv))
         s->text_deltas = (size_t)iv;
     if (delta_bytes && get_int(delta_bytes, &iv))

@@ -273,7 +273,8 @@ static void resp_object(ah__mock_buf *o, const ah__mock_reply *r, resp_state st,
     ah__mock_buf_json_cstr(o, r->msg_id);
     PUT(o, ",\"object\":\"response\",\"created_at\":" CREATED_AT ",\"status\":\"");
     ah__mock_buf_puts(o, status[st]);
-    PUT(o, "\",\"background\":false,\"completed_at\":");
+    ah__mock_buf_puts(o, r->background ? "\",\"background\":true,\"completed_at\":"
+                                       : "\",\"background\":false,\"completed_at\":");
     if (st == RS_COMPLETED)
         PUT(o, CREATED_AT);
     else
@@ -309,8 +310,10 @@ static void resp_object(ah__mock_buf *o, const ah__mock_reply *r, resp_state st,
     PUT(o,
         "],\"parallel_tool_calls\":true,\"previous_response_id\":null,"
         "\"reasoning\":{\"effort\":null,\"summary\":null},\"service_tier\":\"default\","
-        "\"store\":false,\"temperature\":1.0,\"text\":{\"format\":{\"type\":\"text\"}},"
-        "\"tool_choice\":\"auto\",\"tools\":");
+        "\"store\":");
+    ah__mock_buf_puts(o, r->background ? "true" : "false");
+    PUT(o, ",\"temperature\":1.0,\"text\":{\"format\":{\"type\":\"text\"}},"
+           "\"tool_choice\":\"auto\",\"tools\":");
     ah__mock_buf_puts(o, r->tools_json);
     PUT(o, ",\"top_p\":1.0,\"truncation\":\"disabled\",\"usage\":");
     if (st == RS_COMPLETED) {

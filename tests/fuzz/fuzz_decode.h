@@ -15,7 +15,10 @@
  *   - finish is AH_OK only when the timeline is finished and no error was seen; an error
  *     always carries kind STREAM (DECODE for bodies) and a non-empty message;
  *   - the partial drain holds only closed text/reasoning blocks, in order, and its counts
- *     add up; every string of every block is NUL-terminated at its length.
+ *     add up; every string of every block is NUL-terminated at its length;
+ *   - Responses streams numbered like a real background stream (every event a
+ *     sequence_number, strictly increasing): a break at the split point, then a re-attach
+ *     replaying the whole stream gives the uninterrupted timeline, every delta once.
  */
 #ifndef AH_FUZZ_DECODE_H
 #define AH_FUZZ_DECODE_H
@@ -226,6 +229,63 @@ static fz_run fz_decode(ah_wire wire, const uint8_t *data, size_t size,
     return r;
 }
 
+/* Responses: 1 when every event of the stream carries a sequence_number and they
+ * strictly increase (what a real background stream does), so a replay of the whole
+ * stream after a break repeats exactly the events already decoded. */
+static int fz_monotonic(const uint8_t *data, size_t size)
+{
+    static const ah_sse_limits limits = {.max_line = 16u << 20, .max_event = 16u << 20};
+    ah_sse *p = ah_sse_new(&limits);
+    CHECK(p);
+    int ok = ah_sse_feed(p, data, size) == AH_OK;
+    int64_t last = -1;
+    ah_sse_event ev;
+    int r;
+    while (ok && (r = ah_sse_next(p, &ev)) != 0) {
+        if (r < 0) {
+            ok = 0;
+            break;
+        }
+        cJSON *root = cJSON_ParseWithLength(ev.data, ev.data_len);
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(root, "sequence_number");
+        ok = cJSON_IsNumber(n) && n->valuedouble >= 0 && n->valuedouble <= 9.0e15 &&
+             (int64_t)n->valuedouble > last;
+        if (ok)
+            last = (int64_t)n->valuedouble;
+        cJSON_Delete(root);
+    }
+    ah_sse_free(p);
+    return ok && last >= 0;
+}
+
+/* A break at `split` then a re-attach whose stream replays everything from the start:
+ * the same timeline as the uninterrupted decode, and the hook contract holds across
+ * both streams (nothing emitted twice). */
+static void fz_resume(const uint8_t *data, size_t size, size_t split, const fz_run *whole)
+{
+    ah_timeline *tl = ah_timeline_new();
+    fz_rec rec = {0};
+    static const ah_decoder_hooks hooks = {fz_start, fz_delta, fz_end};
+    CHECK(tl);
+    ah_decoder *d = ah_decoder_new(AH_WIRE_RESPONSES, tl, &hooks, &rec);
+    CHECK(d);
+    ah_status feed = ah_decoder_feed(d, data, split);
+    ah_error err;
+    (void)ah_decoder_finish(d, &err);
+    int64_t last;
+    if (feed == AH_OK && ah_decoder_cursor(d, NULL, &last)) {
+        CHECK(ah_decoder_reattach(d) == AH_OK);
+        feed = ah_decoder_feed(d, data, size);
+        ah_status fin = ah_decoder_finish(d, &err);
+        CHECK(feed == whole->feed && fin == whole->fin);
+        fz_same(whole->tl, tl);
+        fz_check_timeline(tl, &rec);
+    }
+    fz_rec_free(&rec);
+    ah_decoder_free(d);
+    ah_timeline_free(tl);
+}
+
 static int fz_decode_input(ah_wire wire, const uint8_t *data, size_t size)
 {
     if (size < 1)
@@ -259,6 +319,8 @@ static int fz_decode_input(ah_wire wire, const uint8_t *data, size_t size)
     fz_run b = fz_decode(wire, data, size, two, 2, 0);
     CHECK(a.feed == b.feed && a.fin == b.fin);
     fz_same(a.tl, b.tl);
+    if (wire == AH_WIRE_RESPONSES && fz_monotonic(data, size))
+        fz_resume(data, size, split, &a);
     if (size <= 4096) {
         fz_run c = fz_decode(wire, data, size, NULL, 0, 1);
         CHECK(a.feed == c.feed && a.fin == c.fin);

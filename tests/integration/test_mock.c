@@ -917,6 +917,105 @@ typedef struct client_arg {
     resp r;
 } client_arg;
 
+/* Background responses: kept, re-attached from a sequence number, cancelled; and what
+ * the mock refuses. */
+static void background_responses_reattach_and_cancel(void **state)
+{
+    (void)state;
+    ah_mock *m = start("[{\"ok\":true},{\"ok\":true},{\"cut_after_events\":2}]");
+    const char *bg = "{\"model\":\"gpt-mock\",\"stream\":true,\"background\":true,"
+                     "\"store\":true,\"input\":\"hello\"}";
+    resp full;
+    request(ah_mock_url(m), "/v1/responses", NULL, bg, 0, NULL, &full);
+    assert_int_equal(full.status, 200);
+    evlist *l = evlist_new(full.body);
+    assert_true(l->n > 6);
+    cJSON *first = cJSON_Parse(l->v[0].data);
+    char id[64];
+    snprintf(id, sizeof id, "%s",
+             cJSON_GetObjectItem(cJSON_GetObjectItem(first, "response"), "id")->valuestring);
+    assert_true(cJSON_IsTrue(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(first, "response"), "background")));
+    cJSON_Delete(first);
+    /* The rest after sequence number 3: byte for byte the original stream's tail. */
+    char path[160];
+    snprintf(path, sizeof path, "/v1/responses/%s?stream=true&starting_after=3", id);
+    resp r;
+    request(ah_mock_url(m), path, "GET", NULL, 0, NULL, &r);
+    assert_int_equal(r.status, 200);
+    const char *tail = full.body;
+    for (int i = 0; i < 4; i++)
+        tail = strstr(tail, "\n\n") + 2;
+    assert_string_equal(r.body, tail);
+    resp_free(&r);
+    /* The re-attach took plan step 3: cut after 2 events. */
+    snprintf(path, sizeof path, "/v1/responses/%s?stream=true&starting_after=0", id);
+    request(ah_mock_url(m), path, "GET", NULL, 0, NULL, &r);
+    assert_int_equal(r.rc, CURLE_PARTIAL_FILE);
+    evlist *cut = evlist_new(r.body);
+    assert_int_equal(cut->n, 2);
+    assert_string_equal(cut->v[0].data, l->v[1].data);
+    evlist_free(cut);
+    resp_free(&r);
+    /* Without stream=true: the response object. */
+    snprintf(path, sizeof path, "/v1/responses/%s", id);
+    request(ah_mock_url(m), path, "GET", NULL, 0, NULL, &r);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "\"status\":\"completed\""));
+    resp_free(&r);
+    /* A cursor that is not a number; an id never kept. */
+    snprintf(path, sizeof path, "/v1/responses/%s?stream=true&starting_after=x", id);
+    request(ah_mock_url(m), path, "GET", NULL, 0, NULL, &r);
+    assert_int_equal(r.status, 400);
+    resp_free(&r);
+    request(ah_mock_url(m), "/v1/responses/resp_nope?stream=true", "GET", NULL, 0, NULL, &r);
+    assert_int_equal(r.status, 404);
+    assert_non_null(strstr(r.body, "Response with id 'resp_nope' not found."));
+    resp_free(&r);
+    /* Cancel: recorded, takes no plan step; unknown ids are a 404. */
+    size_t before = ah_mock_request_count(m);
+    snprintf(path, sizeof path, "/v1/responses/%s/cancel", id);
+    request(ah_mock_url(m), path, "POST", NULL, 0, NULL, &r);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "\"status\":\"cancelled\""));
+    resp_free(&r);
+    request(ah_mock_url(m), "/v1/responses/resp_nope/cancel", "POST", NULL, 0, NULL, &r);
+    assert_int_equal(r.status, 404);
+    resp_free(&r);
+    ah_mock_request q;
+    assert_int_equal(ah_mock_request_get(m, before, &q), AH_OK);
+    assert_string_equal(q.method, "POST");
+    assert_string_equal(q.step, "none");
+    assert_int_equal(q.wire, AH_WIRE_RESPONSES);
+    assert_int_equal(ah_mock_request_get(m, 1, &q), AH_OK);
+    assert_string_equal(q.method, "GET");
+    assert_non_null(strstr(q.path, "?stream=true&starting_after=3"));
+    assert_int_equal(q.step_index, 2);
+    /* Background with store false is refused; a plain response is not kept. */
+    const char *nostore = "{\"model\":\"gpt-mock\",\"stream\":true,\"background\":true,"
+                          "\"store\":false,\"input\":\"hello\"}";
+    request(ah_mock_url(m), "/v1/responses", NULL, nostore, 0, NULL, &r);
+    assert_int_equal(r.status, 400);
+    assert_non_null(strstr(r.body, "invalid_request_error"));
+    assert_non_null(strstr(r.body, "store"));
+    resp_free(&r);
+    const char *plain = "{\"model\":\"gpt-mock\",\"stream\":true,\"input\":\"plain one\"}";
+    request(ah_mock_url(m), "/v1/responses", NULL, plain, 0, NULL, &r);
+    evlist *pl = evlist_new(r.body);
+    first = cJSON_Parse(pl->v[0].data);
+    snprintf(path, sizeof path, "/v1/responses/%s?stream=true",
+             cJSON_GetObjectItem(cJSON_GetObjectItem(first, "response"), "id")->valuestring);
+    cJSON_Delete(first);
+    evlist_free(pl);
+    resp_free(&r);
+    request(ah_mock_url(m), path, "GET", NULL, 0, NULL, &r);
+    assert_int_equal(r.status, 404);
+    resp_free(&r);
+    evlist_free(l);
+    resp_free(&full);
+    ah_mock_free(m);
+}
+
 static void *client_thread(void *p)
 {
     client_arg *a = p;
@@ -1075,6 +1174,7 @@ int main(void)
         cmocka_unit_test(wrong_path_method_and_body),
         cmocka_unit_test(continuation_request_completes_the_text),
         cmocka_unit_test(long_reply_many_deltas),
+        cmocka_unit_test(background_responses_reattach_and_cancel),
         cmocka_unit_test(free_while_stalled_returns),
         cmocka_unit_test(concurrent_requests),
         cmocka_unit_test(plan_file_and_start_errors),

@@ -123,6 +123,11 @@ test("a continuation says what was kept and discarded", function()
     d:update({ type = "llm_continuation", continuation = 2, max_continuations = 3,
         committed_blocks = 1, discarded_blocks = 0, reason = "stream idle for 500 ms" })
     eq(s:text(), "\rstream stalled - continuing (2/3), kept 1 block\27[K")
+    d, s = display()
+    d:update({ type = "llm_continuation", continuation = 1, max_continuations = 3,
+        mode = "resume", committed_blocks = 0, discarded_blocks = 0,
+        reason = "response stream broken: Transferred a partial file" })
+    eq(s:text(), "\rstream cut — resuming (1/3)\27[K")
 end)
 
 test("the prefill and prompt rungs both say continuing", function()

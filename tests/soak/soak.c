@@ -589,14 +589,19 @@ static int check_events(const run_state *r, const prediction *o)
 }
 
 /* History: every tool_use complete (arguments {"a":42,"b":42}) and answered, exactly as
- * many as the tool rounds that happened; nothing partial left in a completed run. */
+ * many as the tool rounds that happened; in a completed run, a message still marked
+ * partial is one a continuation prompt followed (the prompt rung keeps the cut message as
+ * it was and adds the visible prompt after it); on the prefill rung none is left. */
 static int check_history(const run_state *r, const prediction *o)
 {
     const ah_conversation *c = ah_worker_history(r->worker);
     int uses = 0, results = 0;
     for (size_t m = 0; m < ah_conversation_count(c); m++) {
-        if (o->outcome == AH_OUTCOME_COMPLETED && ah_conversation_is_partial(c, m))
-            return fail("message %zu still partial after a completed run", m);
+        if (o->outcome == AH_OUTCOME_COMPLETED && ah_conversation_is_partial(c, m) &&
+            (m + 1 >= ah_conversation_count(c) ||
+             ah_conversation_role(c, m + 1) != AH_ROLE_USER))
+            return fail("message %zu still partial after a completed run, and no "
+                        "continuation prompt follows it", m);
         for (size_t i = 0; i < ah_conversation_block_count(c, m); i++) {
             const ah_msg_block *b = ah_conversation_block(c, m, i);
             if (b->kind == AH_MSG_TOOL_RESULT)

@@ -37,7 +37,9 @@ typedef struct fake {
     int started, aborted, live;
     int64_t started_at[16];
     char last_url[256];
+    char last_method[8];
     size_t last_body_len;
+    size_t last_n_headers;
     int saw_api_key_header;
 } fake;
 
@@ -118,7 +120,9 @@ static ah_status fake_start(void *self, ah_loop *loop, const ah_http_request *re
     assert_true(f->started < 16);
     f->started_at[f->started] = ah_loop_now_ms(loop);
     snprintf(f->last_url, sizeof f->last_url, "%s", req->url);
+    snprintf(f->last_method, sizeof f->last_method, "%s", req->method ? req->method : "POST");
     f->last_body_len = req->body_len;
+    f->last_n_headers = req->n_headers;
     for (size_t i = 0; i < req->n_headers; i++)
         if (strcmp(req->headers[i].name, "x-api-key") == 0)
             f->saw_api_key_header = 1;
@@ -175,6 +179,7 @@ typedef struct harness {
     int consumer_abort_at; /* on_data returns nonzero at this chunk (1-based), 0 = never
                             */
     int end_incomplete;    /* on_end reports an incomplete stream */
+    int reattach_calls, cancel_calls;
     int chunks_seen;
 } harness;
 
@@ -211,6 +216,11 @@ static void on_event(void *ud, const ah_event *e)
         r->kind = e->u.llm_gave_up.error->kind;
         snprintf(r->message, sizeof r->message, "%s", e->u.llm_gave_up.error->message);
         break;
+    case AH_EV_LLM_CONTINUATION:
+        assert_int_equal(e->u.llm_continuation.mode, AH_CONT_RESUME);
+        r->attempt = e->u.llm_continuation.continuation;
+        snprintf(r->message, sizeof r->message, "%s", e->u.llm_continuation.reason);
+        break;
     default:
         fail_msg("unexpected event %s", ah_event_type_name(e->type));
     }
@@ -238,6 +248,29 @@ static int on_data(void *ud, const char *buf, size_t len, ah_error *err)
     assert_true(h->data_len + len < sizeof h->data);
     memcpy(h->data + h->data_len, buf, len);
     h->data_len += len;
+    return 0;
+}
+
+/* A resumed call opens more than once. */
+static int on_open_any(void *ud, int status, const ah_header *hd, size_t n, ah_error *err)
+{
+    harness *h = ud;
+    (void)status;
+    (void)hd;
+    (void)n;
+    (void)err;
+    h->opens++;
+    return 0;
+}
+
+static int on_data_any(void *ud, const char *buf, size_t len, ah_error *err)
+{
+    harness *h = ud;
+    (void)err;
+    assert_true(h->data_len + len < sizeof h->data);
+    memcpy(h->data + h->data_len, buf, len);
+    h->data_len += len;
+    h->data[h->data_len] = '\0';
     return 0;
 }
 
@@ -319,6 +352,57 @@ static ah_call *make_call(harness *h, const fake_step *steps, int n, ah_retry_bu
     cfg.llm_call = 1;
     char err[128];
     ah_call *c = NULL;
+    assert_int_equal(ah_call_new(&cfg, &c, err, sizeof err), AH_OK);
+    h->call = c;
+    return c;
+}
+
+/* A resume hook that always can (the decoder would check its cursor). */
+static char *test_reattach_url(void *ud)
+{
+    harness *h = ud;
+    h->reattach_calls++;
+    char url[96];
+    snprintf(url, sizeof url, "http://fake.invalid/v1/responses/r1?stream=true&starting_after=%d",
+             h->reattach_calls);
+    char *u = malloc(strlen(url) + 1);
+    strcpy(u, url);
+    return u;
+}
+
+static char *test_cancel_url(void *ud)
+{
+    harness *h = ud;
+    h->cancel_calls++;
+    const char *url = "http://fake.invalid/v1/responses/r1/cancel";
+    char *u = malloc(strlen(url) + 1);
+    strcpy(u, url);
+    return u;
+}
+
+static ah_call *make_resumable_call(harness *h, const fake_step *steps, int n)
+{
+    ah_call *c = make_call(h, steps, n, NULL);
+    ah_call_free(c); /* rebuilt with the hooks */
+    h->f.steps = steps;
+    h->f.n_steps = n;
+    ah_call_config cfg = {0};
+    cfg.loop = h->loop;
+    cfg.transport = &h->tr;
+    cfg.request.url = "http://fake.invalid/v1/responses";
+    cfg.request.headers = req_headers;
+    cfg.request.n_headers = 2;
+    cfg.request.body = "{\"model\":\"m\"}";
+    cfg.request.body_len = strlen(cfg.request.body);
+    cfg.policy = &h->policy;
+    cfg.stream = (ah_stream_fns){on_open_any, on_data_any, on_end, h, NULL};
+    cfg.resume = (ah_call_resume){test_reattach_url, test_cancel_url, h};
+    cfg.on_event = on_event;
+    cfg.event_ud = h;
+    cfg.on_finish = on_finish;
+    cfg.finish_ud = h;
+    cfg.llm_call = 1;
+    char err[128];
     assert_int_equal(ah_call_new(&cfg, &c, err, sizeof err), AH_OK);
     h->call = c;
     return c;
@@ -648,6 +732,132 @@ static void cancel_before_start(void **state)
     assert_int_equal(ah_call_start(h->call), AH_ERR_STATE);
 }
 
+/* ---- resume (a re-attach to the same response) ------------------------------------ */
+
+static void resume_reattaches_with_a_get_and_completes(void **state)
+{
+    harness *h = *state;
+    const fake_step steps[] = {
+        {.status = 200, .chunks = {"data: a\n\n"}, .end = END_CUT},
+        {.status = 200, .chunks = {"data: b\n\n"}, .end = END_CLEAN}};
+    make_resumable_call(h, steps, 2);
+    assert_int_equal(drive(h), AH_CALL_DONE);
+    assert_string_equal(h->data, "data: a\n\ndata: b\n\n");
+    assert_int_equal(h->f.started, 2);
+    assert_string_equal(h->f.last_method, "GET");
+    assert_string_equal(h->f.last_url,
+                        "http://fake.invalid/v1/responses/r1?stream=true&starting_after=1");
+    assert_int_equal(h->f.last_body_len, 0);
+    assert_int_equal(h->f.last_n_headers, 1); /* the auth header, no content-type */
+    assert_int_equal(ah_call_resumes(h->call), 1);
+    assert_int_equal(ah_call_attempts(h->call), 2);
+    assert_int_equal(count(h, AH_EV_LLM_CONTINUATION), 1);
+    assert_int_equal(nth(h, AH_EV_LLM_CONTINUATION, 0)->attempt, 1);
+    assert_non_null(strstr(nth(h, AH_EV_LLM_CONTINUATION, 0)->message, "scripted cut"));
+    /* The re-attach's attempts count from 1. */
+    assert_int_equal(count(h, AH_EV_LLM_CALL_START), 2);
+    assert_int_equal(nth(h, AH_EV_LLM_CALL_START, 1)->attempt, 1);
+    assert_int_equal(h->cancel_calls, 0);
+}
+
+static void refused_reattach_is_an_interruption_not_a_give_up(void **state)
+{
+    harness *h = *state;
+    const fake_step steps[] = {
+        {.status = 200, .chunks = {"data: a\n\n"}, .end = END_CUT},
+        {.status = 404, .chunks = {"{\"error\":{\"message\":\"gone\"}}"}, .end = END_CLEAN}};
+    make_resumable_call(h, steps, 2);
+    assert_int_equal(drive(h), AH_CALL_INTERRUPTED);
+    assert_int_equal(count(h, AH_EV_LLM_GAVE_UP), 0);
+    assert_int_equal(count(h, AH_EV_LLM_RETRY), 0);
+    const ah_error *e = ah_call_error(h->call);
+    assert_int_equal(e->kind, AH_EK_STREAM);
+    assert_non_null(strstr(e->message, "scripted cut"));
+    assert_non_null(strstr(e->message, "HTTP 404"));
+}
+
+static void reattach_failures_before_the_head_are_retried(void **state)
+{
+    harness *h = *state;
+    const fake_step steps[] = {
+        {.status = 200, .chunks = {"data: a\n\n"}, .end = END_CUT},
+        {.fail = AH_EK_CONNECT},
+        {.status = 503, .end = END_CLEAN},
+        {.status = 200, .chunks = {"data: b\n\n"}, .end = END_CLEAN}};
+    make_resumable_call(h, steps, 4);
+    assert_int_equal(drive(h), AH_CALL_DONE);
+    assert_int_equal(count(h, AH_EV_LLM_RETRY), 2);
+    assert_int_equal(nth(h, AH_EV_LLM_RETRY, 1)->failed_attempt, 2);
+    assert_int_equal(ah_call_resumes(h->call), 1);
+    assert_string_equal(h->data, "data: a\n\ndata: b\n\n");
+}
+
+static void resumes_stop_at_max_continuations(void **state)
+{
+    harness *h = *state;
+    h->policy.max_continuations = 2;
+    const fake_step steps[] = {
+        {.status = 200, .chunks = {"data: a\n\n"}, .end = END_CUT},
+        {.status = 200, .chunks = {"data: b\n\n"}, .end = END_CUT},
+        {.status = 200, .chunks = {"data: c\n\n"}, .end = END_CUT}};
+    make_resumable_call(h, steps, 3);
+    assert_int_equal(drive(h), AH_CALL_INTERRUPTED);
+    assert_int_equal(h->reattach_calls, 2);
+    assert_int_equal(ah_call_resumes(h->call), 2);
+    assert_int_equal(h->f.started, 3);
+}
+
+static void consumer_errors_and_deadlines_are_not_resumed(void **state)
+{
+    harness *h = *state;
+    h->consumer_abort_at = 0;
+    h->policy.deadline_ms = 1000;
+    const fake_step steps[] = {
+        {.status = 200, .chunks = {"data: a\n\n"}, .end = END_STALL}};
+    make_resumable_call(h, steps, 1);
+    assert_int_equal(drive(h), AH_CALL_INTERRUPTED);
+    assert_int_equal(h->reattach_calls, 0);
+    assert_non_null(strstr(ah_call_error(h->call)->message, "deadline"));
+}
+
+static void cancel_asks_the_provider_and_waits_at_most_the_cap(void **state)
+{
+    harness *h = *state;
+    const fake_step steps[] = {
+        {.status = 200, .chunks = {"data: a\n\n"}, .end = END_STALL},
+        {.hang = 1}}; /* the cancel request is never answered */
+    make_resumable_call(h, steps, 2);
+    drive_until(h, AH_CALL_STREAMING);
+    ah_loop_run_once(h->loop, 0);
+    int64_t t0 = ah_loop_now_ms(h->loop);
+    ah_call_cancel(h->call);
+    assert_int_equal(drive(h), AH_CALL_CANCELLED);
+    assert_int_equal(h->cancel_calls, 1);
+    assert_int_equal(h->f.started, 2);
+    assert_string_equal(h->f.last_method, "POST");
+    assert_string_equal(h->f.last_url, "http://fake.invalid/v1/responses/r1/cancel");
+    assert_int_equal(h->f.aborted, 2); /* the stream at once, the cancel at the cap */
+    assert_int_equal(ah_loop_now_ms(h->loop) - t0, AH_CALL_CANCEL_WAIT_MS);
+    assert_int_equal(ah_call_error(h->call)->kind, AH_EK_CANCELLED);
+}
+
+static void cancel_answered_finishes_at_once(void **state)
+{
+    harness *h = *state;
+    const fake_step steps[] = {
+        {.status = 200, .chunks = {"data: a\n\n"}, .end = END_STALL},
+        {.status = 200, .delay_ms = 30, .chunks = {"{}"}, .end = END_CLEAN}};
+    make_resumable_call(h, steps, 2);
+    drive_until(h, AH_CALL_STREAMING);
+    ah_loop_run_once(h->loop, 0);
+    int64_t t0 = ah_loop_now_ms(h->loop);
+    ah_call_cancel(h->call);
+    assert_int_equal(drive(h), AH_CALL_CANCELLED);
+    assert_int_equal(ah_loop_now_ms(h->loop) - t0, 30);
+    assert_int_equal(h->f.aborted, 1);
+    assert_int_equal(h->cancel_calls, 1);
+}
+
 static void attempt_timeout_fires_on_virtual_time(void **state)
 {
     harness *h = *state;
@@ -881,6 +1091,13 @@ int main(void)
         T(cancel_from_the_retry_event),
         T(cancel_while_streaming_is_not_an_interruption),
         T(cancel_before_start),
+        T(resume_reattaches_with_a_get_and_completes),
+        T(refused_reattach_is_an_interruption_not_a_give_up),
+        T(reattach_failures_before_the_head_are_retried),
+        T(resumes_stop_at_max_continuations),
+        T(consumer_errors_and_deadlines_are_not_resumed),
+        T(cancel_asks_the_provider_and_waits_at_most_the_cap),
+        T(cancel_answered_finishes_at_once),
         T(attempt_timeout_fires_on_virtual_time),
         T(attempt_timeout_stops_at_the_head),
         T(idle_timeout_interrupts_a_silent_stream),

@@ -6,6 +6,7 @@
  *      └──error before the stream──▶ decide ──retry──▶ WAIT (a timer) ──▶ ATTEMPT
  *                                      └──no──▶ GAVE_UP
  *   (any state) ──cancel──▶ CANCELLED
+ *   STREAMING ──break, resume hook gives a URL──▶ WAIT (0 ms) ──▶ ATTEMPT (GET) ──▶ …
  *
  * The call never retries once the stream is open: a failure after the response head
  * reaches the caller as a `stream` error (INTERRUPTED) so the worker can continue from
@@ -82,6 +83,37 @@ typedef struct ah_stream_fns {
     int (*ended)(void *ud);
 } ah_stream_fns;
 
+/* Re-attaching to the same response after its stream broke (OpenAI Responses in
+ * background mode: the provider keeps generating whatever happens to the connection).
+ * Optional; both functions return a malloc'd URL the call frees, or NULL.
+ *   reattach_url  the open stream broke: a cut or reset reported by the transport, a clean
+ *                 end before the format's end (on_end nonzero), or the idle timeout; never
+ *                 a consumer's error, the deadline or a cancel. Called only while
+ *                 cfg.continuation + the resumes so far < policy.max_continuations. Return
+ *                 the URL to GET the rest of the response from (same headers, no body),
+ *                 after getting the stream consumer ready for bytes that go on where the
+ *                 last ones stopped; NULL = cannot (the call ends INTERRUPTED as without
+ *                 this hook). Before each re-attach the call emits llm_continuation with
+ *                 mode resume, then llm_call_start for each of its attempts. The
+ *                 re-attach is a request of its own under the policy (its attempts are
+ *                 counted from 1 and retried like any request's); if it is refused (a
+ *                 non-retryable answer such as 404: the response is gone) or its retries
+ *                 give up, the call ends INTERRUPTED with the stream error, so the caller
+ *                 takes its next rung. A re-attached stream that completes ends the call
+ *                 DONE, as if it had never broken.
+ *   cancel_url    the call is being cancelled: the URL to POST to stop the response on the
+ *                 provider's side, or NULL (nothing running there). Best effort: the
+ *                 transfer is torn down at once and the cancel request sent; the call
+ *                 reaches CANCELLED when it is answered or after AH_CALL_CANCEL_WAIT_MS,
+ *                 whichever comes first. */
+typedef struct ah_call_resume {
+    char *(*reattach_url)(void *ud);
+    char *(*cancel_url)(void *ud);
+    void *ud;
+} ah_call_resume;
+
+#define AH_CALL_CANCEL_WAIT_MS 2000
+
 /* Called once, when the call reaches a terminal state (DONE, INTERRUPTED, GAVE_UP,
  * CANCELLED), on the loop thread. It may free the call, except under ah_call_run(),
  * which reads the call's state after each step. */
@@ -98,7 +130,9 @@ typedef struct ah_call_config {
      * automatically from the request. */
     const char *const *secrets;
     ah_stream_fns stream;
-    ah_event_fn on_event; /* llm_call_start, llm_retry, llm_gave_up; optional */
+    ah_call_resume resume; /* optional (all NULL = never re-attach) */
+    ah_event_fn on_event; /* llm_call_start, llm_retry, llm_gave_up, llm_continuation
+                             (resume); optional */
     void *event_ud;
     ah_call_finish_fn on_finish; /* optional */
     void *finish_ud;
@@ -142,7 +176,8 @@ ah_call_state ah_call_get_state(const ah_call *call);
 int ah_call_finished(const ah_call *call); /* 1 in a terminal state */
 /* The terminal error (kind NONE while running and after DONE). Borrowed. */
 const ah_error *ah_call_error(const ah_call *call);
-int ah_call_attempts(const ah_call *call);       /* attempts started so far */
+int ah_call_attempts(const ah_call *call);       /* attempts started so far (all) */
+int ah_call_resumes(const ah_call *call);        /* re-attaches started (resume hook) */
 int ah_call_http_status(const ah_call *call);    /* status of the last head, or 0 */
 int64_t ah_call_elapsed_ms(const ah_call *call); /* since start (frozen when finished) */
 /* Why the call gave up (GAVE_UP only; AH_GIVEUP_COUNT_ otherwise). */

@@ -182,6 +182,10 @@ typedef struct ah_request_opts {
         *reasoning_effort; /* openai: reasoning_effort; responses: reasoning.effort */
     int include_encrypted_reasoning; /* responses: include reasoning.encrypted_content */
     int chat_legacy_max_tokens; /* openai: send max_tokens, not max_completion_tokens */
+    /* responses only: "background": true, "store": true (the provider runs the response
+     * whatever happens to the connection and keeps it, so its stream can be re-attached).
+     * An error on the other formats. */
+    int background;
     /* A JSON object whose members are set on the body top level after encoding
      * (replacing a member of the same name): provider-specific knobs such as
      * {"thinking":{"type":"adaptive"}} or {"parallel_tool_calls":false}. May be NULL. */

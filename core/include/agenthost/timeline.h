@@ -203,6 +203,31 @@ ah_status ah_decoder_feed_event(ah_decoder *d, const ah_sse_event *ev);
  * the same answer. */
 ah_status ah_decoder_finish(ah_decoder *d, ah_error *err);
 
+/* ---- resumable streams (OpenAI Responses background mode) ----
+ * Every Responses event carries a sequence_number; response.created / in_progress /
+ * queued carry the response id. The decoder keeps both, can take the rest of the same
+ * response from a new connection, and there skips the events whose sequence_number is
+ * not above the last one decoded before the break (a re-attached stream that repeats
+ * events emits nothing twice). */
+
+/* The response id and the last sequence_number decoded. Returns 1 when the stream can
+ * be re-attached after them: both are known, the decoder is healthy (no decoder error, no
+ * in-stream provider error) and the response has not finished; 0 otherwise (the
+ * outputs are then left untouched). *response_id is borrowed from the decoder. Either
+ * pointer may be NULL. */
+int ah_decoder_cursor(const ah_decoder *d, const char **response_id, int64_t *last_seq);
+/* The response id when one was seen and the response has not finished (a cancel has
+ * something to cancel), else NULL. Borrowed. */
+const char *ah_decoder_response_id(const ah_decoder *d);
+/* The stream broke and the same response goes on in a new connection: drop whatever
+ * partial event the SSE parser holds and accept bytes again (also after
+ * ah_decoder_finish). The timeline, its open blocks and the cursor stay. AH_ERR_STATE
+ * when the decoder has a sticky error. */
+ah_status ah_decoder_reattach(ah_decoder *d);
+/* Events of re-attached streams skipped because their sequence_number was at or below
+ * the cursor at the re-attach. */
+uint64_t ah_decoder_duplicates(const ah_decoder *d);
+
 /* The decoder's sticky error, or NULL while healthy. Kind AH_EK_STREAM; the message names
  * the format, the event type, the event number and the byte offset where it ended. */
 const ah_error *ah_decoder_error(const ah_decoder *d);

@@ -2,6 +2,8 @@
 #ifndef AGENTHOST_WIRE_H
 #define AGENTHOST_WIRE_H
 
+#include <stdint.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -22,6 +24,19 @@ typedef enum ah_wire {
 const char *ah_wire_name(ah_wire w);      /* "unknown" out of range */
 const char *ah_wire_path(ah_wire w);      /* "" out of range */
 int ah_wire_from_name(const char *name); /* the ah_wire, or -1 */
+
+/* Background responses (OpenAI Responses, "background": true): the provider keeps
+ * running a response whatever happens to the connection, and its stream can be taken up
+ * again. request_url is the URL the response was created with (".../v1/responses").
+ * Both return a malloc'd URL (free with free()), or NULL when the format has no such
+ * request or on allocation failure. The id is percent-encoded.
+ *   re-attach: GET {request_url}/{id}?stream=true&starting_after={after}, the events
+ *              after sequence number `after`;
+ *   cancel:    POST {request_url}/{id}/cancel. */
+int ah_wire_has_background(ah_wire w); /* 1 for responses */
+char *ah_wire_reattach_url(ah_wire w, const char *request_url, const char *id,
+                           int64_t after);
+char *ah_wire_cancel_url(ah_wire w, const char *request_url, const char *id);
 
 #ifdef __cplusplus
 }

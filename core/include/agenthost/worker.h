@@ -51,6 +51,12 @@ typedef struct ah_client_config {
      * model capability table, agenthost/capabilities.h; a prefill the provider refuses
      * switches this client to the prompt rung for the rest of its life). */
     ah_continuation continuation;
+    /* responses only: background mode ("background": true, "store": true). The provider
+     * runs and keeps the response whatever happens to the connection, so a stream that
+     * breaks after its head is re-attached at the last sequence number received: the
+     * same response goes on, nothing is regenerated. A cancel also asks the provider to
+     * cancel the response. An error with any other provider. */
+    int background;
 } ah_client_config;
 
 /* Copies everything. NULL with a message naming the field on invalid input. */
