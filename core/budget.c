@@ -1,4 +1,4 @@
-/* budget.c - reference-counted execution budgets (SPEC §5).
+/* budget.c - reference-counted execution budgets (docs/tools-and-ledger.md).
  * Invariants: 0 <= used <= limit; a refused take changes nothing but the refusal count;
  * the budget lives while any holder has a reference. */
 #include "internal.h"

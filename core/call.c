@@ -1,5 +1,5 @@
 /* call.c - one LLM request: the ATTEMPT -> (WAIT -> ATTEMPT)* -> STREAMING -> terminal
- * state machine (SPEC §2; docs/transport-and-retry.md).
+ * state machine (docs/retry-policy.md; docs/transport-and-retry.md).
  *
  * Invariants:
  *   - Every state change goes through set_state(), which logs it at debug level.
@@ -79,6 +79,7 @@ struct ah_call {
     ah_call_finish_fn on_finish;
     void *finish_ud;
     int llm_call, continuation;
+    char run_id[48]; /* "" outside a run */
 
     /* The request, owned: strings live in reqbuf. */
     ah_http_request req;
@@ -174,10 +175,24 @@ static void set_state(ah_call *c, ah_call_state s, const char *why)
     c->state = s;
 }
 
+/* "LLM request 2 of run_ab12" (or without the run outside one), for log lines. */
+static const char *label(const ah_call *c, char *buf, size_t size)
+{
+    if (c->run_id[0])
+        ah__bufprintf(buf, size, "LLM request %d of %s", c->llm_call, c->run_id);
+    else
+        ah__bufprintf(buf, size, "LLM request %d", c->llm_call);
+    return buf;
+}
+
 static void emit(ah_call *c, const ah_event *ev)
 {
-    if (c->on_event)
-        c->on_event(c->event_ud, ev);
+    if (!c->on_event)
+        return;
+    ah_event e = *ev;
+    e.run_id = c->run_id[0] ? c->run_id : NULL;
+    e.ts_ms = ah_loop_wall_ms(c->loop);
+    c->on_event(c->event_ud, &e);
 }
 
 /* ---- per-attempt scratch --------------------------------------------------------- */
@@ -273,8 +288,10 @@ static void finish(ah_call *c, ah_call_state s, const ah_error *err, const char 
     set_state(c, s, why);
     if (s == AH_CALL_GAVE_UP &&
         !(c->handles_give_up && c->handles_give_up(c->event_ud, &c->err))) {
-        ah__log_event(AH_LOG_WARN, AH_EV_LLM_GAVE_UP, "LLM request %d gave up after %d attempt(s) (%s): %s",
-                c->llm_call, c->attempts, ah_giveup_reason_name(c->reason),
+        char who[80];
+        ah__log_event(AH_LOG_WARN, AH_EV_LLM_GAVE_UP,
+                      "%s gave up after %d attempt(s) (%s): %s", label(c, who, sizeof who),
+                      c->attempts, ah_giveup_reason_name(c->reason),
                 c->err.message[0] ? c->err.message : ah_error_kind_name(c->err.kind));
         ah_event ev = {.type = AH_EV_LLM_GAVE_UP};
         ev.u.llm_gave_up.llm_call = c->llm_call;
@@ -541,11 +558,13 @@ static void retry_or_give_up(ah_call *c, ah_decision d)
         return;
     }
     char what[64];
+    char who[80];
+    /* Numbered like the status display: the attempt that comes next. */
     ah__log_event(AH_LOG_WARN, AH_EV_LLM_RETRY,
-            "LLM request %d: %s (attempt %d/%d), retrying in %lld ms (%s): %s",
-            c->llm_call, describe(&c->err, what, sizeof what), c->attempts,
-            c->policy.max_attempts, (long long)d.wait_ms,
-            ah_wait_source_name(d.wait_source), c->err.message);
+                  "%s: %s, retrying (attempt %d/%d in %lld ms, %s): %s",
+                  label(c, who, sizeof who), describe(&c->err, what, sizeof what),
+                  c->attempts + 1, c->policy.max_attempts, (long long)d.wait_ms,
+                  ah_wait_source_name(d.wait_source), c->err.message);
     /* The event goes out BEFORE the wait starts, so a display can show it at once. */
     ah_event ev = {.type = AH_EV_LLM_RETRY};
     ev.u.llm_retry.llm_call = c->llm_call;
@@ -1033,6 +1052,8 @@ ah_status ah_call_new(const ah_call_config *cfg, ah_call **out, char *errbuf,
     c->on_finish = cfg->on_finish;
     c->finish_ud = cfg->finish_ud;
     c->llm_call = cfg->llm_call;
+    if (cfg->run_id)
+        ah__bufprintf(c->run_id, sizeof c->run_id, "%s", cfg->run_id);
     c->continuation = cfg->continuation;
     c->state = AH_CALL_IDLE;
     c->reason = AH_GIVEUP_COUNT_;

@@ -6,7 +6,7 @@
  * "choices": []). Usage is taken from the LAST chunk that carries it, wherever it sits
  * (a separate empty-choices chunk, the finish chunk, a later chunk, or x_groq.usage).
  *
- * Completion rules (the format has no explicit block ends, SPEC §3): a text or reasoning
+ * Completion rules (the format has no explicit block ends): a text or reasoning
  * block closes when content of another kind or a tool call starts, or when finish_reason
  * arrives; a tool call closes at finish_reason. Tool-call fragments merge by
  * tool_calls[].index; id and name are taken from the first fragment that has them (a name

@@ -67,7 +67,7 @@ const char *ah_hint_source_name(ah_hint_source src)
     return hint_names[src];
 }
 
-/* ---- the retry table (SPEC §1) ----------------------------------------------------- */
+/* ---- the retry table (docs/errors.md) ----------------------------------------------------- */
 
 static int status_is_retryable(int status)
 {

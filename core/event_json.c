@@ -1,6 +1,6 @@
 /* event_json.c - every event type encodes to one JSON object and decodes back unchanged
- * (SPEC §6). Field names are the spec's, snake_case; an absent error or a status of 0
- * encodes as null. A decoded event lives in an ah_event_box that owns its strings.
+ * (round-trip tests). Field names are the documented ones (docs/lua.md, "Events"),
+ * snake_case; an absent error or a status of 0 encodes as null. A decoded event lives in an ah_event_box that owns its strings.
  *
  * Invariant: the encoder only writes what the typed event holds; events never carry
  * request bodies or credentials, and error messages are already redacted (error.c). */
@@ -14,7 +14,7 @@
 struct ah_event_box {
     ah_event ev;
     ah_error err; /* storage for ev.u.*.error */
-    char *strings[3];
+    char *strings[4]; /* [3]: run_id */
 };
 
 /* ---- encoding: a visitor sink that builds a cJSON object ---------------------------- */
@@ -269,9 +269,15 @@ ah_event_box *ah_event_from_json(const char *json, size_t len, char *err, size_t
     ev->type = (ah_event_type)get_enum(&r, "type", ah_event_type_name_i, AH_EV_COUNT_);
     if (r.failed)
         goto fail;
+    /* run_id and ts_ms are on every event this library writes; a line written before
+     * they existed decodes with NULL / 0 */
+    if (cJSON_GetObjectItemCaseSensitive(o, "run_id"))
+        ev->run_id = keep(b, 3, get_str(&r, "run_id", 1));
+    if (cJSON_GetObjectItemCaseSensitive(o, "ts_ms"))
+        ev->ts_ms = get_int(&r, "ts_ms");
     switch (ev->type) {
     case AH_EV_RUN_START:
-        ev->u.run_start.run_id = keep(b, 0, get_str(&r, "run_id", 1));
+        ev->u.run_start.run_id = ev->run_id;
         break;
     case AH_EV_LLM_CALL_START:
         ev->u.llm_call_start.llm_call = (int)get_int(&r, "llm_call");

@@ -1,5 +1,5 @@
-/* event_visit.c - the fields of every event type, in SPEC §6 order and names, walked
- * through a table of callbacks. JSON encoding (event_json.c) and the Lua binding's event
+/* event_visit.c - the fields of every event type, in the documented order and names
+ * (docs/lua.md, "Events"), walked through a table of callbacks. JSON encoding (event_json.c) and the Lua binding's event
  * tables both go through here, so they cannot disagree about a field. */
 #include "internal.h"
 
@@ -26,9 +26,14 @@ static void error(const ah_event_fields *f, void *ud, const ah_error *e)
 void ah_event_visit(const ah_event *ev, const ah_event_fields *f, void *ud)
 {
     str(f, ud, "type", ah_event_type_name(ev->type));
+    /* run_start's own run_id is the same id: visited once */
+    const char *run_id = ev->run_id;
+    if (!run_id && ev->type == AH_EV_RUN_START)
+        run_id = ev->u.run_start.run_id;
+    str(f, ud, "run_id", run_id);
+    f->num(ud, "ts_ms", ev->ts_ms);
     switch (ev->type) {
     case AH_EV_RUN_START:
-        str(f, ud, "run_id", ev->u.run_start.run_id);
         break;
     case AH_EV_LLM_CALL_START:
         f->num(ud, "llm_call", ev->u.llm_call_start.llm_call);

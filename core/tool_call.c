@@ -559,9 +559,12 @@ ah_tool_outcome ah_tool_call_run(ah_tool_call *c, const ah_tool_driver *d)
         if (c->outcome == AH_TOOL_BUDGET_EXHAUSTED && c->budget_first_refusal) {
             ah_budget_exhausted_event(
                 c->budget, d->budget_name ? d->budget_name : "tool_calls", &ev);
+            ev.ts_ms = ah_clock_real()->wall_ms(ah_clock_real()->ud);
             d->on_event(d->event_ud, &ev);
         }
         ah_tool_call_end_event(c, d->id, d->name, &ev);
+        ev.ts_ms = ah_clock_real()->wall_ms(ah_clock_real()->ud); /* this driver sleeps
+                                                                     for real */
         d->on_event(d->event_ud, &ev);
     }
     return c->outcome;

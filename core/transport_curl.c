@@ -1,5 +1,5 @@
 /* transport_curl.c - the libcurl transport: one easy handle per HTTP attempt, driven by
- * the loop's multi handle, reporting head, body and a classified completion (SPEC §1).
+ * the loop's multi handle, reporting head, body and a classified completion (docs/errors.md).
  *
  * Invariants:
  *   - The head (status + headers) reaches the sink once, when the blank line ending the
@@ -8,7 +8,7 @@
  * only http/https. TLS peer and host verification stay on. libcurl silently resends a
  * request whose reused keep-alive connection died before any response byte ("Connection
  * died, retrying a fresh connect"), which would be a second request the retry policy
- * never counted (SPEC §2: the core's loop is the one retry owner). The body is given
+ * never counted (the core's loop is the one retry owner). The body is given
  * with CURLOPT_POSTFIELDS, so headers and body leave in one write (a read callback sent
  * them in two), and a CURLOPT_PREREQFUNCTION refuses any second send of the same
  * attempt: the resend fails at once and the core decides whether to retry.
@@ -248,7 +248,7 @@ static int is_connect_failure(CURLcode rc)
     }
 }
 
-/* Map a curl result to the error kinds of SPEC §1. A failure after the head was delivered
+/* Map a curl result to the error kinds of docs/errors.md. A failure after the head was delivered
  * is always `stream`: the response had started, so it is never resent as is. */
 static void classify(const attempt *a, CURLcode rc, ah_error *err)
 {

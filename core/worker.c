@@ -1,5 +1,5 @@
 /* worker.c - the agent turn loop: request from history, stream into a timeline, commit,
- * run tools, repeat; continuation of interrupted streams (SPEC §4).
+ * run tools, repeat; continuation of interrupted streams (docs/worker.md).
  *
  * Invariants:
  *  - Every request is encoded from the history and nothing else: a continuation changes
@@ -81,6 +81,15 @@ ah_client *ah_client_new(const ah_client_config *cfg, char *err, size_t errsize)
     }
     if (strncmp(cfg->base_url, "http://", 7) != 0 && strncmp(cfg->base_url, "https://", 8) != 0) {
         ah__bufprintf(err, errsize, "client.base_url must start with http:// or https://");
+        return NULL;
+    }
+    /* a host must follow the scheme: "http://" or "http:///v1" would only fail later,
+     * as a DNS error about some other name */
+    const char *host = strstr(cfg->base_url, "://") + 3;
+    size_t hlen = strcspn(host, "/?#");
+    if (hlen == 0 || host[0] == ':' || memchr(host, ' ', hlen)) {
+        ah__bufprintf(err, errsize, "client.base_url '%.80s' has no host (e.g. "
+                      "http://127.0.0.1:8080)", cfg->base_url);
         return NULL;
     }
     if (!cfg->model || !*cfg->model) {
@@ -204,9 +213,10 @@ static int client_learn_prompt(const ah_client *c)
 typedef enum wstate { W_IDLE, W_CALLING, W_TOOLS, W_FINISHED } wstate;
 
 typedef struct pending_tool {
-    char *id, *name;
+    char *id, *name, *args;
     char *content;
     ah_tool_outcome outcome;
+    int exclusive;
     int answered;
 } pending_tool;
 
@@ -218,6 +228,7 @@ struct ah_worker {
     ah_retry_budget *retry_budget;
     ah_rate_limit *rate_limit;
     ah_tool_def *tools;
+    int *tool_exclusive; /* n_tools flags */
     size_t n_tools;
     ah_tool_exec_fn tool_exec;
     void *tool_ud;
@@ -239,6 +250,7 @@ struct ah_worker {
     ah_timer *kick;
     ah_async *cancel_async;
     atomic_int cancel_requested;
+    char cancel_reason[160]; /* ah_worker_cancel_with, loop thread; "" = none */
 
     int llm_call;      /* number of the current request, 1-based */
     int continuations; /* continuations of the current step */
@@ -253,6 +265,11 @@ struct ah_worker {
 
     pending_tool *pending;
     size_t n_pending, n_answered;
+    size_t next_tool;     /* the next call to start, in call order */
+    int running_tools;    /* started, not answered */
+    int exclusive_running;
+    int starting;         /* inside start_tools: answers do not re-enter it */
+    int max_tool_concurrency;
 
     /* The response being received. */
     int json_mode;          /* a 2xx application/json body: decoded whole at the end */
@@ -270,10 +287,16 @@ struct ah_worker {
 
 #define NO_BLOCK ((size_t)-1)
 
+/* Every event of the run carries its id and the wall time (the call's own events are
+ * stamped again here: the same values, one place that guarantees them). */
 static void emit(ah_worker *w, const ah_event *ev)
 {
-    if (w->on_event)
-        w->on_event(w->event_ud, ev);
+    if (!w->on_event)
+        return;
+    ah_event e = *ev;
+    e.run_id = w->run_id;
+    e.ts_ms = ah_loop_wall_ms(w->loop);
+    w->on_event(w->event_ud, &e);
 }
 
 static void set_state(ah_worker *w, wstate s)
@@ -394,6 +417,14 @@ static void finish(ah_worker *w, ah_run_outcome outcome, const ah_error *err)
     ev.u.run_end.outcome = outcome;
     ev.u.run_end.error = w->error.kind == AH_EK_NONE ? NULL : &w->error;
     emit(w, &ev);
+}
+
+static void finish_cancelled(ah_worker *w)
+{
+    ah_error e;
+    ah_error_set(&e, AH_EK_CANCELLED, 0, "%s",
+                 w->cancel_reason[0] ? w->cancel_reason : "cancelled");
+    finish(w, AH_OUTCOME_CANCELLED, &e);
 }
 
 static void fail_nomem(ah_worker *w, const char *where)
@@ -735,6 +766,7 @@ static void send_request(ah_worker *w)
     cc.finish_ud = w;
     cc.llm_call = ++w->llm_call;
     cc.continuation = continuation ? w->continuations : 0;
+    cc.run_id = w->run_id;
     st = ah_call_new(&cc, &w->call, msg, sizeof msg);
     ah_header_list_free(&hl);
     free(body);
@@ -756,9 +788,7 @@ static void on_kick(void *ud)
     if (w->state == W_FINISHED)
         return;
     if (atomic_load(&w->cancel_requested)) {
-        ah_error e;
-        ah_error_set(&e, AH_EK_CANCELLED, 0, "cancelled");
-        finish(w, AH_OUTCOME_CANCELLED, &e);
+        finish_cancelled(w);
         return;
     }
     send_request(w);
@@ -835,9 +865,7 @@ static void check_answer(ah_worker *w, int refused)
     w->stats.output_retries++;
     w->answer_start = ah_conversation_count(w->conv);
     if (atomic_load(&w->cancel_requested)) {
-        ah_error e;
-        ah_error_set(&e, AH_EK_CANCELLED, 0, "cancelled");
-        finish(w, AH_OUTCOME_CANCELLED, &e);
+        finish_cancelled(w);
         return;
     }
     set_state(w, W_IDLE);
@@ -1013,15 +1041,13 @@ static void on_call_finish(void *ud, ah_call *call)
      * max_continuations). */
     w->continuations += ah_call_resumes(call);
     w->stats.continuations += ah_call_resumes(call);
-    ah_error e;
     switch (ah_call_get_state(call)) {
     case AH_CALL_DONE:
         commit_response(w);
         break;
     case AH_CALL_INTERRUPTED:
         if (atomic_load(&w->cancel_requested)) {
-            ah_error_set(&e, AH_EK_CANCELLED, 0, "cancelled");
-            finish(w, AH_OUTCOME_CANCELLED, &e);
+            finish_cancelled(w);
         } else if (ah_call_error(call)->kind != AH_EK_STREAM) {
             /* Only a cut stream is continued. The deadline (timeout), the response cap
              * (budget), a body that is not a stream (decode) or a provider error in a
@@ -1032,15 +1058,13 @@ static void on_call_finish(void *ud, ah_call *call)
         }
         break;
     case AH_CALL_CANCELLED:
-        ah_error_set(&e, AH_EK_CANCELLED, 0, "cancelled");
-        finish(w, AH_OUTCOME_CANCELLED, &e);
+        finish_cancelled(w);
         break;
     default: /* GAVE_UP */
         if (!handles_give_up(w, ah_call_error(call))) {
             finish(w, AH_OUTCOME_FAILED, ah_call_error(call));
         } else if (atomic_load(&w->cancel_requested)) {
-            ah_error_set(&e, AH_EK_CANCELLED, 0, "cancelled");
-            finish(w, AH_OUTCOME_CANCELLED, &e);
+            finish_cancelled(w);
         } else {
             prefill_refused(w);
         }
@@ -1055,11 +1079,13 @@ static void free_pending(ah_worker *w)
     for (size_t i = 0; i < w->n_pending; i++) {
         free(w->pending[i].id);
         free(w->pending[i].name);
+        free(w->pending[i].args);
         free(w->pending[i].content);
     }
     free(w->pending);
     w->pending = NULL;
-    w->n_pending = w->n_answered = 0;
+    w->n_pending = w->n_answered = w->next_tool = 0;
+    w->running_tools = w->exclusive_running = 0;
 }
 
 static const ah_tool_def *find_tool(const ah_worker *w, const char *name)
@@ -1084,14 +1110,14 @@ static void tools_complete(ah_worker *w)
     free_pending(w);
     w->answer_start = ah_conversation_count(w->conv);
     if (atomic_load(&w->cancel_requested)) {
-        ah_error e;
-        ah_error_set(&e, AH_EK_CANCELLED, 0, "cancelled");
-        finish(w, AH_OUTCOME_CANCELLED, &e);
+        finish_cancelled(w);
         return;
     }
     set_state(w, W_IDLE);
     ah_timer_start(w->kick, 0);
 }
+
+static void start_tools(ah_worker *w);
 
 static ah_status answer(ah_worker *w, size_t index, const ah_tool_response *res)
 {
@@ -1116,8 +1142,12 @@ static ah_status answer(ah_worker *w, size_t index, const ah_tool_response *res)
         fail_nomem(w, "tool result");
         return AH_ERR_NOMEM;
     }
-    if (++w->n_answered == w->n_pending && w->state == W_TOOLS)
-        tools_complete(w);
+    w->n_answered++;
+    w->running_tools--;
+    if (t->exclusive)
+        w->exclusive_running = 0;
+    if (!w->starting && w->state == W_TOOLS)
+        start_tools(w); /* a slot is free: the next call, or the end of the round */
     return AH_OK;
 }
 
@@ -1126,6 +1156,69 @@ ah_status ah_worker_tool_done(ah_worker *w, size_t index, const ah_tool_response
     if (!w || !res)
         return AH_ERR_INVALID;
     return answer(w, index, res);
+}
+
+/* Start one call (its tool_call_start first); it may answer at once. */
+static void exec_tool(ah_worker *w, size_t index)
+{
+    pending_tool *t = &w->pending[index];
+    ah_event ev = {.type = AH_EV_TOOL_CALL_START};
+    ev.u.tool_call_start.llm_call = w->llm_call;
+    ev.u.tool_call_start.id = t->id;
+    ev.u.tool_call_start.name = t->name;
+    emit(w, &ev);
+    if (w->state != W_TOOLS)
+        return;
+    ah_tool_response res = {.outcome = AH_TOOL_ERROR};
+    char why[160];
+    cJSON *parsed = cJSON_Parse(t->args);
+    const ah_tool_def *def = find_tool(w, t->name);
+    if (!def || !w->tool_exec) {
+        ah__bufprintf(why, sizeof why, "error: unknown tool '%.60s'", t->name);
+        res.content = why;
+        answer(w, index, &res);
+    } else if (!cJSON_IsObject(parsed)) {
+        ah__bufprintf(why, sizeof why,
+                      "error: the arguments for tool '%.60s' are not a JSON object", t->name);
+        res.content = why;
+        answer(w, index, &res);
+    } else {
+        char key[160];
+        snprintf(key, sizeof key, "%s:%s", w->run_id, t->id);
+        ah_tool_request req = {.index = index,
+                               .id = t->id,
+                               .name = t->name,
+                               .arguments = t->args,
+                               .key = key,
+                               .run_id = w->run_id,
+                               .llm_call = w->llm_call};
+        if (w->tool_exec(w->tool_ud, w, &req, &res) == 0)
+            answer(w, index, &res);
+    }
+    cJSON_Delete(parsed);
+}
+
+/* Start calls in call order while the bound and exclusivity allow; end the round when
+ * every call is answered. Answers given meanwhile (also from inside an exec) only count:
+ * this loop, not a nested one, starts the next call. */
+static void start_tools(ah_worker *w)
+{
+    w->starting = 1;
+    while (w->state == W_TOOLS && w->next_tool < w->n_pending) {
+        pending_tool *t = &w->pending[w->next_tool];
+        if (w->running_tools >= w->max_tool_concurrency)
+            break;
+        if (w->running_tools > 0 && (t->exclusive || w->exclusive_running))
+            break;
+        size_t index = w->next_tool++;
+        w->running_tools++;
+        if (t->exclusive)
+            w->exclusive_running = 1;
+        exec_tool(w, index);
+    }
+    w->starting = 0;
+    if (w->state == W_TOOLS && w->n_answered == w->n_pending)
+        tools_complete(w);
 }
 
 static void run_tools(ah_worker *w, size_t msg)
@@ -1139,73 +1232,26 @@ static void run_tools(ah_worker *w, size_t msg)
         return;
     }
     w->n_pending = n;
-    w->n_answered = 0;
+    w->n_answered = w->next_tool = 0;
+    w->running_tools = w->exclusive_running = 0;
     size_t k = 0;
     for (size_t i = 0; i < nb; i++) {
         const ah_msg_block *b = ah_conversation_block(w->conv, msg, i);
         if (b->kind != AH_MSG_TOOL_USE)
             continue;
-        w->pending[k].id = ah__strdup(b->id);
-        w->pending[k].name = ah__strdup(b->name);
-        if (!w->pending[k].id || !w->pending[k].name) {
+        pending_tool *t = &w->pending[k++];
+        t->id = ah__strdup(b->id);
+        t->name = ah__strdup(b->name);
+        t->args = ah__strdup(b->arguments && *b->arguments ? b->arguments : "{}");
+        if (!t->id || !t->name || !t->args) {
             fail_nomem(w, "tools");
             return;
         }
-        k++;
+        const ah_tool_def *def = find_tool(w, t->name);
+        t->exclusive = def && w->tool_exclusive[def - w->tools];
     }
     set_state(w, W_TOOLS);
-    /* Answer in call order; an exec may answer later (returns 1). Copy what we need
-     * first: an answer may complete the round and change the history. */
-    for (size_t i = 0, idx = 0; i < nb && w->state == W_TOOLS; i++) {
-        const ah_msg_block *b = ah_conversation_block(w->conv, msg, i);
-        if (b->kind != AH_MSG_TOOL_USE)
-            continue;
-        size_t index = idx++;
-        char *args = ah__strdup(b->arguments && *b->arguments ? b->arguments : "{}");
-        if (!args) {
-            fail_nomem(w, "tools");
-            return;
-        }
-        ah_event ev = {.type = AH_EV_TOOL_CALL_START};
-        ev.u.tool_call_start.llm_call = w->llm_call;
-        ev.u.tool_call_start.id = w->pending[index].id;
-        ev.u.tool_call_start.name = w->pending[index].name;
-        emit(w, &ev);
-        ah_tool_response res = {.outcome = AH_TOOL_ERROR};
-        char why[160];
-        cJSON *parsed = cJSON_Parse(args);
-        const ah_tool_def *def = find_tool(w, w->pending[index].name);
-        if (w->state != W_TOOLS) {
-            cJSON_Delete(parsed);
-            free(args);
-            return;
-        }
-        if (!def || !w->tool_exec) {
-            ah__bufprintf(why, sizeof why, "error: unknown tool '%.60s'", w->pending[index].name);
-            res.content = why;
-            answer(w, index, &res);
-        } else if (!cJSON_IsObject(parsed)) {
-            ah__bufprintf(why, sizeof why,
-                          "error: the arguments for tool '%.60s' are not a JSON object",
-                          w->pending[index].name);
-            res.content = why;
-            answer(w, index, &res);
-        } else {
-            char key[160];
-            snprintf(key, sizeof key, "%s:%s", w->run_id, w->pending[index].id);
-            ah_tool_request req = {.index = index,
-                                   .id = w->pending[index].id,
-                                   .name = w->pending[index].name,
-                                   .arguments = args,
-                                   .key = key,
-                                   .run_id = w->run_id,
-                                   .llm_call = w->llm_call};
-            if (w->tool_exec(w->tool_ud, w, &req, &res) == 0)
-                answer(w, index, &res);
-        }
-        cJSON_Delete(parsed);
-        free(args);
-    }
+    start_tools(w);
 }
 
 /* ---- lifetime and drivers ----------------------------------------------------------------------- */
@@ -1219,11 +1265,10 @@ static void on_cancel(void *ud)
         ah_call_cancel(w->call); /* ends as CANCELLED -> on_call_finish */
         return;
     }
-    if (w->state == W_TOOLS)
-        return; /* tools that are running finish; the round then ends as cancelled */
-    ah_error e;
-    ah_error_set(&e, AH_EK_CANCELLED, 0, "cancelled");
-    finish(w, AH_OUTCOME_CANCELLED, &e);
+    /* Waiting for tools, between requests, before the first: the run ends now. Tool
+     * answers that come later are refused (the round is over); the host stops the
+     * bodies it runs (the Lua binding ends their coroutines at run_end). */
+    finish_cancelled(w);
 }
 
 ah_worker *ah_worker_new(const ah_worker_config *cfg, char *err, size_t errsize)
@@ -1244,6 +1289,11 @@ ah_worker *ah_worker_new(const ah_worker_config *cfg, char *err, size_t errsize)
     if (cfg->max_output_retries < 0) {
         ah__bufprintf(err, errsize, "max_output_retries must be >= 0 (got %d)",
                       cfg->max_output_retries);
+        return NULL;
+    }
+    if (cfg->max_tool_concurrency < 0) {
+        ah__bufprintf(err, errsize, "max_tool_concurrency must be >= 1 (got %d)",
+                      cfg->max_tool_concurrency);
         return NULL;
     }
     if (cfg->max_steps < 0) {
@@ -1274,6 +1324,7 @@ ah_worker *ah_worker_new(const ah_worker_config *cfg, char *err, size_t errsize)
     w->check_output = cfg->check_output;
     w->check_ud = cfg->check_ud;
     w->max_output_retries = cfg->max_output_retries;
+    w->max_tool_concurrency = cfg->max_tool_concurrency ? cfg->max_tool_concurrency : 8;
     atomic_init(&w->cancel_requested, 0);
     ah_error_clear(&w->error);
     if (cfg->run_id)
@@ -1282,7 +1333,8 @@ ah_worker *ah_worker_new(const ah_worker_config *cfg, char *err, size_t errsize)
         ah__bufprintf(w->run_id, sizeof w->run_id, "run_%016llx",
                       (unsigned long long)ah_loop_rng(cfg->loop)->next_u64(
                           ah_loop_rng(cfg->loop)->ud));
-    if (!(w->conv = ah_conversation_new()) || !(w->tl = ah_timeline_new()) ||
+    w->conv = cfg->history ? ah_conversation_copy(cfg->history) : ah_conversation_new();
+    if (!w->conv || !(w->tl = ah_timeline_new()) ||
         !(w->kick = ah_timer_new(w->loop, on_kick, w)) ||
         !(w->cancel_async = ah_async_new(w->loop, on_cancel, w)))
         goto nomem;
@@ -1293,8 +1345,11 @@ ah_worker *ah_worker_new(const ah_worker_config *cfg, char *err, size_t errsize)
         goto nomem;
     if (cfg->n_tools) {
         w->tools = calloc(cfg->n_tools, sizeof *w->tools);
-        if (!w->tools)
+        w->tool_exclusive = calloc(cfg->n_tools, sizeof *w->tool_exclusive);
+        if (!w->tools || !w->tool_exclusive)
             goto nomem;
+        for (size_t i = 0; cfg->tool_exclusive && i < cfg->n_tools; i++)
+            w->tool_exclusive[i] = cfg->tool_exclusive[i] != 0;
         w->n_tools = cfg->n_tools;
         for (size_t i = 0; i < cfg->n_tools; i++) {
             const ah_tool_def *t = &cfg->tools[i];
@@ -1336,6 +1391,7 @@ void ah_worker_free(ah_worker *w)
         free((char *)w->tools[i].schema_json);
     }
     free(w->tools);
+    free(w->tool_exclusive);
     free(w->continue_prompt);
     free(w->text);
     free(w->jbuf);
@@ -1382,6 +1438,15 @@ void ah_worker_cancel(ah_worker *w)
         return;
     atomic_store(&w->cancel_requested, 1);
     ah_async_send(w->cancel_async);
+}
+
+void ah_worker_cancel_with(ah_worker *w, const char *reason)
+{
+    if (!w)
+        return;
+    if (!atomic_load(&w->cancel_requested) && reason && *reason)
+        ah__bufprintf(w->cancel_reason, sizeof w->cancel_reason, "cancelled: %s", reason);
+    ah_worker_cancel(w);
 }
 
 int ah_worker_finished(const ah_worker *w)

@@ -1,4 +1,5 @@
--- chat.lua - an interactive chat with a real provider, answers streamed as they arrive.
+-- chat.lua - an interactive chat: one conversation over many turns, answers streamed as
+-- they arrive, tools, the status line, Ctrl-C to stop an answer, /save and /load.
 --
 --   ANTHROPIC_API_KEY=... agenthost examples/chat.lua
 --   OPENAI_API_KEY=...    agenthost examples/chat.lua
@@ -7,11 +8,19 @@
 -- The provider is the one named, else the one whose key is set (Anthropic first).
 -- ANTHROPIC_BASE_URL / OPENAI_BASE_URL point it at a proxy or a compatible server, and
 -- AGENTHOST_MODEL (or the second argument) picks the model. `mock` chats with the
--- built-in mock provider, no key needed. Type a message and Enter; an empty line, /quit
--- or end of input (Ctrl-D) ends the chat.
+-- built-in mock provider, no key needed; AGENTHOST_MOCK_PLAN (a JSON fault plan, see
+-- docs/mock.md) gives it faults to show.
 --
--- Retries and cut streams are handled by the library; the status display shows them on
--- stderr while they happen and erases them afterwards.
+-- Type a message and Enter. Commands:
+--   /save FILE   write the conversation to FILE (versioned JSON, written atomically)
+--   /load FILE   continue the conversation saved in FILE
+--   /new         start a new conversation
+--   /quit        (or an empty line, or Ctrl-D) end the chat
+-- Ctrl-C while an answer streams stops that answer; the conversation keeps everything
+-- before it (and the question). Ctrl-C at the prompt, or twice within 3 s, quits.
+--
+-- Retries and cut streams are handled by the library; the status line (stderr) shows them
+-- while they happen and erases them afterwards.
 local ah = require "agenthost"
 
 local PROVIDERS = {
@@ -43,7 +52,8 @@ end
 local mock, client
 local model = arg[2] or os.getenv("AGENTHOST_MODEL")
 if name == "mock" then
-    mock = ah.mock{}
+    local plan = os.getenv("AGENTHOST_MOCK_PLAN")
+    mock = ah.mock{ plan_json = plan ~= "" and plan or nil, delta_bytes = 6 }
     client = ah.client{ provider = "anthropic", model = model or "mock-model",
                         base_url = mock.url }
 else
@@ -57,55 +67,98 @@ else
                         base_url = url ~= "" and url or nil, max_tokens = 2048 }
 end
 
+-- Two small tools the model may call; their calls and results stay in the conversation.
+local tools = {
+    add = {
+        description = "Add two integers and return the sum.",
+        schema = { type = "object", required = { "a", "b" },
+                   properties = { a = { type = "integer" }, b = { type = "integer" } } },
+        run = function(args) return args.a + args.b end,
+    },
+    clock = {
+        description = "The local date and time.",
+        schema = { type = "object", properties = {} },
+        run = function() return os.date("%Y-%m-%d %H:%M:%S") end,
+    },
+}
+
 -- The answer streams to stdout; the status line (stderr) starts on a fresh line when it
 -- has to appear in the middle of a streamed answer.
 local status = require("agenthost.status").new{ streaming = true }
+local midline = false -- this answer's text so far did not end its line
 local agent = ah.agent{
     client = client,
     system = "You are a helpful assistant in a terminal chat. Answer concisely.",
+    tools = tools,
     on_event = function(ev)
         status:update(ev)
         if ev.type == "text_delta" then
             io.stdout:write(ev.text)
             io.stdout:flush()
+            midline = ev.text:sub(-1) ~= "\n"
         elseif ev.type == "llm_continuation" and (ev.discarded_bytes or 0) > 0 then
             -- The stream was cut inside a block: what it showed of that block is not
             -- kept (the model says it again), so say so rather than let it pass as said.
             io.stdout:write(("\n[stream cut: the last %d bytes above were discarded]\n")
                 :format(ev.discarded_bytes))
             io.stdout:flush()
+            midline = false
+        elseif ev.type == "llm_call_start" and ev.continuation == 0 and ev.attempt == 1
+            and midline then
+            io.stdout:write("\n") -- the next step (after a tool) starts its own line
+            midline = false
         end
     end,
 }
 
--- agent:run starts each conversation afresh, so the chat so far goes with each message.
-local turns = {}
-local function input_with_history(message)
-    if #turns == 0 then return message end
-    local lines = { "The conversation so far:" }
-    for _, t in ipairs(turns) do
-        lines[#lines + 1] = "User: " .. t.user
-        lines[#lines + 1] = "Assistant: " .. t.assistant
+local history = {} -- the conversation: every turn, tool calls and results included
+local COMMANDS = "/save FILE, /load FILE, /new, /quit"
+
+local function command(line)
+    local cmd, rest = line:match("^(/%S+)%s*(.-)%s*$")
+    if cmd == "/save" and rest ~= "" then
+        local ok, err = ah.history_save(history, rest)
+        print(ok and ("saved %d messages to %s"):format(#history, rest) or err)
+    elseif cmd == "/load" and rest ~= "" then
+        local h, err = ah.history_load(rest)
+        if h then
+            history = h
+            print(("loaded %d messages from %s"):format(#history, rest))
+        else
+            print(err)
+        end
+    elseif cmd == "/new" then
+        history = {}
+        print("a new conversation")
+    else
+        print("commands: " .. COMMANDS)
     end
-    lines[#lines + 1] = ""
-    lines[#lines + 1] = "The user's new message: " .. message
-    return table.concat(lines, "\n")
 end
 
-print(("chatting with %s (%s) at %s; empty line or Ctrl-D to quit"):format(name,
+print(("chatting with %s (%s) at %s"):format(name,
     model or (PROVIDERS[name] or {}).model or "mock-model", client.url))
+print("commands: " .. COMMANDS .. "; Ctrl-C stops an answer")
 while true do
     io.stdout:write("you> ")
     io.stdout:flush()
     local line = io.read("l")
     if line == nil or line == "" or line == "/quit" then break end
-    io.stdout:write("assistant> ")
-    local r = agent:run(input_with_history(line))
-    io.stdout:write("\n")
-    if r.outcome == "completed" then
-        turns[#turns + 1] = { user = line, assistant = r.text }
+    if line:sub(1, 1) == "/" then
+        command(line)
     else
-        io.stdout:write(("(%s: %s)\n"):format(r.outcome, r.error and r.error.message or "?"))
+        io.stdout:write("assistant> ")
+        io.stdout:flush()
+        midline = false
+        local r = agent:run(line, { history = history })
+        io.stdout:write("\n")
+        -- the conversation goes on from wherever the run got to: a completed answer, or
+        -- (cancelled, failed) the question and whatever was complete before it stopped
+        history = r.history
+        if r.outcome == "cancelled" then
+            print("[answer stopped]")
+        elseif r.outcome ~= "completed" then
+            print(("(%s: %s)"):format(r.outcome, r.error and r.error.message or "?"))
+        end
     end
 end
 if mock then mock:close() end

@@ -1,12 +1,18 @@
-/* agent.c - ah.agent{...} and agent:run(input, opts): one ah_worker per run, driven by
- * the scheduler (lah_await), with the Lua hooks plugged into the worker's callbacks:
+/* agent.c - ah.agent{...}, agent:start(input, opts) -> run handle (run.id, run:wait(),
+ * run:cancel()) and agent:run = start + wait: one ah_worker per run, driven by the
+ * scheduler (lah_await), with the Lua hooks plugged into the worker's callbacks:
  * on_event (or the default status display), policy.retry_on, output.validate, and tools
  * whose bodies run in coroutines of their own (the tool seam of lah.h).
  *
  * Invariants:
- *  - A run is a userdata on the stack of the thread that awaits it, plus a registry
- *    reference (self_ref) while its worker runs, so hooks can reach it from any thread;
- *    every reference is dropped when the run's result is built (or at __gc).
+ *  - A run is a userdata (the handle) plus a registry reference (self_ref) from start to
+ *    run_end, so it keeps going when the handle is dropped and hooks can reach it from
+ *    any thread; self_ref is dropped at run_end through lah_unref_later (the worker is
+ *    still on the C stack then), the other references when the result is built (cached
+ *    in the run: every wait gets the same table) or at __gc.
+ *  - A run is on the live list (lah_cancel_runs, Ctrl-C) from start to run_end.
+ *  - At run_end no tool call of the run is left running: a cancel's leftover tool
+ *    coroutines are ended (lah_kill) and the runs they started are cancelled.
  *  - Every call into Lua from a worker callback is protected (lah_pcall_once) and runs
  *    on lah_running(); a failing hook is logged once per agent and the C default decides
  *    (the event is dropped; retry_on -> the default verdict; idempotency_key -> the
@@ -17,6 +23,7 @@
 #include "tools.h"
 #include "internal.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -41,7 +48,7 @@ enum {
 
 /* run uservalues: 1 the agent, 3 the run's budget, and its own ledger when the agent
  * has none (made at the first tool call) */
-enum { RUN_UV_LEDGER = 4, RUN_UV_N = 4 };
+enum { RUN_UV_RESULT = 2, RUN_UV_LEDGER = 4, RUN_UV_N = 4 }; /* 1 agent, 3 budget */
 
 typedef struct lagent {
     ah_client *client; /* borrowed: the client userdata is uservalue A_CLIENT */
@@ -52,7 +59,9 @@ typedef struct lagent {
     int has_retry_on, has_on_event, has_status;
     int reuse_deltas; /* on_event_reuse: one delta table per run, refilled */
     ah_tool_def *tools;
+    int *tool_exclusive; /* per tool (same order as tools) */
     size_t n_tools;
+    int max_tool_concurrency; /* 0 = the worker's default */
     ah_retry_budget *rb; /* borrowed: uservalue A_RB */
     ah_rate_limit *rl;   /* borrowed: uservalue A_RL, or the client's */
     /* hooks that failed once are not reported again */
@@ -72,13 +81,71 @@ typedef struct lrun {
     int delta_ref[2]; /* on_event_reuse: the text_delta / reasoning_delta tables */
     lua_State *const *running; /* lah_running_slot(main): read once per event */
     tool_op *ops; /* tool calls in flight */
+    struct lrun *prev_live, *next_live; /* the runs in flight (lah_cancel_runs) */
+    int live;
+    lua_State *started_on; /* the thread that started it (a tool body's, for a sub-agent) */
+    /* what a failing hook's log line calls it, naming the run: "on_event (run_...)" */
+    char what_event[96], what_retry_on[96], what_key[96];
 } lrun;
 
 struct tool_op {
     lrun *r;
     size_t index;
+    lua_State *co; /* the coroutine running it (valid while the op is listed) */
     tool_op *next;
 };
+
+/* ---- the runs in flight, for lah_cancel_runs (the host's Ctrl-C) ------------------- */
+
+static lrun *live_runs; /* loop thread only */
+static atomic_int live_count;
+
+static void list_run(lrun *r)
+{
+    r->prev_live = NULL;
+    r->next_live = live_runs;
+    if (live_runs)
+        live_runs->prev_live = r;
+    live_runs = r;
+    r->live = 1;
+    atomic_fetch_add(&live_count, 1);
+}
+
+static void unlist_run(lrun *r)
+{
+    if (!r->live)
+        return;
+    if (r->prev_live)
+        r->prev_live->next_live = r->next_live;
+    else
+        live_runs = r->next_live;
+    if (r->next_live)
+        r->next_live->prev_live = r->prev_live;
+    r->prev_live = r->next_live = NULL;
+    r->live = 0;
+    atomic_fetch_sub(&live_count, 1);
+}
+
+int lah_runs_in_flight(void)
+{
+    return atomic_load(&live_count);
+}
+
+int lah_cancel_runs(lua_State *L, const char *reason)
+{
+    lua_State *main;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+    main = lua_tothread(L, -1);
+    lua_pop(L, 1);
+    int n = 0;
+    for (lrun *r = live_runs; r; r = r->next_live) {
+        if (r->main == main && r->w && !ah_worker_finished(r->w)) {
+            ah_worker_cancel_with(r->w, reason);
+            n++;
+        }
+    }
+    return n;
+}
 
 /* ---- small helpers ----------------------------------------------------------------- */
 
@@ -106,11 +173,6 @@ static void set_str(lua_State *L, const char *k, const char *v)
     lua_setfield(L, -2, k);
 }
 
-static void set_bool(lua_State *L, const char *k, int v)
-{
-    lua_pushboolean(L, v);
-    lua_setfield(L, -2, k);
-}
 
 static void unref(lua_State *L, int *ref)
 {
@@ -121,6 +183,34 @@ static void unref(lua_State *L, int *ref)
 
 /* ---- worker callbacks -------------------------------------------------------------- */
 
+/* Runs a tool body started (sub-agents) stop with it. */
+static void cancel_started_on(lua_State *co)
+{
+    for (lrun *x = live_runs; x; x = x->next_live)
+        if (x->started_on == co && x->w && !ah_worker_finished(x->w))
+            ah_worker_cancel_with(x->w, "the tool call that ran it was cancelled");
+}
+
+/* run_end: wake the waiters, leave the in-flight list, end the tool calls a cancel left
+ * running (their answers are no longer wanted: the bodies stop at their current wait),
+ * and let the handle go once the worker is off the C stack. */
+static void run_ended(lrun *r)
+{
+    lua_State *L = lah_running(r->main);
+    r->wait.ready = 1;
+    unlist_run(r);
+    while (r->ops) {
+        tool_op *op = r->ops;
+        r->ops = op->next;
+        cancel_started_on(op->co);
+        lah_kill(L, op->co);
+        free(op);
+    }
+    lah_unref_later(L, r->self_ref);
+    r->self_ref = LUA_NOREF;
+}
+
+
 static void run_on_event(void *ud, const ah_event *ev)
 {
     lrun *r = ud;
@@ -128,7 +218,7 @@ static void run_on_event(void *ud, const ah_event *ev)
     if (r->sink)
         r->sink(r->sink_ud, ev);
     if (ev->type == AH_EV_RUN_END)
-        r->wait.ready = 1;
+        run_ended(r);
     if (r->on_event_ref == LUA_NOREF && r->status_ref == LUA_NOREF)
         return;
     lua_State *L = *r->running;
@@ -147,13 +237,13 @@ static void run_on_event(void *ud, const ah_event *ev)
                 r->delta_ref[k] = luaL_ref(L, LUA_REGISTRYINDEX);
             }
         }
-        lah_pcall_once(L, 1, 0, "on_event", &a->event_failed);
+        lah_pcall_once(L, 1, 0, r->what_event, &a->event_failed);
     } else {
         lua_rawgeti(L, LUA_REGISTRYINDEX, r->status_ref);
         lua_getfield(L, -1, "update");
         lua_insert(L, -2);
         lah_push_event(L, ev);
-        lah_pcall_once(L, 2, 0, "status display", &a->event_failed);
+        lah_pcall_once(L, 2, 0, r->what_event, &a->event_failed);
     }
 }
 
@@ -166,7 +256,7 @@ static int run_retry_on(void *ud, const ah_error *err, int default_verdict)
     lua_rawgeti(L, LUA_REGISTRYINDEX, r->retry_on_ref);
     lah_push_error(L, err);
     lua_pushboolean(L, default_verdict);
-    if (!lah_pcall_once(L, 2, 1, "policy.retry_on", &r->agent->retry_on_failed))
+    if (!lah_pcall_once(L, 2, 1, r->what_retry_on, &r->agent->retry_on_failed))
         return -1;
     int v = lua_isboolean(L, -1) ? lua_toboolean(L, -1) : -1;
     lua_pop(L, 1);
@@ -380,6 +470,8 @@ static int seam_on_event(lua_State *L)
         lua_isstring(L, -3) ? lua_tostring(L, -3) : "tool_calls";
     ev.u.budget_exhausted.used = (int64_t)lua_tointeger(L, -2);
     ev.u.budget_exhausted.limit = (int64_t)lua_tointeger(L, -1);
+    ev.run_id = ah_worker_run_id(r->w);
+    ev.ts_ms = ah_loop_wall_ms(lah_loop(L));
     lua_State *prev = lah_enter(L);
     run_on_event(r, &ev);
     lah_leave(L, prev);
@@ -444,7 +536,7 @@ static int run_tool_exec(void *ud, ah_worker *w, const ah_tool_request *req,
     if (lua_getfield(L, spec, "idempotency_key") == LUA_TFUNCTION) {
         lua_pushvalue(L, args);
         lua_pushvalue(L, opts);
-        if (lah_pcall_once(L, 2, 1, "idempotency_key", &a->key_failed)) {
+        if (lah_pcall_once(L, 2, 1, r->what_key, &a->key_failed)) {
             if (lua_type(L, -1) == LUA_TSTRING || lua_type(L, -1) == LUA_TNUMBER) {
                 lua_pushvalue(L, -1);
                 lua_setfield(L, opts, "key");
@@ -494,72 +586,12 @@ static int run_tool_exec(void *ud, ah_worker *w, const ah_tool_request *req,
     lua_pushvalue(L, obj);
     lua_pushvalue(L, args);
     lua_pushvalue(L, opts);
-    lah_spawn(L, 3, tool_done, op);
+    op->co = lah_spawn(L, 3, tool_done, op);
     lua_settop(L, top);
     return 1;
 }
 
 /* ---- results ----------------------------------------------------------------------- */
-
-/* shared: the absolute index of a Lua string (the result's text) that a text block equal
- * to it reuses instead of a second copy of a large answer; 0 = none. */
-static void push_history(lua_State *L, const ah_conversation *c, int shared)
-{
-    size_t shared_len = 0;
-    const char *shared_s = shared ? lua_tolstring(L, shared, &shared_len) : NULL;
-    size_t n = ah_conversation_count(c);
-    lua_createtable(L, (int)n, 0);
-    for (size_t m = 0; m < n; m++) {
-        luaL_checkstack(L, 6, "history");
-        size_t nb = ah_conversation_block_count(c, m);
-        lua_createtable(L, 0, 3);
-        set_str(L, "role", ah_role_name(ah_conversation_role(c, m)));
-        set_bool(L, "partial", ah_conversation_is_partial(c, m));
-        lua_createtable(L, (int)nb, 0);
-        for (size_t i = 0; i < nb; i++) {
-            const ah_msg_block *b = ah_conversation_block(c, m, i);
-            lua_createtable(L, 0, 4);
-            set_str(L, "type", ah_msg_kind_name(b->kind));
-            switch (b->kind) {
-            case AH_MSG_TEXT:
-                if (shared_s && shared_len > 4096 && strlen(b->text) == shared_len &&
-                    memcmp(b->text, shared_s, shared_len) == 0) {
-                    lua_pushvalue(L, shared);
-                    lua_setfield(L, -2, "text");
-                } else {
-                    set_str(L, "text", b->text);
-                }
-                break;
-            case AH_MSG_REASONING:
-                set_str(L, "text", b->text);
-                if (b->redacted)
-                    set_bool(L, "redacted", 1);
-                break;
-            case AH_MSG_TOOL_USE:
-                set_str(L, "id", b->id);
-                set_str(L, "name", b->name);
-                set_str(L, "arguments",
-                        b->arguments && *b->arguments ? b->arguments : "{}");
-                if (b->arguments && *b->arguments &&
-                    lah_json_decode(L, b->arguments, strlen(b->arguments)))
-                    lua_setfield(L, -2, "input");
-                else
-                    lua_pop(L, 1);
-                break;
-            case AH_MSG_TOOL_RESULT:
-                set_str(L, "tool_use_id", b->tool_use_id);
-                set_str(L, "content", b->text);
-                set_bool(L, "is_error", b->is_error);
-                break;
-            default:
-                break;
-            }
-            lua_rawseti(L, -2, (lua_Integer)i + 1);
-        }
-        lua_setfield(L, -2, "content");
-        lua_rawseti(L, -2, (lua_Integer)m + 1);
-    }
-}
 
 /* Drop the run's references and its worker. Tool calls still in flight (only possible
  * when the state closes mid-run, since the worker waits for every tool answer) are
@@ -567,6 +599,7 @@ static void push_history(lua_State *L, const ah_conversation *c, int shared)
  * tool_done frees them. */
 static void release_run(lua_State *L, lrun *r, int closing)
 {
+    unlist_run(r);
     unref(L, &r->self_ref);
     unref(L, &r->on_event_ref);
     unref(L, &r->delta_ref[0]);
@@ -594,11 +627,18 @@ static int run_gc(lua_State *L)
     return 0;
 }
 
+/* The result, built once (uservalue 2 of the run) and returned to every wait. */
 static int run_k(lua_State *L, int status, lua_KContext ctx)
 {
     (void)status;
-    lrun *r = lua_touserdata(L, (int)ctx);
+    int run = (int)ctx;
+    lrun *r = lua_touserdata(L, run);
+    if (lua_getiuservalue(L, run, RUN_UV_RESULT) == LUA_TTABLE)
+        return 1;
+    lua_pop(L, 1);
     ah_worker *w = r->w;
+    if (!w)
+        return luaL_error(L, "run:wait: the run was released");
     ah_run_outcome outcome = ah_worker_outcome(w);
     lua_createtable(L, 0, 8);
     set_str(L, "text", ah_worker_text(w));
@@ -613,7 +653,7 @@ static int run_k(lua_State *L, int status, lua_KContext ctx)
         lua_setfield(L, -2, "output");
     }
     lua_getfield(L, -1, "text");
-    push_history(L, ah_worker_history(w), lua_gettop(L));
+    lah_push_history(L, ah_worker_history(w), lua_gettop(L));
     lua_setfield(L, -3, "history");
     lua_pop(L, 1); /* the text */
     ah_worker_stats st;
@@ -631,6 +671,8 @@ static int run_k(lua_State *L, int status, lua_KContext ctx)
     set_int(L, "input_tokens", (lua_Integer)st.input_tokens);
     set_int(L, "output_tokens", (lua_Integer)st.output_tokens);
     lua_setfield(L, -2, "stats");
+    lua_pushvalue(L, -1);
+    lua_setiuservalue(L, run, RUN_UV_RESULT);
     release_run(L, r, 0);
     return 1;
 }
@@ -640,40 +682,41 @@ static lagent *check_agent(lua_State *L, int idx)
     return luaL_checkudata(L, idx, AGENT_MT);
 }
 
-/* agent:run(input [, { output = { validate = fn, max_retries = 1 } }]) -> result */
-static int agent_run(lua_State *L)
+/* Start a run of agent:start / agent:run (input at 2, opts at 3): the run handle is
+ * pushed and its stack index returned. `where` names the function in errors. */
+static int start_run(lua_State *L, const char *where)
 {
     lah_check_not_in_hook(L, "agent:run");
     lagent *a = check_agent(L, 1);
     const char *input = luaL_checkstring(L, 2);
     lua_settop(L, 3);
     int has_output = 0, max_output_retries = 1;
+    ah_conversation *history = NULL;
     if (!lua_isnil(L, 3)) {
-        static const char *const known[] = {"output", NULL};
+        static const char *const known[] = {"output", "history", NULL};
         static const char *const known_out[] = {"validate", "max_retries", NULL};
+        char where_output[64];
+        snprintf(where_output, sizeof where_output, "%s: output", where);
         luaL_checktype(L, 3, LUA_TTABLE);
-        lah_check_fields(L, 3, "agent:run", known);
+        lah_check_fields(L, 3, where, known);
         int ty = lua_getfield(L, 3, "output");
         if (ty == LUA_TTABLE) {
             has_output = 1;
-            lah_check_fields(L, -1, "agent:run: output", known_out);
+            lah_check_fields(L, -1, where_output, known_out);
             lua_getfield(L, -1, "max_retries");
             if (!lua_isnil(L, -1)) {
-                if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 0 ||
-                    lua_tointeger(L, -1) > 100)
-                    return luaL_error(L, "agent:run: output.max_retries must be a whole "
-                                         "number from 0 to 100");
-                max_output_retries = (int)lua_tointeger(L, -1);
+                max_output_retries =
+                    (int)lah_check_whole(L, -1, where, "output.max_retries", 0, 100);
             }
             lua_pop(L, 1);
             lua_getfield(L, -1, "validate");
             if (!lua_isnil(L, -1) && !lua_isfunction(L, -1))
-                return luaL_error(L, "agent:run: output.validate must be a function");
+                return luaL_error(L, "%s: output.validate must be a function", where);
             lua_pop(L, 1);
         } else if (ty == LUA_TBOOLEAN && lua_toboolean(L, -1)) {
             has_output = 1; /* output = true: JSON required, no validator */
         } else if (ty != LUA_TNIL && !(ty == LUA_TBOOLEAN)) {
-            return luaL_error(L, "agent:run: output must be a table, got %s",
+            return luaL_error(L, "%s: output must be a table, got %s", where,
                               luaL_typename(L, -1));
         }
         lua_pop(L, 1);
@@ -726,8 +769,18 @@ static int agent_run(lua_State *L)
     }
     lua_setiuservalue(L, run, 3);
 
+    /* last of the checks: nothing raises between here and the worker's copy of it */
+    if (lua_istable(L, 3) && lua_getfield(L, 3, "history") != LUA_TNIL) {
+        char herr[320];
+        if (!lah_history_check(L, -1, &history, herr, sizeof herr)) {
+            release_run(L, r, 0);
+            return luaL_error(L, "%s: %s", where, herr);
+        }
+    }
+    lua_settop(L, run);
     ah_worker_config wc;
     memset(&wc, 0, sizeof wc);
+    wc.history = history;
     wc.loop = lah_loop(L);
     wc.client = a->client;
     wc.system = a->system;
@@ -737,6 +790,8 @@ static int agent_run(lua_State *L)
     wc.rate_limit = a->rl;
     wc.tools = a->tools;
     wc.n_tools = a->n_tools;
+    wc.tool_exclusive = a->tool_exclusive;
+    wc.max_tool_concurrency = a->max_tool_concurrency;
     wc.tool_exec = run_tool_exec;
     wc.tool_ud = r;
     wc.on_event = run_on_event;
@@ -749,10 +804,16 @@ static int agent_run(lua_State *L)
     }
     char err[256];
     r->w = ah_worker_new(&wc, err, sizeof err);
+    ah_conversation_free(history);
     if (!r->w) {
         release_run(L, r, 0);
-        return luaL_error(L, "agent:run: %s", err);
+        return luaL_error(L, "%s: %s", where, err);
     }
+    const char *id = ah_worker_run_id(r->w);
+    snprintf(r->what_event, sizeof r->what_event, "%s (%s)",
+             r->on_event_ref != LUA_NOREF ? "on_event" : "status display", id);
+    snprintf(r->what_retry_on, sizeof r->what_retry_on, "policy.retry_on (%s)", id);
+    snprintf(r->what_key, sizeof r->what_key, "idempotency_key (%s)", id);
     lua_pushvalue(L, run);
     r->self_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     lua_State *prev = lah_enter(L);
@@ -760,11 +821,90 @@ static int agent_run(lua_State *L)
     lah_leave(L, prev);
     if (st != AH_OK) {
         release_run(L, r, 0);
-        return luaL_error(L, "agent:run: cannot start the run: %s",
+        return luaL_error(L, "%s: cannot start the run: %s", where,
                           ah_status_message(st));
     }
+    r->started_on = L;
+    list_run(r);
     lua_settop(L, run);
+    return run;
+}
+
+/* agent:start(input [, opts]) -> run handle (opts as agent:run) */
+static int agent_start(lua_State *L)
+{
+    start_run(L, "agent:start");
+    return 1;
+}
+
+/* agent:run(input [, { history = h, output = { validate = fn, max_retries = 1 } }])
+ * -> result: start, then wait */
+static int agent_run(lua_State *L)
+{
+    int run = start_run(L, "agent:run");
+    lrun *r = lua_touserdata(L, run);
     return lah_await(L, &r->wait, (lua_KContext)run, run_k);
+}
+
+/* ---- the run handle: run.id, run:wait(), run:cancel([reason]) ---------------------- */
+
+static lrun *check_run(lua_State *L)
+{
+    return luaL_checkudata(L, 1, RUN_MT);
+}
+
+static int run_wait(lua_State *L)
+{
+    lrun *r = check_run(L);
+    lua_settop(L, 1);
+    if (lua_getiuservalue(L, 1, RUN_UV_RESULT) == LUA_TTABLE)
+        return 1;
+    lua_pop(L, 1);
+    if (!r->w)
+        return luaL_error(L, "run:wait: the run was released");
+    return lah_await(L, &r->wait, 1, run_k);
+}
+
+/* run:cancel([reason]) -> true when the run was still going (it ends `cancelled` at
+ * once, wherever it is), false when it had already ended. */
+static int run_cancel(lua_State *L)
+{
+    lrun *r = check_run(L);
+    const char *reason = luaL_optstring(L, 2, NULL);
+    int going = r->w && !ah_worker_finished(r->w) && !r->wait.ready;
+    if (going)
+        ah_worker_cancel_with(r->w, reason);
+    lua_pushboolean(L, going);
+    return 1;
+}
+
+static int run_index(lua_State *L)
+{
+    lrun *r = check_run(L);
+    const char *k = luaL_checkstring(L, 2);
+    if (strcmp(k, "id") == 0) {
+        if (lua_getiuservalue(L, 1, RUN_UV_RESULT) == LUA_TTABLE) {
+            lua_getfield(L, -1, "run_id");
+            return 1;
+        }
+        lua_pushstring(L, r->w ? ah_worker_run_id(r->w) : NULL);
+        return 1;
+    }
+    if (strcmp(k, "wait") == 0)
+        lua_pushcfunction(L, run_wait);
+    else if (strcmp(k, "cancel") == 0)
+        lua_pushcfunction(L, run_cancel);
+    else
+        lua_pushnil(L);
+    return 1;
+}
+
+static int run_tostring(lua_State *L)
+{
+    lrun *r = check_run(L);
+    lua_pushfstring(L, "agenthost.run (%s)",
+                    r->w ? (ah_worker_finished(r->w) ? "ended" : "running") : "ended");
+    return 1;
 }
 
 /* ---- ah.agent{...} ----------------------------------------------------------------- */
@@ -780,6 +920,7 @@ static int agent_gc(lua_State *L)
         free((char *)a->tools[i].schema_json);
     }
     free(a->tools);
+    free(a->tool_exclusive);
     memset(a, 0, sizeof *a);
     return 0;
 }
@@ -795,7 +936,7 @@ static int cmp_names(const void *x, const void *y)
 static void read_tools(lua_State *L, int t, int agent, lagent *a)
 {
     static const char *const known[] = {"name",   "description",     "schema", "run",
-                                        "policy", "idempotency_key", NULL};
+                                        "policy", "idempotency_key", "exclusive", NULL};
     if (!lua_istable(L, t))
         luaL_error(L, "ah.agent: tools must be a table, got %s", luaL_typename(L, t));
     lua_newtable(L);
@@ -882,6 +1023,10 @@ static void read_tools(lua_State *L, int t, int agent, lagent *a)
         if (ty != LUA_TNIL && ty != LUA_TFUNCTION)
             luaL_error(L, "%s: idempotency_key must be a function", where);
         lua_pop(L, 1);
+        ty = lua_getfield(L, spec, "exclusive");
+        if (ty != LUA_TNIL && ty != LUA_TBOOLEAN)
+            luaL_error(L, "%s: exclusive must be a boolean", where);
+        lua_pop(L, 1);
         /* the policy is checked here too, so its errors name the agent's tool whichever
          * tool object takes it */
         ah_policy scratch;
@@ -907,6 +1052,15 @@ static void read_tools(lua_State *L, int t, int agent, lagent *a)
     }
     /* a stable order: the request (and the model's choices) must not depend on hashing */
     qsort(a->tools, a->n_tools, sizeof *a->tools, cmp_names);
+    a->tool_exclusive = calloc(a->n_tools, sizeof *a->tool_exclusive);
+    if (!a->tool_exclusive)
+        luaL_error(L, "agenthost: out of memory");
+    for (size_t i = 0; i < a->n_tools; i++) {
+        lua_getfield(L, specs, a->tools[i].name);
+        lua_getfield(L, -1, "exclusive");
+        a->tool_exclusive[i] = lua_toboolean(L, -1);
+        lua_pop(L, 2);
+    }
     lua_pushvalue(L, specs);
     lua_setiuservalue(L, agent, A_SPECS);
     lua_pushvalue(L, objs);
@@ -914,12 +1068,12 @@ static void read_tools(lua_State *L, int t, int agent, lagent *a)
     lua_settop(L, specs - 1);
 }
 
-/* The default display: require("agenthost.status").new(), when stderr is a terminal. A
- * missing or failing module just means no display. */
+/* The default display: require("agenthost.status").new(). On a terminal it is the
+ * transient line; off one it writes one plain line per continuation and exhausted budget
+ * (retries and give-ups are the library's own log lines there). A missing or failing
+ * module just means no display. */
 static void default_status(lua_State *L, int agent, lagent *a)
 {
-    if (!isatty(2))
-        return;
     int top = lua_gettop(L);
     lua_getglobal(L, "require");
     lua_pushliteral(L, "agenthost.status");
@@ -941,7 +1095,7 @@ static int l_agent(lua_State *L)
     static const char *const known[] = {
         "client",   "system", "max_steps", "policy",          "tools",
         "on_event", "ledger", "budget",    "continue_prompt", "on_event_reuse",
-        "rate_limit", NULL};
+        "rate_limit", "max_tool_concurrency", NULL};
     const char *where = "ah.agent";
     luaL_checktype(L, 1, LUA_TTABLE);
     lua_settop(L, 1);
@@ -971,11 +1125,13 @@ static int l_agent(lua_State *L)
         return luaL_error(L, "%s: continue_prompt must be a string", where);
     lua_pop(L, 1);
     if (lua_getfield(L, 1, "max_steps") != LUA_TNIL) {
-        if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1 ||
-            lua_tointeger(L, -1) > 1000000)
-            return luaL_error(L, "%s: max_steps must be a whole number >= 1", where);
-        a->max_steps = (int)lua_tointeger(L, -1);
+        a->max_steps = (int)lah_check_whole(L, -1, where, "max_steps", 1, 1000000);
     }
+    lua_pop(L, 1);
+
+    if (lua_getfield(L, 1, "max_tool_concurrency") != LUA_TNIL)
+        a->max_tool_concurrency =
+            (int)lah_check_whole(L, -1, where, "max_tool_concurrency", 1, 1000);
     lua_pop(L, 1);
 
     ah_policy_init(&a->policy);
@@ -1043,8 +1199,9 @@ static int l_agent(lua_State *L)
         if (!has_budget)
             return luaL_error(L, "%s: budget needs ah.budget, which this build lacks",
                               where);
-        if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 0)
-            return luaL_error(L, "%s: budget must be a whole number >= 0", where);
+        lua_Integer n = lah_check_whole(L, -1, where, "budget", 0, LUA_MAXINTEGER);
+        lua_pop(L, 1);
+        lua_pushinteger(L, n); /* kept as an integer: a fresh ah.budget(n) per run */
     } else if (ty != LUA_TNIL && ty != LUA_TUSERDATA && ty != LUA_TTABLE) {
         return luaL_error(L, "%s: budget must be an ah.budget or a number, got %s", where,
                           luaL_typename(L, -1));
@@ -1081,6 +1238,10 @@ void lah_open_agent(lua_State *L)
     luaL_newmetatable(L, RUN_MT);
     lua_pushcfunction(L, run_gc);
     lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, run_index);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, run_tostring);
+    lua_setfield(L, -2, "__tostring");
     lua_pop(L, 1);
     luaL_newmetatable(L, AGENT_MT);
     lua_pushcfunction(L, agent_gc);
@@ -1091,6 +1252,9 @@ void lah_open_agent(lua_State *L)
     lua_pushvalue(L, -3); /* the module table */
     lua_pushcclosure(L, agent_run, 1);
     lua_setfield(L, -2, "run");
+    lua_pushvalue(L, -3);
+    lua_pushcclosure(L, agent_start, 1);
+    lua_setfield(L, -2, "start");
     lua_setfield(L, -2, "__index");
     lua_pop(L, 1);
     lua_pushvalue(L, -1);

@@ -11,6 +11,7 @@
 #include "tty.h"
 #include "internal.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -260,6 +261,125 @@ void lah_log_to_stderr(void *ud, ah_log_level level, int event, const char *line
     fprintf(stderr, "agenthost: %s: %s\n", ah_log_level_name(level), line);
 }
 
+/* ---- ah.log_handler ------------------------------------------------------------------ */
+
+/* The library's log handler is process-wide; a Lua one belongs to one state and is
+ * called only on the thread that installed it, never re-entrantly (a line logged from
+ * another thread, or while the handler runs, goes to stderr). The sentinel userdata's
+ * __gc hands logging back to stderr when the state closes. */
+typedef struct lua_log {
+    lua_State *main;
+    int ref;
+    pthread_t thread;
+    int busy, failed;
+} lua_log;
+
+static lua_log g_log; /* main == NULL: no Lua handler */
+static const char LOG_SENTINEL_KEY = 'G';
+#define LOG_SENTINEL_MT "agenthost.log_sentinel"
+
+static void lua_log_fn(void *ud, ah_log_level level, int event, const char *line)
+{
+    lua_log *lg = ud;
+    if (!lg->main || lg->busy || !pthread_equal(pthread_self(), lg->thread)) {
+        lah_log_to_stderr(NULL, level, event, line);
+        return;
+    }
+    lua_State *L = lah_running(lg->main);
+    if (!lua_checkstack(L, 6))
+        return;
+    lg->busy = 1;
+    lua_pushcfunction(L, lah_traceback);
+    int msgh = lua_gettop(L);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, lg->ref);
+    lua_pushstring(L, ah_log_level_name(level));
+    lua_pushstring(L, line);
+    if (event >= 0 && event < AH_EV_COUNT_)
+        lua_pushstring(L, ah_event_type_name((ah_event_type)event));
+    else
+        lua_pushnil(L);
+    if (lua_pcall(L, 3, 0, msgh) != LUA_OK) {
+        if (!lg->failed)
+            fprintf(stderr, "agenthost: warning: log handler: %s\nagenthost: %s: %s\n",
+                    lua_tostring(L, -1), ah_log_level_name(level), line);
+        lg->failed = 1;
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1); /* msgh */
+    lg->busy = 0;
+}
+
+static void log_release(lua_State *L)
+{
+    if (g_log.main && g_log.ref != LUA_NOREF)
+        luaL_unref(L, LUA_REGISTRYINDEX, g_log.ref);
+    g_log.main = NULL;
+    g_log.ref = LUA_NOREF;
+}
+
+static int log_sentinel_gc(lua_State *L)
+{
+    lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+    lua_State *main = lua_tothread(L, -1);
+    lua_pop(L, 1);
+    if (g_log.main == main) {
+        g_log.main = NULL; /* the registry is going away with the state */
+        g_log.ref = LUA_NOREF;
+        ah_log_set_handler(lah_log_to_stderr, NULL, AH_LOG_WARN);
+    }
+    return 0;
+}
+
+/* ah.log_handler(fn [, min_level]) -> nothing. fn(level, message, event_type) gets each
+ * library log line at min_level ("debug", "info", "warning" (default), "error") or
+ * above; event_type names the event the line restates ("llm_retry", "llm_gave_up") or
+ * is nil. false: silence the library. nil: back to stderr. */
+static int l_log_handler(lua_State *L)
+{
+    static const char *const levels[] = {"debug", "info", "warning", "error", NULL};
+    int ty = lua_type(L, 1);
+    if (ty != LUA_TFUNCTION && ty != LUA_TNIL && !(ty == LUA_TBOOLEAN && !lua_toboolean(L, 1)))
+        return luaL_error(L, "ah.log_handler: expected a function, false or nil, got %s",
+                          luaL_typename(L, 1));
+    int min = luaL_checkoption(L, 2, "warning", levels);
+    if (g_log.main) {
+        lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+        lua_State *main = lua_tothread(L, -1);
+        lua_pop(L, 1);
+        if (g_log.main == main)
+            log_release(L);
+        else
+            g_log.main = NULL; /* another state's: its reference dies with it */
+    }
+    if (ty == LUA_TNIL) {
+        ah_log_set_handler(lah_log_to_stderr, NULL, (ah_log_level)min);
+        return 0;
+    }
+    if (ty == LUA_TBOOLEAN) {
+        ah_log_set_handler(NULL, NULL, AH_LOG_ERROR);
+        return 0;
+    }
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &LOG_SENTINEL_KEY) == LUA_TNIL) {
+        lua_newuserdatauv(L, 1, 0);
+        if (luaL_newmetatable(L, LOG_SENTINEL_MT)) {
+            lua_pushcfunction(L, log_sentinel_gc);
+            lua_setfield(L, -2, "__gc");
+        }
+        lua_setmetatable(L, -2);
+        lua_rawsetp(L, LUA_REGISTRYINDEX, &LOG_SENTINEL_KEY);
+    }
+    lua_pop(L, 1);
+    lua_pushvalue(L, 1);
+    g_log.ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+    g_log.main = lua_tothread(L, -1);
+    lua_pop(L, 1);
+    g_log.thread = pthread_self();
+    g_log.busy = g_log.failed = 0;
+    ah_log_set_handler(lua_log_fn, &g_log, (ah_log_level)min);
+    return 0;
+}
+
 /* ---- the module -------------------------------------------------------------------- */
 
 int luaopen_agenthost(lua_State *L);
@@ -290,6 +410,7 @@ int luaopen_agenthost(lua_State *L)
     static const luaL_Reg fns[] = {{"parallel", l_parallel},
                                    {"sleep", l_sleep},
                                    {"retry_budget", l_retry_budget},
+                                   {"log_handler", l_log_handler},
                                    {NULL, NULL}};
     luaL_newlib(L, fns);
     lua_pushstring(L, ah_version());
@@ -299,6 +420,7 @@ int luaopen_agenthost(lua_State *L)
     lah_open_scale(L);
     lah_open_mock(L);
     lah_open_agent(L);
+    lah_open_history(L);
     lah_tty_open(L); /* ah.isatty (lua/tty.h) */
 #if defined(__GNUC__)
     lah_tools_open(L);

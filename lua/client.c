@@ -114,13 +114,12 @@ static int l_client(lua_State *L)
     cfg.wire = (ah_wire)wire;
     cfg.model = opt_string(L, 1, "model", where);
     cfg.base_url = opt_string(L, 1, "base_url", where);
-    if (!cfg.base_url || !*cfg.base_url)
+    if (!cfg.base_url) /* only nil means the provider's public API; "" is a mistake */
         cfg.base_url = default_base_url(cfg.wire);
     cfg.api_key = opt_string(L, 1, "api_key", where);
     if (lua_getfield(L, 1, "max_tokens") != LUA_TNIL) {
-        if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1)
-            return luaL_error(L, "%s: max_tokens must be a whole number >= 1", where);
-        cfg.max_tokens = (int64_t)lua_tointeger(L, -1);
+        cfg.max_tokens =
+            (int64_t)lah_check_whole(L, -1, where, "max_tokens", 1, LUA_MAXINTEGER);
     }
     lua_pop(L, 1);
     const char *cont = opt_string(L, 1, "continuation", where);

@@ -2,7 +2,7 @@
  * runs Lua coroutines over the one core loop, the protected-call helper, JSON and config
  * helpers, and the seams between the binding's parts (agent.c <-> tools.c, main.c).
  *
- * The model (DESIGN.md "Lua: one code path, two drivers"):
+ * The model (one code path, two drivers):
  *  - One ah_loop per lua_State (created by luaopen_agenthost, kept in the registry, freed
  *    by the scheduler's __gc). The scheduler is created before any other object of the
  *    binding, so at lua_close it is finalized LAST (Lua 5.4 finalizes in reverse order of
@@ -61,6 +61,16 @@ int lah_await(lua_State *L, lah_wait *w, lua_KContext ctx, lua_KFunction k);
  * (borrowed, valid until on_done returns). */
 typedef void (*lah_done_fn)(void *ud, lua_State *co, int ok);
 lua_State *lah_spawn(lua_State *L, int nargs, lah_done_fn on_done, void *ud);
+
+/* End a managed coroutine now, without resuming it (a cancelled run's tool calls): its
+ * to-be-closed variables are closed and its on_done is NOT called. One that is running
+ * right now (on the C stack) ends at its next yield. Unknown or dead: no-op. */
+void lah_kill(lua_State *L, lua_State *co);
+
+/* Drop a registry reference at the start of the next scheduler step, outside the loop:
+ * for a reference that anchors an object whose C code is still on the stack (a run
+ * whose worker is emitting run_end). */
+void lah_unref_later(lua_State *L, int ref);
 
 /* One scheduler step (see above). Returns the number of coroutines still managed, or -1
  * when nothing can make progress any more (no coroutine runnable, none ready, and the
@@ -124,7 +134,7 @@ int lah_json_encode(lua_State *L, int idx);
  * lightuserdata NULL; whole numbers are integers); or push an error message and return
  * 0 ("invalid JSON at byte N"). */
 int lah_json_decode(lua_State *L, const char *s, size_t len);
-/* Push an event as a Lua table with the SPEC §6 field names (ah_event_visit); a null
+/* Push an event as a Lua table with the docs/lua.md field names (ah_event_visit); a null
  * field (status 0, no error) is nil; an error is an error value (lah_push_error). */
 void lah_push_event(lua_State *L, const ah_event *ev);
 /* Overwrite the table on top with ev's fields (null fields set to nil): the reused delta
@@ -143,6 +153,29 @@ void lah_push_cjson(lua_State *L, struct cJSON *root);
 int lah_json_push_exact(lua_State *L, const char *json, size_t len, size_t *errpos,
                         int *trailing);
 
+/* ---- runs in flight (lua/agent.c), for the host's Ctrl-C -------------------------- */
+
+/* Cancel every run of this Lua state that is still going (ah_worker_cancel_with reason);
+ * returns how many. Loop thread, outside hooks or inside them. */
+int lah_cancel_runs(lua_State *L, const char *reason);
+/* How many runs of the process are going right now. Safe from any thread (an atomic). */
+int lah_runs_in_flight(void);
+
+/* ---- conversations (lua/history.c) ------------------------------------------------ */
+
+/* Push a conversation's messages as a Lua history (result.history): a list of
+ * { role, partial, content = { blocks } } with every field a block has. shared: the
+ * absolute index of a Lua string (the result's text) that a text block equal to it
+ * reuses instead of a second copy of a large answer; 0 = none. */
+void lah_push_history(lua_State *L, const ah_conversation *c, int shared);
+/* Check the Lua history at idx and build the conversation it describes (*out, owned by
+ * the caller). Returns 1; or 0 with err naming the first bad element
+ * ("history[3].content[1].type: unknown block type 'image'"). Never raises (beyond a
+ * memory error); may store a tool_use's encoded input as its arguments. */
+int lah_history_check(lua_State *L, int idx, ah_conversation **out, char *err,
+                      size_t errsize);
+void lah_open_history(lua_State *L); /* ah.history_save, ah.history_load */
+
 /* ---- config tables ----------------------------------------------------------------- */
 
 /* Raise "<where>: unknown field 'x' (did you mean 'y'?)" for the first string key of the
@@ -157,6 +190,15 @@ const char *lah_check_no_nul(lua_State *L, int idx, const char *what);
 /* The NULL-terminated list's nearest name to `name` within a small edit distance, or
  * NULL. */
 const char *lah_did_you_mean(const char *name, const char *const *known);
+
+/* Whole numbers: wherever one is expected, an integral float (3.0, which is what
+ * lua-cjson gives for every JSON number) is accepted and 3.5 is not. lah_to_whole: 1 and
+ * *out for an integer or integral float at idx, else 0. lah_check_whole: the value, or
+ * raise "<where>: <field> must be a whole number from MIN to MAX (got 3.5)" (">= MIN"
+ * when max is LUA_MAXINTEGER). */
+int lah_to_whole(lua_State *L, int idx, lua_Integer *out);
+lua_Integer lah_check_whole(lua_State *L, int idx, const char *where, const char *field,
+                            lua_Integer min, lua_Integer max);
 
 /* Fill *p from the policy table at idx (nil: leave *p as is), validating every field with
  * ah_policy_set_int / _set_str and the whole with ah_policy_validate. Errors raise
@@ -194,7 +236,7 @@ ah_retry_budget *lah_push_retry_budget(lua_State *L);
  * number; by default an in-memory ledger per agent and no budget). on_event(ev) takes a
  * budget_exhausted event table {type, budget, used, limit} and routes it to the agent's
  * events. call() must put key, attempt, run_id and tool_call_id into the body's ctx and
- * return the record of SPEC §5: { ok, outcome = "ok"|"failed"|"budget_exhausted",
+ * return the record of docs/tools-and-ledger.md: { ok, outcome = "ok"|"failed"|"budget_exhausted",
  * attempts, error (an error value or nil), receipt, seq, duplicate }. The agent gives the
  * model the receipt (a string as is, anything else as JSON) or "error: <message>". */
 void lah_tools_open(lua_State *L);
@@ -219,10 +261,12 @@ void lah_open_errors(lua_State *L); /* ah.transient, ah.permanent, ah.is_retryab
 
 /* The log handler of scripts (host program and plain lua5.4): "agenthost: warning: ..."
  * on stderr. On a terminal the core's per-request retry / give-up lines are left out:
- * the status display shows them from the events (SPEC §7: no stacked retry lines). */
+ * the status display shows them from the events (no stacked retry lines). */
 void lah_log_to_stderr(void *ud, ah_log_level level, int event, const char *line);
 /* Appends the searcher for agenthost.<name> (the shipped scripts, found relative to the
- * binary: scripts_path.c) to package.searchers. */
+ * binary: scripts_path.c) to package.searchers, once per state: the module does it when
+ * loaded, the host program at start (so require "agenthost.status" works before
+ * require "agenthost"). */
 void lah_add_script_searcher(lua_State *L);
 
 /* The registry key (a light userdata address) the host program sets to true before it

@@ -6,15 +6,28 @@
  * binding's scheduler so that agent:run / ah.parallel yield to the one event loop.
  * Exit codes: 0 success, 1 the script failed (syntax or runtime error: "file:line:
  * message" plus a traceback on stderr), 2 usage error (bad arguments, a script or
- * events file that cannot be opened, a bad plan). */
+ * events file that cannot be opened, a bad plan), 130 interrupted (Ctrl-C).
+ *
+ * Ctrl-C: the first SIGINT cancels every run in flight (each ends `cancelled` with one
+ * run_end) and the script goes on; a second one within 3 s, or one while no run is in
+ * flight, ends the program with status 130. The signal handler only writes a byte to a
+ * pipe (async-signal-safe); a watcher thread reads it, decides, and wakes the loop with
+ * an ah_async, whose callback cancels the runs on the loop thread. No Lua runs outside
+ * the loop thread. */
 #include "agenthost.h"
 #include "lah.h"
 
 #include <lualib.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <time.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +44,9 @@ static void usage(FILE *out)
         "Runs an agent script written in Lua against an LLM provider, retrying what is\n"
         "safe to retry and continuing interrupted streams. The script sees its\n"
         "arguments in `arg` and `...` as with lua (SCRIPT - reads it from stdin);\n"
-        "require \"agenthost\" needs no setup (see docs/lua.md).\n"
+        "require \"agenthost\" needs no setup (see docs/lua.md). Ctrl-C cancels the\n"
+        "agent runs in flight and the script goes on; a second Ctrl-C within 3 s, or\n"
+        "one with no run in flight, exits with status 130.\n"
         "\n"
         "options:\n"
         "  --events FILE   also write every event as JSON Lines to FILE\n"
@@ -183,7 +198,132 @@ static int run_mock(int argc, char **argv)
 typedef struct host {
     FILE *events;
     int done, ok;
+    lua_State *L;
+    ah_async *cancel_async, *exit_async;
+    atomic_int exit_requested;
 } host;
+
+/* ---- Ctrl-C ------------------------------------------------------------------------ */
+
+enum { SECOND_INTERRUPT_MS = 3000, EXIT_GRACE_MS = 300 };
+
+static int sig_pipe[2] = {-1, -1};
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    int saved = errno;
+    char c = 'i';
+    ssize_t n = write(sig_pipe[1], &c, 1); /* full pipe: that interrupt is dropped */
+    (void)n;
+    errno = saved;
+}
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* On the loop thread, inside a step. */
+static void cancel_runs_now(void *ud)
+{
+    host *h = ud;
+    lah_cancel_runs(h->L, "interrupted (Ctrl-C)");
+}
+
+static void exit_now(void *ud)
+{
+    host *h = ud;
+    atomic_store(&h->exit_requested, 1);
+}
+
+/* The watcher: one byte per SIGINT ('q' from the main thread ends it). */
+static void *interrupt_watcher(void *ud)
+{
+    host *h = ud;
+    int64_t last = INT64_MIN / 2;
+    for (;;) {
+        char c;
+        ssize_t n = read(sig_pipe[0], &c, 1);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0 || c == 'q')
+            return NULL;
+        int64_t now = mono_ms();
+        if (lah_runs_in_flight() > 0 && now - last >= SECOND_INTERRUPT_MS) {
+            last = now;
+            ah_async_send(h->cancel_async);
+            continue;
+        }
+        /* Exit: let the loop unwind and close the state (flushing the script's files);
+         * if it is not stepping (the script is blocked reading a line, or computing),
+         * end the process after a short grace. */
+        atomic_store(&h->exit_requested, 1);
+        ah_async_send(h->exit_async);
+        int64_t until = mono_ms() + EXIT_GRACE_MS;
+        for (int64_t left; (left = until - mono_ms()) > 0;) {
+            struct pollfd pfd = {sig_pipe[0], POLLIN, 0};
+            if (poll(&pfd, 1, (int)left) > 0 && read(sig_pipe[0], &c, 1) == 1 && c == 'q')
+                return NULL; /* the main thread is closing down: status 130 from there */
+        }
+        if (ftrylockfile(stdout) == 0) {
+            fflush(stdout);
+            funlockfile(stdout);
+        }
+        _exit(130);
+    }
+}
+
+/* Install the handler and start the watcher; 0 on failure (then Ctrl-C keeps its
+ * default action). */
+static int interrupts_start(host *h, pthread_t *th)
+{
+    if (pipe(sig_pipe) != 0)
+        return 0;
+    for (int i = 0; i < 2; i++) {
+        fcntl(sig_pipe[i], F_SETFD, FD_CLOEXEC);
+    }
+    fcntl(sig_pipe[1], F_SETFL, O_NONBLOCK);
+    h->cancel_async = ah_async_new(lah_loop(h->L), cancel_runs_now, h);
+    h->exit_async = ah_async_new(lah_loop(h->L), exit_now, h);
+    if (!h->cancel_async || !h->exit_async ||
+        pthread_create(th, NULL, interrupt_watcher, h) != 0) {
+        ah_async_free(h->cancel_async);
+        ah_async_free(h->exit_async);
+        h->cancel_async = h->exit_async = NULL;
+        close(sig_pipe[0]);
+        close(sig_pipe[1]);
+        sig_pipe[0] = sig_pipe[1] = -1;
+        return 0;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sa.sa_flags = SA_RESTART; /* a script blocked in io.read() goes on reading */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    return 1;
+}
+
+/* Before the loop goes away: no send may race with the asyncs' free. */
+static void interrupts_stop(host *h, pthread_t th)
+{
+    signal(SIGINT, SIG_DFL);
+    char q = 'q';
+    while (write(sig_pipe[1], &q, 1) < 0 && errno == EAGAIN) {
+        struct timespec ts = {0, 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    pthread_join(th, NULL);
+    ah_async_free(h->cancel_async);
+    ah_async_free(h->exit_async);
+    h->cancel_async = h->exit_async = NULL;
+    close(sig_pipe[0]);
+    close(sig_pipe[1]);
+    sig_pipe[0] = sig_pipe[1] = -1;
+}
 
 /* --events: one JSON object per line, written as each event happens. */
 static void write_event(void *ud, const ah_event *ev)
@@ -221,6 +361,8 @@ static int run_script(int argc, char **argv, int script, const char *events_path
 {
     host h = {0};
     int rc = EXIT_FAIL;
+    pthread_t watcher;
+    int watching = 0;
     const char *path = argv[script];
     if (events_path) {
         h.events = fopen(events_path, "w");
@@ -241,6 +383,7 @@ static int run_script(int argc, char **argv, int script, const char *events_path
     lua_pushboolean(L, 1);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &lah_host_key); /* we own the log handler */
     luaL_openlibs(L);
+    lah_add_script_searcher(L); /* require "agenthost.status" before require "agenthost" */
     luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
     lua_pushcfunction(L, luaopen_agenthost);
     lua_setfield(L, -2, "agenthost");
@@ -265,7 +408,9 @@ static int run_script(int argc, char **argv, int script, const char *events_path
     for (int i = script + 1; i < argc; i++)
         lua_pushstring(L, argv[i]);
     lah_spawn(L, nargs, main_done, &h);
-    while (!h.done) {
+    h.L = L;
+    watching = interrupts_start(&h, &watcher);
+    while (!h.done && !atomic_load(&h.exit_requested)) {
         if (lah_step(L) < 0 && !h.done) {
             fprintf(stderr,
                     "agenthost: %s: the script waits for work that nothing is left "
@@ -274,8 +419,10 @@ static int run_script(int argc, char **argv, int script, const char *events_path
             break;
         }
     }
-    rc = h.done && h.ok ? EXIT_OK : EXIT_FAIL;
+    rc = atomic_load(&h.exit_requested) ? 130 : h.done && h.ok ? EXIT_OK : EXIT_FAIL;
 cleanup:
+    if (watching)
+        interrupts_stop(&h, watcher);
     if (L)
         lua_close(L);
     if (h.events)

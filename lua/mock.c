@@ -1,5 +1,5 @@
 /* mock.c - ah.mock{ plan = {...} | plan_json = "...", text =, text_deltas =,
- * delta_bytes =, port = }: the built-in mock provider in-process (SPEC §8), as an
+ * delta_bytes =, port = }: the built-in mock provider in-process (docs/mock.md), as an
  * "agenthost.mock" userdata: m.url, m.port, m:requests(), m:set_plan(plan), m:close().
  *
  * Invariants: __gc, __close and m:close() share one idempotent close; after it, m.url
@@ -84,11 +84,8 @@ static int l_mock(lua_State *L)
                 lua_pop(L, 1);
                 continue;
             }
-            if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 0 ||
-                (i == 2 && lua_tointeger(L, -1) > 65535))
-                return luaL_error(L, "%s: %s must be a whole number >= 0%s", where,
-                                  counts[i], i == 2 ? " and <= 65535" : "");
-            lua_Integer v = lua_tointeger(L, -1);
+            lua_Integer v = lah_check_whole(L, -1, where, counts[i], 0,
+                                            i == 2 ? 65535 : LUA_MAXINTEGER);
             lua_pop(L, 1);
             if (i == 0)
                 cfg.text_deltas = (size_t)v;

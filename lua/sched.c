@@ -28,6 +28,7 @@ typedef struct entry {
     lah_wait *wait; /* what it waits on; NULL = runnable (new, or after a plain yield) */
     int nargs;      /* arguments for the first resume */
     int started, running, dead;
+    int killed; /* lah_kill while it was on the C stack: end it when it yields */
     lah_done_fn on_done;
     void *ud;
 } entry;
@@ -44,6 +45,8 @@ typedef struct sched {
     entry *current;     /* the managed coroutine being resumed, or NULL */
     ah_event_fn sink;
     void *sink_ud;
+    int *unrefs; /* registry references to drop at the next step (lah_unref_later) */
+    size_t n_unrefs, cap_unrefs;
 } sched;
 
 static const char SCHED_KEY = 'S'; /* its address keys the scheduler in the registry */
@@ -57,6 +60,9 @@ static int sched_gc(lua_State *L)
     free(s->v);
     s->v = NULL;
     s->n = s->cap = 0;
+    free(s->unrefs);
+    s->unrefs = NULL;
+    s->n_unrefs = s->cap_unrefs = 0;
     ah_loop_free(s->loop);
     s->loop = NULL;
     return 0;
@@ -268,7 +274,9 @@ static void finish_entry(sched *s, entry *e, int ok)
         lua_xmove(L, co, 1);
         lua_settop(L, top);
     }
-    if (e->on_done)
+    if (e->killed) /* lah_kill'ed while running: nobody waits for its results */
+        e->killed = 0;
+    else if (e->on_done)
         e->on_done(e->ud, co, ok);
     else if (!ok)
         ah__log(AH_LOG_WARN, "coroutine failed: %s", lua_tostring(co, -1));
@@ -276,6 +284,52 @@ static void finish_entry(sched *s, entry *e, int ok)
         lua_resetthread(co); /* close its pending to-be-closed variables */
     luaL_unref(L, LUA_REGISTRYINDEX, e->ref);
     e->ref = LUA_NOREF;
+}
+
+/* End a suspended coroutine without resuming it: its to-be-closed variables are
+ * closed, its stack (and every userdata only it held: timers, tool call states) is left
+ * to the collector, whose finalizers free the C side. on_done is not called. */
+static void kill_entry(sched *s, entry *e)
+{
+    e->dead = 1;
+    e->killed = 0;
+    s->live--;
+    lua_resetthread(e->co);
+    luaL_unref(s->running, LUA_REGISTRYINDEX, e->ref);
+    e->ref = LUA_NOREF;
+}
+
+void lah_kill(lua_State *L, lua_State *co)
+{
+    sched *s = get_sched(L);
+    for (size_t i = 0; i < s->n; i++) {
+        entry *e = s->v[i];
+        if (e->co != co || e->dead)
+            continue;
+        if (e->running)
+            e->killed = 1; /* on the C stack right now: at its next yield */
+        else
+            kill_entry(s, e);
+        return;
+    }
+}
+
+void lah_unref_later(lua_State *L, int ref)
+{
+    sched *s = get_sched(L);
+    if (ref == LUA_NOREF || ref == LUA_REFNIL)
+        return;
+    if (s->n_unrefs == s->cap_unrefs) {
+        size_t cap = s->cap_unrefs ? s->cap_unrefs * 2 : 8;
+        int *v = realloc(s->unrefs, cap * sizeof *v);
+        if (!v) {
+            luaL_unref(L, LUA_REGISTRYINDEX, ref); /* better now than never */
+            return;
+        }
+        s->unrefs = v;
+        s->cap_unrefs = cap;
+    }
+    s->unrefs[s->n_unrefs++] = ref;
 }
 
 static void resume(sched *s, entry *e)
@@ -297,6 +351,8 @@ static void resume(sched *s, entry *e)
         /* lah_await set e->wait before yielding; a plain coroutine.yield leaves it NULL
          * and the coroutine just runs again at the next step. */
         lua_pop(e->co, nres);
+        if (e->killed)
+            kill_entry(s, e);
         return;
     }
     finish_entry(s, e, st == LUA_OK);
@@ -317,6 +373,9 @@ static void compact(sched *s)
 int lah_step(lua_State *L)
 {
     sched *s = get_sched(L);
+    /* never inside the loop (no hook awaits), so nothing these anchored is running */
+    while (s->n_unrefs > 0)
+        luaL_unref(L, LUA_REGISTRYINDEX, s->unrefs[--s->n_unrefs]);
     lua_State *prev_running = s->running;
     s->running = L;
     s->depth++;

@@ -103,8 +103,19 @@ static int search_scripts(lua_State *L)
     return 1;
 }
 
+static const char SEARCHER_KEY = 'F'; /* set once the searcher is installed */
+
 void lah_add_script_searcher(lua_State *L)
 {
+    /* once per state: the host program installs it at start (so require
+     * "agenthost.status" works before require "agenthost"), the module when loaded */
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &SEARCHER_KEY) != LUA_TNIL) {
+        lua_pop(L, 1);
+        return;
+    }
+    lua_pop(L, 1);
+    lua_pushboolean(L, 1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &SEARCHER_KEY);
     lua_getglobal(L, "package");
     if (!lua_istable(L, -1)) {
         lua_pop(L, 1);

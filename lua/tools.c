@@ -1,4 +1,4 @@
-/* tools.c - ah.tool and tool:call (SPEC §5): the Lua driver of core/tool_call.c.
+/* tools.c - ah.tool and tool:call (docs/tools-and-ledger.md): the Lua driver of core/tool_call.c.
  *
  * One tool call = one ah_tool_call stepped here. RUN_BODY runs `run(args, ctx)` under
  * lua_pcallk on the calling thread, so a body that waits (a nested call's backoff, a
@@ -42,7 +42,7 @@ typedef struct tool_ud {
     ah_policy policy; /* validated; retry_on is the Lua function at UV_RETRY_ON */
     int has_retry_on;
     /* A failing hook is logged once per tool, not on every call (lah_pcall_once). */
-    int retry_on_logged, idempotency_key_logged;
+    int retry_on_logged, idempotency_key_logged, body_error_logged;
     char retry_on_what[96], idempotency_key_what[96];
 } tool_ud;
 
@@ -216,9 +216,13 @@ static int tool_tostring(lua_State *L)
 /* ---- one call: hooks ----------------------------------------------------------------
  */
 
-void lah_tools_emit(lua_State *L, int on_event, int to_sink, const ah_event *ev)
+void lah_tools_emit(lua_State *L, int on_event, int to_sink, const ah_event *in)
 {
     on_event = lua_absindex(L, on_event);
+    ah_event stamped = *in; /* every event carries a time (and a run_id when it has one) */
+    const ah_event *ev = &stamped;
+    if (!stamped.ts_ms)
+        stamped.ts_ms = ah_loop_wall_ms(lah_loop(L));
     if (to_sink) {
         ah_event_fn fn = NULL;
         void *ud = NULL;
@@ -237,7 +241,10 @@ void lah_tools_emit(lua_State *L, int on_event, int to_sink, const ah_event *ev)
  * agent routes what it is given to its own events, which reach that sink. */
 static void emit(lua_State *L, const ah_event *ev)
 {
-    lah_tools_emit(L, ON_EVENT, lua_isnil(L, TCID), ev);
+    ah_event e = *ev;
+    if (lua_type(L, RUN_ID) == LUA_TSTRING)
+        e.run_id = lua_tostring(L, RUN_ID);
+    lah_tools_emit(L, ON_EVENT, lua_isnil(L, TCID), &e);
 }
 
 /* The tool's retry_on(err, default) as an ah_tool_retry_on_fn: 1/0 by its truthiness,
@@ -329,12 +336,22 @@ static int wait_k(lua_State *L, int status, lua_KContext ctx)
 
 /* The body's message handler: keep the raised value (error values carry their kind);
  * a plain Lua error (a bug, most likely) gets its traceback logged at debug level. */
+/* A body that raises an error value (ah.transient / ah.permanent) is saying how it
+ * failed; any other error is a bug in the body: logged once per tool, with its
+ * traceback, like a failing hook (the call still fails with it, and the model sees it).
+ * Upvalue 1: the tool_ud; 2: the run id or nil. */
 static int body_msgh(lua_State *L)
 {
-    if (!is_error_value(L, 1) && ah__log_enabled(AH_LOG_DEBUG)) {
-        luaL_traceback(L, L, lua_tostring(L, 1), 1);
-        ah__log(AH_LOG_DEBUG, "tool body raised: %s", lua_tostring(L, -1));
-        lua_pop(L, 1);
+    tool_ud *t = lua_touserdata(L, lua_upvalueindex(1));
+    if (!is_error_value(L, 1) && (!t->body_error_logged || ah__log_enabled(AH_LOG_DEBUG))) {
+        const char *msg = lua_tostring(L, 1);
+        if (!msg)
+            msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+        luaL_traceback(L, L, msg, 1);
+        const char *run = lua_tostring(L, lua_upvalueindex(2));
+        ah__log(t->body_error_logged ? AH_LOG_DEBUG : AH_LOG_WARN, "tool '%s'%s%s%s: %s",
+                t->name, run ? " (" : "", run ? run : "", run ? ")" : "", lua_tostring(L, -1));
+        t->body_error_logged = 1;
     }
     lua_settop(L, 1);
     return 1;
@@ -384,7 +401,9 @@ static void push_ctx(lua_State *L, call_state *st)
 static int run_body(lua_State *L, call_state *st)
 {
     lua_settop(L, BASE);
-    lua_pushcfunction(L, body_msgh); /* MSGH */
+    lua_pushlightuserdata(L, st->tool);
+    lua_pushvalue(L, RUN_ID); /* names the run in the log line, when there is one */
+    lua_pushcclosure(L, body_msgh, 2); /* MSGH */
     lua_getiuservalue(L, TOOL, UV_RUN);
     lua_pushvalue(L, ARGS);
     push_ctx(L, st);
@@ -663,9 +682,7 @@ static int l_tool_call(lua_State *L)
     lua_pushnil(L);
     int ty = opt(L, "budget");
     if (ty == LUA_TNUMBER) {
-        if (!lua_isinteger(L, -1))
-            return luaL_error(L, "tool:call: budget must be a whole number");
-        lua_Integer n = lua_tointeger(L, -1);
+        lua_Integer n = lah_check_whole(L, -1, "tool:call", "budget", 0, LUA_MAXINTEGER);
         lua_pop(L, 1);
         lah_budget_push_new(L, n);
     } else if (ty != LUA_TNIL && !lah_budget_test(L, -1)) {

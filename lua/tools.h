@@ -1,4 +1,4 @@
-/* tools.h - shared by lua/tools*.c, the Lua surface of SPEC §5: ah.tool (tools.c),
+/* tools.h - shared by lua/tools*.c, the Lua surface of docs/tools-and-ledger.md: ah.tool (tools.c),
  * ah.ledger and ah.budget (tools_ledger.c), ah.batch (tools_batch.c), canonical JSON
  * (tools_json.c). The entry point, lah_tools_open(), and the seam with agent.c are in
  * lah.h; docs/tools.md describes the Lua API and its rules.
@@ -31,7 +31,7 @@ int lah_push_json_decoded(lua_State *L, const char *json, size_t len);
 
 /* Deliver an event of a tool call or a batch: to the host's sink (agenthost --events)
  * when to_sink, then to the Lua function at stack index on_event (if it is one) as a
- * table with the SPEC §6 fields, under a protected call (a failing hook is logged). */
+ * table with the docs/lua.md fields, under a protected call (a failing hook is logged). */
 void lah_tools_emit(lua_State *L, int on_event, int to_sink, const ah_event *ev);
 
 /* ---- ledger and budget handles (tools_ledger.c) ------------------------------------ */

@@ -1,5 +1,6 @@
 /* tools_batch.c - ah.batch(items, fn, { budget = N, concurrency = K, on_event = fn })
- * (SPEC §5): run fn(item, ctx) for every item, up to K at once, all sharing one budget.
+ * (docs/tools.md): run fn(item, ctx) for every item, up to K at once, all sharing one
+ * budget.
  *
  * Each started item runs in its own coroutine (lah_spawn); the batch itself waits with
  * lah_await until one of them ends, then starts the next. An item is started only while
@@ -286,9 +287,7 @@ static int l_batch(lua_State *L)
         lah_budget_push_new(L, LUA_MAXINTEGER); /* counts calls; never runs out */
         b->unlimited = 1;
     } else if (ty == LUA_TNUMBER) {
-        if (!lua_isinteger(L, -1))
-            return luaL_error(L, "ah.batch: budget must be a whole number >= 0");
-        lua_Integer n = lua_tointeger(L, -1);
+        lua_Integer n = lah_check_whole(L, -1, "ah.batch", "budget", 0, LUA_MAXINTEGER);
         lua_pop(L, 1);
         lah_budget_push_new(L, n);
     } else if (!lah_budget_test(L, -1)) {
@@ -298,11 +297,7 @@ static int l_batch(lua_State *L)
     b->used_before = ah_budget_used(lah_budget_test(L, BUDGET)->b);
 
     if (!lua_isnil(L, OPTS) && lua_getfield(L, OPTS, "concurrency") != LUA_TNIL) {
-        if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1 ||
-            lua_tointeger(L, -1) > 10000)
-            return luaL_error(L,
-                              "ah.batch: concurrency must be a whole number in 1..10000");
-        b->concurrency = (int)lua_tointeger(L, -1);
+        b->concurrency = (int)lah_check_whole(L, -1, "ah.batch", "concurrency", 1, 10000);
     }
     lua_settop(L, BUDGET);
     lua_newtable(L); /* RESULTS */

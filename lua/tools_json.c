@@ -1,4 +1,4 @@
-/* tools_json.c - canonical JSON for tool arguments and receipts (SPEC §5).
+/* tools_json.c - canonical JSON for tool arguments and receipts (docs/tools-and-ledger.md).
  *
  * The ledger fingerprints a call's arguments, so the same arguments must always give the
  * same bytes: object keys are sorted (bytewise), an integral float is written as an

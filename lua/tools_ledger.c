@@ -325,10 +325,7 @@ lah_budget_ud *lah_budget_push_new(lua_State *L, lua_Integer limit)
 /* ah.budget(n): n executions of tool bodies (0 = none may run). */
 static int l_budget_new(lua_State *L)
 {
-    if (!lua_isinteger(L, 1))
-        return luaL_error(L, "ah.budget(n): n must be a whole number >= 0 (got %s)",
-                          lua_isnumber(L, 1) ? lua_tostring(L, 1) : luaL_typename(L, 1));
-    lah_budget_push_new(L, lua_tointeger(L, 1));
+    lah_budget_push_new(L, lah_check_whole(L, 1, "ah.budget(n)", "n", 0, LUA_MAXINTEGER));
     return 1;
 }
 

@@ -12,7 +12,9 @@
 
 /* Add to the module table at the top of the stack:
  *   ah.isatty(file) -> boolean   the Lua file (io.stderr, io.open(...)) is a terminal;
- *                                a closed file is not; anything but a file raises. */
+ *                                a closed file is not; anything but a file raises.
+ *   ah.term_width(file) -> columns or nil   the terminal's real width (TIOCGWINSZ),
+ *                                asked anew on each call; nil off a terminal. */
 void lah_tty_open(lua_State *L);
 
 #endif

@@ -138,15 +138,9 @@ int lah_policy_from_table(lua_State *L, int idx, const char *where, ah_policy *p
             has_retry_on = 1;
         } else if (lua_type(L, -1) == LUA_TNUMBER) {
             lua_Integer v;
-            if (lua_isinteger(L, -1)) {
-                v = lua_tointeger(L, -1);
-            } else {
-                lua_Number n = lua_tonumber(L, -1);
-                if (n != floor(n) || n < -9.2e18 || n > 9.2e18)
-                    luaL_error(L, "%s: policy.%s must be a whole number (got %s)", where,
-                               field, lua_tostring(L, -1));
-                v = (lua_Integer)n;
-            }
+            if (!lah_to_whole(L, -1, &v))
+                luaL_error(L, "%s: policy.%s must be a whole number (got %s)", where,
+                           field, lua_tostring(L, -1));
             st = ah_policy_set_int(p, field, (int64_t)v, err, sizeof err);
         } else if (lua_type(L, -1) == LUA_TSTRING) {
             st = ah_policy_set_str(p, field, lua_tostring(L, -1), err, sizeof err);
@@ -336,7 +330,7 @@ void lah_open_errors(lua_State *L)
 
 /* ---- events as Lua tables ------------------------------------------------------------ */
 
-/* The visitor sink: fields with their SPEC §6 names; null fields are left out (nil). */
+/* The visitor sink: fields with their docs/lua.md names; null fields are left out (nil). */
 static void l_str(void *ud, const char *key, const char *s, size_t len)
 {
     lua_State *L = ud;
@@ -407,6 +401,37 @@ void lah_push_event(lua_State *L, const ah_event *ev)
     ah_event_visit(ev, &count_fields, &n);
     lua_createtable(L, 0, n);
     ah_event_visit(ev, &lua_fields, L);
+}
+
+/* ---- whole numbers ------------------------------------------------------------------ */
+
+int lah_to_whole(lua_State *L, int idx, lua_Integer *out)
+{
+    if (lua_type(L, idx) != LUA_TNUMBER)
+        return 0;
+    int isnum = 0;
+    lua_Integer v = lua_tointegerx(L, idx, &isnum); /* 3.0 -> 3; 3.5, 1e300 -> not */
+    if (!isnum)
+        return 0;
+    *out = v;
+    return 1;
+}
+
+lua_Integer lah_check_whole(lua_State *L, int idx, const char *where, const char *field,
+                            lua_Integer min, lua_Integer max)
+{
+    lua_Integer v;
+    if (!lah_to_whole(L, idx, &v) || v < min || v > max) {
+        const char *got = lua_type(L, idx) == LUA_TNUMBER ? lua_tostring(L, idx)
+                                                          : luaL_typename(L, idx);
+        if (max == LUA_MAXINTEGER)
+            luaL_error(L, "%s: %s must be a whole number >= %I (got %s)", where, field,
+                       (LUAI_UACINT)min, got);
+        else
+            luaL_error(L, "%s: %s must be a whole number from %I to %I (got %s)", where,
+                       field, (LUAI_UACINT)min, (LUAI_UACINT)max, got);
+    }
+    return v;
 }
 
 /* Refilling a table: a null field is set to nil, so nothing of the last event stays. */

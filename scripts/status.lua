@@ -1,4 +1,4 @@
--- agenthost.status: the default terminal status display (SPEC §6, §7).
+-- agenthost.status: the default terminal status display (docs/status-display.md).
 --
 --   local status = require("agenthost.status").new{ stream = io.stderr }
 --   agent = ah.agent{ ..., on_event = function(ev) status:update(ev) end }
@@ -172,16 +172,58 @@ end
 
 -- ---- output ----------------------------------------------------------------------------
 
+-- Terminal columns of one code point: 2 for the wide East Asian ranges and most emoji,
+-- 1 otherwise (combining marks are rare in these lines; counting them 1 only cuts early).
+local function columns_of(cp)
+    if cp < 0x1100 then return 1 end
+    if (cp <= 0x115F) or (cp >= 0x2E80 and cp <= 0xA4CF) or (cp >= 0xAC00 and cp <= 0xD7A3)
+        or (cp >= 0xF900 and cp <= 0xFAFF) or (cp >= 0xFE30 and cp <= 0xFE4F)
+        or (cp >= 0xFF00 and cp <= 0xFF60) or (cp >= 0xFFE0 and cp <= 0xFFE6)
+        or (cp >= 0x1F300 and cp <= 0x1F64F) or (cp >= 0x1F900 and cp <= 0x1F9FF)
+        or (cp >= 0x20000 and cp <= 0x3FFFD) then
+        return 2
+    end
+    return 1
+end
+
+-- Cut text to at most `width` terminal columns, the ellipsis (one column) included.
 local function fit(text, width, ellipsis)
-    local n = utf8.len(text) or #text
-    if n <= width then return text end
-    local cut = utf8.offset(text, width) or (width + 1)
+    if not utf8.len(text) then -- not UTF-8: bytes are columns
+        return #text <= width and text or text:sub(1, width - 1) .. ellipsis
+    end
+    local total = 0
+    for _, cp in utf8.codes(text) do total = total + columns_of(cp) end
+    if total <= width then return text end
+    local used, cut = 0, 1
+    for pos, cp in utf8.codes(text) do
+        local w = columns_of(cp)
+        if used + w > width - 1 then cut = pos; break end
+        used = used + w
+    end
     return text:sub(1, cut - 1) .. ellipsis
 end
 
 function Status:write(s)
     self.stream:write(s)
     self.stream:flush()
+end
+
+-- The width to fit: opts.width, else the terminal's real width (asked on every line:
+-- terminals get resized), else $COLUMNS, else 80.
+function Status:columns()
+    if self.width then return self.width end
+    if self.term_width == nil then -- looked up once: without the module, false
+        local ok, ah = pcall(require, "agenthost")
+        self.term_width = ok and type(ah) == "table" and type(ah.term_width) == "function"
+            and ah.term_width or false
+    end
+    if self.term_width then
+        local got, cols = pcall(self.term_width, self.stream)
+        if got and math.type(cols) == "integer" and cols > 1 then return cols end
+    end
+    local cols = num(os.getenv("COLUMNS"))
+    if cols and cols > 1 then return math.floor(cols) end
+    return 80
 end
 
 -- Erase the transient line, if one is showing.
@@ -202,7 +244,9 @@ function Status:transient(text)
         self:write("\n")
         self.midline = false
     end
-    self:write("\r" .. fit(text, self.width - 1, self.ellipsis) .. "\27[K")
+    -- one column short of the edge: a line that fills the last column wraps on some
+    -- terminals, and "\r" would then leave its first row behind
+    self:write("\r" .. fit(text, self:columns() - 1, self.ellipsis) .. "\27[K")
     self.shown = true
 end
 
@@ -220,7 +264,7 @@ function Status:print(text)
     end
 end
 
--- Feed one event (SPEC §6 table). Unknown events and missing fields are tolerated.
+-- Feed one event (the event table of docs/lua.md). Unknown events and missing fields are tolerated.
 function Status:update(ev)
     if type(ev) ~= "table" then return end
     if self.streaming and ev.type == "text_delta" and type(ev.text) == "string"
@@ -243,7 +287,8 @@ end
 -- opts (all optional):
 --   stream    file to write to (default io.stderr)
 --   tty       true / false; nil = detect whether stream is a terminal
---   width     terminal columns for the transient line (default $COLUMNS or 80)
+--   width     terminal columns for the transient line (default: the terminal's real
+--             width, TIOCGWINSZ, asked on every line; else $COLUMNS; else 80)
 --   unicode   use "—" and "…" (default: on a terminal whose locale is UTF-8; log lines
 --             are plain ASCII unless an event's own text is not)
 --   prefix    prefix of non-terminal lines (default "agenthost: ")
@@ -261,8 +306,8 @@ function M.new(opts)
     else
         self.tty = opts.tty and true or false
     end
-    self.width = num(opts.width) or num(os.getenv("COLUMNS")) or 80
-    if self.width < 20 then self.width = 20 end
+    self.width = num(opts.width)
+    if self.width and self.width < 2 then self.width = 2 end
     local unicode = opts.unicode
     if unicode == nil then unicode = self.tty and utf8_locale() end
     self.dash = unicode and "—" or "-"

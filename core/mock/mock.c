@@ -745,6 +745,8 @@ static struct MHD_Response *reply_response(ah_mock *m, struct MHD_Connection *co
         s->reply.text[0] = (char)0xFF; /* never valid UTF-8, sent raw in the JSON */
         s->reply.text[1] = (char)0xFE;
     }
+    if (s->reply.has_tool && step->tool_calls > 1)
+        s->reply.ntools = step->tool_calls; /* parallel calls of the tool (tool_calls: N) */
     if (!reattach && s->reply.background)
         keep_response(m, s->reply.msg_id, req, body_len, &opts);
     ah__mock_step_kind kind = step->kind;

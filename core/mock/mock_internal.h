@@ -104,6 +104,7 @@ typedef struct ah__mock_step {
     long long delay_headers_ms; /* any kind; 0 = none */
     long long after_events;     /* CUT / STALL / MALFORMED / ERROR_EVENT: K */
     long long stall_ms;         /* STALL: -1 = until the client or the mock goes away */
+    size_t tool_calls;          /* parallel calls when the reply calls the tool; 0 = 1 */
     char *text;                 /* reply text options (OK, DELAY and the stream faults) */
     char *tool_args;            /* the tool call's arguments, verbatim (any JSON text) */
     size_t text_deltas;
@@ -125,6 +126,7 @@ typedef struct ah__mock_step {
 enum { AH__MOCK_UNCLEAN_NONE, AH__MOCK_UNCLEAN_NO_FINAL_CHUNK, AH__MOCK_UNCLEAN_RESET,
        AH__MOCK_UNCLEAN_SHORT_CONTENT_LENGTH };
 enum { AH__MOCK_BODY_NONE, AH__MOCK_BODY_ENDLESS, AH__MOCK_BODY_STALL };
+enum { AH__MOCK_MAX_TOOL_CALLS = 16 }; /* a step's tool_calls */
 
 typedef struct ah__mock_plan {
     ah__mock_step *steps;
@@ -152,6 +154,7 @@ typedef struct ah__mock_reply {
     size_t *cuts; /* ndeltas + 1 offsets into text */
     size_t ndeltas;
     int has_tool;
+    size_t ntools; /* parallel calls of the tool (ids tool_id, tool_id_1, ...); 0 = 1 */
     char *tool_name;
     char *tool_args; /* compact JSON object */
     size_t args_len;

@@ -1,4 +1,4 @@
-/* model.c - the mock's deterministic model: a request body -> one reply (SPEC §8).
+/* model.c - the mock's deterministic model: a request body -> one reply (docs/mock.md).
  *
  * Each wire format's request is reduced to one neutral conversation (user text, tool
  * results, assistant text), then one rule picks the reply:

@@ -1,4 +1,4 @@
-/* plan.c - the mock's fault plan: JSON text -> validated steps (SPEC §8).
+/* plan.c - the mock's fault plan: JSON text -> validated steps (docs/mock.md).
  *
  * A plan is a JSON array of steps, or {"steps": [...], "then": STEP} where "then" is
  * applied to every request once the steps are used up (default: ok). A step has exactly
@@ -56,6 +56,7 @@ static const field fields[] = {
     {"error_type", F_STRING, -1, K(STATUS) | K(ERROR_EVENT), 0, 0},
     {"message", F_STRING, -1, K(STATUS) | K(ERROR_EVENT), 0, 0},
     {"stall_ms", F_INT, -1, K(STALL), 0, MAX_MS},
+    {"tool_calls", F_INT, -1, TEXT_KINDS, 1, AH__MOCK_MAX_TOOL_CALLS},
     {"text", F_STRING, -1, TEXT_KINDS, 0, 0},
     {"text_deltas", F_INT, -1, TEXT_KINDS, 1, MAX_TEXT_DELTAS},
     {"delta_bytes", F_INT, -1, TEXT_KINDS, 1, 1 << 20},
@@ -329,6 +330,8 @@ static int parse_step(const cJSON *obj, ah__mock_step *s, const char *where, cha
     if ((v = cJSON_GetObjectItemCaseSensitive(obj, "delay_headers_ms")) &&
         get_int(v, &iv))
         s->delay_headers_ms = iv;
+    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "tool_calls")) && get_int(v, &iv))
+        s->tool_calls = (size_t)iv;
     if ((v = cJSON_GetObjectItemCaseSensitive(obj, kind_field(s->kind))) &&
         s->kind >= AH__MOCK_CUT && get_int(v, &iv))
         s->after_events = iv;

@@ -9,6 +9,7 @@
  * generated on demand in O(1) amortised: a 200k-delta reply never exists as a whole. */
 #include "mock_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,13 +29,14 @@ typedef enum {
 typedef struct seg {
     ev_kind kind;
     size_t count;
+    size_t call; /* which tool call a tool segment belongs to */
 } seg;
 
 struct ah__mock_writer {
     ah_wire wire;
     const ah__mock_reply *r;
     char request_id[48];
-    seg segs[16];
+    seg segs[16 + 4 * AH__MOCK_MAX_TOOL_CALLS];
     size_t nsegs, total;
     size_t seg_i, in_seg; /* position of the next event */
     size_t seq;           /* events emitted so far (Responses sequence_number) */
@@ -42,14 +44,26 @@ struct ah__mock_writer {
     ah__mock_buf scratch;
 };
 
-static void add_seg(ah__mock_writer *w, ev_kind k, size_t count)
+/* How many tool calls the reply makes (0, 1, or `tool_calls` parallel ones). */
+static size_t ncalls(const ah__mock_reply *r)
+{
+    return r->has_tool ? (r->ntools ? r->ntools : 1) : 0;
+}
+
+static void add_call_seg(ah__mock_writer *w, ev_kind k, size_t count, size_t call)
 {
     if (count == 0)
         return;
     w->segs[w->nsegs].kind = k;
     w->segs[w->nsegs].count = count;
+    w->segs[w->nsegs].call = call;
     w->nsegs++;
     w->total += count;
+}
+
+static void add_seg(ah__mock_writer *w, ev_kind k, size_t count)
+{
+    add_call_seg(w, k, count, 0);
 }
 
 ah__mock_writer *ah__mock_writer_new(ah_wire wire, const ah__mock_reply *r,
@@ -72,11 +86,12 @@ ah__mock_writer *ah__mock_writer_new(ah_wire wire, const ah__mock_reply *r,
             add_seg(w, A_TEXT_DELTA, r->ndeltas);
             add_seg(w, A_TEXT_STOP, 1);
         }
-        if (r->has_tool) {
-            add_seg(w, A_TOOL_START, 1);
-            add_seg(w, A_PING, !text);
-            add_seg(w, A_TOOL_DELTA, r->nargs + 1); /* the first partial_json is "" */
-            add_seg(w, A_TOOL_STOP, 1);
+        for (size_t c = 0; c < ncalls(r); c++) {
+            add_call_seg(w, A_TOOL_START, 1, c);
+            add_seg(w, A_PING, !text && c == 0);
+            /* the first partial_json is "" */
+            add_call_seg(w, A_TOOL_DELTA, r->nargs + 1, c);
+            add_call_seg(w, A_TOOL_STOP, 1, c);
         }
         add_seg(w, A_PING, !text && !r->has_tool);
         add_seg(w, A_MSG_DELTA, 1);
@@ -86,9 +101,9 @@ ah__mock_writer *ah__mock_writer_new(ah_wire wire, const ah__mock_reply *r,
         /* A tool-only reply carries the role in the tool call's first chunk. */
         add_seg(w, C_ROLE, text || !r->has_tool);
         add_seg(w, C_TEXT_DELTA, r->ndeltas);
-        if (r->has_tool) {
-            add_seg(w, C_TOOL_START, 1);
-            add_seg(w, C_TOOL_DELTA, r->nargs);
+        for (size_t c = 0; c < ncalls(r); c++) {
+            add_call_seg(w, C_TOOL_START, 1, c);
+            add_call_seg(w, C_TOOL_DELTA, r->nargs, c);
         }
         add_seg(w, C_FINISH, 1);
         add_seg(w, C_USAGE, r->include_usage);
@@ -117,11 +132,11 @@ ah__mock_writer *ah__mock_writer_new(ah_wire wire, const ah__mock_reply *r,
             add_seg(w, R_PART_DONE, 1);
             add_seg(w, R_MSG_DONE, 1);
         }
-        if (r->has_tool) {
-            add_seg(w, R_FC_ADDED, 1);
-            add_seg(w, R_ARGS_DELTA, r->nargs);
-            add_seg(w, R_ARGS_DONE, 1);
-            add_seg(w, R_FC_DONE, 1);
+        for (size_t c = 0; c < ncalls(r); c++) {
+            add_call_seg(w, R_FC_ADDED, 1, c);
+            add_call_seg(w, R_ARGS_DELTA, r->nargs, c);
+            add_call_seg(w, R_ARGS_DONE, 1, c);
+            add_call_seg(w, R_FC_DONE, 1, c);
         }
         add_seg(w, R_COMPLETED, 1);
         break;
@@ -201,6 +216,19 @@ static void chat_usage(ah__mock_buf *o, const ah__mock_reply *r)
            "\"accepted_prediction_tokens\":0,\"rejected_prediction_tokens\":0}}");
 }
 
+/* The id of parallel call `call`: the base id (the reply's tool id or call id), then
+ * <id>_1, <id>_2, ... */
+static void put_call_id(ah__mock_buf *o, const char *base, size_t call)
+{
+    if (call == 0) {
+        ah__mock_buf_json_cstr(o, base);
+        return;
+    }
+    char id[72];
+    snprintf(id, sizeof id, "%.47s_%zu", base, call);
+    ah__mock_buf_json_cstr(o, id);
+}
+
 /* Responses output items. */
 static void resp_msg_item(ah__mock_buf *o, const ah__mock_reply *r, int done)
 {
@@ -217,10 +245,10 @@ static void resp_msg_item(ah__mock_buf *o, const ah__mock_reply *r, int done)
     PUT(o, "}],\"role\":\"assistant\"}");
 }
 
-static void resp_fc_item(ah__mock_buf *o, const ah__mock_reply *r, int done)
+static void resp_fc_item(ah__mock_buf *o, const ah__mock_reply *r, int done, size_t call)
 {
     PUT(o, "{\"id\":");
-    ah__mock_buf_json_cstr(o, r->tool_id);
+    put_call_id(o, r->tool_id, call);
     PUT(o, ",\"type\":\"function_call\",\"status\":");
     if (done) {
         PUT(o, "\"completed\",\"arguments\":");
@@ -229,7 +257,7 @@ static void resp_fc_item(ah__mock_buf *o, const ah__mock_reply *r, int done)
         PUT(o, "\"in_progress\",\"arguments\":\"\"");
     }
     PUT(o, ",\"call_id\":");
-    ah__mock_buf_json_cstr(o, r->call_id);
+    put_call_id(o, r->call_id, call);
     PUT(o, ",\"name\":");
     ah__mock_buf_json_cstr(o, r->tool_name);
     PUT(o, "}");
@@ -272,10 +300,11 @@ static void resp_object(ah__mock_buf *o, const ah__mock_reply *r, resp_state st,
             resp_msg_item(o, r, 1);
             any = 1;
         }
-        if (r->has_tool) {
+        for (size_t c = 0; c < ncalls(r); c++) {
             if (any)
                 PUT(o, ",");
-            resp_fc_item(o, r, 1);
+            resp_fc_item(o, r, 1, c);
+            any = 1;
         }
     }
     PUT(o,
@@ -329,10 +358,11 @@ static void chat_choice_end(ah__mock_writer *w, ah__mock_buf *o)
 
 /* ---- one event --------------------------------------------------------------------- */
 
-static void emit(ah__mock_writer *w, ah__mock_buf *o, ev_kind k, size_t j)
+static void emit(ah__mock_writer *w, ah__mock_buf *o, ev_kind k, size_t j, size_t call)
 {
     const ah__mock_reply *r = w->r;
-    int tool_index = r->ndeltas > 0; /* the tool block / item follows the text one */
+    /* the tool block / item follows the text one; parallel calls follow each other */
+    size_t tool_index = (size_t)(r->ndeltas > 0) + call;
     switch (k) {
     case A_MSG_START:
         begin(w, o, "message_start");
@@ -363,15 +393,15 @@ static void emit(ah__mock_writer *w, ah__mock_buf *o, ev_kind k, size_t j)
     case A_TOOL_STOP:
         begin(w, o, "content_block_stop");
         PUT(o, "{\"type\":\"content_block_stop\",\"index\":");
-        put_size(o, k == A_TEXT_STOP ? 0 : (size_t)tool_index);
+        put_size(o, k == A_TEXT_STOP ? 0 : tool_index);
         PUT(o, "}\n\n");
         break;
     case A_TOOL_START:
         begin(w, o, "content_block_start");
         PUT(o, "{\"type\":\"content_block_start\",\"index\":");
-        put_size(o, (size_t)tool_index);
+        put_size(o, tool_index);
         PUT(o, ",\"content_block\":{\"type\":\"tool_use\",\"id\":");
-        ah__mock_buf_json_cstr(o, r->tool_id);
+        put_call_id(o, r->tool_id, call);
         PUT(o, ",\"name\":");
         ah__mock_buf_json_cstr(o, r->tool_name);
         PUT(o, ",\"input\":{}}}\n\n");
@@ -379,7 +409,7 @@ static void emit(ah__mock_writer *w, ah__mock_buf *o, ev_kind k, size_t j)
     case A_TOOL_DELTA:
         begin(w, o, "content_block_delta");
         PUT(o, "{\"type\":\"content_block_delta\",\"index\":");
-        put_size(o, (size_t)tool_index);
+        put_size(o, tool_index);
         PUT(o, ",\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":");
         if (j == 0)
             PUT(o, "\"\"");
@@ -422,14 +452,16 @@ static void emit(ah__mock_writer *w, ah__mock_buf *o, ev_kind k, size_t j)
         PUT(o, "data: ");
         ah__mock_buf_put(o, w->chunk.data, w->chunk.len);
         PUT(o, "{\"index\":0,\"delta\":{");
-        if (!r->ndeltas)
+        if (!r->ndeltas && call == 0)
             PUT(o, "\"role\":\"assistant\",\"content\":null,");
-        PUT(o, "\"tool_calls\":[{\"index\":0,\"id\":");
-        ah__mock_buf_json_cstr(o, r->tool_id);
+        PUT(o, "\"tool_calls\":[{\"index\":");
+        put_size(o, call);
+        PUT(o, ",\"id\":");
+        put_call_id(o, r->tool_id, call);
         PUT(o, ",\"type\":\"function\",\"function\":{\"name\":");
         ah__mock_buf_json_cstr(o, r->tool_name);
         PUT(o, ",\"arguments\":\"\"}}]");
-        if (!r->ndeltas)
+        if (!r->ndeltas && call == 0)
             PUT(o, ",\"refusal\":null");
         PUT(o, "}");
         chat_choice_end(w, o);
@@ -437,8 +469,9 @@ static void emit(ah__mock_writer *w, ah__mock_buf *o, ev_kind k, size_t j)
     case C_TOOL_DELTA:
         PUT(o, "data: ");
         ah__mock_buf_put(o, w->chunk.data, w->chunk.len);
-        PUT(o, "{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":"
-               "{\"arguments\":");
+        PUT(o, "{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":");
+        put_size(o, call);
+        PUT(o, ",\"function\":{\"arguments\":");
         put_arg(o, r, j);
         PUT(o, "}}]}");
         chat_choice_end(w, o);
@@ -538,9 +571,9 @@ static void emit(ah__mock_writer *w, ah__mock_buf *o, ev_kind k, size_t j)
         ah__mock_buf_puts(o, k == R_FC_ADDED ? "\"response.output_item.added\""
                                              : "\"response.output_item.done\"");
         PUT(o, ",\"item\":");
-        resp_fc_item(o, r, k == R_FC_DONE);
+        resp_fc_item(o, r, k == R_FC_DONE, call);
         PUT(o, ",\"output_index\":");
-        put_size(o, (size_t)tool_index);
+        put_size(o, tool_index);
         end_seq(o, w->seq);
         break;
     case R_ARGS_DELTA:
@@ -548,9 +581,9 @@ static void emit(ah__mock_writer *w, ah__mock_buf *o, ev_kind k, size_t j)
         PUT(o, "{\"type\":\"response.function_call_arguments.delta\",\"delta\":");
         put_arg(o, r, j);
         PUT(o, ",\"item_id\":");
-        ah__mock_buf_json_cstr(o, r->tool_id);
+        put_call_id(o, r->tool_id, call);
         PUT(o, ",\"output_index\":");
-        put_size(o, (size_t)tool_index);
+        put_size(o, tool_index);
         end_seq(o, w->seq);
         break;
     case R_ARGS_DONE:
@@ -558,9 +591,9 @@ static void emit(ah__mock_writer *w, ah__mock_buf *o, ev_kind k, size_t j)
         PUT(o, "{\"type\":\"response.function_call_arguments.done\",\"arguments\":");
         ah__mock_buf_json_str(o, r->tool_args, r->args_len);
         PUT(o, ",\"item_id\":");
-        ah__mock_buf_json_cstr(o, r->tool_id);
+        put_call_id(o, r->tool_id, call);
         PUT(o, ",\"output_index\":");
-        put_size(o, (size_t)tool_index);
+        put_size(o, tool_index);
         end_seq(o, w->seq);
         break;
     case R_COMPLETED:
@@ -580,7 +613,7 @@ int ah__mock_writer_next(ah__mock_writer *w, ah__mock_buf *out)
     }
     if (w->seg_i >= w->nsegs)
         return 0;
-    emit(w, out, w->segs[w->seg_i].kind, w->in_seg);
+    emit(w, out, w->segs[w->seg_i].kind, w->in_seg, w->segs[w->seg_i].call);
     w->in_seg++;
     w->seq++;
     return 1;

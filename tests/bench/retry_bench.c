@@ -1,4 +1,4 @@
-/* retry_bench.c - the success-path cost of the retry machinery (SPEC §9), for
+/* retry_bench.c - the success-path cost of the retry machinery (docs/testing.md), for
  * tests/bench/run.sh, which runs it under callgrind:
  *
  *   valgrind --tool=callgrind --toggle-collect=measured_call \

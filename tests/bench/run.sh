@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/bench/run.sh BUILD_DIR - every benchmark (SPEC §9), called by `./run bench`.
+# tests/bench/run.sh BUILD_DIR - every benchmark (docs/testing.md), called by `./run bench`.
 #
 # Writes one markdown report to stdout and to BUILD_DIR/bench.md; raw measurements,
 # logs and callgrind files go to BUILD_DIR/bench-work/. Numbers, never assertions.

@@ -1,4 +1,4 @@
-/* stream_bench.c - helpers for tests/bench/run.sh (SPEC §9):
+/* stream_bench.c - helpers for tests/bench/run.sh (docs/testing.md):
  *
  *   stream_bench client URL WIRE   one streamed request through the transport and the SSE
  *                                  parser only (ah_call on the loop feeding ah_sse; no

@@ -60,9 +60,11 @@ expect "demo.lua: what happened" "$work/demo.out" \
     "restatement     trimmed 20 bytes the model repeated" "tool add        ok, ran 1 time"
 # stderr is a file here: one plain line per fault, the retries from the library's log,
 # the continuation from the status display.
+# The log names the run and numbers the attempt that comes next, as the status line does.
+sed -i 's/ of run_[0-9a-f]*:/ of RUN:/' "$work/demo.err"
 expect "demo.lua: plain lines on stderr" "$work/demo.err" \
-    "agenthost: warning: LLM request 1: HTTP 503 (attempt 1/4), retrying in" \
-    "agenthost: warning: LLM request 1: HTTP 529 (attempt 2/4), retrying in 1000 ms (server)" \
+    "agenthost: warning: LLM request 1 of RUN: HTTP 503, retrying (attempt 2/4 in" \
+    "agenthost: warning: LLM request 1 of RUN: HTTP 529, retrying (attempt 3/4 in 1000 ms, server)" \
     "agenthost: stream cut - continuing (1/3), kept 1 block, discarded 1"
 [ "$(grep -c 'HTTP 529' "$work/demo.err")" -eq 1 ] && [ "$(wc -l <"$work/demo.err")" -eq 3 ] &&
     ok "demo.lua: one line per fault on stderr" ||
@@ -113,11 +115,16 @@ else
     bad "chat.lua without a key: exit $rc; stderr:"
     sed 's/^/   | /' "$work/chat_nokey.err"
 fi
-printf 'hello there\n/quit\n' >"$work/chat.in"
+# Two turns of one conversation: the first calls a tool (the mock calls the first tool
+# while the conversation has no tool result), the second is answered from it.
+printf 'hello there\nand then?\n/quit\n' >"$work/chat.in"
 (cd "$work" && "$bin" "$root/examples/chat.lua" mock <"$work/chat.in" >"$work/chat.out" 2>&1)
 rc=$?
-[ "$rc" -eq 0 ] && grep -qF 'assistant> You said: "hello there".' "$work/chat.out" &&
-    ok "chat.lua mock: one turn" || { bad "chat.lua mock: exit $rc"; cat "$work/chat.out"; }
+[ "$rc" -eq 0 ] && grep -qF 'assistant> I will call add now.' "$work/chat.out" &&
+    grep -qxF 'The tool returned: 84' "$work/chat.out" &&
+    grep -qF 'assistant> You said: "and then?".' "$work/chat.out" &&
+    ok "chat.lua mock: two turns, a tool call in the first" ||
+    { bad "chat.lua mock: exit $rc"; cat "$work/chat.out"; }
 # The real-provider path (keys and base URLs from the environment) against the mock
 # program, in the OpenAI formats.
 "$bin" mock --port 0 >"$work/mock.url" 2>"$work/mock.err" &
@@ -129,8 +136,8 @@ for p in openai responses; do
         OPENAI_BASE_URL="$url" "$bin" "$root/examples/chat.lua" "$p" <"$work/chat.in" \
         >"$work/chat_$p.out" 2>&1)
     rc=$?
-    if [ "$rc" -eq 0 ] && grep -qF 'assistant> You said: "hello there".' "$work/chat_$p.out"
-    then
+    if [ "$rc" -eq 0 ] && grep -qxF 'The tool returned: 84' "$work/chat_$p.out" &&
+        grep -qF 'assistant> You said: "and then?".' "$work/chat_$p.out"; then
         ok "chat.lua $p: key and base URL from the environment"
     else
         bad "chat.lua $p: exit $rc"

@@ -63,8 +63,8 @@ if "$bin" "$here/cli_hooks.lua" >"$tmp/out" 2>"$tmp/err" && grep -q "completed t
 else
     bad "failing hooks" "$tmp/out" "$tmp/err"
 fi
-n_ev=$(grep -c "^agenthost: warning: on_event: .*on_event is broken" "$tmp/err")
-n_ro=$(grep -c "^agenthost: warning: policy.retry_on: .*retry_on is broken" "$tmp/err")
+n_ev=$(grep -c "^agenthost: warning: on_event (run_[0-9a-f]*): .*on_event is broken" "$tmp/err")
+n_ro=$(grep -c "^agenthost: warning: policy.retry_on (run_[0-9a-f]*): .*retry_on is broken" "$tmp/err")
 if [ "$n_ev" -eq 1 ] && [ "$n_ro" -eq 1 ]; then
     ok "each failing hook is logged once (with its traceback)"
 else

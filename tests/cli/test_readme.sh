@@ -55,6 +55,17 @@ grep -c 'retrying' real.err | grep -qx 2 && ok "the README's plan gave two retri
     bad "expected two retry warnings: $(cat real.err)"
 kill "$mock_pid" 2>/dev/null && wait "$mock_pid" 2>/dev/null
 mock_pid=
+# The same lines when the mock cannot start (a broken plan): they end, with an error,
+# instead of waiting forever for url.txt.
+echo '[{"status": 503, "bogus": 1}]' >faults_bad.json
+sed -e 's/faults\.json/faults_bad.json/' -e 's/ &$/ \& echo $! >mock.pid/' cli.sh >cli_bad.sh
+timeout 20 bash cli_bad.sh >bad.out 2>bad.err
+rc=$?
+if [ "$rc" -ne 124 ] && [ "$rc" -ne 0 ] && grep -q 'base_url is required' bad.err; then
+    ok "the README's mock lines end (with an error) when the mock fails to start"
+else
+    bad "README mock lines with a broken plan: rc=$rc $(cat bad.out bad.err)"
+fi
 
 # The tools fragment inside an agent, and the on_event fragment around a client.
 {
@@ -79,7 +90,7 @@ grep -qx 'The tool returned: 84' tools.out && ok "the tools fragment runs" ||
 "$bin" on_event.lua >on_event.out 2>on_event.err
 # stderr is a file: the retry is the library's warning, the continuation the display's.
 if grep -q 'You said: "hi".' on_event.out && grep -qx completed on_event.out &&
-    grep -q '^agenthost: warning: LLM request 1: HTTP 503' on_event.err &&
+    grep -q '^agenthost: warning: LLM request 1 of run_[0-9a-f]*: HTTP 503' on_event.err &&
     grep -q '^agenthost: stream cut - continuing (1/3)' on_event.err; then
     ok "the on_event fragment streams text and keeps the status display"
 else

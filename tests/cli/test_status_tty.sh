@@ -112,13 +112,44 @@ tty_case() { # name: default | explicit
 tty_case default
 tty_case explicit
 
+# A terminal narrower than the retry line (40 columns, and no $COLUMNS): the line is cut
+# to the real width (TIOCGWINSZ), so it never wraps, and nothing of it is left behind.
+narrow_case() {
+    local s=status-narrow
+    write_script '["Retry-After"] = "2"' default >"$work/narrow.lua"
+    tm new-session -d -s "$s" -x 40 -y 12 \
+        "cd '$work' && unset COLUMNS && '$bin' '$work/narrow.lua'; echo \"[exit \$?]\"; sleep 60"
+    if wait_screen "$s" 'retrying LLM' 1 100 '^\[exit [0-9]+\]'; then
+        local line
+        line=$(grep -E 'retrying LLM' "$work/screen" | head -n1 | sed 's/ *$//')
+        if [ "$(printf '%s' "$line" | wc -m)" -le 39 ] && ! grep -q 'asked)' "$work/screen"; then
+            ok "narrow: the retry line fits 40 columns (no wrapped fragment): $line"
+        else
+            bad "narrow: the retry line does not fit 40 columns; screen:"
+            sed 's/^/   | /' "$work/screen"
+        fi
+    else
+        bad "narrow: no retry line within 10 s; screen:"
+        sed 's/^/   | /' "$work/screen"
+    fi
+    if wait_screen "$s" '^\[exit [0-9]+\]' 1 150 &&
+        ! grep -Eq 'retrying|attempt|asked' "$work/screen"; then
+        ok "narrow: nothing of the retry line is left on screen"
+    else
+        bad "narrow: a fragment of the retry line stayed; screen:"
+        sed 's/^/   | /' "$work/screen"
+    fi
+    tm kill-session -t "$s" 2>/dev/null
+}
+narrow_case
+
 # ---- not a terminal: stderr to a file ---------------------------------------------------
 write_script '["retry-after-ms"] = "200"' explicit '{ cut_after_events = 5 }' >"$work/log.lua"
 (cd "$work" && "$bin" "$work/log.lua" >"$work/log.out" 2>"$work/log.err" </dev/null)
 rc=$?
 [ "$rc" -eq 0 ] && ok "log: the script exits 0" || bad "log: the script exited $rc"
 if [ "$(grep -c '503' "$work/log.err")" -eq 1 ] &&
-    grep -q '^agenthost: warning: LLM request 1: HTTP 503 (attempt 1/4), retrying in 200 ms (server)' \
+    grep -q '^agenthost: warning: LLM request 1 of run_[0-9a-f]*: HTTP 503, retrying (attempt 2/4 in 200 ms, server)' \
         "$work/log.err" &&
     grep -qx 'agenthost: stream cut - continuing (1/3), kept 0 blocks, discarded 1' \
         "$work/log.err" && [ "$(wc -l <"$work/log.err")" -eq 2 ]; then
@@ -135,6 +166,21 @@ else
 fi
 grep -qxF "FINAL: $ANSWER" "$work/log.out" && ok "log: the answer is on stdout" ||
     bad "log: the answer is missing from stdout"
+
+# The same off a terminal with an agent WITHOUT on_event: it still gets the display's
+# plain lines (the continuation), beside the library's retry warning; the retry's
+# attempt is numbered as the status line numbers it.
+write_script '["retry-after-ms"] = "200"' default '{ cut_after_events = 5 }' >"$work/logd.lua"
+(cd "$work" && "$bin" "$work/logd.lua" >"$work/logd.out" 2>"$work/logd.err" </dev/null)
+if grep -q '^agenthost: warning: LLM request 1 of run_[0-9a-f]*: HTTP 503, retrying (attempt 2/4 in 200 ms, server)' \
+        "$work/logd.err" &&
+    grep -qx 'agenthost: stream cut - continuing (1/3), kept 0 blocks, discarded 1' \
+        "$work/logd.err" && [ "$(wc -l <"$work/logd.err")" -eq 2 ]; then
+    ok "log, no on_event: the retry and the continuation, one line each"
+else
+    bad "log, no on_event: expected one retry line and one continuation line in stderr:"
+    sed 's/^/   | /' "$work/logd.err"
+fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Events of tool calls and batches made outside an agent reach the host's sink
-# (agenthost --events FILE) as JSON Lines with the SPEC §6 fields.
+# (agenthost --events FILE) as JSON Lines with the docs/lua.md fields.
 set -u
 bin=$1
 tmp=$(mktemp -d)
@@ -21,7 +21,11 @@ want='{"type":"tool_call_end","id":"A-1","name":"charge","outcome":"ok","duplica
 {"type":"budget_exhausted","budget":"tool_calls","used":0,"limit":0}
 {"type":"tool_call_end","id":"A-2","name":"charge","outcome":"budget_exhausted","duplicate":false,"attempts":0}
 {"type":"budget_exhausted","budget":"batch","used":0,"limit":0}'
-got=$(cat "$tmp/events.jsonl")
+# every event carries run_id (null: no run) and ts_ms (wall ms) right after its type
+if grep -vq '^{"type":"[a-z_]*","run_id":null,"ts_ms":[0-9]\{13\},' "$tmp/events.jsonl"; then
+    echo "FAIL: an event lacks run_id/ts_ms"; cat "$tmp/events.jsonl"; exit 1
+fi
+got=$(sed 's/,"run_id":null,"ts_ms":[0-9]*//' "$tmp/events.jsonl")
 if [ "$got" != "$want" ]; then
     echo "FAIL: events"; echo "got:"; echo "$got"; echo "want:"; echo "$want"; exit 1
 fi

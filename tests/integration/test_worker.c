@@ -1,8 +1,8 @@
 /* test_worker.c - the turn loop over real loopback sockets against the built-in mock:
- * retry before the stream, partial-commit continuation (SPEC §4), tools from completed
+ * retry before the stream, partial-commit continuation (docs/worker.md), tools from completed
  * responses only, the continuation cap, cancellation, and secrets kept out of events.
- * Ends with the fault matrix: every wire format x every fault kind of SPEC §8 x cut
- * positions, asserting the invariants of SPEC §9. */
+ * Ends with the fault matrix: every wire format x every fault kind of docs/mock.md x cut
+ * positions, asserting the invariants of docs/testing.md. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -80,6 +80,7 @@ typedef struct opts {
     int max_continuations; /* -1 = default */
     int64_t idle_timeout_ms;
     const char *continue_prompt;
+    const ah_conversation *history; /* a conversation to continue, or NULL */
 } opts;
 
 static void harness_start(harness *h, const opts *o)
@@ -123,7 +124,8 @@ static void harness_start(harness *h, const opts *o)
                            .tool_ud = h,
                            .on_event = record_event,
                            .event_ud = h,
-                           .continue_prompt = o->continue_prompt};
+                           .continue_prompt = o->continue_prompt,
+                           .history = o->history};
     h->worker = ah_worker_new(&wc, err, sizeof err);
     if (!h->worker)
         fail_msg("worker: %s", err);
@@ -215,7 +217,7 @@ static void assert_no_secret(const harness *h)
 
 #define TEXT4 "Alpha beta gamma delta."
 
-/* ---- SPEC §4 cases ----------------------------------------------------------------------------- */
+/* ---- continuation cases (docs/worker.md) ------------------------------------------------ */
 
 static void retry_before_stream_leaves_history_unchanged(void **state)
 {
@@ -378,6 +380,37 @@ static void cancel_during_continuation_sends_nothing_more(void **state)
     harness_stop(&h);
 }
 
+/* The C API continues a conversation: a second worker starts from the first's history
+ * (copied), sends all of it, and its own history is the whole conversation. Each wire
+ * format's encoder accepts the history with a tool round in it. */
+static void run_continues_an_existing_conversation(void **state)
+{
+    (void)state;
+    for (int wire = 0; wire < AH_WIRE_COUNT_; wire++) {
+        harness h1, h2;
+        opts o = {.wire = (ah_wire)wire, .tools = 1, .max_continuations = -1};
+        harness_start(&h1, &o);
+        assert_int_equal(ah_worker_run(h1.worker, "add 2 and 3"), AH_OUTCOME_COMPLETED);
+        ah_conversation *first = ah_conversation_copy(ah_worker_history(h1.worker));
+        size_t n1 = ah_conversation_count(first);
+        assert_true(n1 >= 4); /* user, assistant tool_use, tool results, assistant */
+        harness_stop(&h1);
+        o.history = first;
+        harness_start(&h2, &o);
+        assert_int_equal(ah_worker_run(h2.worker, "and now?"), AH_OUTCOME_COMPLETED);
+        const ah_conversation *c = ah_worker_history(h2.worker);
+        assert_int_equal(ah_conversation_count(c), n1 + 2);
+        assert_string_equal(ah_conversation_block(c, 0, 0)->text, "add 2 and 3");
+        assert_string_equal(ah_conversation_block(c, n1, 0)->text, "and now?");
+        assert_non_null(strstr(req_body(&h2, 0), "add 2 and 3"));
+        assert_non_null(strstr(req_body(&h2, 0), "The tool returned"));
+        assert_int_equal(ah_conversation_count(first), n1); /* the run worked on a copy */
+        assert_int_equal(count_events(&h2, "run_end"), 1);
+        harness_stop(&h2);
+        ah_conversation_free(first);
+    }
+}
+
 static void no_secret_reaches_events_or_the_wire_log(void **state)
 {
     (void)state;
@@ -524,6 +557,7 @@ int main(void)
         cmocka_unit_test(continuation_cap_fails_with_stream_error),
         cmocka_unit_test(cancel_during_continuation_sends_nothing_more),
         cmocka_unit_test(no_secret_reaches_events_or_the_wire_log),
+        cmocka_unit_test(run_continues_an_existing_conversation),
         cmocka_unit_test(continue_prompt_is_visible_history),
         cmocka_unit_test(fault_matrix),
     };

@@ -1,4 +1,4 @@
-/* test_worker_output.c - the worker's structured-output check (SPEC §4) over loopback
+/* test_worker_output.c - the worker's structured-output check (docs/worker.md) over loopback
  * against the built-in mock: an accepted answer completes, a rejected one is shown to
  * the model as a user message and asked for again, max_output_retries bounds it (then
  * bad_output with an `output` error), and max_steps still bounds the whole run. */

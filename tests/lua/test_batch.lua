@@ -1,4 +1,4 @@
--- test_batch.lua - ah.batch (SPEC §5): one shared budget counted in body executions,
+-- test_batch.lua - ah.batch (docs/tools.md): one shared budget counted in body executions,
 -- items reached after it is spent are skipped and never started, keys in item order,
 -- concurrency through scheduler coroutines.
 local ah = require "agenthost"
@@ -56,6 +56,8 @@ T.test("a budget of 0 starts nothing", function()
   local b = ah.batch(ORDERS, w.fn, { budget = 0, on_event = function(e) events[#events + 1] = e end })
   T.eq({ b.done, b.failed, b.skipped, b.calls }, { {}, {}, { "A-1", "A-2", "A-3" }, 0 }, "all skipped")
   T.eq(w.started, {}, "fn never called")
+  T.eq(math.type(events[1] and events[1].ts_ms), "integer", "the event has a time")
+  events[1].ts_ms = nil
   T.eq(events, { { type = "budget_exhausted", budget = "batch", used = 0, limit = 0 } }, "one event")
 end)
 

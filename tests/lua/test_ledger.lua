@@ -1,4 +1,4 @@
--- test_ledger.lua - the idempotency ledger from Lua (SPEC §5): duplicates return the
+-- test_ledger.lua - the idempotency ledger from Lua (docs/tools.md): duplicates return the
 -- original receipt and seq without running the body, a key reused with other arguments
 -- is refused, SQLite ledgers survive the handle, and what counts as "the same call".
 local ah = require "agenthost"

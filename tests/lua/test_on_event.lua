@@ -1,4 +1,4 @@
--- on_event sees every event as a table with the SPEC §6 fields; a hook that raises is
+-- on_event sees every event as a table with the documented fields (docs/lua.md); a hook that raises is
 -- logged once and the run completes as if it were not there.
 local ah = require "agenthost"
 local T = require "ahtest"
@@ -17,6 +17,15 @@ for _, ev in ipairs(evs) do by[ev.type] = by[ev.type] or {}; table.insert(by[ev.
 T.eq(evs[1].type, "run_start", "first event")
 T.eq(evs[#evs].type, "run_end", "last event")
 T.eq(evs[1].run_id, r.run_id, "run_start.run_id")
+-- every event names its run and carries the wall time (ms since the epoch), in order
+local prev = 0
+for i, ev in ipairs(evs) do
+  T.eq(ev.run_id, r.run_id, "event " .. i .. " (" .. ev.type .. ").run_id")
+  T.eq(math.type(ev.ts_ms), "integer", "event " .. i .. ".ts_ms")
+  assert(ev.ts_ms >= prev and math.abs(ev.ts_ms - os.time() * 1000) < 60000,
+         "ts_ms is wall time and never goes back: " .. ev.ts_ms)
+  prev = ev.ts_ms
+end
 T.eq(evs[#evs].outcome, "completed", "run_end.outcome")
 T.eq(evs[#evs].error, nil, "run_end.error is nil on success")
 local retry = by.llm_retry[1]
@@ -45,7 +54,7 @@ for _, d in ipairs(by.text_delta) do
 end
 T.eq(r.stats.continuations, 1, "stats.continuations")
 T.eq(r.stats.retries, 1, "stats.retries")
-T.ok("events carry the SPEC fields through a retry and a continuation")
+T.ok("events carry the documented fields through a retry and a continuation")
 
 -- a hook that fails on every event: the run completes, every event still reaches it
 local n = 0

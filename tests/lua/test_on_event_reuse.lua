@@ -16,8 +16,10 @@ local function run(reuse)
         texts[#texts + 1] = ev.text
         local n = 0
         for _ in pairs(ev) do n = n + 1 end
-        fields_ok = fields_ok and n == 4 and math.type(ev.llm_call) == "integer"
+        -- type, run_id, ts_ms, llm_call, block, text
+        fields_ok = fields_ok and n == 6 and math.type(ev.llm_call) == "integer"
                     and math.type(ev.block) == "integer" and type(ev.text) == "string"
+                    and type(ev.run_id) == "string" and math.type(ev.ts_ms) == "integer"
       else
         others[#others + 1] = ev
       end
@@ -25,7 +27,7 @@ local function run(reuse)
   local r = agent:run("tell me a story")
   T.eq(r.outcome, "completed", "outcome")
   T.eq(table.concat(texts), r.text, "the deltas, read during the call, are the answer")
-  assert(fields_ok, "every delta table has exactly its four fields")
+  assert(fields_ok, "every delta table has exactly its six fields")
   assert(#seen >= 6, "one call per delta")
   return seen, others
 end

@@ -1,4 +1,4 @@
--- Structured output (SPEC §4): the final text is parsed as JSON and validated; a bad
+-- Structured output (docs/worker.md): the final text is parsed as JSON and validated; a bad
 -- answer is shown to the model in history and asked for again, at most max_retries
 -- times, then the run ends bad_output.
 local ah = require "agenthost"

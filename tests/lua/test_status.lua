@@ -1,5 +1,5 @@
 -- test_status.lua - the status display's wording and terminal protocol (scripts/status.lua),
--- fed SPEC §6 event tables and writing into a fake stream, so every byte is checked.
+-- fed docs/lua.md event tables and writing into a fake stream, so every byte is checked.
 -- Runs under `agenthost` (require finds agenthost.status) or a plain `lua5.4` (falls back
 -- to the file next to this one). Prints "N passed, M failed"; exits 1 on a failure.
 local here = (arg and arg[0] or ""):match("^(.*)/[^/]*$") or "."
@@ -233,6 +233,15 @@ test("a long transient line is cut to the terminal width", function()
     local line = s:text():match("^\r(.*)\27%[K$")
     eq(utf8.len(line), 29, "visible length")
     eq(line, "retrying LLM request after H…")
+end)
+
+test("wide characters count two columns when the line is cut", function()
+    local d, s = display({ width = 21 })
+    -- a tool named in CJK: each character takes two columns on a terminal
+    d:update({ type = "tool_call_start", llm_call = 1, id = "t", name = "計算機計算機計算機" })
+    local line = s:text():match("^\r(.*)\27%[K$")
+    -- "waiting for tool " is 17 columns; 20 columns fit: one wide char (2) + "…" (1)
+    eq(line, "waiting for tool 計…")
 end)
 
 test("streaming text left mid-line is kept: the status starts on a new line", function()

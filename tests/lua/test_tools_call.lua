@@ -1,4 +1,4 @@
--- test_tools_call.lua - tool:call rules (SPEC §5, issue 5): what is retried, max_attempts,
+-- test_tools_call.lua - tool:call rules (docs/tools.md, issue 5): what is retried, max_attempts,
 -- retry_on, budgets, ctx, keys, validation. Every count is measured inside the bodies.
 local ah = require "agenthost"
 local T = require "toolcheck"
@@ -137,6 +137,8 @@ T.test("a budget of 0 calls nothing and raises nothing", function()
   T.eq({ r.ok, r.outcome, r.attempts, r.error.kind }, { false, "budget_exhausted", 0, "budget" },
        "result")
   T.eq(total(), 0, "body never ran")
+  T.eq(math.type(events[1] and events[1].ts_ms), "integer", "the event has a time")
+  events[1].ts_ms = nil
   T.eq(events[1], { type = "budget_exhausted", budget = "tool_calls", used = 0, limit = 0 },
        "budget_exhausted event")
   T.eq(events[2] and events[2].type, "tool_call_end", "then tool_call_end")

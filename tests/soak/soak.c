@@ -1,5 +1,5 @@
 /* soak.c - many agent runs in one process against the in-process mock, each with a random
- * fault plan, checking the SPEC §9 invariants on every run and that memory does not grow.
+ * fault plan, checking the docs/testing.md invariants on every run and that memory does not grow.
  *
  *   soak [--runs N] [--seed S] [--only I] [--verbose]      (env: AH_SOAK_RUNS,
  * AH_SOAK_SEED)
@@ -11,7 +11,8 @@
  * runs many agents; each run gets a fresh mock, client, worker and in-memory ledger.
  *
  * The oracle: a fault plan is a list of mock steps consumed one per request. simulate()
- * walks it with the rules of SPEC §2/§4 (max_attempts counts every attempt of one call;
+ * walks it with the rules of docs/retry-policy.md and docs/worker.md (max_attempts counts
+ * every attempt of one call;
  * a fault after the stream opened costs one continuation of the step; a non-retryable
  * status or a Retry-After beyond max_retry_after_ms ends the run at once) and predicts
  * the outcome, the error kind, status and give-up reason, the number of requests, retries

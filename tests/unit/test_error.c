@@ -1,4 +1,4 @@
-/* test_error.c - the error model of SPEC §1: names, the retry table, every retry-hint
+/* test_error.c - the error model of docs/errors.md: names, the retry table, every retry-hint
  * form and its precedence, provider bodies, message truncation and redaction.
  *
  * Every time-dependent case passes a fixed now_wall_ms. Expected epoch values were

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -126,6 +127,8 @@ static void assert_error_eq(const ah_error *a, const ah_error *b)
 static void assert_event_eq(const ah_event *a, const ah_event *b)
 {
     assert_int_equal(a->type, b->type);
+    assert_str_eq_nullable(a->run_id, b->run_id);
+    assert_int_equal(a->ts_ms, b->ts_ms);
     switch (a->type) {
     case AH_EV_RUN_START:
         assert_str_eq_nullable(a->u.run_start.run_id, b->u.run_start.run_id);
@@ -221,6 +224,11 @@ static void every_type_round_trips(void **state)
     int n = make_events(evs, &err);
     int seen[AH_EV_COUNT_] = {0};
     for (int i = 0; i < n; i++) {
+        /* every event carries its run and wall time; a bare call's run_id is null */
+        evs[i].run_id = i % 3 == 2 ? NULL : "run_00c0ffee";
+        evs[i].ts_ms = 1764583200123LL + i;
+        if (evs[i].type == AH_EV_RUN_START)
+            evs[i].run_id = evs[i].u.run_start.run_id;
         char *json = ah_event_to_json(&evs[i]);
         assert_non_null(json);
         assert_null(strchr(json, '\n')); /* one line: JSON Lines */
@@ -303,6 +311,41 @@ static void malformed_json_names_the_problem(void **state)
     }
 }
 
+/* run_id and ts_ms come right after type on every event; run_start's run_id is the
+ * same field (not written twice); a line without them (older files) still decodes. */
+static void run_id_and_ts_on_every_event(void **state)
+{
+    (void)state;
+    ah_error err = sample_error();
+    ah_event evs[16];
+    memset(evs, 0, sizeof evs);
+    int n = make_events(evs, &err);
+    for (int i = 0; i < n; i++) {
+        evs[i].run_id = "run_1";
+        evs[i].ts_ms = 1764583200123LL;
+        if (evs[i].type == AH_EV_RUN_START)
+            evs[i].u.run_start.run_id = "run_1";
+        char *json = ah_event_to_json(&evs[i]);
+        char want[96];
+        snprintf(want, sizeof want, "{\"type\":\"%s\",\"run_id\":\"run_1\",\"ts_ms\":1764583200123",
+                 ah_event_type_name(evs[i].type));
+        if (strncmp(json, want, strlen(want)) != 0)
+            fail_msg("%s does not start with %s", json, want);
+        assert_null(strstr(json + strlen(want), "run_id"));
+        free(json);
+    }
+    const char *old = "{\"type\":\"run_start\",\"run_id\":\"r\"}";
+    ah_event_box *b = ah_event_from_json(old, strlen(old), NULL, 0);
+    assert_non_null(b);
+    assert_string_equal(ah_event_box_get(b)->u.run_start.run_id, "r");
+    assert_int_equal(ah_event_box_get(b)->ts_ms, 0);
+    ah_event_box_free(b);
+    const char *bad = "{\"type\":\"run_end\",\"run_id\":7,\"outcome\":\"failed\",\"error\":null}";
+    char msg[128];
+    assert_null(ah_event_from_json(bad, strlen(bad), msg, sizeof msg));
+    assert_non_null(strstr(msg, "run_id"));
+}
+
 static void bad_type_does_not_encode(void **state)
 {
     (void)state;
@@ -321,6 +364,7 @@ int main(void)
         cmocka_unit_test(json_uses_spec_names),
         cmocka_unit_test(malformed_json_names_the_problem),
         cmocka_unit_test(bad_type_does_not_encode),
+        cmocka_unit_test(run_id_and_ts_on_every_event),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

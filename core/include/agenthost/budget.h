@@ -1,4 +1,4 @@
-/* agenthost/budget.h - call budgets (SPEC §5).
+/* agenthost/budget.h - call budgets (docs/tools-and-ledger.md).
  *
  * A budget counts EXECUTIONS (of tool bodies, or separately of LLM attempts), never items
  * or calls: every attempt of a body takes one unit, and a retry takes another. It is
@@ -40,7 +40,7 @@ int64_t ah_budget_limit(const ah_budget *b);     /* as given to _new */
 int64_t ah_budget_remaining(const ah_budget *b); /* limit - used, >= 0 */
 int64_t ah_budget_refused(const ah_budget *b);   /* refused try_take calls so far */
 
-/* Fill a budget_exhausted event (SPEC §6) for this budget. `name` (e.g. "tool_calls",
+/* Fill a budget_exhausted event (docs/lua.md) for this budget. `name` (e.g. "tool_calls",
  * "batch") is borrowed into the event. Drivers emit it once per budget, at the first
  * refusal (ah_budget_refused(b) == 1 right after the refused take). */
 void ah_budget_exhausted_event(const ah_budget *b, const char *name, ah_event *out);

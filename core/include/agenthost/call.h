@@ -1,5 +1,5 @@
 /* agenthost/call.h - one LLM request as a state machine: attempts, backoff waits, the
- * stream, and exactly one terminal state (SPEC §1, §2, §6).
+ * stream, and exactly one terminal state (docs/transport-and-retry.md).
  *
  *   ATTEMPT ──head 2xx──▶ STREAMING ──complete──▶ DONE
  *      │                      └──cut / idle / consumer error / deadline──▶ INTERRUPTED
@@ -139,6 +139,8 @@ typedef struct ah_call_config {
     void *event_ud;
     ah_call_finish_fn on_finish; /* optional */
     void *finish_ud;
+    const char *run_id; /* the run this call belongs to, for events and log lines, or
+                           NULL; copied */
     int llm_call;     /* this request's number within its run, for events */
     int continuation; /* 0 for a fresh request, n for the n-th continuation */
     /* Optional: a give-up the caller handles itself (a continuation's refused prefill,

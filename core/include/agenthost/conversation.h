@@ -1,4 +1,5 @@
-/* agenthost/conversation.h - neutral conversation model and request encoding (SPEC §3-4).
+/* agenthost/conversation.h - neutral conversation model and request encoding
+ * (docs/providers-encoding.md, docs/worker.md).
  *
  * An ah_conversation is the history a worker owns: a system prompt plus an ordered list
  * of user and assistant messages made of blocks (text, reasoning, tool_use, tool_result).
@@ -115,7 +116,7 @@ ah_status ah_conversation_add_tool_result(ah_conversation *c, const char *tool_u
                                           const char *content, int is_error);
 
 /* Mark the last message (which must be an assistant message) as a continuation's partial
- * message: the blocks a cut stream had completed (SPEC §4). AH_ERR_STATE otherwise. */
+ * message: the blocks a cut stream had completed (docs/worker.md). AH_ERR_STATE otherwise. */
 ah_status ah_conversation_set_partial(ah_conversation *c, int partial);
 
 /* Drop messages from index n on (n >= count is a no-op). */

@@ -1,4 +1,4 @@
-/* agenthost/error.h - the classified error record (SPEC §1).
+/* agenthost/error.h - the classified error record (docs/errors.md).
  *
  * Every failure the core reports — transport, HTTP status, stream, decode, cancellation,
  * budget, a tool's own failure, rejected structured output — is one ah_error value:
@@ -91,7 +91,7 @@ const char *ah_error_kind_name(ah_error_kind kind);          /* "unknown" out of
 int ah_error_kind_from_name(const char *name);
 const char *ah_hint_source_name(ah_hint_source src);
 
-/* The default retry table of SPEC §1: HTTP 408, 425, 429, 500, 502, 503, 504, 529;
+/* The default retry table of docs/errors.md: HTTP 408, 425, 429, 500, 502, 503, 504, 529;
  * connect; timeout. An explicit x-should-retry verdict overrides the table for connect,
  * timeout and http errors. Everything else — other statuses, stream (it goes to
  * continuation, never a plain resend), decode, cancelled, budget, permanent, output and

@@ -1,4 +1,4 @@
-/* agenthost/event.h - typed operational events (SPEC §6).
+/* agenthost/event.h - typed operational events (docs/lua.md, "Events").
  *
  * Events flow bottom-up (transport -> call -> worker -> host) to a registered callback.
  * They never enter history or a request. An event and every pointer inside it are
@@ -104,6 +104,12 @@ typedef enum ah_tool_outcome {
 
 typedef struct ah_event {
     ah_event_type type;
+    /* On every event: the run it belongs to (NULL for a bare LLM or tool call made
+     * outside a run) and the loop clock's wall time, ms since the Unix epoch, when it
+     * was emitted (the emitter stamps both; 0 = not stamped). The JSON Lines of many
+     * concurrent runs are told apart and ordered by these two. */
+    const char *run_id;
+    int64_t ts_ms;
     union {
         struct { const char *run_id; } run_start;
         struct { int llm_call, attempt, continuation; } llm_call_start;
@@ -161,8 +167,9 @@ const char *ah_run_outcome_name(ah_run_outcome o);
 const char *ah_tool_outcome_name(ah_tool_outcome o);
 const char *ah_cont_mode_name(ah_cont_mode m);
 
-/* Walk the fields of an event in SPEC §6 order, with their SPEC names: "type" first,
- * then each field of that type. This is the one place that knows which fields an event
+/* Walk the fields of an event in the documented order and names (docs/lua.md, "Events"):
+ * "type", "run_id", "ts_ms" first, then each field of that type (run_start has no
+ * other). This is the one place that knows which fields an event
  * type has, so every encoding (JSON, Lua tables, an embedder's own) names them alike.
  * A status of 0 is visited as null; a NULL string as null; a NULL or kind-NONE error as
  * null (error(ud, key, NULL)). Text deltas are visited with their length (not
@@ -176,7 +183,7 @@ typedef struct ah_event_fields {
 } ah_event_fields;
 void ah_event_visit(const ah_event *ev, const ah_event_fields *f, void *ud);
 
-/* Encode one event as a single-line JSON object (SPEC §6 names). Returns a malloc'd
+/* Encode one event as a single-line JSON object (the visit's names). Returns a malloc'd
  * string the caller frees with free(), or NULL on allocation failure / bad type. */
 char *ah_event_to_json(const ah_event *ev);
 

@@ -1,4 +1,4 @@
-/* agenthost/ledger.h - the tool idempotency ledger (SPEC §5).
+/* agenthost/ledger.h - the tool idempotency ledger (docs/tools-and-ledger.md).
  *
  * A ledger records each successful side effect under its idempotency key, so a second
  * call with the same key returns the ORIGINAL receipt and sequence number instead of

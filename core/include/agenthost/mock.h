@@ -1,4 +1,4 @@
-/* agenthost/mock.h - the built-in mock LLM provider (SPEC §8).
+/* agenthost/mock.h - the built-in mock LLM provider (docs/mock.md).
  *
  * An HTTP server on 127.0.0.1 that speaks the three wire formats (Anthropic Messages,
  * OpenAI Chat Completions, OpenAI Responses; streaming and not) with a deterministic

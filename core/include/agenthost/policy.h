@@ -1,5 +1,5 @@
 /* agenthost/policy.h - the retry policy, the backoff decision and the shared retry
- * budget (SPEC §2).
+ * budget (docs/retry-policy.md).
  *
  * A policy is plain data with public fields: fill it with ah_policy_init(), change fields
  * directly (C) or by name (bindings: ah_policy_set_int / _set_str), then check it once
@@ -56,7 +56,7 @@ typedef enum ah_retry_after_mode {
  */
 typedef int (*ah_retry_on_fn)(void *ud, const ah_error *err, int default_verdict);
 
-/* Defaults (SPEC §2), also restated in docs/retry-policy.md and scripts/policy.lua. */
+/* Defaults, also restated in docs/retry-policy.md and scripts/policy.lua. */
 enum {
     AH_POLICY_DEFAULT_MAX_ATTEMPTS = 4,
     AH_POLICY_DEFAULT_BASE_MS = 500,

@@ -1,5 +1,5 @@
 /* agenthost/timeline.h - the neutral stream timeline and the per-format decoders that
- * fill it (SPEC §3, §4).
+ * fill it (docs/providers-decoding.md, docs/worker.md).
  *
  * Each provider wire format (anthropic, openai = Chat Completions, responses) decodes
  * into one neutral timeline: an ordered list of blocks (text, reasoning, tool_use, plus
@@ -129,7 +129,7 @@ int ah_timeline_finished(const ah_timeline *tl);
 const ah_error *ah_timeline_error(const ah_timeline *tl);
 const char *ah_timeline_error_json(const ah_timeline *tl);
 
-/* ---- partial drain (SPEC §4 continuation) ---------------------------------------------
+/* ---- partial drain (continuation, docs/worker.md) -----------------------------------------
  */
 
 /* What an interrupted response may commit: the closed TEXT and REASONING blocks, in

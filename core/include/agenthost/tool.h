@@ -1,4 +1,4 @@
-/* agenthost/tool.h - one tool call: idempotency, budget and retries (SPEC §5).
+/* agenthost/tool.h - one tool call: idempotency, budget and retries (docs/tools-and-ledger.md).
  *
  * ah_tool_call is the state of ONE call of a side-effecting body. It never runs the body
  * and never waits itself: ah_tool_step() says what to do next and the driver does it.
@@ -90,7 +90,7 @@ typedef int (*ah_tool_retry_on_fn)(void *ud, const ah_error *err, int default_ve
  * (jitter, server hints, deadline: ah_backoff_decide) plugs in. */
 typedef int64_t (*ah_tool_wait_fn)(void *ud, const ah_error *err, int failed_attempt);
 
-enum { AH_TOOL_DEFAULT_MAX_ATTEMPTS = 4 }; /* SPEC §2 */
+enum { AH_TOOL_DEFAULT_MAX_ATTEMPTS = 4 }; /* docs/retry-policy.md */
 
 typedef struct ah_tool_policy {
     int max_attempts;             /* ALL attempts, >= 1 */
@@ -160,7 +160,7 @@ const char *ah_tool_call_args(const ah_tool_call *c);
 /* 1 when this call's refusal was its budget's first (emit budget_exhausted once). */
 int ah_tool_call_budget_first_refusal(const ah_tool_call *c);
 
-/* Fill a tool_call_end event (SPEC §6) from a finished call; id and name are borrowed
+/* Fill a tool_call_end event (docs/lua.md) from a finished call; id and name are borrowed
  * into the event. */
 void ah_tool_call_end_event(const ah_tool_call *c, const char *id, const char *name,
                             ah_event *out);

@@ -1,4 +1,4 @@
-/* agenthost/transport.h - one HTTP attempt, as an ops table (SPEC §1).
+/* agenthost/transport.h - one HTTP attempt, as an ops table (docs/errors.md).
  *
  * A transport starts one HTTP request on a loop and reports, in this order: the response
  * head (status + headers, delivered when the head is complete and BEFORE any body byte),

@@ -1,4 +1,4 @@
-/* agenthost/wire.h - the provider wire formats a client can speak (SPEC §3). */
+/* agenthost/wire.h - the provider wire formats a client can speak (docs/providers-decoding.md). */
 #ifndef AGENTHOST_WIRE_H
 #define AGENTHOST_WIRE_H
 

@@ -1,4 +1,4 @@
-/* agenthost/worker.h - the agent turn loop (SPEC §4, §6).
+/* agenthost/worker.h - the agent turn loop (docs/worker.md, docs/lua.md).
  *
  *   BUILD_REQUEST ─▶ CALLING ─DONE─▶ COMMIT_RESPONSE ─▶ TOOLS ─▶ BUILD_REQUEST … ─▶ FINISHED
  *                       └─INTERRUPTED─▶ PARTIAL_COMMIT (continuation n+1) ─▶ BUILD_REQUEST
@@ -116,6 +116,13 @@ typedef struct ah_worker_config {
     size_t n_tools;
     ah_tool_exec_fn tool_exec; /* required when n_tools > 0 */
     void *tool_ud;
+    /* The tool calls of one completed response run concurrently: at most this many are
+     * started and not yet answered at a time (0 = 8; 1 = one after the other). They
+     * start in call order; a call of a tool marked exclusive waits until nothing runs,
+     * and nothing starts beside it. Results enter history in call order, whatever order
+     * they are answered in. */
+    int max_tool_concurrency;
+    const int *tool_exclusive; /* n_tools flags (nonzero: exclusive), or NULL; copied */
     ah_event_fn on_event; /* every event of the run; optional */
     void *event_ud;
     /* The prompt rung's user message, added to history after the partial assistant
@@ -124,7 +131,7 @@ typedef struct ah_worker_config {
     const char *continue_prompt;
     const ah_transport *transport; /* NULL = libcurl */
     const char *run_id;            /* NULL = generated */
-    /* Structured output (SPEC §4), optional. When a response completes without a tool
+    /* Structured output (docs/worker.md), optional. When a response completes without a tool
      * call, check_output sees the answer's text (the assistant text since the last user
      * or tool-result message) and refused = 1 when the model refused. Return 0 to accept
      * it (outcome completed), nonzero to reject it after writing why (NUL-terminated, at
@@ -136,6 +143,11 @@ typedef struct ah_worker_config {
     int (*check_output)(void *ud, const char *text, int refused, char *why, size_t whysize);
     void *check_ud;
     int max_output_retries; /* >= 0 */
+    /* An existing conversation to continue (a previous run's ah_worker_history, or one
+     * built or loaded by the caller), or NULL to start empty. Copied: the run works on
+     * its copy and its history is the whole conversation. `system` above, when set,
+     * replaces the conversation's system prompt. */
+    const ah_conversation *history;
 } ah_worker_config;
 
 typedef struct ah_worker_stats {
@@ -168,9 +180,16 @@ ah_run_outcome ah_worker_run(ah_worker *w, const char *input);
  * pending. May be called from inside the exec callback or later, on the loop thread. */
 ah_status ah_worker_tool_done(ah_worker *w, size_t index, const ah_tool_response *res);
 
-/* Thread-safe, idempotent. Ends the run with outcome cancelled at the loop's next step:
- * an in-flight request is torn down, a backoff wait ends, no further request is sent. */
+/* Thread-safe, idempotent. Ends the run with outcome cancelled at the loop's next step,
+ * wherever it is: an in-flight request or stream is torn down, a backoff wait ends, a
+ * continuation is not sent, a round of tools that are still running ends (answers that
+ * come later get AH_ERR_STATE; stop the bodies you run). One run_end, no further
+ * request. The run_end error is kind `cancelled`, message "cancelled". */
 void ah_worker_cancel(ah_worker *w);
+/* The same, with the run_end error message "cancelled: <reason>" (reason NULL or "":
+ * "cancelled"). The reason is recorded only by the first cancel; call it on the loop
+ * thread (ah_worker_cancel from any thread). */
+void ah_worker_cancel_with(ah_worker *w, const char *reason);
 
 int ah_worker_finished(const ah_worker *w);
 ah_run_outcome ah_worker_outcome(const ah_worker *w); /* valid once finished */
