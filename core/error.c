@@ -109,38 +109,6 @@ int ah_error_is_retryable(const ah_error *e)
 
 /* ---- text hygiene ------------------------------------------------------------------ */
 
-/* Length of a valid UTF-8 sequence at p (NUL-terminated), or 0 when invalid. */
-static size_t utf8_len(const unsigned char *p)
-{
-    unsigned char c = p[0];
-    size_t n;
-    unsigned char lo = 0x80, hi = 0xBF;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xC2 && c <= 0xDF)
-        n = 2;
-    else if (c >= 0xE0 && c <= 0xEF)
-        n = 3;
-    else if (c >= 0xF0 && c <= 0xF4)
-        n = 4;
-    else
-        return 0;
-    if (c == 0xE0)
-        lo = 0xA0; /* overlong */
-    else if (c == 0xED)
-        hi = 0x9F; /* surrogates */
-    else if (c == 0xF0)
-        lo = 0x90; /* overlong */
-    else if (c == 0xF4)
-        hi = 0x8F; /* beyond U+10FFFF */
-    if (p[1] < lo || p[1] > hi)
-        return 0;
-    for (size_t i = 2; i < n; i++)
-        if ((p[i] & 0xC0) != 0x80)
-            return 0;
-    return n;
-}
-
 /* Copy src into dst as one line: control characters and runs of whitespace become one
  * space, invalid UTF-8 bytes become '?', and when it does not fit it is cut at a
  * character boundary and ends in "...". */
@@ -155,7 +123,9 @@ static void copy_line(char *dst, size_t size, const char *src)
             p++;
             continue;
         }
-        size_t clen = utf8_len(p);
+        /* p is NUL-terminated and a NUL is never a continuation byte, so the check
+         * stops at the end of the string whatever n says. */
+        size_t clen = ah__utf8_seq_len(p, 4);
         const char *out = (const char *)p;
         if (clen == 0) {
             out = "?";
