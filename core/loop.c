@@ -801,12 +801,11 @@ static ah_status dispatch_fd(ah_loop *l, int fd, int events)
         st = curl_action(l, fd, mask);
         e = fd_find(l, fd); /* the table may have changed */
     }
-    if (e && e->io && (e->io->events & events & (AH_IO_READ | AH_IO_WRITE | AH__IO_ERROR))) {
-        ah_io *io = e->io;
-        int ready = events & (io->events | AH__IO_ERROR);
-        if (ready & AH__IO_ERROR)
-            ready = (ready & ~AH__IO_ERROR) | io->events; /* let the owner see the error */
-        io->fn(io->ud, fd, ready);
+    if (e && e->io) {
+        /* An error is reported as every event asked for, so a read or write sees it. */
+        int ready = events & AH__IO_ERROR ? e->io->events : events & e->io->events;
+        if (ready)
+            e->io->fn(e->io->ud, fd, ready);
     }
     return st;
 }
