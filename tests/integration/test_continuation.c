@@ -20,6 +20,7 @@
 #include <cjson/cJSON.h>
 
 #include "agenthost.h"
+#include "event_log.h"
 
 static const char *ADD_SCHEMA =
     "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},"
@@ -36,8 +37,7 @@ typedef struct harness {
     ah_loop *loop;
     ah_client *client;
     ah_worker *worker;
-    char **events;
-    size_t n_events, cap_events;
+    event_log log; /* every event as JSON, in order */
     int tool_runs;
 } harness;
 
@@ -55,14 +55,7 @@ typedef struct opts {
 static void record_event(void *ud, const ah_event *ev)
 {
     harness *h = ud;
-    char *json = ah_event_to_json(ev);
-    assert_non_null(json);
-    if (h->n_events == h->cap_events) {
-        h->cap_events = h->cap_events ? h->cap_events * 2 : 64;
-        h->events = realloc(h->events, h->cap_events * sizeof *h->events);
-        assert_non_null(h->events);
-    }
-    h->events[h->n_events++] = json;
+    event_log_add(&h->log, ev);
 }
 
 static int add_tool(void *ud, ah_worker *w, const ah_tool_request *req, ah_tool_response *res)
@@ -127,29 +120,17 @@ static void harness_stop(harness *h)
     ah_client_free(h->client);
     ah_loop_free(h->loop);
     ah_mock_free(h->mock);
-    for (size_t i = 0; i < h->n_events; i++)
-        free(h->events[i]);
-    free(h->events);
+    event_log_free(&h->log);
 }
 
 static size_t count_events(const harness *h, const char *type)
 {
-    char needle[64];
-    snprintf(needle, sizeof needle, "{\"type\":\"%s\"", type);
-    size_t n = 0;
-    for (size_t i = 0; i < h->n_events; i++)
-        n += strncmp(h->events[i], needle, strlen(needle)) == 0;
-    return n;
+    return event_log_count(&h->log, type);
 }
 
 static cJSON *find_event(const harness *h, const char *type, size_t nth)
 {
-    char needle[64];
-    snprintf(needle, sizeof needle, "{\"type\":\"%s\"", type);
-    for (size_t i = 0; i < h->n_events; i++)
-        if (strncmp(h->events[i], needle, strlen(needle)) == 0 && nth-- == 0)
-            return cJSON_Parse(h->events[i]);
-    return NULL;
+    return event_log_find(&h->log, type, nth);
 }
 
 static const char *event_str(const harness *h, const char *type, size_t nth, const char *field)
@@ -530,9 +511,9 @@ static void matrix(void **state)
                     /* No HTTP 400 reaches the user: no give-up, no retry, no error. */
                     assert_int_equal(count_events(&h, "llm_gave_up"), 0);
                     assert_int_equal(count_events(&h, "llm_retry"), 0);
-                    for (size_t i = 0; i < h.n_events; i++)
-                        if (strstr(h.events[i], "\"status\":400"))
-                            fail_msg("%s: a 400 reached an event: %s", ctx, h.events[i]);
+                    for (size_t i = 0; i < h.log.n; i++)
+                        if (strstr(h.log.lines[i], "\"status\":400"))
+                            fail_msg("%s: a 400 reached an event: %s", ctx, h.log.lines[i]);
                     /* The tool ran once; each committed text is in history once and
                      * the answer is the uninterrupted one. */
                     if (h.tool_runs != 1)

@@ -16,6 +16,7 @@
 #include <cjson/cJSON.h>
 
 #include "agenthost.h"
+#include "event_log.h"
 
 #define KEY "sk-PLANTEDKEY-resume-0123456789"
 #define TEXT "One two three four five six seven eight."
@@ -31,8 +32,7 @@ typedef struct harness {
     ah_loop *loop;
     ah_client *client;
     ah_worker *worker;
-    char **events; /* every event as JSON, in order */
-    size_t n_events, cap_events;
+    event_log log; /* every event as JSON, in order */
     int tool_runs;
     int cancel_on_continuation; /* cancel at the n-th llm_continuation (1-based), 0 = never */
     int cancel_on_resumed_delta; /* cancel at the first text_delta after a resume */
@@ -45,14 +45,7 @@ typedef struct harness {
 static void record_event(void *ud, const ah_event *ev)
 {
     harness *h = ud;
-    char *json = ah_event_to_json(ev);
-    assert_non_null(json);
-    if (h->n_events == h->cap_events) {
-        h->cap_events = h->cap_events ? h->cap_events * 2 : 64;
-        h->events = realloc(h->events, h->cap_events * sizeof *h->events);
-        assert_non_null(h->events);
-    }
-    h->events[h->n_events++] = json;
+    event_log_add(&h->log, ev);
     if (ev->type == AH_EV_TEXT_DELTA) {
         assert_true(h->deltas_len + ev->u.delta.len < sizeof h->deltas);
         memcpy(h->deltas + h->deltas_len, ev->u.delta.text, ev->u.delta.len);
@@ -151,38 +144,24 @@ static void harness_stop(harness *h)
     ah_client_free(h->client);
     ah_loop_free(h->loop);
     ah_mock_free(h->mock);
-    for (size_t i = 0; i < h->n_events; i++)
-        free(h->events[i]);
-    free(h->events);
+    event_log_free(&h->log);
 }
 
 static size_t count_events(const harness *h, const char *type)
 {
-    char needle[64];
-    snprintf(needle, sizeof needle, "{\"type\":\"%s\"", type);
-    size_t n = 0;
-    for (size_t i = 0; i < h->n_events; i++)
-        n += strncmp(h->events[i], needle, strlen(needle)) == 0;
-    return n;
+    return event_log_count(&h->log, type);
 }
 
 /* The string field of the nth event of a type ("" if absent); static buffer. */
 static const char *event_str(const harness *h, const char *type, size_t nth, const char *field)
 {
     static char out[512];
-    char needle[64];
     out[0] = '\0';
-    snprintf(needle, sizeof needle, "{\"type\":\"%s\"", type);
-    for (size_t i = 0; i < h->n_events; i++) {
-        if (strncmp(h->events[i], needle, strlen(needle)) != 0 || nth-- != 0)
-            continue;
-        cJSON *o = cJSON_Parse(h->events[i]);
-        const cJSON *v = cJSON_GetObjectItem(o, field);
-        if (cJSON_IsString(v))
-            snprintf(out, sizeof out, "%s", v->valuestring);
-        cJSON_Delete(o);
-        break;
-    }
+    cJSON *o = event_log_find(&h->log, type, nth);
+    const cJSON *v = cJSON_GetObjectItem(o, field);
+    if (cJSON_IsString(v))
+        snprintf(out, sizeof out, "%s", v->valuestring);
+    cJSON_Delete(o);
     return out;
 }
 
@@ -218,9 +197,9 @@ static long long starting_after(const char *path)
 
 static void assert_no_secret(harness *h)
 {
-    for (size_t i = 0; i < h->n_events; i++)
-        if (strstr(h->events[i], "PLANTEDKEY"))
-            fail_msg("secret in event: %s", h->events[i]);
+    for (size_t i = 0; i < h->log.n; i++)
+        if (strstr(h->log.lines[i], "PLANTEDKEY"))
+            fail_msg("secret in event: %s", h->log.lines[i]);
     ah_mock_request r;
     for (size_t i = 0; i < ah_mock_request_count(h->mock); i++) {
         assert_int_equal(ah_mock_request_get(h->mock, i, &r), AH_OK);

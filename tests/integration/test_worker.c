@@ -15,6 +15,7 @@
 #include <cjson/cJSON.h>
 
 #include "agenthost.h"
+#include "event_log.h"
 
 #define KEY "sk-ant-api03-PLANTEDKEY-0123456789abcdefXYZ"
 
@@ -29,9 +30,7 @@ typedef struct harness {
     ah_loop *loop;
     ah_client *client;
     ah_worker *worker;
-    /* every event as JSON, in order */
-    char **events;
-    size_t n_events, cap_events;
+    event_log log; /* every event as JSON, in order */
     int tool_runs;
     char keys_seen[8][160];
     int cancel_on_continuation;
@@ -40,14 +39,7 @@ typedef struct harness {
 static void record_event(void *ud, const ah_event *ev)
 {
     harness *h = ud;
-    char *json = ah_event_to_json(ev);
-    assert_non_null(json);
-    if (h->n_events == h->cap_events) {
-        h->cap_events = h->cap_events ? h->cap_events * 2 : 64;
-        h->events = realloc(h->events, h->cap_events * sizeof *h->events);
-        assert_non_null(h->events);
-    }
-    h->events[h->n_events++] = json;
+    event_log_add(&h->log, ev);
     if (ev->type == AH_EV_LLM_CONTINUATION && h->cancel_on_continuation)
         ah_worker_cancel(h->worker);
 }
@@ -137,29 +129,17 @@ static void harness_stop(harness *h)
     ah_client_free(h->client);
     ah_loop_free(h->loop);
     ah_mock_free(h->mock);
-    for (size_t i = 0; i < h->n_events; i++)
-        free(h->events[i]);
-    free(h->events);
+    event_log_free(&h->log);
 }
 
 static size_t count_events(const harness *h, const char *type)
 {
-    char needle[64];
-    snprintf(needle, sizeof needle, "{\"type\":\"%s\"", type);
-    size_t n = 0;
-    for (size_t i = 0; i < h->n_events; i++)
-        n += strncmp(h->events[i], needle, strlen(needle)) == 0;
-    return n;
+    return event_log_count(&h->log, type);
 }
 
 static cJSON *find_event(const harness *h, const char *type, size_t nth)
 {
-    char needle[64];
-    snprintf(needle, sizeof needle, "{\"type\":\"%s\"", type);
-    for (size_t i = 0; i < h->n_events; i++)
-        if (strncmp(h->events[i], needle, strlen(needle)) == 0 && nth-- == 0)
-            return cJSON_Parse(h->events[i]);
-    return NULL;
+    return event_log_find(&h->log, type, nth);
 }
 
 static int event_int(const harness *h, const char *type, size_t nth, const char *field)
@@ -204,9 +184,9 @@ static size_t occurrences(const char *hay, const char *needle)
 
 static void assert_no_secret(const harness *h)
 {
-    for (size_t i = 0; i < h->n_events; i++)
-        if (strstr(h->events[i], "PLANTEDKEY"))
-            fail_msg("secret in event: %s", h->events[i]);
+    for (size_t i = 0; i < h->log.n; i++)
+        if (strstr(h->log.lines[i], "PLANTEDKEY"))
+            fail_msg("secret in event: %s", h->log.lines[i]);
     ah_mock_request r;
     for (size_t i = 0; i < ah_mock_request_count(h->mock); i++) {
         assert_int_equal(ah_mock_request_get(h->mock, i, &r), AH_OK);
