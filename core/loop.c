@@ -71,6 +71,7 @@ typedef struct fd_entry {
     int curl_ev; /* AH_IO_* translated from CURL_POLL_* */
     ah_io *io;
     int told; /* the union last told to the hooks */
+    int port; /* a curl socket's local TCP port, 0 until looked up */
 } fd_entry;
 
 struct ah_loop {
@@ -97,11 +98,6 @@ struct ah_loop {
     ah_async *asyncs; /* doubly linked, loop thread only */
     atomic_int async_pending;
     int in_curl; /* inside curl_multi_perform(): curl forbids removals now */
-    struct sock {
-        curl_socket_t fd;
-        int port; /* local port, 0 until looked up */
-    } * socks;
-    size_t n_socks, cap_socks;
     struct discard {
         CURL *easy;
         void (*release)(void *ud);
@@ -582,7 +578,6 @@ void ah_loop_free(ah_loop *loop)
     for (size_t i = 0; i < loop->n_heap; i++)
         loop->heap[i]->idx = NOT_IN_HEAP;
     curl_multi_cleanup(loop->multi); /* closes the cached connections (sock_remove) */
-    free(loop->socks);
     if (loop->wake_rd >= 0) {
         close(loop->wake_rd);
         close(loop->wake_wr);
@@ -694,29 +689,6 @@ void ah__loop_discard_easy(ah_loop *loop, CURL *easy, ah__easy_link *link,
     release(ud);
 }
 
-void ah__loop_sock_add(ah_loop *loop, curl_socket_t fd)
-{
-    if (loop->n_socks == loop->cap_socks) {
-        size_t cap = loop->cap_socks ? 2 * loop->cap_socks : 8;
-        struct sock *s = realloc(loop->socks, cap * sizeof *s);
-        if (!s)
-            return; /* only an optimisation (the early ACK) is lost for this socket */
-        loop->socks = s;
-        loop->cap_socks = cap;
-    }
-    loop->socks[loop->n_socks++] = (struct sock){fd, 0};
-}
-
-void ah__loop_sock_remove(ah_loop *loop, curl_socket_t fd)
-{
-    for (size_t i = 0; i < loop->n_socks; i++) {
-        if (loop->socks[i].fd == fd) {
-            loop->socks[i] = loop->socks[--loop->n_socks];
-            return;
-        }
-    }
-}
-
 static int local_port(curl_socket_t fd)
 {
     struct sockaddr_storage ss;
@@ -734,12 +706,16 @@ curl_socket_t ah__loop_sock_by_port(ah_loop *loop, int port)
 {
     if (port <= 0)
         return CURL_SOCKET_BAD;
-    for (size_t i = 0; i < loop->n_socks; i++) {
-        struct sock *s = &loop->socks[i];
-        if (s->port == 0)
-            s->port = local_port(s->fd); /* bound by now: the connection is up */
-        if (s->port == port)
-            return s->fd;
+    /* curl's sockets are in the fd table while it waits on them, as it does on the
+     * connection a response head is arriving on. */
+    for (size_t i = 0; i < loop->n_fds; i++) {
+        fd_entry *e = &loop->fds[i];
+        if (!e->curl_ev)
+            continue;
+        if (e->port == 0)
+            e->port = local_port(e->fd); /* bound by now: the connection is up */
+        if (e->port == port)
+            return e->fd;
     }
     return CURL_SOCKET_BAD;
 }

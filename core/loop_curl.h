@@ -27,13 +27,9 @@ ah_status ah__loop_add_easy(ah_loop *loop, CURL *easy, ah__easy_link *link);
 void ah__loop_discard_easy(ah_loop *loop, CURL *easy, ah__easy_link *link,
                            void (*release)(void *ud), void *ud);
 
-/* The sockets libcurl opened for this loop's transfers (CURLOPT_SOCKOPTFUNCTION /
- * CURLOPT_CLOSESOCKETFUNCTION register and drop them), so a transfer can find the socket
- * of the connection it runs on by its local port (libcurl does not tell a transfer its
- * socket while it runs). */
-void ah__loop_sock_add(ah_loop *loop, curl_socket_t fd);
-void ah__loop_sock_remove(ah_loop *loop, curl_socket_t fd);
-/* The registered socket bound to local TCP port `port`, or CURL_SOCKET_BAD. */
+/* The socket of a running transfer's connection, found by its local port among the
+ * sockets curl has the loop watch (libcurl does not tell a transfer its socket while it
+ * runs), or CURL_SOCKET_BAD. */
 curl_socket_t ah__loop_sock_by_port(ah_loop *loop, int port);
 
 #endif

@@ -131,19 +131,6 @@ static void ack_now(attempt *a)
 #endif
 }
 
-static int on_sockopt(void *ud, curl_socket_t fd, curlsocktype purpose)
-{
-    if (purpose == CURLSOCKTYPE_IPCXN)
-        ah__loop_sock_add(ud, fd);
-    return CURL_SOCKOPT_OK;
-}
-
-static int on_closesocket(void *ud, curl_socket_t fd)
-{
-    ah__loop_sock_remove(ud, fd);
-    return close(fd);
-}
-
 /* Deliver the head to the sink. Returns nonzero if the sink asked to abort. */
 static int deliver_head(attempt *a)
 {
@@ -411,10 +398,6 @@ static ah_status curl_start(void *self, ah_loop *loop, const ah_http_request *re
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, a);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, a->errbuf);
-    curl_easy_setopt(e, CURLOPT_SOCKOPTFUNCTION, on_sockopt);
-    curl_easy_setopt(e, CURLOPT_SOCKOPTDATA, loop);
-    curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, on_closesocket);
-    curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, loop);
     curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, on_prereq);
     curl_easy_setopt(e, CURLOPT_PREREQDATA, a);
 
