@@ -51,11 +51,8 @@ static void own_closed(uv_handle_t *h)
 static void on_poll(uv_poll_t *h, int status, int events)
 {
     ah_uv *a = h->data;
-    int fd = -1;
-    for (size_t i = 0; i < a->n_polls; i++)
-        if (a->polls[i].h == h)
-            fd = a->polls[i].fd;
-    if (fd < 0)
+    int fd;
+    if (uv_fileno((uv_handle_t *)h, &fd) != 0)
         return;
     int ev = status < 0 ? (AH_IO_READ | AH_IO_WRITE)
                         : ((events & UV_READABLE ? AH_IO_READ : 0) |
