@@ -13,23 +13,8 @@ set -u
 bin=${1:?usage: test_chat_tty.sh AGENTHOST_BIN}
 bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
 root=$(cd "$(dirname "$0")/../.." && pwd)
-pass=0
-fail=0
-ok() { echo "ok: $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL: $1"; fail=$((fail + 1)); }
-
-work=$(mktemp -d)
-sock=ah-chat-test-$$
-tm() { tmux -L "$sock" -f /dev/null "$@"; }
-cleanup() {
-    tm kill-server 2>/dev/null
-    rm -rf "$work"
-}
-trap cleanup EXIT
-if ! command -v tmux >/dev/null; then
-    echo "FAIL: tmux is not installed (./run deps installs it)"
-    exit 1
-fi
+# shellcheck source=tmux_lib.sh
+. "$(dirname "$0")/tmux_lib.sh" chat
 
 plan='{"steps":[{"ok":true},{"ok":true},{"ok":true},{"stall_after_events":8}],"then":{"ok":true}}'
 s=chat

@@ -16,24 +16,8 @@
 set -u
 bin=${1:?usage: test_status_tty.sh AGENTHOST_BIN}
 bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
-pass=0
-fail=0
-ok() { echo "ok: $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL: $1"; fail=$((fail + 1)); }
-
-work=$(mktemp -d)
-sock=ah-status-test-$$
-tm() { tmux -L "$sock" -f /dev/null "$@"; }
-cleanup() {
-    tm kill-server 2>/dev/null
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-if ! command -v tmux >/dev/null; then
-    echo "FAIL: tmux is not installed (./run deps installs it)"
-    exit 1
-fi
+# shellcheck source=tmux_lib.sh
+. "$(dirname "$0")/tmux_lib.sh" status
 
 ANSWER='You said: "hello". This is a deterministic reply from the agenthost mock provider.'
 
