@@ -77,7 +77,8 @@ char *ah__utf8_dup(const char *s, size_t n, size_t *outlen)
 {
     size_t bad = 0;
     const unsigned char *p = (const unsigned char *)s;
-    for (size_t i = first_invalid(s, n); i < n;) {
+    size_t valid = first_invalid(s, n); /* the usual case: all of it, one scan, one copy */
+    for (size_t i = valid; i < n;) {
         size_t l = ah__utf8_seq_len(p + i, n - i);
         if (l == 0) {
             bad++;
@@ -88,8 +89,9 @@ char *ah__utf8_dup(const char *s, size_t n, size_t *outlen)
     char *out = malloc(n + 2 * bad + 1);
     if (!out)
         return NULL;
-    size_t o = 0;
-    for (size_t i = 0; i < n;) {
+    memcpy(out, s, valid);
+    size_t o = valid;
+    for (size_t i = valid; i < n;) {
         size_t l = ah__utf8_seq_len(p + i, n - i);
         if (l == 0) {
             memcpy(out + o, REPL, 3);
