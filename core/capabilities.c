@@ -1,9 +1,10 @@
 /* capabilities.c - the one table of model capabilities for continuation (see
  * agenthost/capabilities.h and docs/providers-encoding.md for the provider facts).
  *
- * The table is read top to bottom; the first row whose wire format matches and whose
- * condition holds decides. Adding a model family is adding a row here, nothing else. */
-#include "internal.h"
+ * Each provider's ops table (provider_*.c) points at its rows here; they are read top to
+ * bottom and the first row whose condition holds decides. Adding a model family is
+ * adding a row here, nothing else. */
+#include "provider.h"
 
 #include "agenthost/capabilities.h"
 
@@ -103,33 +104,37 @@ static int any_model(const char *model, int thinking)
     return 1;
 }
 
-typedef struct cap_row {
-    ah_wire wire;
-    int (*when)(const char *model, int thinking);
-    int prefill;
-    const char *rule;
-} cap_row;
-
-/* THE TABLE. Sources: docs/providers-encoding.md, "A trailing partial assistant message". */
-static const cap_row table[] = {
-    {AH_WIRE_ANTHROPIC, claude_4_6_or_later, 0,
+/* THE TABLE, one list per provider. Sources: docs/providers-encoding.md, "A trailing
+ * partial assistant message". */
+const ah__cap_row ah__caps_anthropic[] = {
+    {claude_4_6_or_later, 0,
      "Claude 4.6 and later (claude-opus-4-6, claude-sonnet-4-6, claude-opus-4-7, any "
      "claude-*-5...) answer a trailing assistant message with HTTP 400"},
-    {AH_WIRE_ANTHROPIC, with_thinking, 0,
-     "Anthropic does not accept a prefill together with extended thinking"},
-    {AH_WIRE_ANTHROPIC, any_model, 1,
+    {with_thinking, 0, "Anthropic does not accept a prefill together with extended thinking"},
+    {any_model, 1,
      "Claude 4.5 and earlier without thinking continue a trailing assistant message"},
-    {AH_WIRE_OPENAI, any_model, 0,
+    {NULL, 0, NULL},
+};
+const ah__cap_row ah__caps_chat[] = {
+    {any_model, 0,
      "Chat Completions answers after a trailing assistant message instead of continuing it"},
-    {AH_WIRE_RESPONSES, any_model, 0,
+    {NULL, 0, NULL},
+};
+const ah__cap_row ah__caps_responses[] = {
+    {any_model, 0,
      "Responses answers after a trailing assistant message instead of continuing it"},
+    {NULL, 0, NULL},
 };
 
 ah_model_caps ah_model_capabilities(ah_wire wire, const char *model, int thinking)
 {
-    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
-        if (table[i].wire == wire && table[i].when(model ? model : "", thinking))
-            return (ah_model_caps){.prefill = table[i].prefill, .rule = table[i].rule};
+    const ah__provider *p = ah__provider_of(wire);
+    for (const ah__cap_row *r = p ? p->caps : NULL; r && r->when; r++)
+        if (r->when(model ? model : "", thinking))
+            return (ah_model_caps){.prefill = r->prefill, .rule = r->rule};
+    if (p)
+        return (ah_model_caps){.prefill = 0,
+                               .rule = "no capability row for this model: prompt"};
     return (ah_model_caps){.prefill = 0, .rule = "unknown wire format: prompt"};
 }
 

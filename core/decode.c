@@ -1,5 +1,7 @@
 /* decode.c - the decoder core: SSE framing, one JSON parse per event, dispatch to the
  * format, sticky errors, hooks, end-of-stream verdict, and the non-stream entry point.
+ * A format-blind driver: what differs between formats is in the provider's table
+ * (provider.h, d->p); nothing here branches on the format.
  *
  * Invariants:
  *   - each event's data is parsed exactly once: by the fast path (decode_fast.c) when it
@@ -14,6 +16,7 @@
  * unterminated rest, so the events before a framing error are all decoded.
  */
 #include "decode_internal.h"
+#include "provider.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -216,6 +219,7 @@ static void decoder_init(ah_decoder *d, ah_wire wire, ah_timeline *tl,
 {
     memset(d, 0, sizeof *d);
     d->wire = wire;
+    d->p = ah__provider_of(wire);
     d->tl = tl;
     if (hooks)
         d->hooks = *hooks;
@@ -231,7 +235,7 @@ static void decoder_init(ah_decoder *d, ah_wire wire, ah_timeline *tl,
 ah_decoder *ah_decoder_new(ah_wire wire, ah_timeline *tl, const ah_decoder_hooks *hooks,
                            void *ud)
 {
-    if ((unsigned)wire >= AH_WIRE_COUNT_ || !tl)
+    if (!ah__provider_of(wire) || !tl)
         return NULL;
     ah_decoder *d = malloc(sizeof *d);
     if (!d)
@@ -327,21 +331,16 @@ static int is_done(const char *s, size_t n)
 
 static ah_status dispatch(ah_decoder *d, const cJSON *root)
 {
-    const char *type = ah__jstr(root, "type");
-    switch (d->wire) {
-    case AH_WIRE_ANTHROPIC:
-    case AH_WIRE_RESPONSES:
+    const char *type = NULL;
+    if (d->p->event_type) {
+        d->ev_type = d->p->event_type;
+    } else {
+        type = ah__jstr(root, "type");
         if (!type)
             return ah__dec_fail(d, AH_ERR_PARSE, "event data has no \"type\" string");
         d->ev_type = type;
-        return d->wire == AH_WIRE_ANTHROPIC ? ah__anthropic_event(d, root, type)
-                                            : ah__responses_event(d, root, type);
-    case AH_WIRE_OPENAI:
-        d->ev_type = "chat.completion.chunk";
-        return ah__openai_event(d, root);
-    default:
-        return ah__dec_fail(d, AH_ERR_INVALID, "unknown wire format");
     }
+    return d->p->event(d, root, type);
 }
 
 static ah_status feed_event(ah_decoder *d, const ah_sse_event *ev, int64_t end)
@@ -364,8 +363,8 @@ static ah_status feed_event(ah_decoder *d, const ah_sse_event *ev, int64_t end)
     }
     if (is_done(ev->data, ev->data_len)) {
         d->done_seen = 1;
-        if (d->wire == AH_WIRE_OPENAI)
-            ah__openai_end(d);
+        if (d->p->end)
+            d->p->end(d);
         return d->status;
     }
     /* Invalid UTF-8 and lone surrogate escapes become U+FFFD here, at the boundary:
@@ -457,23 +456,10 @@ ah_status ah_decoder_feed(ah_decoder *d, const void *bytes, size_t len)
 
 int ah_decoder_ended(const ah_decoder *d)
 {
-    /* Chat: [DONE] (a finish_reason chunk is followed by the usage chunk). The others:
-     * the event that finished the timeline (message_stop, response.completed, ...). */
-    return d && (d->done_seen || (d->wire != AH_WIRE_OPENAI && ah_timeline_finished(d->tl)));
-}
-
-static const char *end_marker(ah_wire w)
-{
-    switch (w) {
-    case AH_WIRE_ANTHROPIC:
-        return "message_stop";
-    case AH_WIRE_OPENAI:
-        return "a finish_reason";
-    case AH_WIRE_RESPONSES:
-        return "response.completed/incomplete/failed";
-    default:
-        return "its end";
-    }
+    /* [DONE], or (unless the format ends only there, as Chat does: a finish_reason
+     * chunk is followed by the usage chunk) the event that finished the timeline
+     * (message_stop, response.completed, ...). */
+    return d && (d->done_seen || (!d->p->ends_at_done && ah_timeline_finished(d->tl)));
 }
 
 ah_status ah_decoder_finish(ah_decoder *d, ah_error *err)
@@ -483,8 +469,8 @@ ah_status ah_decoder_finish(ah_decoder *d, ah_error *err)
     if (!d->finish_called) {
         d->finish_called = 1;
         ah_error_clear(&d->finish_err);
-        if (d->status == AH_OK && d->wire == AH_WIRE_OPENAI)
-            ah__openai_end(d);
+        if (d->status == AH_OK && d->p->end)
+            d->p->end(d);
         const ah_error *pe = ah_timeline_error(d->tl);
         if (d->status != AH_OK) {
             d->finish_status = d->status;
@@ -496,7 +482,7 @@ ah_status ah_decoder_finish(ah_decoder *d, ah_error *err)
             d->finish_status = AH_ERR_TRANSPORT;
             ah_error_set(&d->finish_err, AH_EK_STREAM, 0,
                          "%s stream ended before %s (after %llu bytes, %llu events)",
-                         ah_wire_name(d->wire), end_marker(d->wire),
+                         d->p->name, d->p->end_marker,
                          (unsigned long long)d->bytes, (unsigned long long)d->events);
         } else {
             d->finish_status = AH_OK;
@@ -518,7 +504,7 @@ ah_status ah_decode_response(ah_wire wire, const char *body, size_t len, ah_time
                              ah_error *err)
 {
     ah_decoder d;
-    if (!tl || (!body && len) || (unsigned)wire >= AH_WIRE_COUNT_)
+    if (!tl || (!body && len) || !ah__provider_of(wire))
         return AH_ERR_INVALID;
     decoder_init(&d, wire, tl, NULL, NULL);
     d.nonstream = 1;
@@ -536,12 +522,8 @@ ah_status ah_decode_response(ah_wire wire, const char *body, size_t len, ah_time
         st = ah__dec_fail(&d, AH_ERR_PARSE, "invalid JSON (%zu bytes)", len);
     else if (!cJSON_IsObject(root))
         st = ah__dec_fail(&d, AH_ERR_PARSE, "JSON but not an object");
-    else if (wire == AH_WIRE_ANTHROPIC)
-        st = ah__anthropic_body(&d, root);
-    else if (wire == AH_WIRE_OPENAI)
-        st = ah__openai_body(&d, root);
     else
-        st = ah__responses_body(&d, root);
+        st = d.p->body(&d, root);
     cJSON_Delete(root);
     if (st == AH_OK && ah_timeline_error(tl)) {
         /* The body is the provider's error object (HTTP 200 with an error, or a caller

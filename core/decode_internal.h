@@ -77,8 +77,11 @@ ah_status ah__tl_set_error(ah_timeline *tl, const char *provider_type,
 /* ---- the decoder core (decode.c)
  * --------------------------------------------------------- */
 
+struct ah__provider;
+
 struct ah_decoder {
     ah_wire wire;
+    const struct ah__provider *p; /* the format's ops table (provider.h) */
     ah_timeline *tl;
     ah_decoder_hooks hooks;
     void *ud;
@@ -152,7 +155,8 @@ const cJSON *ah__jarr(const cJSON *o, const char *key);
 ah_status ah__tl_set_json(ah_timeline *tl, size_t i, ah__field f, const cJSON *v);
 
 /* ---- the formats
- * -------------------------------------------------------------------------- */
+ * --------------------------------------------------------------------------
+ * Reached by the drivers only through each provider's ops table (provider_*.c). */
 
 /* One parsed stream event; `type` is the payload's "type" (NULL for Chat chunks). */
 ah_status ah__anthropic_event(ah_decoder *d, const cJSON *root, const char *type);

@@ -1,12 +1,16 @@
 /* encode.c - request encoding entry point: option validation, dispatch to the wire
  * format's encoder, the extra_json merge, printing, and the request headers.
  *
+ * A format-blind driver: what differs between formats is in the provider's table
+ * (provider.h); nothing here branches on the format.
+ *
  * Invariants: encoding only reads the conversation and the options (a request never
  * contains anything history does not show); an error message names the tool, block or
  * option at fault and never contains an API key or block content; on failure nothing is
  * returned and nothing leaks.
  */
 #include "encode_internal.h"
+#include "provider.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -148,17 +152,17 @@ const char *ah__enc_arguments(ah__enc *e, size_t msg, size_t blk, const ah_msg_b
     return NULL;
 }
 
-/* Checks that do not depend on the wire format. */
-static ah_status validate_opts(ah__enc *e, ah_wire w)
+/* The checks, the same for every format but for what the provider's table says. */
+static ah_status validate_opts(ah__enc *e, const ah__provider *p)
 {
     const ah_request_opts *o = e->opts;
     if (!o->model || !*o->model)
         return ah__enc_fail(e, AH_ERR_INVALID, "opts.model is required");
     if (o->max_tokens < 0)
         return ah__enc_fail(e, AH_ERR_INVALID, "opts.max_tokens must not be negative");
-    if (w == AH_WIRE_ANTHROPIC && o->max_tokens == 0)
+    if (p->needs_max_tokens && o->max_tokens == 0)
         return ah__enc_fail(e, AH_ERR_INVALID,
-                            "opts.max_tokens is required by the anthropic wire format");
+                            "opts.max_tokens is required by the %s wire format", p->name);
     if (o->n_tools && !o->tools)
         return ah__enc_fail(e, AH_ERR_INVALID, "opts.tools is NULL but n_tools is %zu",
                             o->n_tools);
@@ -206,9 +210,11 @@ static ah_status validate_opts(ah__enc *e, ah_wire w)
     if (o->thinking_budget < 0)
         return ah__enc_fail(e, AH_ERR_INVALID,
                             "opts.thinking_budget must not be negative");
-    if (o->background && w != AH_WIRE_RESPONSES)
+    if (o->background && !p->reattach_url)
         return ah__enc_fail(e, AH_ERR_INVALID,
-                            "opts.background is only available on the responses wire format");
+                            "opts.background is not available on the %s wire format "
+                            "(it has no background responses)",
+                            p->name);
     if (o->reasoning_effort && !*o->reasoning_effort)
         return ah__enc_fail(e, AH_ERR_INVALID, "opts.reasoning_effort is empty");
     return AH_OK;
@@ -270,29 +276,17 @@ ah_status ah_request_encode(ah_wire w, const ah_conversation *c,
     if (!c || !opts || !body_out)
         return ah__enc_fail(&e, AH_ERR_INVALID,
                             "conversation, opts and body_out are required");
-    if ((unsigned)w >= (unsigned)AH_WIRE_COUNT_)
+    const ah__provider *p = ah__provider_of(w);
+    if (!p)
         return ah__enc_fail(&e, AH_ERR_INVALID, "unknown wire format %d", (int)w);
 
-    ah_status st = validate_opts(&e, w);
+    ah_status st = validate_opts(&e, p);
     if (st != AH_OK)
         return st;
     cJSON *root = cJSON_CreateObject();
     if (!root)
         return ah__enc_fail(&e, AH_ERR_NOMEM, "out of memory");
-    switch (w) {
-    case AH_WIRE_ANTHROPIC:
-        st = ah__encode_anthropic(&e, root);
-        break;
-    case AH_WIRE_OPENAI:
-        st = ah__encode_openai(&e, root);
-        break;
-    case AH_WIRE_RESPONSES:
-        st = ah__encode_responses(&e, root);
-        break;
-    default:
-        st = AH_ERR_INVALID;
-        break;
-    }
+    st = p->encode(&e, root);
     if (st == AH_OK)
         st = merge_extra(&e, root);
     if (st == AH_OK) {
@@ -332,32 +326,28 @@ ah_status ah_request_headers(ah_wire w, const char *api_key, int stream,
     if (!out)
         return AH_ERR_INVALID;
     memset(out, 0, sizeof *out);
-    if ((unsigned)w >= (unsigned)AH_WIRE_COUNT_)
+    const ah__provider *p = ah__provider_of(w);
+    if (!p)
         return AH_ERR_INVALID;
-    for (const char *p = api_key; p && *p; p++)
-        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+    for (const char *c = api_key; c && *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f)
             return AH_ERR_INVALID; /* would split or corrupt the header line */
 
     push_header(out, "Content-Type", "application/json");
     push_header(out, "Accept", stream ? "text/event-stream" : "application/json");
-    if (w == AH_WIRE_ANTHROPIC) {
-        push_header(out, "anthropic-version", "2023-06-01");
-        if (api_key && *api_key) {
-            if (!(out->storage_ = ah__strdup(api_key)))
-                goto nomem;
-            push_header(out, "x-api-key", out->storage_);
+    for (size_t i = 0; i < sizeof p->fixed_headers / sizeof p->fixed_headers[0]; i++)
+        if (p->fixed_headers[i].name)
+            push_header(out, p->fixed_headers[i].name, p->fixed_headers[i].value);
+    if (api_key && *api_key) {
+        size_t n = strlen(p->key_prefix) + strlen(api_key) + 1;
+        if (!(out->storage_ = malloc(n))) {
+            ah_header_list_free(out);
+            return AH_ERR_NOMEM;
         }
-    } else if (api_key && *api_key) {
-        size_t n = strlen(api_key) + sizeof "Bearer ";
-        if (!(out->storage_ = malloc(n)))
-            goto nomem;
-        snprintf(out->storage_, n, "Bearer %s", api_key);
-        push_header(out, "Authorization", out->storage_);
+        snprintf(out->storage_, n, "%s%s", p->key_prefix, api_key);
+        push_header(out, p->key_header, out->storage_);
     }
     return AH_OK;
-nomem:
-    ah_header_list_free(out);
-    return AH_ERR_NOMEM;
 }
 
 ah_status ah__enc_nomem(ah__enc *e)

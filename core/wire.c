@@ -1,46 +1,57 @@
-/* wire.c - names and request paths of the wire formats, from AH_WIRE_MAP. */
-#include "agenthost.h"
+/* wire.c - the provider registry (one ops table per AH_WIRE_MAP line, see provider.h)
+ * and the public wire functions, which read the tables and never branch on a format. */
+#include "provider.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const names[] = {
-#define X(name, s, path) s,
-    AH_WIRE_MAP(X)
-#undef X
-};
-static const char *const paths[] = {
-#define X(name, s, path) path,
+/* THE REGISTRY: one ops table per AH_WIRE_MAP line, in ah_wire order. */
+static const ah__provider *const registry[] = {
+#define X(name, s, path) &ah__provider_##name,
     AH_WIRE_MAP(X)
 #undef X
 };
 
+const ah__provider *ah__provider_of(ah_wire w)
+{
+    return (unsigned)w < (unsigned)AH_WIRE_COUNT_ ? registry[w] : NULL;
+}
+
 const char *ah_wire_name(ah_wire w)
 {
-    return (unsigned)w < (unsigned)AH_WIRE_COUNT_ ? names[w] : "unknown";
+    const ah__provider *p = ah__provider_of(w);
+    return p ? p->name : "unknown";
 }
 
 const char *ah_wire_path(ah_wire w)
 {
-    return (unsigned)w < (unsigned)AH_WIRE_COUNT_ ? paths[w] : "";
+    const ah__provider *p = ah__provider_of(w);
+    return p ? p->path : "";
+}
+
+const char *ah_wire_base_url(ah_wire w)
+{
+    const ah__provider *p = ah__provider_of(w);
+    return p ? p->base_url : NULL;
 }
 
 int ah_wire_from_name(const char *name)
 {
     for (int i = 0; name && i < AH_WIRE_COUNT_; i++)
-        if (strcmp(name, names[i]) == 0)
+        if (strcmp(name, registry[i]->name) == 0)
             return i;
     return -1;
 }
 
 int ah_wire_has_background(ah_wire w)
 {
-    return w == AH_WIRE_RESPONSES;
+    const ah__provider *p = ah__provider_of(w);
+    return p && p->reattach_url != NULL;
 }
 
 /* request_url + "/" + id (percent-encoded) + tail. */
-static char *response_url(const char *request_url, const char *id, const char *tail)
+char *ah__response_url(const char *request_url, const char *id, const char *tail)
 {
     static const char hex[] = "0123456789ABCDEF";
     size_t base = strlen(request_url);
@@ -70,16 +81,16 @@ static char *response_url(const char *request_url, const char *id, const char *t
 char *ah_wire_reattach_url(ah_wire w, const char *request_url, const char *id,
                            int64_t after)
 {
-    if (!ah_wire_has_background(w) || !request_url || !id || !*id || after < 0)
+    const ah__provider *p = ah__provider_of(w);
+    if (!p || !p->reattach_url || !request_url || !id || !*id || after < 0)
         return NULL;
-    char tail[64];
-    snprintf(tail, sizeof tail, "?stream=true&starting_after=%lld", (long long)after);
-    return response_url(request_url, id, tail);
+    return p->reattach_url(request_url, id, after);
 }
 
 char *ah_wire_cancel_url(ah_wire w, const char *request_url, const char *id)
 {
-    if (!ah_wire_has_background(w) || !request_url || !id || !*id)
+    const ah__provider *p = ah__provider_of(w);
+    if (!p || !p->cancel_url || !request_url || !id || !*id)
         return NULL;
-    return response_url(request_url, id, "/cancel");
+    return p->cancel_url(request_url, id);
 }

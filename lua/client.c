@@ -7,6 +7,7 @@
  */
 #include "lah.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #define CLIENT_MT "agenthost.client"
@@ -80,10 +81,20 @@ static const char *opt_string(lua_State *L, int t, const char *field, const char
     return s;
 }
 
-static const char *default_base_url(ah_wire w)
+/* The provider names, NULL-terminated, and "a, b or c" for messages: from the wire
+ * registry, so a new provider needs nothing here. */
+static void provider_names(const char *names[AH_WIRE_COUNT_ + 1], char *list, size_t size)
 {
-    return w == AH_WIRE_ANTHROPIC ? "https://api.anthropic.com"
-                                  : "https://api.openai.com";
+    size_t o = 0;
+    list[0] = '\0';
+    for (int w = 0; w < AH_WIRE_COUNT_; w++) {
+        names[w] = ah_wire_name((ah_wire)w);
+        const char *sep = w == 0 ? "" : w == AH_WIRE_COUNT_ - 1 ? " or " : ", ";
+        int n = snprintf(list + o, size - o, "%s%s", sep, names[w]);
+        if (n > 0 && (size_t)n < size - o)
+            o += (size_t)n;
+    }
+    names[AH_WIRE_COUNT_] = NULL;
 }
 
 static int l_client(lua_State *L)
@@ -92,7 +103,9 @@ static int l_client(lua_State *L)
                                         "api_key",      "max_tokens", "extra",
                                         "continuation", "background", "rate_limit", NULL};
     static const char *const settings[] = {"auto", "prefill", "prompt", NULL};
-    static const char *const providers[] = {"anthropic", "openai", "responses", NULL};
+    const char *providers[AH_WIRE_COUNT_ + 1];
+    char plist[256];
+    provider_names(providers, plist, sizeof plist);
     const char *where = "ah.client";
     luaL_checktype(L, 1, LUA_TTABLE);
     lah_check_fields(L, 1, where, known);
@@ -100,22 +113,20 @@ static int l_client(lua_State *L)
     memset(&cfg, 0, sizeof cfg);
     const char *provider = opt_string(L, 1, "provider", where);
     if (!provider)
-        return luaL_error(L, "%s: provider is required (anthropic, openai or responses)",
-                          where);
+        return luaL_error(L, "%s: provider is required (%s)", where, plist);
     int wire = ah_wire_from_name(provider);
     if (wire < 0) {
         const char *hint = lah_did_you_mean(provider, providers);
         if (hint)
             return luaL_error(L, "%s: unknown provider '%s' (did you mean '%s'?)", where,
                               provider, hint);
-        return luaL_error(L, "%s: unknown provider '%s' (anthropic, openai or responses)",
-                          where, provider);
+        return luaL_error(L, "%s: unknown provider '%s' (%s)", where, provider, plist);
     }
     cfg.wire = (ah_wire)wire;
     cfg.model = opt_string(L, 1, "model", where);
     cfg.base_url = opt_string(L, 1, "base_url", where);
     if (!cfg.base_url) /* only nil means the provider's public API; "" is a mistake */
-        cfg.base_url = default_base_url(cfg.wire);
+        cfg.base_url = ah_wire_base_url(cfg.wire);
     cfg.api_key = opt_string(L, 1, "api_key", where);
     if (lua_getfield(L, 1, "max_tokens") != LUA_TNIL) {
         cfg.max_tokens =

@@ -8,7 +8,9 @@
 extern "C" {
 #endif
 
-/* X(NAME, "name", "default request path") */
+/* X(NAME, "name", "default request path"). Each line is also the provider's registry
+ * entry: the library holds one ops table per line (docs/providers-encoding.md, "Adding
+ * a provider"). */
 #define AH_WIRE_MAP(X)                                                                    \
     X(ANTHROPIC, "anthropic", "/v1/messages")                                             \
     X(OPENAI, "openai", "/v1/chat/completions")                                           \
@@ -24,6 +26,8 @@ typedef enum ah_wire {
 const char *ah_wire_name(ah_wire w);      /* "unknown" out of range */
 const char *ah_wire_path(ah_wire w);      /* "" out of range */
 int ah_wire_from_name(const char *name); /* the ah_wire, or -1 */
+/* The provider's public API ("https://api.anthropic.com"), static; NULL out of range. */
+const char *ah_wire_base_url(ah_wire w);
 
 /* Background responses (OpenAI Responses, "background": true): the provider keeps
  * running a response whatever happens to the connection, and its stream can be taken up

@@ -1,0 +1,156 @@
+/* test_provider.c - the provider registry (core/provider.h, core/wire.c): one complete
+ * ops table per AH_WIRE_MAP line, agreeing with the map's public names and paths, and
+ * the format-blind drivers taking what differs (headers, end marker, background, the
+ * required max_tokens, capabilities) from the table. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../core/provider.h"
+#include "agenthost/capabilities.h"
+#include "agenthost/conversation.h"
+
+static const struct {
+    const char *name, *path;
+} map[] = {
+#define X(N, s, p) {s, p},
+    AH_WIRE_MAP(X)
+#undef X
+};
+
+static void registry_agrees_with_the_wire_map(void **state)
+{
+    (void)state;
+    assert_int_equal(sizeof map / sizeof map[0], AH_WIRE_COUNT_);
+    for (int w = 0; w < AH_WIRE_COUNT_; w++) {
+        const ah__provider *p = ah__provider_of((ah_wire)w);
+        assert_non_null(p);
+        assert_string_equal(p->name, map[w].name);
+        assert_string_equal(p->path, map[w].path);
+        assert_string_equal(ah_wire_name((ah_wire)w), map[w].name);
+        assert_string_equal(ah_wire_path((ah_wire)w), map[w].path);
+        assert_ptr_equal(ah_wire_base_url((ah_wire)w), p->base_url);
+        assert_int_equal(ah_wire_from_name(map[w].name), w);
+    }
+    assert_null(ah__provider_of(AH_WIRE_COUNT_));
+    assert_null(ah__provider_of((ah_wire)-1));
+    assert_null(ah_wire_base_url(AH_WIRE_COUNT_));
+    assert_string_equal(ah_wire_name(AH_WIRE_COUNT_), "unknown");
+    assert_int_equal(ah_wire_from_name("gemini"), -1);
+}
+
+static void every_table_is_complete(void **state)
+{
+    (void)state;
+    for (int w = 0; w < AH_WIRE_COUNT_; w++) {
+        const ah__provider *p = ah__provider_of((ah_wire)w);
+        assert_non_null(p->base_url);
+        assert_true(strncmp(p->base_url, "https://", 8) == 0);
+        assert_non_null(p->key_header);
+        assert_non_null(p->key_prefix);
+        assert_non_null(p->encode);
+        assert_non_null(p->event);
+        assert_non_null(p->body);
+        assert_non_null(p->end_marker);
+        /* re-attach and cancel come together */
+        assert_int_equal(p->reattach_url != NULL, p->cancel_url != NULL);
+        assert_int_equal(ah_wire_has_background((ah_wire)w), p->reattach_url != NULL);
+        /* a capability table ends, and its last row decides for any model */
+        assert_non_null(p->caps);
+        const ah__cap_row *r = p->caps;
+        while (r->when)
+            r++;
+        assert_true(r > p->caps);
+        assert_true(r[-1].when("no-such-model", 0) && r[-1].when("", 1));
+    }
+}
+
+static const char *header(const ah_header_list *l, const char *name)
+{
+    for (size_t i = 0; i < l->count; i++)
+        if (strcmp(l->items[i].name, name) == 0)
+            return l->items[i].value;
+    return NULL;
+}
+
+static void headers_come_from_the_table(void **state)
+{
+    (void)state;
+    for (int w = 0; w < AH_WIRE_COUNT_; w++) {
+        const ah__provider *p = ah__provider_of((ah_wire)w);
+        ah_header_list l;
+        assert_int_equal(ah_request_headers((ah_wire)w, "sk-test", 1, &l), AH_OK);
+        char want[64];
+        snprintf(want, sizeof want, "%ssk-test", p->key_prefix);
+        assert_non_null(header(&l, p->key_header));
+        assert_string_equal(header(&l, p->key_header), want);
+        assert_string_equal(header(&l, "Accept"), "text/event-stream");
+        for (size_t i = 0; i < 2; i++)
+            if (p->fixed_headers[i].name)
+                assert_string_equal(header(&l, p->fixed_headers[i].name),
+                                    p->fixed_headers[i].value);
+        ah_header_list_free(&l);
+        /* no key, no auth header */
+        assert_int_equal(ah_request_headers((ah_wire)w, NULL, 0, &l), AH_OK);
+        assert_null(header(&l, p->key_header));
+        ah_header_list_free(&l);
+    }
+    ah_header_list l;
+    assert_int_equal(ah_request_headers(AH_WIRE_COUNT_, "k", 1, &l), AH_ERR_INVALID);
+}
+
+/* The drivers' per-format rules come from the table: max_tokens, background, the end
+ * marker named when a stream stops short. */
+static void drivers_follow_the_table(void **state)
+{
+    (void)state;
+    for (int w = 0; w < AH_WIRE_COUNT_; w++) {
+        const ah__provider *p = ah__provider_of((ah_wire)w);
+        ah_conversation *c = ah_conversation_new();
+        assert_non_null(c);
+        assert_int_equal(ah_conversation_begin_user(c), AH_OK);
+        assert_int_equal(ah_conversation_add_text(c, "hi", 2), AH_OK);
+        ah_request_opts o;
+        ah_request_opts_init(&o);
+        o.model = "m";
+        char *body = NULL, err[256];
+        ah_status st = ah_request_encode((ah_wire)w, c, &o, &body, NULL, err, sizeof err);
+        assert_int_equal(st, p->needs_max_tokens ? AH_ERR_INVALID : AH_OK);
+        free(body);
+        o.max_tokens = 16;
+        o.background = 1;
+        st = ah_request_encode((ah_wire)w, c, &o, &body, NULL, err, sizeof err);
+        assert_int_equal(st, p->reattach_url ? AH_OK : AH_ERR_INVALID);
+        if (st != AH_OK)
+            assert_non_null(strstr(err, p->name));
+        free(body);
+        ah_conversation_free(c);
+
+        ah_timeline *tl = ah_timeline_new();
+        ah_decoder *d = ah_decoder_new((ah_wire)w, tl, NULL, NULL);
+        assert_non_null(d);
+        ah_error e;
+        assert_int_equal(ah_decoder_finish(d, &e), AH_ERR_TRANSPORT);
+        assert_non_null(strstr(e.message, p->end_marker));
+        assert_non_null(strstr(e.message, p->name));
+        ah_decoder_free(d);
+        ah_timeline_free(tl);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(registry_agrees_with_the_wire_map),
+        cmocka_unit_test(every_table_is_complete),
+        cmocka_unit_test(headers_come_from_the_table),
+        cmocka_unit_test(drivers_follow_the_table),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
