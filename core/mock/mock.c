@@ -117,36 +117,6 @@ typedef struct stream_ctx {
     int fd;
 } stream_ctx;
 
-/* What extra_after_end: true sends after the final event: a tool call (to a tool named
- * extra_after_end) and a second end, which a client must ignore. */
-static const char *const default_extra[AH_WIRE_COUNT_] = {
-    [AH_WIRE_ANTHROPIC] =
-        "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":7,"
-        "\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_extra\",\"name\":"
-        "\"extra_after_end\",\"input\":{}}}\n\n"
-        "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":7}\n\n"
-        "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":"
-        "\"tool_use\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":1}}\n\n"
-        "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
-    [AH_WIRE_OPENAI] =
-        "data: {\"id\":\"chatcmpl-extra\",\"object\":\"chat.completion.chunk\",\"created\":"
-        "1700000000,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":"
-        "[{\"index\":0,\"id\":\"call_extra\",\"type\":\"function\",\"function\":{\"name\":"
-        "\"extra_after_end\",\"arguments\":\"{}\"}}]},\"finish_reason\":null}]}\n\n"
-        "data: {\"id\":\"chatcmpl-extra\",\"object\":\"chat.completion.chunk\",\"created\":"
-        "1700000000,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},"
-        "\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n",
-    [AH_WIRE_RESPONSES] =
-        "event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\","
-        "\"sequence_number\":9000,\"output_index\":5,\"item\":{\"type\":\"function_call\","
-        "\"id\":\"fc_extra\",\"call_id\":\"call_extra\",\"name\":\"extra_after_end\","
-        "\"arguments\":\"\",\"status\":\"in_progress\"}}\n\n"
-        "event: response.output_item.done\ndata: {\"type\":\"response.output_item.done\","
-        "\"sequence_number\":9001,\"output_index\":5,\"item\":{\"type\":\"function_call\","
-        "\"id\":\"fc_extra\",\"call_id\":\"call_extra\",\"name\":\"extra_after_end\","
-        "\"arguments\":\"{}\",\"status\":\"completed\"}}\n\n",
-};
-
 static const ah__mock_step default_ok = {.kind = AH__MOCK_OK, .stall_ms = -1};
 static const ah__mock_step rate_limited = {.kind = AH__MOCK_STATUS, .status = 429,
                                            .stall_ms = -1};
@@ -479,7 +449,7 @@ static void add_headers(struct MHD_Response *resp, ah_wire wire, const char *req
     MHD_add_response_header(resp, "Content-Type",
                             step && step->content_type ? step->content_type : content_type);
     MHD_add_response_header(
-        resp, wire == AH_WIRE_ANTHROPIC ? "request-id" : "x-request-id", request_id);
+        resp, ah__mock_format_of(wire)->request_id_header, request_id);
     for (size_t i = 0; step && i < step->header_count; i++) {
         const ah__mock_header *h = &step->headers[i];
         char date[64];
@@ -581,7 +551,7 @@ static void fill(stream_ctx *s)
                 if (s->step->extra)
                     ah__mock_buf_put(&s->out, s->step->extra, s->step->extra_len);
                 else
-                    ah__mock_buf_puts(&s->out, default_extra[s->wire]);
+                    ah__mock_buf_puts(&s->out, ah__mock_format_of(s->wire)->extra_after_end);
                 continue;
             }
             s->done = 1;
@@ -833,19 +803,30 @@ fail:
 static int wire_of_path(const char *path)
 {
     for (int w = 0; w < AH_WIRE_COUNT_; w++)
-        if (strcmp(path, ah_wire_path((ah_wire)w)) == 0)
+        if (strcmp(path, ah__mock_format_of((ah_wire)w)->path) == 0)
             return w;
     return -1;
 }
 
-/* For an unknown path, answer in the shape of the provider the client seems to target. */
+/* For an unknown path, answer in the shape of the provider the client seems to target:
+ * the first format whose signature headers the request carries or whose endpoint
+ * starts the path, else the guess_default one. */
 static ah_wire guess_wire(struct MHD_Connection *conn, const char *path)
 {
-    if (MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "anthropic-version") ||
-        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "x-api-key") ||
-        strncmp(path, "/v1/messages", 12) == 0)
-        return AH_WIRE_ANTHROPIC;
-    return AH_WIRE_OPENAI;
+    int fallback = 0;
+    for (int w = 0; w < AH_WIRE_COUNT_; w++) {
+        const ah__mock_format *f = ah__mock_format_of((ah_wire)w);
+        for (size_t i = 0; i < sizeof f->signature_headers / sizeof f->signature_headers[0];
+             i++)
+            if (f->signature_headers[i] &&
+                MHD_lookup_connection_value(conn, MHD_HEADER_KIND, f->signature_headers[i]))
+                return (ah_wire)w;
+        if (strncmp(path, f->path, strlen(f->path)) == 0)
+            return (ah_wire)w;
+        if (f->guess_default)
+            fallback = w;
+    }
+    return (ah_wire)fallback;
 }
 
 static enum MHD_Result queue(struct MHD_Connection *conn, int status,
@@ -1005,11 +986,9 @@ static enum MHD_Result handle(ah_mock *m, req_ctx *rc, struct MHD_Connection *co
         else
             snprintf(msg, sizeof msg, "Method %.20s not allowed; use POST", method);
         log_request(m, conn, method, path, wire, 0, rc, "none", 0, status, 0);
+        const ah__mock_format *f = ah__mock_format_of(shape);
         struct MHD_Response *resp =
-            error_response(shape, status,
-                           shape == AH_WIRE_ANTHROPIC
-                               ? (wire < 0 ? "not_found_error" : "invalid_request_error")
-                               : "invalid_request_error",
+            error_response(shape, status, wire < 0 ? f->not_found_type : f->bad_method_type,
                            msg, request_id, NULL);
         if (resp && wire >= 0)
             MHD_add_response_header(resp, "Allow", "POST");
@@ -1047,13 +1026,9 @@ static enum MHD_Result handle(ah_mock *m, req_ctx *rc, struct MHD_Connection *co
         resp = error_response((ah_wire)wire, status, NULL, NULL, request_id, step);
     } else if (!req) {
         status = 400;
-        resp =
-            error_response((ah_wire)wire, status, NULL,
-                           wire == AH_WIRE_ANTHROPIC
-                               ? "There was an error parsing the body of your request: "
-                                 "invalid JSON"
-                               : "We could not parse the JSON body of your request.",
-                           request_id, step);
+        resp = error_response((ah_wire)wire, status, NULL,
+                              ah__mock_format_of((ah_wire)wire)->bad_json_message,
+                              request_id, step);
     } else {
         resp = reply_response(m, conn, (ah_wire)wire, req, rc->body.len, stream, step,
                               &box, request_id, &status, NULL, -1, &restated);

@@ -3,8 +3,15 @@
  *   buf.c    growable byte buffer with JSON string escaping (the writers' hot path)
  *   plan.c   fault plan: JSON -> validated steps, errors name the step and the field
  *   model.c  the deterministic model: request JSON -> one reply (text, tool call, usage)
- *   reply.c  per-format writers: SSE events one at a time, JSON bodies, error shapes
+ *   reply.c  the format-blind writer driver (segments, malformed events) and the
+ *            registry of formats
+ *   format_<name>.c  one per wire format: its request reader, SSE events, JSON bodies,
+ *            error shapes, headers and ids, behind one ah__mock_format table
  *   mock.c   the libmicrohttpd server, fault injection, request log, public API
+ *
+ * The mock's knowledge of a wire format is its own: nothing here calls the client's
+ * encoders, decoders or provider tables, so a decoder bug cannot hide behind the same
+ * bug in the mock.
  *
  * Everything here is prefixed ah__mock_ so it cannot collide with other core modules.
  */
@@ -177,10 +184,117 @@ ah_status ah__mock_model_reply(ah_wire wire, const cJSON *req, size_t body_len,
                                char *err, size_t errsize);
 void ah__mock_reply_free(ah__mock_reply *r);
 
-/* ---- reply.c ----------------------------------------------------------------------- */
+/* ---- the neutral conversation (model.c) that a format's request reader fills ----- */
 
-/* Streams one reply as SSE events, one at a time, in the byte layout of the real API. */
+typedef enum {
+    AH__MOCK_M_USER,
+    AH__MOCK_M_TOOL_RESULTS,
+    AH__MOCK_M_ASSISTANT
+} ah__mock_msg_kind;
+
+typedef struct ah__mock_nmsg {
+    ah__mock_msg_kind kind;
+    ah__mock_buf text;
+    const cJSON *item; /* first raw item of this message (where hashing stops) */
+} ah__mock_nmsg;
+
+typedef struct ah__mock_conv {
+    ah__mock_nmsg *v;
+    size_t n, cap;
+    const cJSON *items;       /* the raw messages / input array, or NULL */
+    const char *tool_name;    /* first function tool, or NULL */
+    const cJSON *tool_schema; /* its JSON schema, or NULL */
+} ah__mock_conv;
+
+/* Start a message of `kind`; consecutive tool results merge into one message. NULL when
+ * out of memory. */
+ah__mock_nmsg *ah__mock_conv_push(ah__mock_conv *c, ah__mock_msg_kind kind,
+                                  const cJSON *item);
+/* Append one tool result's text to a tool-results message (" | " between results). */
+void ah__mock_add_result(ah__mock_nmsg *m, const char *s);
+/* Text of a content value: a string, or an array of parts whose "text" is taken when the
+ * part's type is one of `types` (space-separated list). */
+void ah__mock_append_parts(ah__mock_buf *out, const cJSON *content, const char *types);
+/* cJSON reads that tolerate anything: NULL / 0 when absent or of another type. */
+const cJSON *ah__mock_get(const cJSON *o, const char *key);
+const char *ah__mock_get_str(const cJSON *o, const char *key);
+int ah__mock_str_is(const cJSON *o, const char *key, const char *want);
+
+/* ---- the writer (reply.c), driven through the format's table ---------------------- */
+
+/* Streams one reply as SSE events, one at a time, in the byte layout of the real API.
+ * Its stream is a short table of segments (event kind x count; the kinds are the
+ * format's own), so event i is generated on demand: a 200k-delta reply never exists as
+ * a whole. */
 typedef struct ah__mock_writer ah__mock_writer;
+typedef struct ah__mock_format ah__mock_format;
+
+typedef struct ah__mock_seg {
+    int kind; /* the format's event kind */
+    size_t count;
+    size_t call; /* which tool call a tool segment belongs to */
+} ah__mock_seg;
+
+struct ah__mock_writer {
+    const ah__mock_format *f;
+    const ah__mock_reply *r;
+    char request_id[48];
+    ah__mock_seg segs[16 + 4 * AH__MOCK_MAX_TOOL_CALLS];
+    size_t nsegs, total;
+    size_t seg_i, in_seg; /* position of the next event */
+    size_t seq;           /* events emitted so far (Responses sequence_number) */
+    ah__mock_buf chunk;   /* a format's per-reply prefix (Chat: up to "choices":[) */
+    ah__mock_buf scratch;
+};
+
+/* One wire format as the mock speaks it. */
+struct ah__mock_format {
+    const char *path;              /* the endpoint it serves, "/v1/messages" */
+    const char *request_id_header; /* "request-id" */
+    /* For a request to an unknown path: request headers only this provider's clients
+     * send (NULL none); the 404 then takes this format's shape, as does a path starting
+     * with `path`. The format with guess_default answers the rest. */
+    const char *signature_headers[2];
+    int guess_default;
+    const char *not_found_type;   /* error type of a 404 (unknown path) */
+    const char *bad_method_type;  /* error type of a 405 */
+    const char *bad_json_message; /* 400 for a body that is not JSON */
+    const char *missing_model;    /* 400 for a request without "model" */
+    const char *default_error_type; /* error_event / error status without a type */
+    int overloaded_status;          /* the status of "overloaded_error" */
+    const char *extra_after_end;    /* what extra_after_end: true sends after the end */
+    /* id prefixes (NULL: the format has no such id): message/response, tool use / call
+     * item, output message item, call id; each followed by 16 hex digits of the hash */
+    const char *msg_id, *tool_id, *item_id, *call_id;
+
+    /* Read a request into the neutral conversation (and any format-specific reply
+     * fields, e.g. background). 0 ok, -1 invalid (message in err), -2 out of memory. */
+    int (*read)(const cJSON *req, ah__mock_conv *c, ah__mock_reply *out, char *err,
+                size_t errsize);
+    /* NULL, or the format's own refusal of a trailing assistant message `last` (1 with
+     * the provider's message in err, else 0). */
+    int (*refuses_prefill)(const cJSON *req, const ah__mock_nmsg *last, char *err,
+                           size_t errsize);
+    /* The stream's segments (ah__mock_writer_add); -1 when out of memory. */
+    int (*plan)(ah__mock_writer *w);
+    /* Append event j (of `call`) of segment kind `kind`. */
+    void (*emit)(ah__mock_writer *w, ah__mock_buf *o, int kind, size_t j, size_t call);
+    /* Append the in-stream error event(s); type and message already defaulted. */
+    void (*error_event)(ah__mock_writer *w, ah__mock_buf *o, const char *type,
+                        const char *message);
+    /* The non-streaming JSON body of a reply. */
+    void (*body)(const ah__mock_reply *r, ah__mock_buf *o);
+    /* The HTTP error body (type / message NULL = the defaults for that status). */
+    void (*error_body)(int status, const char *type, const char *message,
+                       const char *request_id, ah__mock_buf *o);
+};
+
+/* The registry: one table per AH_WIRE_MAP line (ah__mock_format_<NAME>, in
+ * format_<name>.c). NULL out of range. */
+#define AH__MOCK_FORMAT_DECL(N, s, path) extern const ah__mock_format ah__mock_format_##N;
+AH_WIRE_MAP(AH__MOCK_FORMAT_DECL)
+#undef AH__MOCK_FORMAT_DECL
+const ah__mock_format *ah__mock_format_of(ah_wire wire);
 
 ah__mock_writer *ah__mock_writer_new(ah_wire wire, const ah__mock_reply *r,
                                      const char *request_id);
@@ -206,5 +320,28 @@ void ah__mock_error_body(ah_wire wire, int status, const char *type, const char 
 const char *ah__mock_default_error_type(ah_wire wire);
 /* The HTTP status a provider would use for an error type (non-streaming error_event). */
 int ah__mock_error_status(ah_wire wire, const char *type);
+
+/* ---- pieces the format writers share (reply.c) ---------------------------------------- */
+
+/* Add a segment of `count` events of `kind` (nothing when count is 0). */
+void ah__mock_writer_add(ah__mock_writer *w, int kind, size_t count, size_t call);
+/* How many tool calls the reply makes (0, 1, or `tool_calls` parallel ones). */
+size_t ah__mock_ncalls(const ah__mock_reply *r);
+#define AH__MOCK_PUT(o, lit) ah__mock_buf_put((o), lit, sizeof(lit) - 1)
+/* "event: NAME\ndata: " */
+void ah__mock_begin_event(ah__mock_buf *o, const char *name);
+void ah__mock_put_delta(ah__mock_buf *o, const ah__mock_reply *r, size_t i); /* text i */
+void ah__mock_put_arg(ah__mock_buf *o, const ah__mock_reply *r, size_t i); /* args i */
+void ah__mock_put_int(ah__mock_buf *o, long long v);
+void ah__mock_put_size(ah__mock_buf *o, size_t v);
+/* The id of parallel call `call` as a JSON string: the base id, then <id>_1, ... */
+void ah__mock_put_call_id(ah__mock_buf *o, const char *base, size_t call);
+/* The message an error of `type` carries when the plan gives none. */
+const char *ah__mock_default_message(const char *type);
+#define AH__MOCK_CREATED_AT "1700000000"
+/* The OpenAI error body {"error":{"message","type","param","code"}}, which Chat
+ * Completions and Responses share (format_openai.c). */
+void ah__mock_openai_error_body(int status, const char *type, const char *message,
+                                const char *request_id, ah__mock_buf *out);
 
 #endif

@@ -27,41 +27,32 @@
 
 enum { DIGEST_CHARS = 60, RESULT_MAX = 2000, ARG_FRAGMENT = 8, SCHEMA_DEPTH = 8 };
 
-typedef enum { M_USER, M_TOOL_RESULTS, M_ASSISTANT } msg_kind;
-
-typedef struct nmsg {
-    msg_kind kind;
-    ah__mock_buf text;
-    const cJSON *item; /* first raw item of this message (where hashing stops) */
-} nmsg;
-
-typedef struct conv {
-    nmsg *v;
-    size_t n, cap;
-    const cJSON *items;       /* the raw messages / input array, or NULL */
-    const char *tool_name;    /* first function tool, or NULL */
-    const cJSON *tool_schema; /* its JSON schema, or NULL */
-} conv;
+typedef ah__mock_msg_kind msg_kind;
+typedef ah__mock_nmsg nmsg;
+typedef ah__mock_conv conv;
+#define M_USER AH__MOCK_M_USER
+#define M_TOOL_RESULTS AH__MOCK_M_TOOL_RESULTS
+#define M_ASSISTANT AH__MOCK_M_ASSISTANT
 
 static int is_space_c(char ch)
 {
     return ch == ' ' || ch == '\n' || ch == '\t' || ch == '\r';
 }
 
-static const cJSON *get(const cJSON *o, const char *key)
+const cJSON *ah__mock_get(const cJSON *o, const char *key)
 {
     return cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
 }
 
-static const char *get_str(const cJSON *o, const char *key)
+const char *ah__mock_get_str(const cJSON *o, const char *key)
 {
-    const cJSON *v = get(o, key);
+    const cJSON *v = ah__mock_get(o, key);
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
-static int str_is(const cJSON *o, const char *key, const char *want)
+int ah__mock_str_is(const cJSON *o, const char *key, const char *want)
 {
-    const char *s = get_str(o, key);
+    const char *s = ah__mock_get_str(o, key);
     return s && strcmp(s, want) == 0;
 }
 
@@ -73,8 +64,7 @@ static void conv_free(conv *c)
     memset(c, 0, sizeof *c);
 }
 
-/* Start a message of `kind`; consecutive tool results merge into one message. */
-static nmsg *conv_push(conv *c, msg_kind kind, const cJSON *item)
+nmsg *ah__mock_conv_push(conv *c, msg_kind kind, const cJSON *item)
 {
     if (kind == M_TOOL_RESULTS && c->n && c->v[c->n - 1].kind == M_TOOL_RESULTS)
         return &c->v[c->n - 1];
@@ -93,16 +83,14 @@ static nmsg *conv_push(conv *c, msg_kind kind, const cJSON *item)
     return m;
 }
 
-static void add_result(nmsg *m, const char *s)
+void ah__mock_add_result(nmsg *m, const char *s)
 {
     if (m->text.len)
         ah__mock_buf_puts(&m->text, " | ");
     ah__mock_buf_puts(&m->text, s);
 }
 
-/* Text of a content value: a string, or an array of parts whose "text" is taken when the
- * part's type is one of `types` (space-separated list). */
-static void append_parts(ah__mock_buf *out, const cJSON *content, const char *types)
+void ah__mock_append_parts(ah__mock_buf *out, const cJSON *content, const char *types)
 {
     if (cJSON_IsString(content)) {
         ah__mock_buf_puts(out, content->valuestring);
@@ -111,8 +99,8 @@ static void append_parts(ah__mock_buf *out, const cJSON *content, const char *ty
     const cJSON *part;
     cJSON_ArrayForEach(part, content)
     {
-        const char *type = get_str(part, "type");
-        const char *text = get_str(part, "text");
+        const char *type = ah__mock_get_str(part, "type");
+        const char *text = ah__mock_get_str(part, "text");
         if (!type || !text)
             continue;
         size_t tl = strlen(type);
@@ -127,108 +115,20 @@ static void append_parts(ah__mock_buf *out, const cJSON *content, const char *ty
     }
 }
 
-/* ---- each wire format -> the neutral conversation ---------------------------------- */
-
-static int conv_anthropic(const cJSON *req, conv *c, char *err, size_t errsize)
-{
-    const cJSON *msgs = get(req, "messages");
-    if (!cJSON_IsNumber(get(req, "max_tokens"))) {
-        ah__bufprintf(err, errsize, "max_tokens: Field required");
-        return -1;
-    }
-    if (!cJSON_IsArray(msgs)) {
-        ah__bufprintf(err, errsize, "messages: Field required");
-        return -1;
-    }
-    if (!msgs->child) {
-        ah__bufprintf(err, errsize, "messages: at least one message is required");
-        return -1;
-    }
-    c->items = msgs;
-    int i = 0;
-    for (const cJSON *m = msgs->child; m; m = m->next, i++) {
-        const cJSON *content = get(m, "content");
-        int user = str_is(m, "role", "user");
-        if (!user && !str_is(m, "role", "assistant")) {
-            ah__bufprintf(err, errsize,
-                          "messages.%d.role: Input should be 'user' or 'assistant'", i);
-            return -1;
-        }
-        int results = 0;
-        const cJSON *b;
-        if (user && cJSON_IsArray(content)) {
-            cJSON_ArrayForEach(b, content)
-            {
-                results |= str_is(b, "type", "tool_result");
-            }
-        }
-        nmsg *n = conv_push(c,
-                            !user     ? M_ASSISTANT
-                            : results ? M_TOOL_RESULTS
-                                      : M_USER,
-                            m);
-        if (!n)
-            return -2;
-        if (!results) {
-            append_parts(&n->text, content, "text");
-            continue;
-        }
-        cJSON_ArrayForEach(b, content)
-        {
-            if (!str_is(b, "type", "tool_result"))
-                continue;
-            ah__mock_buf one = {0};
-            append_parts(&one, get(b, "content"), "text");
-            add_result(n, one.data ? one.data : "");
-            ah__mock_buf_free(&one);
-        }
-    }
-    /* Server tools (web search, ...) have no input_schema: only client tools count. */
-    const cJSON *t;
-    if (!str_is(get(req, "tool_choice"), "type", "none")) {
-        cJSON_ArrayForEach(t, get(req, "tools"))
-        {
-            if (get_str(t, "name") && cJSON_IsObject(get(t, "input_schema"))) {
-                c->tool_name = get_str(t, "name");
-                c->tool_schema = get(t, "input_schema");
-                break;
-            }
-        }
-    }
-    return 0;
-}
-
-/* A trailing assistant message, as the real APIs take it: Anthropic refuses it outright
- * for Claude 4.6 and later and with thinking on, and for older models when it ends in
- * whitespace; a step's refuse_prefill refuses it on any format. 0 = accepted. */
-static int check_prefill(ah_wire wire, const cJSON *req, const conv *c,
+/* A trailing assistant message, as the real APIs take it: the format's own rule (the
+ * Anthropic one refuses it for Claude 4.6 and later, with thinking on, and when it ends
+ * in whitespace); a step's refuse_prefill refuses it on any format. 0 = accepted. */
+static int check_prefill(const ah__mock_format *f, const cJSON *req, const conv *c,
                          const ah__mock_text_opts *o, char *err, size_t errsize)
 {
     const nmsg *last = &c->v[c->n - 1];
     if (last->kind != M_ASSISTANT)
         return 0;
-    int refuse = o->refuse_prefill;
-    if (wire == AH_WIRE_ANTHROPIC) {
-        int maj, min;
-        const cJSON *th = get(req, "thinking");
-        refuse |= ah_claude_version(get_str(req, "model"), &maj, &min) &&
-                  (maj > 4 || (maj == 4 && min >= 6));
-        refuse |= cJSON_IsObject(th) && !str_is(th, "type", "disabled");
-    }
-    if (refuse) {
+    if (o->refuse_prefill) {
         ah__bufprintf(err, errsize, "%s", AH__MOCK_PREFILL_REFUSAL);
         return -1;
     }
-    if (wire == AH_WIRE_ANTHROPIC && last->text.len) {
-        char e = last->text.data[last->text.len - 1];
-        if (e == ' ' || e == '\n' || e == '\t' || e == '\r') {
-            ah__bufprintf(err, errsize,
-                          "messages: final assistant content cannot end with trailing "
-                          "whitespace");
-            return -1;
-        }
-    }
-    return 0;
+    return f->refuses_prefill && f->refuses_prefill(req, last, err, errsize) ? -1 : 0;
 }
 
 /* The prompt rung: a user message asking to continue ("continue", any case). */
@@ -259,119 +159,6 @@ static size_t last_sentence(const char *p, size_t n)
     while (start < n && is_space_c(p[start]))
         start++;
     return start;
-}
-
-static void openai_tool(const cJSON *req, conv *c, int responses)
-{
-    const cJSON *t;
-    const cJSON *tc = get(req, "tool_choice");
-    if (cJSON_IsString(tc) && strcmp(tc->valuestring, "none") == 0)
-        return;
-    cJSON_ArrayForEach(t, get(req, "tools"))
-    {
-        const cJSON *fn = responses ? t : get(t, "function");
-        if (str_is(t, "type", "function") && get_str(fn, "name")) {
-            c->tool_name = get_str(fn, "name");
-            c->tool_schema = get(fn, "parameters");
-            return;
-        }
-    }
-}
-
-static int conv_chat(const cJSON *req, conv *c, char *err, size_t errsize)
-{
-    const cJSON *msgs = get(req, "messages");
-    if (!cJSON_IsArray(msgs)) {
-        ah__bufprintf(err, errsize, "Missing required parameter: 'messages'.");
-        return -1;
-    }
-    if (!msgs->child) {
-        ah__bufprintf(err, errsize,
-                      "Invalid 'messages': empty array. Expected an array with minimum "
-                      "length 1, but got an empty array instead.");
-        return -1;
-    }
-    c->items = msgs;
-    for (const cJSON *m = msgs->child; m; m = m->next) {
-        const char *role = get_str(m, "role");
-        if (!role) {
-            ah__bufprintf(err, errsize, "Missing required parameter: 'messages[].role'.");
-            return -1;
-        }
-        msg_kind kind;
-        if (strcmp(role, "user") == 0)
-            kind = M_USER;
-        else if (strcmp(role, "assistant") == 0)
-            kind = M_ASSISTANT;
-        else if (strcmp(role, "tool") == 0)
-            kind = M_TOOL_RESULTS;
-        else
-            continue; /* system / developer */
-        nmsg *n = conv_push(c, kind, m);
-        if (!n)
-            return -2;
-        if (kind == M_TOOL_RESULTS) {
-            ah__mock_buf one = {0};
-            append_parts(&one, get(m, "content"), "text");
-            add_result(n, one.data ? one.data : "");
-            ah__mock_buf_free(&one);
-        } else {
-            append_parts(&n->text, get(m, "content"), "text");
-        }
-    }
-    openai_tool(req, c, 0);
-    return 0;
-}
-
-static int conv_responses(const cJSON *req, conv *c, char *err, size_t errsize)
-{
-    const cJSON *input = get(req, "input");
-    if (cJSON_IsString(input)) {
-        nmsg *n = conv_push(c, M_USER, NULL);
-        if (!n)
-            return -2;
-        ah__mock_buf_puts(&n->text, input->valuestring);
-        openai_tool(req, c, 1);
-        return 0;
-    }
-    if (!cJSON_IsArray(input)) {
-        ah__bufprintf(err, errsize, "Missing required parameter: 'input'.");
-        return -1;
-    }
-    c->items = input;
-    for (const cJSON *it = input->child; it; it = it->next) {
-        const char *type = get_str(it, "type");
-        const char *role = get_str(it, "role");
-        if (type && strcmp(type, "function_call_output") == 0) {
-            nmsg *n = conv_push(c, M_TOOL_RESULTS, it);
-            if (!n)
-                return -2;
-            const cJSON *out = get(it, "output");
-            ah__mock_buf one = {0};
-            append_parts(&one, out, "input_text output_text text");
-            add_result(n, one.data ? one.data : "");
-            ah__mock_buf_free(&one);
-        } else if ((!type || strcmp(type, "message") == 0) && role) {
-            msg_kind kind;
-            if (strcmp(role, "user") == 0)
-                kind = M_USER;
-            else if (strcmp(role, "assistant") == 0)
-                kind = M_ASSISTANT;
-            else
-                continue; /* system / developer */
-            nmsg *n = conv_push(c, kind, it);
-            if (!n)
-                return -2;
-            append_parts(&n->text, get(it, "content"), "input_text output_text text");
-        }
-        /* function_call, reasoning and other items carry no text the model answers */
-    }
-    if (c->n == 0) {
-        ah__bufprintf(err, errsize, "Invalid 'input': no message to answer.");
-        return -1;
-    }
-    openai_tool(req, c, 1);
-    return 0;
 }
 
 /* ---- the reply --------------------------------------------------------------------- */
@@ -415,13 +202,13 @@ static cJSON *value_for(const char *name, const cJSON *schema, int depth);
 static cJSON *object_for(const cJSON *schema, int depth)
 {
     cJSON *obj = cJSON_CreateObject();
-    const cJSON *props = get(schema, "properties");
+    const cJSON *props = ah__mock_get(schema, "properties");
     const cJSON *r;
-    cJSON_ArrayForEach(r, get(schema, "required"))
+    cJSON_ArrayForEach(r, ah__mock_get(schema, "required"))
     {
         if (!cJSON_IsString(r) || !obj)
             continue;
-        cJSON *v = value_for(r->valuestring, get(props, r->valuestring), depth + 1);
+        cJSON *v = value_for(r->valuestring, ah__mock_get(props, r->valuestring), depth + 1);
         if (!v) {
             cJSON_Delete(obj);
             return NULL;
@@ -437,12 +224,12 @@ static cJSON *value_for(const char *name, const cJSON *schema, int depth)
     const cJSON *e;
     if (depth > SCHEMA_DEPTH)
         return cJSON_CreateNull();
-    if ((e = get(schema, "const")))
+    if ((e = ah__mock_get(schema, "const")))
         return cJSON_Duplicate(e, 1);
-    if ((e = get(schema, "enum")) && cJSON_IsArray(e) && e->child)
+    if ((e = ah__mock_get(schema, "enum")) && cJSON_IsArray(e) && e->child)
         return cJSON_Duplicate(e->child, 1);
     const char *type = NULL;
-    const cJSON *t = get(schema, "type");
+    const cJSON *t = ah__mock_get(schema, "type");
     if (cJSON_IsString(t)) {
         type = t->valuestring;
     } else if (cJSON_IsArray(t)) {
@@ -455,12 +242,12 @@ static cJSON *value_for(const char *name, const cJSON *schema, int depth)
         }
     }
     if (!type) {
-        const cJSON *alt = get(schema, "anyOf");
+        const cJSON *alt = ah__mock_get(schema, "anyOf");
         if (!alt)
-            alt = get(schema, "oneOf");
+            alt = ah__mock_get(schema, "oneOf");
         if (cJSON_IsArray(alt) && alt->child)
             return value_for(name, alt->child, depth + 1);
-        type = get(schema, "properties") ? "object" : "string";
+        type = ah__mock_get(schema, "properties") ? "object" : "string";
     }
     if (strcmp(type, "integer") == 0)
         return cJSON_CreateNumber(42);
@@ -474,9 +261,9 @@ static cJSON *value_for(const char *name, const cJSON *schema, int depth)
         return object_for(schema, depth);
     if (strcmp(type, "array") == 0) {
         cJSON *arr = cJSON_CreateArray();
-        const cJSON *min = get(schema, "minItems");
+        const cJSON *min = ah__mock_get(schema, "minItems");
         if (arr && cJSON_IsNumber(min) && min->valuedouble >= 1) {
-            cJSON *v = value_for(name, get(schema, "items"), depth + 1);
+            cJSON *v = value_for(name, ah__mock_get(schema, "items"), depth + 1);
             if (!v) {
                 cJSON_Delete(arr);
                 return NULL;
@@ -641,32 +428,21 @@ ah_status ah__mock_model_reply(ah_wire wire, const cJSON *req, size_t body_len,
     char *args = NULL;
 
     memset(out, 0, sizeof *out);
+    const ah__mock_format *f = ah__mock_format_of(wire);
+    if (!f) {
+        ah__bufprintf(err, errsize, "unknown wire format");
+        return AH_ERR_INVALID;
+    }
     if (!cJSON_IsObject(req)) {
         ah__bufprintf(err, errsize, "the request body must be a JSON object");
         return AH_ERR_INVALID;
     }
-    const char *model = get_str(req, "model");
+    const char *model = ah__mock_get_str(req, "model");
     if (!model) {
-        ah__bufprintf(err, errsize,
-                      wire == AH_WIRE_ANTHROPIC ? "model: Field required"
-                                                : "you must provide a model parameter");
+        ah__bufprintf(err, errsize, "%s", f->missing_model);
         return AH_ERR_INVALID;
     }
-    if (wire == AH_WIRE_RESPONSES && cJSON_IsTrue(get(req, "background"))) {
-        /* store defaults to true in this API; an explicit false cannot run in the
-         * background (docs/mock.md: the text is ours, not OpenAI's verbatim). */
-        const cJSON *store = get(req, "store");
-        if (store && !cJSON_IsTrue(store)) {
-            ah__bufprintf(err, errsize,
-                          "Background mode requires store to be true: set 'store' to "
-                          "true (or leave it out) when 'background' is true.");
-            return AH_ERR_INVALID;
-        }
-        out->background = 1;
-    }
-    int rc = wire == AH_WIRE_ANTHROPIC ? conv_anthropic(req, &c, err, errsize)
-             : wire == AH_WIRE_OPENAI  ? conv_chat(req, &c, err, errsize)
-                                       : conv_responses(req, &c, err, errsize);
+    int rc = f->read(req, &c, out, err, errsize);
     if (rc != 0) {
         st = rc == -1 ? AH_ERR_INVALID : AH_ERR_NOMEM;
         if (rc == -2)
@@ -674,7 +450,7 @@ ah_status ah__mock_model_reply(ah_wire wire, const cJSON *req, size_t body_len,
         goto cleanup;
     }
 
-    if (check_prefill(wire, req, &c, opts, err, errsize) != 0) {
+    if (check_prefill(f, req, &c, opts, err, errsize) != 0) {
         st = AH_ERR_INVALID;
         goto cleanup;
     }
@@ -814,7 +590,7 @@ ah_status ah__mock_model_reply(ah_wire wire, const cJSON *req, size_t body_len,
         out->tool_args = args;
         args = NULL;
     }
-    const cJSON *tools = get(req, "tools");
+    const cJSON *tools = ah__mock_get(req, "tools");
     char *tj = cJSON_IsArray(tools) ? cJSON_PrintUnformatted(tools) : NULL;
     out->tools_json = ah__strdup(tj ? tj : "[]");
     cJSON_free(tj);
@@ -822,8 +598,6 @@ ah_status ah__mock_model_reply(ah_wire wire, const cJSON *req, size_t body_len,
     if (!out->tools_json || !out->model)
         goto cleanup;
 
-    const cJSON *so = get(req, "stream_options");
-    out->include_usage = cJSON_IsTrue(get(so, "include_usage"));
     out->input_tokens = (long long)(body_len + 3) / 4;
     if (out->input_tokens < 1)
         out->input_tokens = 1;
@@ -834,22 +608,14 @@ ah_status ah__mock_model_reply(ah_wire wire, const cJSON *req, size_t body_len,
     unsigned long long h1 = (unsigned long long)h;
     unsigned long long h2 = (unsigned long long)ah__mock_fnv1a(h, "tool", 4);
     unsigned long long h3 = (unsigned long long)ah__mock_fnv1a(h, "item", 4);
-    switch (wire) {
-    case AH_WIRE_ANTHROPIC:
-        snprintf(out->msg_id, sizeof out->msg_id, "msg_mock%016llx", h1);
-        snprintf(out->tool_id, sizeof out->tool_id, "toolu_mock%016llx", h2);
-        break;
-    case AH_WIRE_OPENAI:
-        snprintf(out->msg_id, sizeof out->msg_id, "chatcmpl-mock%016llx", h1);
-        snprintf(out->tool_id, sizeof out->tool_id, "call_mock%016llx", h2);
-        break;
-    default:
-        snprintf(out->msg_id, sizeof out->msg_id, "resp_mock%016llx", h1);
-        snprintf(out->item_id, sizeof out->item_id, "msg_mock%016llx", h3);
-        snprintf(out->tool_id, sizeof out->tool_id, "fc_mock%016llx", h2);
-        snprintf(out->call_id, sizeof out->call_id, "call_mock%016llx", h2);
-        break;
-    }
+    if (f->msg_id)
+        snprintf(out->msg_id, sizeof out->msg_id, "%s%016llx", f->msg_id, h1);
+    if (f->tool_id)
+        snprintf(out->tool_id, sizeof out->tool_id, "%s%016llx", f->tool_id, h2);
+    if (f->item_id)
+        snprintf(out->item_id, sizeof out->item_id, "%s%016llx", f->item_id, h3);
+    if (f->call_id)
+        snprintf(out->call_id, sizeof out->call_id, "%s%016llx", f->call_id, h2);
 
     out->text_len = text.len;
     out->text = ah__mock_buf_take(&text);

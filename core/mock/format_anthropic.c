@@ -1,0 +1,345 @@
+/* format_anthropic.c - the mock's Anthropic Messages API (POST /v1/messages): its
+ * request reader, SSE events, JSON body and error shapes, behind one ah__mock_format.
+ *
+ * Byte layout as recorded in tests/fixtures/real-streams: `event:` lines, a ping right
+ * after the first content block starts, `{"type": "ping"}` with its space, usage in
+ * message_start and message_delta. Shares no code with the client's codec. */
+#include "mock_internal.h"
+
+#include <string.h>
+
+#define PUT AH__MOCK_PUT
+#define get ah__mock_get
+#define get_str ah__mock_get_str
+#define str_is ah__mock_str_is
+
+/* ---- the request ------------------------------------------------------------------- */
+
+static int read_request(const cJSON *req, ah__mock_conv *c, ah__mock_reply *out, char *err,
+                        size_t errsize)
+{
+    (void)out;
+    const cJSON *msgs = get(req, "messages");
+    if (!cJSON_IsNumber(get(req, "max_tokens"))) {
+        ah__bufprintf(err, errsize, "max_tokens: Field required");
+        return -1;
+    }
+    if (!cJSON_IsArray(msgs)) {
+        ah__bufprintf(err, errsize, "messages: Field required");
+        return -1;
+    }
+    if (!msgs->child) {
+        ah__bufprintf(err, errsize, "messages: at least one message is required");
+        return -1;
+    }
+    c->items = msgs;
+    int i = 0;
+    for (const cJSON *m = msgs->child; m; m = m->next, i++) {
+        const cJSON *content = get(m, "content");
+        int user = str_is(m, "role", "user");
+        if (!user && !str_is(m, "role", "assistant")) {
+            ah__bufprintf(err, errsize,
+                          "messages.%d.role: Input should be 'user' or 'assistant'", i);
+            return -1;
+        }
+        int results = 0;
+        const cJSON *b;
+        if (user && cJSON_IsArray(content)) {
+            cJSON_ArrayForEach(b, content)
+            {
+                results |= str_is(b, "type", "tool_result");
+            }
+        }
+        ah__mock_nmsg *n = ah__mock_conv_push(c,
+                                              !user     ? AH__MOCK_M_ASSISTANT
+                                              : results ? AH__MOCK_M_TOOL_RESULTS
+                                                        : AH__MOCK_M_USER,
+                                              m);
+        if (!n)
+            return -2;
+        if (!results) {
+            ah__mock_append_parts(&n->text, content, "text");
+            continue;
+        }
+        cJSON_ArrayForEach(b, content)
+        {
+            if (!str_is(b, "type", "tool_result"))
+                continue;
+            ah__mock_buf one = {0};
+            ah__mock_append_parts(&one, get(b, "content"), "text");
+            ah__mock_add_result(n, one.data ? one.data : "");
+            ah__mock_buf_free(&one);
+        }
+    }
+    /* Server tools (web search, ...) have no input_schema: only client tools count. */
+    const cJSON *t;
+    if (!str_is(get(req, "tool_choice"), "type", "none")) {
+        cJSON_ArrayForEach(t, get(req, "tools"))
+        {
+            if (get_str(t, "name") && cJSON_IsObject(get(t, "input_schema"))) {
+                c->tool_name = get_str(t, "name");
+                c->tool_schema = get(t, "input_schema");
+                break;
+            }
+        }
+    }
+    return 0;
+}
+
+/* A trailing assistant message: refused outright for Claude 4.6 and later and with
+ * thinking on, and for older models when it ends in whitespace. */
+static int refuses_prefill(const cJSON *req, const ah__mock_nmsg *last, char *err,
+                           size_t errsize)
+{
+    int maj, min;
+    const cJSON *th = get(req, "thinking");
+    if ((ah_claude_version(get_str(req, "model"), &maj, &min) &&
+         (maj > 4 || (maj == 4 && min >= 6))) ||
+        (cJSON_IsObject(th) && !str_is(th, "type", "disabled"))) {
+        ah__bufprintf(err, errsize, "%s", AH__MOCK_PREFILL_REFUSAL);
+        return 1;
+    }
+    if (last->text.len) {
+        char e = last->text.data[last->text.len - 1];
+        if (e == ' ' || e == '\n' || e == '\t' || e == '\r') {
+            ah__bufprintf(err, errsize,
+                          "messages: final assistant content cannot end with trailing "
+                          "whitespace");
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* ---- the stream -------------------------------------------------------------------- */
+
+/* clang-format off */
+enum {
+    A_MSG_START, A_TEXT_START, A_PING, A_TEXT_DELTA, A_TEXT_STOP, A_TOOL_START,
+    A_TOOL_DELTA, A_TOOL_STOP, A_MSG_DELTA, A_MSG_STOP
+};
+/* clang-format on */
+
+static int plan(ah__mock_writer *w)
+{
+    const ah__mock_reply *r = w->r;
+    int text = r->ndeltas > 0;
+    /* The API sends a ping right after the first content block starts. */
+    ah__mock_writer_add(w, A_MSG_START, 1, 0);
+    if (text) {
+        ah__mock_writer_add(w, A_TEXT_START, 1, 0);
+        ah__mock_writer_add(w, A_PING, 1, 0);
+        ah__mock_writer_add(w, A_TEXT_DELTA, r->ndeltas, 0);
+        ah__mock_writer_add(w, A_TEXT_STOP, 1, 0);
+    }
+    for (size_t c = 0; c < ah__mock_ncalls(r); c++) {
+        ah__mock_writer_add(w, A_TOOL_START, 1, c);
+        ah__mock_writer_add(w, A_PING, !text && c == 0, 0);
+        /* the first partial_json is "" */
+        ah__mock_writer_add(w, A_TOOL_DELTA, r->nargs + 1, c);
+        ah__mock_writer_add(w, A_TOOL_STOP, 1, c);
+    }
+    ah__mock_writer_add(w, A_PING, !text && !r->has_tool, 0);
+    ah__mock_writer_add(w, A_MSG_DELTA, 1, 0);
+    ah__mock_writer_add(w, A_MSG_STOP, 1, 0);
+    return 0;
+}
+
+static void usage(ah__mock_buf *o, const ah__mock_reply *r, long long output)
+{
+    PUT(o, "\"usage\":{\"input_tokens\":");
+    ah__mock_put_int(o, r->input_tokens);
+    PUT(o, ",\"cache_creation_input_tokens\":0,\"cache_read_input_tokens\":0,"
+           "\"output_tokens\":");
+    ah__mock_put_int(o, output);
+}
+
+static void emit(ah__mock_writer *w, ah__mock_buf *o, int k, size_t j, size_t call)
+{
+    const ah__mock_reply *r = w->r;
+    /* the tool block follows the text one; parallel calls follow each other */
+    size_t tool_index = (size_t)(r->ndeltas > 0) + call;
+    switch (k) {
+    case A_MSG_START:
+        ah__mock_begin_event(o, "message_start");
+        PUT(o, "{\"type\":\"message_start\",\"message\":{\"id\":");
+        ah__mock_buf_json_cstr(o, r->msg_id);
+        PUT(o, ",\"type\":\"message\",\"role\":\"assistant\",\"model\":");
+        ah__mock_buf_json_cstr(o, r->model);
+        PUT(o, ",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,");
+        usage(o, r, 1);
+        PUT(o, ",\"service_tier\":\"standard\"}}}\n\n");
+        break;
+    case A_TEXT_START:
+        ah__mock_begin_event(o, "content_block_start");
+        PUT(o, "{\"type\":\"content_block_start\",\"index\":0,"
+               "\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n");
+        break;
+    case A_PING:
+        ah__mock_begin_event(o, "ping");
+        PUT(o, "{\"type\": \"ping\"}\n\n");
+        break;
+    case A_TEXT_DELTA:
+        PUT(o, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\","
+               "\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":");
+        ah__mock_put_delta(o, r, j);
+        PUT(o, "}}\n\n");
+        break;
+    case A_TEXT_STOP:
+    case A_TOOL_STOP:
+        ah__mock_begin_event(o, "content_block_stop");
+        PUT(o, "{\"type\":\"content_block_stop\",\"index\":");
+        ah__mock_put_size(o, k == A_TEXT_STOP ? 0 : tool_index);
+        PUT(o, "}\n\n");
+        break;
+    case A_TOOL_START:
+        ah__mock_begin_event(o, "content_block_start");
+        PUT(o, "{\"type\":\"content_block_start\",\"index\":");
+        ah__mock_put_size(o, tool_index);
+        PUT(o, ",\"content_block\":{\"type\":\"tool_use\",\"id\":");
+        ah__mock_put_call_id(o, r->tool_id, call);
+        PUT(o, ",\"name\":");
+        ah__mock_buf_json_cstr(o, r->tool_name);
+        PUT(o, ",\"input\":{}}}\n\n");
+        break;
+    case A_TOOL_DELTA:
+        ah__mock_begin_event(o, "content_block_delta");
+        PUT(o, "{\"type\":\"content_block_delta\",\"index\":");
+        ah__mock_put_size(o, tool_index);
+        PUT(o, ",\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":");
+        if (j == 0)
+            PUT(o, "\"\"");
+        else
+            ah__mock_put_arg(o, r, j - 1);
+        PUT(o, "}}\n\n");
+        break;
+    case A_MSG_DELTA:
+        ah__mock_begin_event(o, "message_delta");
+        PUT(o, "{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":");
+        if (r->has_tool)
+            PUT(o, "\"tool_use\"");
+        else
+            PUT(o, "\"end_turn\"");
+        PUT(o, ",\"stop_sequence\":null},");
+        usage(o, r, r->output_tokens);
+        PUT(o, "}}\n\n");
+        break;
+    case A_MSG_STOP:
+        ah__mock_begin_event(o, "message_stop");
+        PUT(o, "{\"type\":\"message_stop\"}\n\n");
+        break;
+    }
+}
+
+static void error_event(ah__mock_writer *w, ah__mock_buf *out, const char *type,
+                        const char *message)
+{
+    PUT(out, "event: error\ndata: {\"type\":\"error\",\"error\":{\"details\":null,"
+             "\"type\":");
+    ah__mock_buf_json_cstr(out, type);
+    PUT(out, ",\"message\":");
+    ah__mock_buf_json_cstr(out, message);
+    PUT(out, "},\"request_id\":");
+    ah__mock_buf_json_cstr(out, w->request_id);
+    PUT(out, "}\n\n");
+}
+
+/* ---- bodies ------------------------------------------------------------------------ */
+
+static void body(const ah__mock_reply *r, ah__mock_buf *o)
+{
+    PUT(o, "{\"id\":");
+    ah__mock_buf_json_cstr(o, r->msg_id);
+    PUT(o, ",\"type\":\"message\",\"role\":\"assistant\",\"model\":");
+    ah__mock_buf_json_cstr(o, r->model);
+    PUT(o, ",\"content\":[");
+    if (r->ndeltas) {
+        PUT(o, "{\"type\":\"text\",\"text\":");
+        ah__mock_buf_json_str(o, r->text, r->text_len);
+        PUT(o, "}");
+    }
+    if (r->has_tool) {
+        if (r->ndeltas)
+            PUT(o, ",");
+        PUT(o, "{\"type\":\"tool_use\",\"id\":");
+        ah__mock_buf_json_cstr(o, r->tool_id);
+        PUT(o, ",\"name\":");
+        ah__mock_buf_json_cstr(o, r->tool_name);
+        PUT(o, ",\"input\":");
+        ah__mock_buf_put(o, r->tool_args, r->args_len);
+        PUT(o, "}");
+    }
+    PUT(o, "],\"stop_reason\":");
+    if (r->has_tool)
+        PUT(o, "\"tool_use\"");
+    else
+        PUT(o, "\"end_turn\"");
+    PUT(o, ",\"stop_sequence\":null,");
+    usage(o, r, r->output_tokens);
+    PUT(o, ",\"service_tier\":\"standard\"}}");
+}
+
+/* clang-format off */
+static const char *status_type(int status)
+{
+    switch (status) {
+    case 400: return "invalid_request_error";
+    case 401: return "authentication_error";
+    case 402: return "billing_error";
+    case 403: return "permission_error";
+    case 404: return "not_found_error";
+    case 413: return "request_too_large";
+    case 429: return "rate_limit_error";
+    case 504: return "timeout_error";
+    case 529: return "overloaded_error";
+    default: return status >= 500 ? "api_error" : "invalid_request_error";
+    }
+}
+/* clang-format on */
+
+static void error_body(int status, const char *type, const char *message,
+                       const char *request_id, ah__mock_buf *out)
+{
+    if (!type)
+        type = status_type(status);
+    PUT(out, "{\"type\":\"error\",\"error\":{\"type\":");
+    ah__mock_buf_json_cstr(out, type);
+    PUT(out, ",\"message\":");
+    ah__mock_buf_json_cstr(out, message ? message : ah__mock_default_message(type));
+    PUT(out, "},\"request_id\":");
+    ah__mock_buf_json_cstr(out, request_id);
+    PUT(out, "}");
+}
+
+/* What extra_after_end: true sends after the final event: a tool call (to a tool named
+ * extra_after_end) and a second end, which a client must ignore. */
+static const char extra[] =
+    "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":7,"
+    "\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_extra\",\"name\":"
+    "\"extra_after_end\",\"input\":{}}}\n\n"
+    "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":7}\n\n"
+    "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":"
+    "\"tool_use\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":1}}\n\n"
+    "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+
+const ah__mock_format ah__mock_format_ANTHROPIC = {
+    .path = "/v1/messages",
+    .request_id_header = "request-id",
+    .signature_headers = {"anthropic-version", "x-api-key"},
+    .not_found_type = "not_found_error",
+    .bad_method_type = "invalid_request_error",
+    .bad_json_message = "There was an error parsing the body of your request: invalid JSON",
+    .missing_model = "model: Field required",
+    .default_error_type = "overloaded_error",
+    .overloaded_status = 529,
+    .extra_after_end = extra,
+    .msg_id = "msg_mock",
+    .tool_id = "toolu_mock",
+    .read = read_request,
+    .refuses_prefill = refuses_prefill,
+    .plan = plan,
+    .emit = emit,
+    .error_event = error_event,
+    .body = body,
+    .error_body = error_body,
+};
