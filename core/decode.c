@@ -387,7 +387,9 @@ static ah_status feed_event(ah_decoder *d, const ah_sse_event *ev, int64_t end)
             st = ah__dec_fail(d, st, "failed");
         return st;
     }
-    cJSON *root = cJSON_ParseWithLength(data, data_len);
+    cJSON *root = !d->slow && d->p->parse ? d->p->parse(d, data, data_len) : NULL;
+    if (!root)
+        root = cJSON_ParseWithLength(data, data_len);
     free(fixed);
     if (!root)
         return ah__dec_fail(d, AH_ERR_PARSE, "malformed JSON in event data (%zu bytes)",

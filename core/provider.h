@@ -56,6 +56,10 @@ typedef struct ah__provider {
      * event gets type NULL. */
     const char *event_type;
     ah_status (*event)(ah_decoder *d, const cJSON *root, const char *type);
+    /* NULL, or the format's own parser for an event's data, tried before cJSON (which
+     * parses the data when this returns NULL): a parser that builds the tree without
+     * what the decoder will not read (Responses' closing events repeat the answer). */
+    cJSON *(*parse)(ah_decoder *d, const char *data, size_t len);
     /* NULL, or the format's end rule, run at "[DONE]" and at finish (Chat: a
      * finish_reason seen finishes the timeline). */
     void (*end)(ah_decoder *d);
