@@ -1,7 +1,9 @@
 /* model.c - the mock's deterministic model: a request body -> one reply (docs/mock.md).
  *
  * Each wire format's request is reduced to one neutral conversation (user text, tool
- * results, assistant text), then one rule picks the reply:
+ * results, assistant text) by the format's reader (format_<name>.c, through its
+ * ah__mock_format table: nothing here branches on the format), then one rule picks the
+ * reply:
  *   - last message holds tool results   -> text quoting them;
  *   - tools offered, no tool result yet -> a short text, then one call to the first tool
  *                                          with arguments built from its schema;
@@ -13,9 +15,10 @@
  *                                          "[continued] ..."; a step's `restate` puts
  *                                          the partial (or its last sentence) first, as
  *                                          real models do.
- * Like the real Anthropic API, a trailing assistant message is refused with HTTP 400 for
- * Claude 4.6 and later model ids and with thinking on ("does not support assistant
- * message prefill"), and for older models when it ends in whitespace.
+ * Like the real Anthropic API (format_anthropic.c), a trailing assistant message is
+ * refused with HTTP 400 for Claude 4.6 and later model ids and with thinking on ("does
+ * not support assistant message prefill"), and for older models when it ends in
+ * whitespace.
  * Everything (text, delta boundaries, ids, usage) depends on the request alone, so the
  * same request always gets the same bytes. Delta boundaries are computed on R, so a
  * continuation streams exactly the deltas an uninterrupted reply would have had left. */
