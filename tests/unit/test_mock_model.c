@@ -777,9 +777,42 @@ static void buf_escapes_and_utf8_floor(void **state)
     assert_int_equal(ah__mock_utf8_floor(euro, 0), 0);
 }
 
+/* The mock's format registry: one complete table per AH_WIRE_MAP line, serving the
+ * format's default request path, and one format answering unknown paths by default. */
+static void every_mock_format_is_complete(void **state)
+{
+    (void)state;
+    int defaults = 0;
+    for (int w = 0; w < AH_WIRE_COUNT_; w++) {
+        const ah__mock_format *f = ah__mock_format_of((ah_wire)w);
+        assert_non_null(f);
+        assert_string_equal(f->path, ah_wire_path((ah_wire)w));
+        assert_non_null(f->request_id_header);
+        assert_non_null(f->not_found_type);
+        assert_non_null(f->bad_method_type);
+        assert_non_null(f->bad_json_message);
+        assert_non_null(f->missing_model);
+        assert_non_null(f->default_error_type);
+        assert_non_null(f->extra_after_end);
+        assert_non_null(f->msg_id);
+        assert_non_null(f->tool_id);
+        assert_true(f->overloaded_status >= 500 && f->overloaded_status <= 599);
+        assert_non_null(f->read);
+        assert_non_null(f->plan);
+        assert_non_null(f->emit);
+        assert_non_null(f->error_event);
+        assert_non_null(f->body);
+        assert_non_null(f->error_body);
+        defaults += f->guess_default != 0;
+    }
+    assert_int_equal(defaults, 1);
+    assert_null(ah__mock_format_of(AH_WIRE_COUNT_));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(every_mock_format_is_complete),
         cmocka_unit_test(user_text_gets_digest),
         cmocka_unit_test(same_request_same_reply),
         cmocka_unit_test(delta_options),
