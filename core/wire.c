@@ -2,7 +2,6 @@
  * and the public wire functions, which read the tables and never branch on a format. */
 #include "provider.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
