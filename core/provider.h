@@ -18,6 +18,11 @@
 
 #include "internal.h"
 
+#include "agenthost/error.h"
+#include "agenthost/status.h"
+#include "agenthost/timeline.h"
+#include "agenthost/wire.h"
+
 #include <cjson/cJSON.h>
 
 #include <stdint.h>

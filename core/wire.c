@@ -1,5 +1,6 @@
 /* wire.c - the provider registry (one ops table per AH_WIRE_MAP line, see provider.h)
  * and the public wire functions, which read the tables and never branch on a format. */
+#include "agenthost/wire.h"
 #include "provider.h"
 
 #include <stdlib.h>
