@@ -551,7 +551,7 @@ static void rl_close(ah_ledger *l)
 
 static const ah__ledger_ops redis_ops = {
     "redis",   rl_claim,  rl_complete, rl_abandon, rl_cancel,
-    rl_find,   rl_count,  rl_claims,   rl_foreach, rl_close,
+    rl_find,   rl_count,  rl_claims,   rl_foreach, rl_close, NULL,
 };
 
 /* ---- public ------------------------------------------------------------------------ */

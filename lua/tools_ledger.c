@@ -49,6 +49,10 @@ lah_ledger_ud *lah_ledger_push_new(lua_State *L, const char *path)
         u->l = ah_ledger_open(path, err, sizeof err);
         if (!u->l)
             luaL_error(L, "ah.ledger: %s", err);
+        /* Commits (an fsync each) run on the ledger's writer thread, never stalling the
+         * scheduler's loop; answers come back through it. */
+        if (ah_ledger_set_loop(u->l, lah_loop(L)) != AH_OK)
+            luaL_error(L, "ah.ledger: %s", ah_ledger_errmsg(u->l));
     } else {
         u->l = ah_ledger_new_memory();
         if (!u->l)
