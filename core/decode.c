@@ -490,10 +490,10 @@ ah_status ah_decoder_finish(ah_decoder *d, ah_error *err)
             d->finish_status = d->status;
             d->finish_err = d->err;
         } else if (pe) {
-            d->finish_status = AH_ERR_TRANSPORT;
+            d->finish_status = AH_ERR_PROVIDER;
             d->finish_err = *pe;
         } else if (!ah_timeline_finished(d->tl)) {
-            d->finish_status = AH_ERR_TRANSPORT;
+            d->finish_status = AH_ERR_TRUNCATED;
             ah_error_set(&d->finish_err, AH_EK_STREAM, 0,
                          "%s stream ended before %s (after %llu bytes, %llu events)",
                          ah_wire_name(d->wire), end_marker(d->wire),
@@ -550,7 +550,7 @@ ah_status ah_decode_response(ah_wire wire, const char *body, size_t len, ah_time
         ah_error_clear(&d.err);
         d.err = *ah_timeline_error(tl);
         d.err.kind = AH_EK_HTTP;
-        st = AH_ERR_TRANSPORT;
+        st = AH_ERR_PROVIDER;
     }
     if (err) {
         if (st == AH_OK)

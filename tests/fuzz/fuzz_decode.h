@@ -303,10 +303,10 @@ static int fz_decode_input(ah_wire wire, const uint8_t *data, size_t size)
             for (size_t i = 0; i < ah_timeline_count(tl); i++)
                 CHECK(ah_timeline_block(tl, i)->closed);
         } else {
-            CHECK(st == AH_ERR_PARSE || st == AH_ERR_TRANSPORT || st == AH_ERR_NOMEM);
+            CHECK(st == AH_ERR_PARSE || st == AH_ERR_PROVIDER || st == AH_ERR_NOMEM);
             CHECK(err.message[0] != '\0');
-            CHECK(st == AH_ERR_TRANSPORT ? err.kind == AH_EK_HTTP
-                                         : err.kind == AH_EK_DECODE);
+            CHECK(st == AH_ERR_PROVIDER ? err.kind == AH_EK_HTTP
+                                        : err.kind == AH_EK_DECODE);
         }
         fz_check_timeline(tl, NULL);
         ah_timeline_free(tl);

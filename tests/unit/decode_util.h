@@ -437,7 +437,7 @@ static void du_check_decode(const du_stream *l, uint64_t mode)
     cJSON_Delete(got);
     du_rec_check(&rec, tl);
     if (l->provider_type) {
-        assert_int_equal(fin, AH_ERR_TRANSPORT);
+        assert_int_equal(fin, AH_ERR_PROVIDER);
         assert_int_equal(err.kind, AH_EK_STREAM);
         assert_string_equal(err.provider_type, l->provider_type);
         assert_non_null(ah_timeline_error(tl));

@@ -600,7 +600,7 @@ static void chat_reasoning_content_and_missing_finish_key(void **state)
             C_CHUNK("[{\"index\":0,\"delta\":{\"content\":\"Ans\"}}]");
     ah_status fin;
     tl = decode(AH_WIRE_OPENAI, cut, &fin, NULL);
-    assert_int_equal(fin, AH_ERR_TRANSPORT);
+    assert_int_equal(fin, AH_ERR_TRUNCATED);
     assert_true(blk(tl, 0)->closed);
     assert_false(blk(tl, 1)->closed);
     ah_timeline_free(tl);
@@ -822,7 +822,7 @@ static void responses_error_then_failed(void **state)
     ah_status fin;
     ah_error err;
     ah_timeline *tl = decode(AH_WIRE_RESPONSES, s, &fin, &err);
-    assert_int_equal(fin, AH_ERR_TRANSPORT);
+    assert_int_equal(fin, AH_ERR_PROVIDER);
     assert_int_equal(err.kind, AH_EK_STREAM);
     assert_string_equal(err.provider_type, "insufficient_quota");
     assert_non_null(strstr(err.message, "You exceeded your quota."));
@@ -836,7 +836,7 @@ static void responses_error_then_failed(void **state)
         DATA("{\"type\":\"response.failed\",\"response\":{\"status\":\"failed\","
              "\"error\":{\"code\":\"server_error\",\"message\":\"boom\"}}}");
     tl = decode(AH_WIRE_RESPONSES, alone, &fin, &err);
-    assert_int_equal(fin, AH_ERR_TRANSPORT);
+    assert_int_equal(fin, AH_ERR_PROVIDER);
     assert_string_equal(err.provider_type, "server_error");
     ah_timeline_free(tl);
 }
@@ -877,7 +877,7 @@ static void responses_raw_reasoning_done_after_later_items(void **state)
         cut--;
     ah_status fin;
     tl = du_decode(AH_WIRE_RESPONSES, s, cut, DU_WHOLE, NULL, &fin, NULL);
-    assert_int_equal(fin, AH_ERR_TRANSPORT);
+    assert_int_equal(fin, AH_ERR_TRUNCATED);
     assert_false(blk(tl, 0)->closed);
     assert_true(blk(tl, 1)->closed);
     ah_partial p;
@@ -1055,7 +1055,7 @@ static void drain_keeps_closed_text_drops_tools(void **state)
     ah_status fin;
     ah_error err;
     ah_timeline *tl = decode(AH_WIRE_ANTHROPIC, s, &fin, &err);
-    assert_int_equal(fin, AH_ERR_TRANSPORT);
+    assert_int_equal(fin, AH_ERR_TRUNCATED);
     assert_int_equal(err.kind, AH_EK_STREAM);
     assert_non_null(strstr(err.message, "ended before message_stop"));
     ah_partial p;
@@ -1389,7 +1389,7 @@ static void done_sentinel_handling(void **state)
     ah_error err;
     assert_int_equal(
         decode_status(AH_WIRE_OPENAI, C_DELTA("{\"content\":\"x\"}") C_DONE, &err),
-        AH_ERR_TRANSPORT);
+        AH_ERR_TRUNCATED);
     assert_non_null(strstr(err.message, "ended before a finish_reason"));
     /* a finish_reason and then the end of the stream without [DONE] is a clean end */
     ah_timeline *tl =
@@ -1405,9 +1405,9 @@ static void done_sentinel_handling(void **state)
     char s[2048];
     snprintf(s, sizeof s, "%s%s%s%s%s", A_START, A_TEXT_START(0), A_TEXT(0, "x"),
              A_STOP(0), C_DONE);
-    assert_int_equal(decode_status(AH_WIRE_ANTHROPIC, s, &err), AH_ERR_TRANSPORT);
+    assert_int_equal(decode_status(AH_WIRE_ANTHROPIC, s, &err), AH_ERR_TRUNCATED);
     assert_non_null(strstr(err.message, "ended before message_stop"));
-    assert_int_equal(decode_status(AH_WIRE_RESPONSES, C_DONE, &err), AH_ERR_TRANSPORT);
+    assert_int_equal(decode_status(AH_WIRE_RESPONSES, C_DONE, &err), AH_ERR_TRUNCATED);
     assert_non_null(strstr(err.message, "response.completed"));
 }
 
@@ -1508,8 +1508,8 @@ static void api_edges(void **state)
     assert_int_equal(ah_decoder_feed_event(d, NULL), AH_ERR_INVALID);
     assert_null(ah_decoder_error(d));
     ah_error e1, e2;
-    assert_int_equal(ah_decoder_finish(d, &e1), AH_ERR_TRANSPORT);
-    assert_int_equal(ah_decoder_finish(d, &e2), AH_ERR_TRANSPORT); /* idempotent */
+    assert_int_equal(ah_decoder_finish(d, &e1), AH_ERR_TRUNCATED);
+    assert_int_equal(ah_decoder_finish(d, &e2), AH_ERR_TRUNCATED); /* idempotent */
     assert_string_equal(e1.message, e2.message);
     assert_int_equal(ah_decoder_feed(d, A_START, strlen(A_START)), AH_ERR_STATE);
     assert_int_equal(ah_decoder_finish(NULL, NULL), AH_ERR_INVALID);
@@ -1529,7 +1529,7 @@ static void anthropic_overloaded_error_event(void **state)
     ah_error err;
     ah_timeline *tl =
         du_decode(AH_WIRE_ANTHROPIC, l.sse, l.len, DU_WHOLE, NULL, &fin, &err);
-    assert_int_equal(fin, AH_ERR_TRANSPORT);
+    assert_int_equal(fin, AH_ERR_PROVIDER);
     assert_int_equal(err.kind, AH_EK_STREAM);
     assert_string_equal(err.provider_type, "overloaded_error");
     assert_non_null(strstr(err.message, "Overloaded"));
@@ -1562,7 +1562,7 @@ static void provider_error_text_is_redacted(void **state)
     ah_error err;
     ah_timeline *tl =
         du_decode(AH_WIRE_ANTHROPIC, s, strlen(s), DU_WHOLE, NULL, &fin, &err);
-    assert_int_equal(fin, AH_ERR_TRANSPORT);
+    assert_int_equal(fin, AH_ERR_PROVIDER);
     assert_string_equal(err.provider_type, "authentication_error");
     assert_null(strstr(err.message, "abcdefghijklmnop"));
     assert_non_null(strstr(err.message, "Incorrect API key provided"));
@@ -1764,7 +1764,7 @@ static void body_errors(void **state)
         ah_error err;
         assert_int_equal(ah_decode_response(provider[k].wire, provider[k].body,
                                             strlen(provider[k].body), tl, &err),
-                         AH_ERR_TRANSPORT);
+                         AH_ERR_PROVIDER);
         assert_int_equal(err.kind, AH_EK_HTTP);
         assert_string_equal(err.provider_type, provider[k].type);
         assert_non_null(ah_timeline_error(tl));
