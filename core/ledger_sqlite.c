@@ -1078,7 +1078,7 @@ fail:
     return -1;
 }
 
-ah_ledger *ah_ledger_open(const char *path, char *err, size_t errsize)
+ah_status ah_ledger_open(const char *path, ah_ledger **out, char *err, size_t errsize)
 {
     char dummy[1];
     sql_ledger *s = NULL;
@@ -1087,27 +1087,33 @@ ah_ledger *ah_ledger_open(const char *path, char *err, size_t errsize)
         errsize = sizeof dummy;
     }
     err[0] = '\0';
+    if (!out) {
+        ah__bufprintf(err, errsize, "ah_ledger_open: out is NULL");
+        return AH_ERR_INVALID;
+    }
+    *out = NULL;
     if (!path || !*path) {
         ah__bufprintf(err, errsize, "ledger path is empty");
-        return NULL;
+        return AH_ERR_INVALID;
     }
     s = calloc(1, sizeof *s);
     if (!s || !(s->path = ah__strdup(path))) {
         free(s);
         ah__bufprintf(err, errsize, "out of memory opening ledger '%s'", path);
-        return NULL;
+        return AH_ERR_NOMEM;
     }
     ah__ledger_init(&s->base, &sql_ops);
     s->rd.el = &s->base;
     if (conn_open(&s->rd, path, err, errsize) != 0) {
         free(s->path);
         free(s);
-        return NULL;
+        return AH_ERR_IO;
     }
     s->pid = (int64_t)getpid();
     s->holder = new_nonce(s);
     read_host_id(s);
-    return &s->base;
+    *out = &s->base;
+    return AH_OK;
 }
 
 /* Give the handle its writer: a second connection, an async handle on loop and the

@@ -46,7 +46,7 @@ lah_ledger_ud *lah_ledger_push_new(lua_State *L, const char *path)
         u->path = ah__strdup(path);
         if (!u->path)
             luaL_error(L, "out of memory");
-        u->l = ah_ledger_open(path, err, sizeof err);
+        ah_ledger_open(path, &u->l, err, sizeof err);
         if (!u->l)
             luaL_error(L, "ah.ledger: %s", err);
         /* Commits (an fsync each) run on the ledger's writer thread, never stalling the

@@ -147,7 +147,8 @@ static int one_run(const char *dir, int n, int use_loop, int idle, int run, resu
     b.capgaps = 1000000;
     b.gaps = malloc(b.capgaps * sizeof *b.gaps);
     b.loop = ah_loop_new(NULL, NULL);
-    b.ledger = idle ? NULL : ah_ledger_open(path, err, sizeof err);
+    if (!idle)
+        ah_ledger_open(path, &b.ledger, err, sizeof err);
     if (!b.gaps || !b.loop || (!idle && !b.ledger)) {
         fprintf(stderr, "ledger_stall_bench: %s\n", b.ledger ? "out of memory" : err);
         return -1;

@@ -114,7 +114,8 @@ static void every_format_round_trips(void **state)
 {
     (void)state;
     char err[256];
-    ah_mock *m = ah_mock_new(NULL, err, sizeof err);
+    ah_mock *m = NULL;
+    ah_mock_new(NULL, &m, err, sizeof err);
     assert_non_null(m);
     for (int wire = 0; wire < AH_WIRE_COUNT_; wire++) {
         for (int stream = 0; stream <= 1; stream++) {

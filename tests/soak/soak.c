@@ -735,10 +735,11 @@ static int one_run(ah_loop *loop, const params *p, const reference *ref,
      * expire after 60 s), growth the memory check would wrongly blame on the core. If
      * something else took the port meanwhile, any free port will do. */
     mc.port = g_port;
-    ah_mock *mock = ah_mock_new(&mc, err, sizeof err);
+    ah_mock *mock = NULL;
+    ah_mock_new(&mc, &mock, err, sizeof err);
     if (!mock && g_port) {
         mc.port = 0;
-        mock = ah_mock_new(&mc, err, sizeof err);
+        ah_mock_new(&mc, &mock, err, sizeof err);
     }
     if (!mock) {
         fail("mock: %s", err);
@@ -750,7 +751,7 @@ static int one_run(ah_loop *loop, const params *p, const reference *ref,
                            .api_key = KEY,
                            .model = "mock-model",
                            .max_tokens = 256};
-    if (!(client = ah_client_new(&cc, err, sizeof err))) {
+    if (ah_client_new(&cc, &client, err, sizeof err) != AH_OK) {
         fail("client: %s", err);
         goto cleanup;
     }
@@ -779,7 +780,7 @@ static int one_run(ah_loop *loop, const params *p, const reference *ref,
                            .tool_ud = &r,
                            .on_event = on_event,
                            .event_ud = &r};
-    if (!(r.worker = ah_worker_new(&wc, err, sizeof err))) {
+    if (ah_worker_new(&wc, &r.worker, err, sizeof err) != AH_OK) {
         fail("worker: %s", err);
         goto cleanup;
     }

@@ -109,7 +109,7 @@ static int setup(void **state)
     pthread_mutex_init(&f->h.mu, NULL);
     pthread_cond_init(&f->h.cv, NULL);
     f->loop = ah_loop_new(NULL, NULL);
-    f->l = ah_ledger_open(f->path, err, sizeof err);
+    ah_ledger_open(f->path, &f->l, err, sizeof err);
     if (!f->loop || !f->l) {
         print_error("open: %s\n", err);
         return -1;
@@ -357,7 +357,8 @@ static void free_writes_what_was_handed_over(void **state)
     assert_int_equal(e.seq, 2);
     /* Its claim was dropped with the entry (and the handle's close). */
     char err[512];
-    ah_ledger *o = ah_ledger_open(f->path, err, sizeof err);
+    ah_ledger *o = NULL;
+    ah_ledger_open(f->path, &o, err, sizeof err);
     assert_non_null(o);
     assert_int_equal(ah_ledger_claims(o), 0);
     ah_ledger_free(o);

@@ -202,7 +202,8 @@ static void run_agents_on_uv(const char *plan, int n, int *completed, int *iters
     ah_mock_config mc;
     ah_mock_config_init(&mc);
     mc.plan_json = plan;
-    ah_mock *mock = ah_mock_new(&mc, err, sizeof err);
+    ah_mock *mock = NULL;
+    ah_mock_new(&mc, &mock, err, sizeof err);
     assert_non_null(mock);
 
     uv_loop_t uv;
@@ -211,7 +212,8 @@ static void run_agents_on_uv(const char *plan, int n, int *completed, int *iters
     assert_non_null(a);
     ah_client_config cc = {.wire = AH_WIRE_ANTHROPIC, .base_url = ah_mock_url(mock),
                            .model = "mock-model", .max_tokens = 256};
-    ah_client *client = ah_client_new(&cc, err, sizeof err);
+    ah_client *client = NULL;
+    ah_client_new(&cc, &client, err, sizeof err);
     assert_non_null(client);
     ah_policy policy;
     ah_policy_init(&policy);
@@ -221,7 +223,7 @@ static void run_agents_on_uv(const char *plan, int n, int *completed, int *iters
     assert_true(n <= 8);
     for (int i = 0; i < n; i++) {
         ah_worker_config wc = {.loop = ah_uv_loop(a), .client = client, .policy = &policy};
-        w[i] = ah_worker_new(&wc, err, sizeof err);
+        ah_worker_new(&wc, &w[i], err, sizeof err);
         assert_non_null(w[i]);
         char input[32];
         snprintf(input, sizeof input, "question %d", i);

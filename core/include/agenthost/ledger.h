@@ -52,11 +52,12 @@ enum { AH_LEDGER_FINGERPRINT_SIZE = 25 };
 /* A new, empty in-memory ledger. NULL on allocation failure. */
 ah_ledger *ah_ledger_new_memory(void);
 
-/* Open (creating when absent) the SQLite ledger at `path`. On failure returns NULL and,
- * when err is not NULL, writes a message naming the path and the cause to err: the file
- * cannot be created or opened, is read-only, is not an SQLite database, is an SQLite
- * database that is not an agenthost ledger, or has a newer ledger format. */
-ah_ledger *ah_ledger_open(const char *path, char *err, size_t errsize);
+/* Open (creating when absent) the SQLite ledger at `path`: AH_OK with *out set. On
+ * failure *out = NULL and, when err is not NULL, err gets a message naming the path and
+ * the cause: AH_ERR_INVALID (empty path), AH_ERR_IO (the file cannot be created or
+ * opened, is read-only, is not an SQLite database, is an SQLite database that is not an
+ * agenthost ledger, or has a newer ledger format), AH_ERR_NOMEM. */
+ah_status ah_ledger_open(const char *path, ah_ledger **out, char *err, size_t errsize);
 
 /* Close and free. Every recorded entry is already durable; nothing is lost here.
  * NULL is a no-op. */
