@@ -75,7 +75,8 @@ static ah_retry_budget *budget_redis_make(ah_redis *r, const char *key, double m
     }
     if (ah_retry_budget_check(max_tokens, token_ratio, err, errsize) != AH_OK)
         return NULL;
-    ah_retry_budget *b = ah_retry_budget_new(max_tokens, token_ratio);
+    ah_retry_budget *b = NULL;
+    ah_retry_budget_new(max_tokens, token_ratio, &b, NULL, 0);
     ah__budget_shared *s = calloc(1, sizeof *s);
     if (!b || !s || !(s->key = ah__strdup(key))) {
         ah_retry_budget_free(b);

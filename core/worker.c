@@ -744,7 +744,7 @@ static void send_request(ah_worker *w)
     }
     ah_decoder_free(w->dec);
     ah_decoder_hooks hooks = {.delta = hook_delta, .block_end = hook_block_end};
-    w->dec = ah_decoder_new(w->client->wire, w->tl, &hooks, w);
+    ah_decoder_new(w->client->wire, w->tl, &hooks, w, &w->dec, NULL, 0);
     ah_call_free(w->call);
     w->call = NULL;
     if (!w->dec) {

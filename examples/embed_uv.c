@@ -68,7 +68,9 @@ int main(void)
     mc.plan_json = PLAN;
     ah_mock *mock = NULL;
     ah_mock_new(&mc, &mock, err, sizeof err);
-    ah_uv *adapter = mock ? ah_uv_new(uv, NULL, NULL) : NULL;
+    ah_uv *adapter = NULL;
+    if (mock)
+        ah_uv_new(uv, NULL, NULL, &adapter, err, sizeof err);
     ah_client_config cc = {.wire = AH_WIRE_ANTHROPIC,
                            .base_url = mock ? ah_mock_url(mock) : "",
                            .model = "mock-model",

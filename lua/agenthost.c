@@ -230,7 +230,7 @@ static int l_retry_budget(lua_State *L)
         if (!box->b)
             return luaL_error(L, "ah.retry_budget: %s", err);
     } else {
-        box->b = ah_retry_budget_new(max_tokens, ratio);
+        ah_retry_budget_new(max_tokens, ratio, &box->b, NULL, 0);
     }
     if (!box->b)
         return luaL_error(L, "ah.retry_budget: out of memory");

@@ -763,9 +763,9 @@ static int l_tool_call(lua_State *L)
     lua_pushvalue(L, ST);
     luaL_setmetatable(L, CALL_MT);
     lua_pop(L, 1);
-    st->call = ah_tool_call_new(&tp, lu ? lu->l : NULL, bu ? bu->b : NULL,
+    ah_tool_call_new(&tp, lu ? lu->l : NULL, bu ? bu->b : NULL,
                                 lua_isnil(L, KEY) ? NULL : lua_tostring(L, KEY),
-                                lua_tostring(L, -1));
+                                lua_tostring(L, -1), &st->call, NULL, 0);
     if (!st->call)
         return luaL_error(L, "out of memory");
     if (lu) {

@@ -320,7 +320,7 @@ lah_budget_ud *lah_budget_push_new(lua_State *L, lua_Integer limit)
     lah_budget_ud *u = lua_newuserdatauv(L, sizeof *u, 0);
     u->b = NULL;
     luaL_setmetatable(L, LAH_BUDGET_MT);
-    u->b = ah_budget_new((int64_t)limit);
+    ah_budget_new((int64_t)limit, &u->b, NULL, 0);
     if (!u->b)
         luaL_error(L, "out of memory");
     return u;

@@ -85,7 +85,8 @@ int main(int argc, char **argv)
         redisFree(sync);
 
     /* retry budget */
-    ah_retry_budget *lb = ah_retry_budget_new(1e6, 1);
+    ah_retry_budget *lb = NULL;
+    ah_retry_budget_new(1e6, 1, &lb, NULL, 0);
     int local_n = 1000000;
     double t0 = now_us();
     for (int i = 0; i < local_n; i++)

@@ -199,7 +199,8 @@ static fz_run fz_decode(ah_wire wire, const uint8_t *data, size_t size,
     fz_rec rec = {0};
     static const ah_decoder_hooks hooks = {fz_start, fz_delta, fz_end};
     CHECK(r.tl);
-    ah_decoder *d = ah_decoder_new(wire, r.tl, &hooks, &rec);
+    ah_decoder *d = NULL;
+    ah_decoder_new(wire, r.tl, &hooks, &rec, &d, NULL, 0);
     CHECK(d);
     size_t off = 0;
     if (bytewise) {
@@ -267,7 +268,8 @@ static void fz_resume(const uint8_t *data, size_t size, size_t split, const fz_r
     fz_rec rec = {0};
     static const ah_decoder_hooks hooks = {fz_start, fz_delta, fz_end};
     CHECK(tl);
-    ah_decoder *d = ah_decoder_new(AH_WIRE_RESPONSES, tl, &hooks, &rec);
+    ah_decoder *d = NULL;
+    ah_decoder_new(AH_WIRE_RESPONSES, tl, &hooks, &rec, &d, NULL, 0);
     CHECK(d);
     ah_status feed = ah_decoder_feed(d, data, split);
     ah_error err;

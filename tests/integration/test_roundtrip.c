@@ -72,7 +72,7 @@ static void round_trip(ah_mock *m, ah_wire wire, int stream, const ah_conversati
     ah_loop *loop = ah_loop_new(ah_clock_real(), NULL);
     rt r = {0};
     if (stream)
-        r.dec = ah_decoder_new(wire, tl, NULL, NULL);
+        ah_decoder_new(wire, tl, NULL, NULL, &r.dec, NULL, 0);
     ah_call_config cc = {0};
     cc.loop = loop;
     cc.request.url = url;

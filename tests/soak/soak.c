@@ -428,7 +428,8 @@ static int add_exec(void *ud, ah_worker *w, const ah_tool_request *req,
     (void)w;
     r->exec_calls++;
     snprintf(r->key, sizeof r->key, "%s", req->key);
-    ah_tool_call *c = ah_tool_call_new(NULL, r->ledger, NULL, req->key, req->arguments);
+    ah_tool_call *c = NULL;
+    ah_tool_call_new(NULL, r->ledger, NULL, req->key, req->arguments, &c, NULL, 0);
     ah_tool_driver d = {.body = add_body, .body_ud = r};
     static char content[64];
     if (!c) {
@@ -440,7 +441,8 @@ static int add_exec(void *ud, ah_worker *w, const ah_tool_request *req,
     if (r->p->same_key_twice) {
         /* A second delivery of this call (one key) arrives while the first's body is in
          * flight: step both by hand, as a loop driver would. */
-        ah_tool_call *c2 = ah_tool_call_new(NULL, r->ledger, NULL, req->key, req->arguments);
+        ah_tool_call *c2 = NULL;
+        ah_tool_call_new(NULL, r->ledger, NULL, req->key, req->arguments, &c2, NULL, 0);
         if (!c2 || ah_tool_step(c) != AH_TOOL_DO_RUN_BODY ||
             ah_tool_step(c2) != AH_TOOL_DO_WAIT_CLAIM) {
             r->oom = !c2;

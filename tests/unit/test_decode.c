@@ -266,7 +266,8 @@ static void anthropic_args_split_inside_escapes_parse_once_at_stop(void **state)
         A_JSON(0, "\\\"x\\\\\\\"\\\"}");
     ah_timeline *tl = ah_timeline_new();
     du_rec rec = {0};
-    ah_decoder *d = ah_decoder_new(AH_WIRE_ANTHROPIC, tl, &du_hooks, &rec);
+    ah_decoder *d = NULL;
+    ah_decoder_new(AH_WIRE_ANTHROPIC, tl, &du_hooks, &rec, &d, NULL, 0);
     assert_int_equal(ah_decoder_feed(d, A_START, strlen(A_START)), AH_OK);
     assert_int_equal(ah_decoder_feed(d, head, strlen(head)), AH_OK);
     assert_int_equal(ah_decoder_feed(d, frags, strlen(frags)), AH_OK);
@@ -714,7 +715,8 @@ static void responses_encrypted_content_last_one_wins(void **state)
     };
     const char *want[] = {"one", "two", "three"};
     ah_timeline *tl = ah_timeline_new();
-    ah_decoder *d = ah_decoder_new(AH_WIRE_RESPONSES, tl, NULL, NULL);
+    ah_decoder *d = NULL;
+    ah_decoder_new(AH_WIRE_RESPONSES, tl, NULL, NULL, &d, NULL, 0);
     for (size_t k = 0; k < 3; k++) {
         assert_int_equal(ah_decoder_feed(d, steps[k], strlen(steps[k])), AH_OK);
         assert_string_equal(blk(tl, 0)->encrypted, want[k]);
@@ -962,7 +964,8 @@ static void hook_order(ah_wire wire, const char *s, const char *want)
 {
     order_log log = {{0}};
     ah_timeline *tl = ah_timeline_new();
-    ah_decoder *d = ah_decoder_new(wire, tl, &order_hooks, &log);
+    ah_decoder *d = NULL;
+    ah_decoder_new(wire, tl, &order_hooks, &log, &d, NULL, 0);
     assert_int_equal(ah_decoder_feed(d, s, strlen(s)), AH_OK);
     ah_decoder_finish(d, NULL);
     assert_string_equal(log.s, want);
@@ -1110,7 +1113,8 @@ static void timeline_reset_and_reuse(void **state)
         assert_null(ah_timeline_stop_reason(tl));
         assert_int_equal(ah_timeline_input_tokens(tl), -1);
         assert_false(ah_timeline_finished(tl));
-        ah_decoder *d = ah_decoder_new(AH_WIRE_OPENAI, tl, NULL, NULL);
+        ah_decoder *d = NULL;
+        ah_decoder_new(AH_WIRE_OPENAI, tl, NULL, NULL, &d, NULL, 0);
         assert_int_equal(ah_decoder_feed(d, l.sse, l.len), AH_OK);
         assert_int_equal(ah_decoder_finish(d, NULL), AH_OK);
         ah_decoder_free(d);
@@ -1154,7 +1158,8 @@ static void bad_json_names_event_and_offset(void **state)
         char s[2048];
         snprintf(s, sizeof s, "%s%s", cases[k].good, cases[k].bad);
         ah_timeline *tl = ah_timeline_new();
-        ah_decoder *d = ah_decoder_new(cases[k].wire, tl, NULL, NULL);
+        ah_decoder *d = NULL;
+        ah_decoder_new(cases[k].wire, tl, NULL, NULL, &d, NULL, 0);
         assert_int_equal(ah_decoder_feed(d, s, strlen(s)), AH_ERR_PARSE);
         const ah_error *e = ah_decoder_error(d);
         assert_non_null(e);
@@ -1471,7 +1476,8 @@ static void oversized_line_is_too_large(void **state)
     memcpy(s, "data: ", 6);
     memset(s + 6, 'x', n - 6);
     ah_timeline *tl = ah_timeline_new();
-    ah_decoder *d = ah_decoder_new(AH_WIRE_OPENAI, tl, NULL, NULL);
+    ah_decoder *d = NULL;
+    ah_decoder_new(AH_WIRE_OPENAI, tl, NULL, NULL, &d, NULL, 0);
     ah_status st = AH_OK;
     for (size_t off = 0; off < n && st == AH_OK; off += 65536)
         st = ah_decoder_feed(d, s + off, n - off < 65536 ? n - off : 65536);
@@ -1490,8 +1496,12 @@ static void api_edges(void **state)
 {
     (void)state;
     ah_timeline *tl = ah_timeline_new();
-    assert_null(ah_decoder_new((ah_wire)99, tl, NULL, NULL));
-    assert_null(ah_decoder_new(AH_WIRE_OPENAI, NULL, NULL, NULL));
+    assert_int_equal(
+        ah_decoder_new((ah_wire)99, tl, NULL, NULL, &(ah_decoder *){NULL}, NULL, 0),
+        AH_ERR_INVALID);
+    assert_int_equal(
+        ah_decoder_new(AH_WIRE_OPENAI, NULL, NULL, NULL, &(ah_decoder *){NULL}, NULL, 0),
+        AH_ERR_INVALID);
     ah_decoder_free(NULL);
     ah_timeline_free(NULL);
     ah_timeline_reset(NULL);
@@ -1501,7 +1511,8 @@ static void api_edges(void **state)
     assert_null(ah_timeline_error_json(tl));
     assert_string_equal(ah_block_kind_name(AH_BLOCK_SERVER_TOOL_USE), "server_tool_use");
     assert_string_equal(ah_block_kind_name((ah_block_kind)77), "unknown");
-    ah_decoder *d = ah_decoder_new(AH_WIRE_ANTHROPIC, tl, NULL, NULL);
+    ah_decoder *d = NULL;
+    ah_decoder_new(AH_WIRE_ANTHROPIC, tl, NULL, NULL, &d, NULL, 0);
     assert_int_equal(ah_decoder_feed(NULL, "x", 1), AH_ERR_INVALID);
     assert_int_equal(ah_decoder_feed(d, NULL, 1), AH_ERR_INVALID);
     assert_int_equal(ah_decoder_feed(d, NULL, 0), AH_OK);

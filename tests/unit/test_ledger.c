@@ -528,7 +528,8 @@ static void killed_after_record_loses_nothing(void **state)
     for (int i = 0; i < KILL_N; i++) {
         kill_key(i, key, sizeof key, args, sizeof args);
         snprintf(receipt, sizeof receipt, "{\"charge\":\"ch_%d\"}", i);
-        ah_tool_call *c = ah_tool_call_new(NULL, l, NULL, key, args);
+        ah_tool_call *c = NULL;
+        ah_tool_call_new(NULL, l, NULL, key, args, &c, NULL, 0);
         assert_non_null(c);
         assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_OK);
         assert_int_equal(ah_tool_call_duplicate(c), 1);

@@ -248,7 +248,8 @@ static void tool_call_not_done_before_commit(void **state)
     ah_tool_policy_init(&p);
     p.notify = on_notify;
     p.notify_ud = &nt;
-    ah_tool_call *c = ah_tool_call_new(&p, f->l, NULL, "ship-9", "{}");
+    ah_tool_call *c = NULL;
+    ah_tool_call_new(&p, f->l, NULL, "ship-9", "{}", &c, NULL, 0);
     assert_non_null(c);
     assert_int_equal(ah_tool_step(c), AH_TOOL_DO_WAIT_CLAIM); /* claim asked */
     for (int i = 0; nt.n < 1 && i < MAX_STEPS; i++)

@@ -289,7 +289,7 @@ static void start_failure_does_not_hang(void **state)
         for (int i = 1; i < 4; i++)
             steps[i] = steps[0];
         if (variant == 1) {
-            h->budget = ah_retry_budget_new(2, 0.1);
+            ah_retry_budget_new(2, 0.1, &h->budget, NULL, 0);
             for (int i = 0; i < 4; i++) /* drain it: no retry is allowed */
                 ah_retry_budget_try_spend(h->budget);
         }

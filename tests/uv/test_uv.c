@@ -75,7 +75,8 @@ static void hooks_are_told_fds_and_timeouts(void **state)
     ah_manual_clock *clock = ah_manual_clock_new(1000, 1700000000000);
     ah_loop_hooks hooks = {.ud = &a, .watch = rec_watch, .set_timeout = rec_timeout,
                            .wakeup = rec_wakeup};
-    ah_loop *loop = ah_loop_new_hooked(ah_manual_clock_get(clock), NULL, &hooks);
+    ah_loop *loop = NULL;
+    ah_loop_new_hooked(ah_manual_clock_get(clock), NULL, &hooks, &loop, NULL, 0);
     assert_non_null(loop);
     assert_int_equal(ah_loop_run_once(loop, 0), AH_ERR_STATE);
 
@@ -208,7 +209,8 @@ static void run_agents_on_uv(const char *plan, int n, int *completed, int *iters
 
     uv_loop_t uv;
     assert_int_equal(uv_loop_init(&uv), 0);
-    ah_uv *a = ah_uv_new(&uv, NULL, NULL);
+    ah_uv *a = NULL;
+    ah_uv_new(&uv, NULL, NULL, &a, NULL, 0);
     assert_non_null(a);
     ah_client_config cc = {.wire = AH_WIRE_ANTHROPIC, .base_url = ah_mock_url(mock),
                            .model = "mock-model", .max_tokens = 256};

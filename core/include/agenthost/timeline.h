@@ -174,10 +174,11 @@ typedef struct ah_decoder_hooks {
 typedef struct ah_decoder ah_decoder;
 
 /* A streaming decoder for `wire` that fills `tl` (borrowed: it must outlive the decoder).
- * hooks may be NULL (copied; ud passed to every hook). Returns NULL on allocation failure
- * or an unknown wire. The timeline is not reset: pass a fresh or reset one. */
-ah_decoder *ah_decoder_new(ah_wire wire, ah_timeline *tl, const ah_decoder_hooks *hooks,
-                           void *ud);
+ * hooks may be NULL (copied; ud passed to every hook). AH_OK with *out set; else
+ * *out = NULL and AH_ERR_INVALID (an unknown wire, no timeline: said in err) or
+ * AH_ERR_NOMEM; err may be NULL. The timeline is not reset: pass a fresh or reset one. */
+ah_status ah_decoder_new(ah_wire wire, ah_timeline *tl, const ah_decoder_hooks *hooks,
+                         void *ud, ah_decoder **out, char *err, size_t errsize);
 void ah_decoder_free(ah_decoder *d);
 
 /* Feed raw stream bytes in any split (the decoder owns an SSE parser). Returns AH_OK, or
