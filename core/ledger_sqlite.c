@@ -980,10 +980,7 @@ static int sql_set_durability(sqlite3 *db, const char *path, char *err, size_t e
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     /* Switching a fresh file to WAL needs it to itself: with several processes opening
-     * it at once, the others are told "busy" at once, whatever the busy timeout, so
-     * this one place pauses between tries. It runs only inside ah_ledger_open (and
-     * ah_ledger_set_loop), for a file that is not in WAL mode yet; an open file never
-     * comes back here, so no claim or receipt ever waits on it. */
+     * it at once, the others are told "busy" at once, whatever the busy timeout. */
     for (;;) {
         int rc = sqlite3_prepare_v2(db, "PRAGMA journal_mode=WAL", -1, &q, NULL);
         if (rc == SQLITE_OK)
@@ -1000,7 +997,7 @@ static int sql_set_durability(sqlite3 *db, const char *path, char *err, size_t e
         q = NULL;
         if (!is_busy(rc) || elapsed_ms(&t0) > LEDGER_PATIENCE_MS)
             break;
-        sqlite3_sleep(10);
+        sqlite3_sleep(10); /* blocking-ok: only in ledger open, busy at once on WAL */
     }
     sqlite3_finalize(q);
     if (ok && sqlite3_exec(db, "PRAGMA synchronous=FULL", NULL, NULL, NULL) == SQLITE_OK)
