@@ -9,22 +9,17 @@
  *
  * Threads. Without a loop every operation runs on the caller's thread, on the handle's
  * connection. With a loop (ah_ledger_set_loop) claims, completions and releases that
- * carry a callback go to a writer thread with a connection of its own, one at a time in
- * the order they were asked; each answer comes back through an ah_async and is handed to
- * its callback on the loop thread, after its transaction committed (so a receipt is on
- * disk before anyone hears DONE) and never from inside the call that asked. The writer
- * thread touches only its connection, the job it runs and the two queues (under `mu`);
- * it never logs and never calls back: what it has to say travels in the job. Reads
- * (lookup, count, foreach) stay on the caller's connection: in WAL mode a reader does
- * not wait for the writer's commit.
+ * carry a callback go to a writer thread with a connection of its own
+ * (ledger_sqlite_writer.c), answered on the loop thread after the commit. Reads (lookup,
+ * count, foreach) stay on the caller's connection: in WAL mode a reader does not wait
+ * for the writer's commit. Nothing here logs when it runs on the writer's connection
+ * (its errors go to c->el, a sink of the writer's own).
  */
-#include "ledger_internal.h"
+#include "ledger_sqlite.h"
 
 #include <errno.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <signal.h>
-#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,72 +81,6 @@ static const char schema_sql[] =
     "PRAGMA application_id = " LEDGER_STR(LEDGER_APP_ID) ";";
 /* clang-format on */
 
-enum { BOOT_ID_MAX = 64, HOST_ID_MAX = 128 };
-
-/* One connection and its prepared statements. Used by one thread at a time: the
- * handle's by the caller, the writer's by the writer thread. */
-typedef struct sql_conn {
-    sqlite3 *db;
-    sqlite3_stmt *find, *insert, *count, *all;
-    sqlite3_stmt *claim_get, *claim_put, *claim_drop, *claim_count, *claim_mine;
-    ah_ledger *el; /* where this connection's error messages go (el->err) */
-    /* scratch for the strings of the last found entry (valid until the next call) */
-    char *key_buf, *receipt_buf;
-    char fp_buf[AH_LEDGER_FINGERPRINT_SIZE];
-} sql_conn;
-
-typedef enum job_kind { JOB_CLAIM, JOB_COMPLETE, JOB_ABANDON } job_kind;
-
-typedef struct sql_ledger sql_ledger;
-
-/* One claim, completion or release for the writer thread. Created and freed on the loop
- * thread; between being queued and coming back in `done`, only the writer touches the
- * answer part. */
-typedef struct sql_job {
-    job_kind kind;
-    sql_ledger *s;
-    char *key, *fp, *receipt;
-    int64_t now_ms, lease_ms;
-    ah_ledger_fn cb;
-    void *ud;
-    int cancelled;        /* loop thread: ah_ledger_cancel(ud) came first */
-    ah_timer *busy_timer; /* loop thread: a BUSY answer held back (poll delay) */
-    /* the answer, written by the writer thread */
-    ah_ledger_result res;
-    char *res_key, *res_receipt;
-    char err[AH__LEDGER_ERR_MAX];
-    struct sql_job *next;  /* todo / done queue (under mu) */
-    struct sql_job *inext; /* s->jobs: every job not yet freed (loop thread) */
-} sql_job;
-
-struct sql_ledger {
-    ah_ledger base;
-    sql_conn rd; /* the caller's: reads, and everything when there is no writer */
-    char *path;
-    int64_t pid, holder;
-    /* "<boot id> <pid namespace>" (the boot_id column): a pid can be checked only by a
-     * process of the same boot AND the same pid namespace (containers sharing a volume
-     * see each other's pids as absent). Either part may be "" when unknown. */
-    char host_id[HOST_ID_MAX];
-    size_t boot_len; /* length of the boot id part */
-    /* tests: called before each receipt's COMMIT (on the thread that commits it) */
-    void (*hold)(void *ud);
-    void *hold_ud;
-    /* ---- the writer (ah_ledger_set_loop) ---- */
-    ah_loop *loop;
-    ah_async *wake;
-    pthread_t thread;
-    int started; /* thread, mu and cv exist */
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    sql_job *todo, *todo_tail; /* mu: for the writer */
-    sql_job *done, *done_tail; /* mu: answered, for the loop */
-    int stop;                  /* mu: finish the queue, then exit */
-    sql_conn wr;               /* writer thread only */
-    ah_ledger werr;            /* writer thread only: the error sink of wr */
-    sql_job *jobs;             /* loop thread */
-    char *ans_key, *ans_receipt; /* the strings of the last asynchronous answer */
-};
 
 /* The kernel's boot id and this process's pid namespace, as "<boot> <ns>"; a part is ""
  * where it cannot be read (then only leases end such claims). */
@@ -323,7 +252,7 @@ static int claim_dead(const sql_ledger *s, sqlite3_stmt *q, int64_t now_ms)
 
 /* Drop this handle's claim on key: inside a transaction of the caller's, or on its own
  * (autocommit: one statement is its own transaction). */
-static int sql_drop_mine(const sql_ledger *s, sql_conn *c, const char *key)
+int ah__sqlite_drop_mine(const sql_ledger *s, sql_conn *c, const char *key)
 {
     sqlite3_stmt *q = c->claim_drop;
     sqlite3_bind_text(q, 1, key, -1, SQLITE_STATIC);
@@ -412,9 +341,9 @@ fail:
  * the commit is written, not flushed; the next FULL commit flushes it too), and a call
  * costs one fsync, for its receipt, not two. Does not log (the writer thread must not):
  * the caller logs a takeover (out->reclaimed). */
-static ah_ledger_answer claim_on(sql_ledger *s, sql_conn *c, const char *key,
-                                 const char *fp, int64_t now_ms, int64_t lease_ms,
-                                 ah_ledger_result *out)
+ah_ledger_answer ah__sqlite_claim_on(sql_ledger *s, sql_conn *c, const char *key,
+                                     const char *fp, int64_t now_ms, int64_t lease_ms,
+                                     ah_ledger_result *out)
 {
     sqlite3_exec(c->db, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL);
     ah_ledger_answer a = claim_tx(s, c, key, fp, now_ms, lease_ms, out);
@@ -422,7 +351,7 @@ static ah_ledger_answer claim_on(sql_ledger *s, sql_conn *c, const char *key,
         /* Never leave the connection recording receipts without the fsync. */
         sql_fail(c, "claim");
         if (a == AH_LEDGER_OWNED)
-            sql_drop_mine(s, c, key);
+            ah__sqlite_drop_mine(s, c, key);
         out->reclaimed = 0;
         return out->answer = AH_LEDGER_FAILED;
     }
@@ -433,9 +362,9 @@ static ah_ledger_answer claim_on(sql_ledger *s, sql_conn *c, const char *key,
  * serialises recorders across processes, so a key recorded by someone else is seen here
  * and costs no seq (an INSERT that hits the UNIQUE constraint would still burn an
  * AUTOINCREMENT value). On DONE, out->entry's strings are c's scratch. */
-static ah_ledger_answer complete_on(sql_ledger *s, sql_conn *c, const char *key,
-                                    const char *fp, const char *receipt, int64_t now_ms,
-                                    ah_ledger_result *out)
+ah_ledger_answer ah__sqlite_complete_on(sql_ledger *s, sql_conn *c, const char *key,
+                                        const char *fp, const char *receipt,
+                                        int64_t now_ms, ah_ledger_result *out)
 {
     ah_ledger_entry e;
     const char *stored = NULL;
@@ -444,7 +373,7 @@ static ah_ledger_answer complete_on(sql_ledger *s, sql_conn *c, const char *key,
     ah_status st = conn_find(c, key, &e, &stored);
     if (st != AH_OK && st != AH_ERR_NOT_FOUND)
         goto fail;
-    if (!sql_drop_mine(s, c, key)) {
+    if (!ah__sqlite_drop_mine(s, c, key)) {
         sql_fail(c, "record");
         goto fail;
     }
@@ -488,237 +417,12 @@ fail:
     return out->answer = AH_LEDGER_FAILED;
 }
 
-static void log_takeover(const char *key)
+void ah__sqlite_log_takeover(const char *key)
 {
-    ah__log(AH_LOG_WARN, "ledger: took over the claim on key '%.80s' (its holder died "
-                         "or its lease ran out)", key);
-}
-
-/* ---- the writer thread ------------------------------------------------------------- */
-
-static void job_free(sql_job *j)
-{
-    if (!j)
-        return;
-    ah_timer_free(j->busy_timer);
-    free(j->key);
-    free(j->fp);
-    free(j->receipt);
-    free(j->res_key);
-    free(j->res_receipt);
-    free(j);
-}
-
-/* Unlink j from s->jobs and free it. Loop thread. */
-static void job_drop(sql_ledger *s, sql_job *j)
-{
-    for (sql_job **pp = &s->jobs; *pp; pp = &(*pp)->inext)
-        if (*pp == j) {
-            *pp = j->inext;
-            break;
-        }
-    job_free(j);
-}
-
-/* Copy an answer's entry strings into the job (the writer's scratch is reused). */
-static int keep_entry(sql_job *j)
-{
-    if (j->res.answer != AH_LEDGER_DONE)
-        return 1;
-    j->res_key = ah__strdup(j->res.entry.key ? j->res.entry.key : j->key);
-    j->res_receipt = ah__strdup(j->res.entry.receipt ? j->res.entry.receipt : "null");
-    j->res.entry.key = j->res.entry.receipt = NULL;
-    if (j->res_key && j->res_receipt)
-        return 1;
-    /* Recorded (or found), but the answer cannot be carried: the caller hears FAILED,
-     * which for a completion means "the receipt may be recorded" (it is). */
-    ah__bufprintf(j->err, sizeof j->err, "out of memory reading a ledger answer");
-    j->res.answer = AH_LEDGER_FAILED;
-    return 0;
-}
-
-/* Writer thread: run one job on the writer's connection. */
-static void run_job(sql_ledger *s, sql_job *j)
-{
-    s->werr.err[0] = '\0';
-    switch (j->kind) {
-    case JOB_CLAIM:
-        claim_on(s, &s->wr, j->key, j->fp, j->now_ms, j->lease_ms, &j->res);
-        break;
-    case JOB_COMPLETE:
-        complete_on(s, &s->wr, j->key, j->fp, j->receipt, j->now_ms, &j->res);
-        break;
-    case JOB_ABANDON:
-        if (!sql_drop_mine(s, &s->wr, j->key))
-            ah__bufprintf(s->werr.err, sizeof s->werr.err, "%s",
-                          sqlite3_errmsg(s->wr.db));
-        break;
-    }
-    ah__bufprintf(j->err, sizeof j->err, "%s", s->werr.err);
-    keep_entry(j);
-}
-
-static void *writer_main(void *arg)
-{
-    sql_ledger *s = arg;
-    pthread_mutex_lock(&s->mu);
-    for (;;) {
-        while (!s->todo && !s->stop)
-            pthread_cond_wait(&s->cv, &s->mu);
-        sql_job *j = s->todo;
-        if (!j)
-            break; /* stopping, and every queued job (every receipt) was written */
-        s->todo = j->next;
-        if (!s->todo)
-            s->todo_tail = NULL;
-        pthread_mutex_unlock(&s->mu);
-        run_job(s, j);
-        pthread_mutex_lock(&s->mu);
-        j->next = NULL;
-        if (s->done_tail)
-            s->done_tail->next = j;
-        else
-            s->done = j;
-        s->done_tail = j;
-        /* Under mu: close() sets stop under mu and joins before freeing `wake`. */
-        ah_async_send(s->wake);
-    }
-    pthread_mutex_unlock(&s->mu);
-    return NULL;
-}
-
-/* Loop thread: queue a job for the writer. Returns 0 (err set) when out of memory. */
-static int submit(sql_ledger *s, job_kind kind, const char *key, const char *fp,
-                  const char *receipt, int64_t now_ms, ah_ledger_fn cb, void *ud)
-{
-    sql_job *j = calloc(1, sizeof *j);
-    if (!j)
-        goto nomem;
-    j->kind = kind;
-    j->s = s;
-    j->key = ah__strdup(key);
-    j->fp = ah__strdup(fp ? fp : "");
-    j->receipt = receipt ? ah__strdup(receipt) : NULL;
-    if (!j->key || !j->fp || (receipt && !j->receipt))
-        goto nomem;
-    j->now_ms = now_ms;
-    j->lease_ms = s->base.lease_ms;
-    j->cb = cb;
-    j->ud = ud;
-    j->inext = s->jobs;
-    s->jobs = j;
-    pthread_mutex_lock(&s->mu);
-    if (s->todo_tail)
-        s->todo_tail->next = j;
-    else
-        s->todo = j;
-    s->todo_tail = j;
-    pthread_cond_signal(&s->cv);
-    pthread_mutex_unlock(&s->mu);
-    return 1;
-nomem:
-    job_free(j);
-    ah__ledger_seterr(&s->base, "out of memory queueing a ledger write");
-    return 0;
-}
-
-/* Hand a job's answer to its callback (loop thread) and free the job. */
-static void deliver(sql_ledger *s, sql_job *j)
-{
-    ah_ledger_result r = j->res;
-    ah_ledger_fn cb = j->cb;
-    void *ud = j->ud;
-    if (r.answer == AH_LEDGER_DONE) {
-        free(s->ans_key);
-        free(s->ans_receipt);
-        s->ans_key = j->res_key;
-        s->ans_receipt = j->res_receipt;
-        j->res_key = j->res_receipt = NULL;
-        r.entry.key = s->ans_key;
-        r.entry.receipt = s->ans_receipt;
-    }
-    if (j->err[0])
-        ah__bufprintf(s->base.err, sizeof s->base.err, "%s", j->err);
-    job_drop(s, j);
-    cb(ud, &r);
-}
-
-/* In-process wake-up: key was completed or released by this handle, so the BUSY answers
- * held back for it go out now (searched afresh each time: a callback may cancel). */
-static void wake_busy(sql_ledger *s, const char *key)
-{
-    for (;;) {
-        sql_job *j = s->jobs;
-        while (j && !(j->busy_timer && strcmp(j->key, key) == 0))
-            j = j->inext;
-        if (!j)
-            return;
-        deliver(s, j);
-    }
-}
-
-static void busy_due(void *ud)
-{
-    sql_job *j = ud;
-    deliver(j->s, j);
-}
-
-/* Loop thread: one answer back from the writer. */
-static void answered(sql_ledger *s, sql_job *j)
-{
-    if (j->kind == JOB_ABANDON) {
-        if (j->err[0])
-            ah__log(AH_LOG_WARN, "ledger: cannot release the claim on key '%.80s': %s "
-                                 "(it ends with its lease)", j->key, j->err);
-        char *key = j->key;
-        j->key = NULL;
-        job_drop(s, j);
-        wake_busy(s, key);
-        free(key);
-        return;
-    }
-    if (j->res.answer == AH_LEDGER_OWNED && j->res.reclaimed)
-        log_takeover(j->key);
-    if (j->cancelled) {
-        /* Nobody will run the body: give the key back at once. */
-        if (j->kind == JOB_CLAIM && j->res.answer == AH_LEDGER_OWNED)
-            submit(s, JOB_ABANDON, j->key, NULL, NULL, 0, NULL, NULL);
-        job_drop(s, j);
-        return;
-    }
-    if (j->kind == JOB_CLAIM && j->res.answer == AH_LEDGER_BUSY) {
-        /* Held back until the poll delay is over, or a wake-up of this handle, so a
-         * waiter does not hammer the file. */
-        j->busy_timer = ah_timer_new(s->loop, busy_due, j);
-        if (j->busy_timer) {
-            ah_timer_start(j->busy_timer, j->res.retry_ms > 0 ? j->res.retry_ms : 1);
-            return;
-        }
-    }
-    if (j->kind != JOB_COMPLETE) {
-        deliver(s, j);
-        return;
-    }
-    char *key = j->key;
-    j->key = NULL;
-    deliver(s, j);
-    wake_busy(s, key);
-    free(key);
-}
-
-static void on_wake(void *ud)
-{
-    sql_ledger *s = ud;
-    pthread_mutex_lock(&s->mu);
-    sql_job *list = s->done;
-    s->done = s->done_tail = NULL;
-    pthread_mutex_unlock(&s->mu);
-    while (list) {
-        sql_job *j = list;
-        list = j->next;
-        j->next = NULL;
-        answered(s, j);
-    }
+    ah__log(AH_LOG_WARN,
+            "ledger: took over the claim on key '%.80s' (its holder died "
+            "or its lease ran out)",
+            key);
 }
 
 /* ---- the backend operations -------------------------------------------------------- */
@@ -729,12 +433,12 @@ static ah_ledger_answer sql_claim(ah_ledger *l, const char *key, const char *fp,
 {
     sql_ledger *s = (sql_ledger *)l;
     if (s->loop && cb)
-        return out->answer = submit(s, JOB_CLAIM, key, fp, NULL, now_ms, cb, ud)
+        return out->answer = ah__sqlite_submit(s, JOB_CLAIM, key, fp, NULL, now_ms, cb, ud)
                                  ? AH_LEDGER_PENDING
                                  : AH_LEDGER_FAILED;
-    ah_ledger_answer a = claim_on(s, &s->rd, key, fp, now_ms, l->lease_ms, out);
+    ah_ledger_answer a = ah__sqlite_claim_on(s, &s->rd, key, fp, now_ms, l->lease_ms, out);
     if (a == AH_LEDGER_OWNED && out->reclaimed)
-        log_takeover(key);
+        ah__sqlite_log_takeover(key);
     return a;
 }
 
@@ -744,15 +448,15 @@ static ah_ledger_answer sql_complete(ah_ledger *l, const char *key, const char *
 {
     sql_ledger *s = (sql_ledger *)l;
     if (s->loop && cb)
-        return out->answer = submit(s, JOB_COMPLETE, key, fp, receipt, now_ms, cb, ud)
+        return out->answer = ah__sqlite_submit(s, JOB_COMPLETE, key, fp, receipt, now_ms, cb, ud)
                                  ? AH_LEDGER_PENDING
                                  : AH_LEDGER_FAILED;
-    ah_ledger_answer a = complete_on(s, &s->rd, key, fp, receipt, now_ms, out);
+    ah_ledger_answer a = ah__sqlite_complete_on(s, &s->rd, key, fp, receipt, now_ms, out);
     if (s->loop) {
         /* Answered inline (no callback), on a handle with a writer: its held BUSY
          * answers are woken here (the front end wakes only its own waiters). */
         ah_ledger_result keep = *out;
-        wake_busy(s, key);
+        ah__sqlite_wake_busy(s, key);
         *out = keep;
     }
     return a;
@@ -762,32 +466,16 @@ static void sql_abandon(ah_ledger *l, const char *key)
 {
     sql_ledger *s = (sql_ledger *)l;
     if (s->loop) {
-        if (!submit(s, JOB_ABANDON, key, NULL, NULL, 0, NULL, NULL))
+        if (!ah__sqlite_submit(s, JOB_ABANDON, key, NULL, NULL, 0, NULL, NULL))
             ah__log(AH_LOG_WARN, "ledger: cannot release the claim on key '%.80s': out of "
                                  "memory (it ends with its lease)", key);
         return;
     }
-    if (!sql_drop_mine(s, &s->rd, key))
+    if (!ah__sqlite_drop_mine(s, &s->rd, key))
         ah__log(AH_LOG_WARN, "ledger: cannot release the claim on key '%.80s': %s "
                              "(it ends with its lease)", key, sqlite3_errmsg(s->rd.db));
 }
 
-static void sql_cancel(ah_ledger *l, void *ud)
-{
-    sql_ledger *s = (sql_ledger *)l;
-    for (sql_job **pp = &s->jobs; *pp;) {
-        sql_job *j = *pp;
-        if (!j->cb || j->ud != ud || j->cancelled) {
-            pp = &j->inext;
-        } else if (j->busy_timer) {
-            *pp = j->inext; /* a held BUSY answer: nothing else refers to it */
-            job_free(j);
-        } else {
-            j->cancelled = 1; /* queued or being written: dropped when it comes back */
-            pp = &j->inext;
-        }
-    }
-}
 
 static ah_status sql_count_q(sql_conn *c, sqlite3_stmt *q, int64_t *n)
 {
@@ -834,7 +522,7 @@ static ah_status sql_foreach(ah_ledger *l, ah_ledger_entry_fn fn, void *ud)
     return st;
 }
 
-static void conn_close(sql_conn *c)
+void ah__sqlite_conn_close(sql_conn *c)
 {
     sqlite3_stmt *all[] = {c->find,      c->insert,    c->count,
                            c->all,       c->claim_get, c->claim_put,
@@ -853,21 +541,7 @@ static void conn_close(sql_conn *c)
 static void sql_close(ah_ledger *l)
 {
     sql_ledger *s = (sql_ledger *)l;
-    if (s->started) {
-        /* The writer finishes what is queued first: a receipt handed over is written
-         * even when nobody waits for its answer any more. */
-        pthread_mutex_lock(&s->mu);
-        s->stop = 1;
-        pthread_cond_signal(&s->cv);
-        pthread_mutex_unlock(&s->mu);
-        pthread_join(s->thread, NULL);
-        pthread_mutex_destroy(&s->mu);
-        pthread_cond_destroy(&s->cv);
-    }
-    while (s->jobs)
-        job_drop(s, s->jobs); /* answers nobody will hear (no callbacks from free) */
-    ah_async_free(s->wake);
-    conn_close(&s->wr);
+    ah__sqlite_writer_stop(s); /* first: it writes what it was handed */
     /* A clean close frees this handle's keys now rather than at lease expiry. */
     if (s->rd.claim_mine) {
         sqlite3_bind_int64(s->rd.claim_mine, 1, s->pid);
@@ -877,7 +551,7 @@ static void sql_close(ah_ledger *l)
                     sqlite3_errmsg(s->rd.db));
         sql_reset(s->rd.claim_mine);
     }
-    conn_close(&s->rd);
+    ah__sqlite_conn_close(&s->rd);
     free(s->ans_key);
     free(s->ans_receipt);
     free(s->path);
@@ -894,7 +568,7 @@ static const ah__ledger_ops sql_ops = {
 /* With a writer: claims and completions with a callback answer PENDING, then through
  * it; BUSY waiters are kept here (held BUSY answers). */
 static const ah__ledger_ops sql_async_ops = {
-    "sqlite", sql_claim, sql_complete, sql_abandon, sql_cancel,
+    "sqlite", sql_claim, sql_complete, sql_abandon, ah__sqlite_cancel,
     sql_find, sql_count, sql_claims,   sql_foreach, sql_close, sql_set_loop,
 };
 
@@ -1009,7 +683,7 @@ static int sql_set_durability(sqlite3 *db, const char *path, char *err, size_t e
 
 /* Open path on c: check (or create) the schema, set the durability, prepare the
  * statements. 0, or -1 with err set (c is then closed). */
-static int conn_open(sql_conn *c, const char *path, char *err, size_t errsize)
+int ah__sqlite_conn_open(sql_conn *c, const char *path, char *err, size_t errsize)
 {
     sqlite3 *db = NULL;
     int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
@@ -1069,7 +743,7 @@ static int conn_open(sql_conn *c, const char *path, char *err, size_t errsize)
     return 0;
 fail:
     if (c->db)
-        conn_close(c);
+        ah__sqlite_conn_close(c);
     else
         sqlite3_close(db);
     return -1;
@@ -1101,7 +775,7 @@ ah_status ah_ledger_open(const char *path, ah_ledger **out, char *err, size_t er
     }
     ah__ledger_init(&s->base, &sql_ops);
     s->rd.el = &s->base;
-    if (conn_open(&s->rd, path, err, errsize) != 0) {
+    if (ah__sqlite_conn_open(&s->rd, path, err, errsize) != 0) {
         free(s->path);
         free(s);
         return AH_ERR_IO;
@@ -1124,42 +798,10 @@ static ah_status sql_set_loop(ah_ledger *l, ah_loop *loop)
         ah__ledger_seterr(l, "ledger: set the loop before claiming keys");
         return AH_ERR_STATE;
     }
-    char err[AH__LEDGER_ERR_MAX];
-    ah__ledger_init(&s->werr, &sql_ops);
-    s->wr.el = &s->werr;
-    if (conn_open(&s->wr, s->path, err, sizeof err) != 0) {
-        ah__ledger_seterr(l, "%s", err);
-        return AH_ERR_IO;
-    }
-    s->wake = ah_async_new(loop, on_wake, s);
-    if (!s->wake)
-        goto nomem;
-    if (pthread_mutex_init(&s->mu, NULL) != 0)
-        goto nomem;
-    if (pthread_cond_init(&s->cv, NULL) != 0) {
-        pthread_mutex_destroy(&s->mu);
-        goto nomem;
-    }
-    int rc = pthread_create(&s->thread, NULL, writer_main, s);
-    if (rc != 0) {
-        pthread_cond_destroy(&s->cv);
-        pthread_mutex_destroy(&s->mu);
-        ah_async_free(s->wake);
-        s->wake = NULL;
-        conn_close(&s->wr);
-        ah__ledger_seterr(l, "ledger: cannot start the writer thread: %s", strerror(rc));
-        return AH_ERR_INTERNAL;
-    }
-    s->started = 1;
-    s->loop = loop;
-    l->ops = &sql_async_ops;
-    return AH_OK;
-nomem:
-    ah_async_free(s->wake);
-    s->wake = NULL;
-    conn_close(&s->wr);
-    ah__ledger_seterr(l, "out of memory starting the ledger writer");
-    return AH_ERR_NOMEM;
+    ah_status st = ah__sqlite_writer_start(s, loop);
+    if (st == AH_OK)
+        l->ops = &sql_async_ops;
+    return st;
 }
 
 void ah__ledger_sqlite_hold(ah_ledger *l, void (*fn)(void *ud), void *ud)
