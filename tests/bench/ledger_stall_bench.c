@@ -12,9 +12,11 @@
  *            (ah_ledger_set_loop; what the Lua host does);
  *   inline   no loop attached: every claim and commit runs on the loop's thread;
  *   idle     no ledger at all: the timer alone for N ticks (the machine's noise floor).
- * For each run it measures the gaps between consecutive timer firings; it prints, per
- * run and as the median over RUNS (default 5), the largest gap, the 99th percentile gap
- * and the total time for the N (default 200) receipts. A loop that is never stalled
+ * For each run it measures the gaps between consecutive timer firings and the time the
+ * loop's thread spent inside ah_ledger_claim / ah_ledger_complete (blocked: the stall
+ * itself, independent of how busy the machine is); it prints, per run and as the median
+ * over RUNS (default 5), the largest gap, the 99th percentile gap, the largest and the
+ * summed blocked time and the total time for the N (default 200) receipts. A loop that is never stalled
  * shows gaps of about 1 ms. Numbers, not assertions.
  */
 #include "agenthost.h"
@@ -42,8 +44,12 @@ typedef struct bench {
     double *gaps;
     size_t ngaps, capgaps;
     int n, done, failed, waiting;
+    double blocked_max, blocked_total; /* time the loop thread spent inside ledger calls */
     char key[64];
 } bench;
+
+static ah_ledger_answer timed_claim(bench *b, ah_ledger_result *r);
+static ah_ledger_answer timed_complete(bench *b, ah_ledger_result *r);
 
 static void on_tick(void *ud)
 {
@@ -70,14 +76,14 @@ static void step(bench *b)
         if (b->done >= b->n)
             return;
         snprintf(b->key, sizeof b->key, "receipt-%d", b->done);
-        ah_ledger_answer a = ah_ledger_claim(b->ledger, b->key, "{}", &r, answered, b);
+        ah_ledger_answer a = timed_claim(b, &r);
         if (a == AH_LEDGER_PENDING) {
             b->waiting = 1; /* claim */
             return;
         }
         if (a != AH_LEDGER_OWNED)
             goto fail;
-        a = ah_ledger_complete(b->ledger, b->key, "{}", "{\"id\":1}", &r, answered, b);
+        a = timed_complete(b, &r);
         if (a == AH_LEDGER_PENDING) {
             b->waiting = 2; /* complete */
             return;
@@ -103,7 +109,7 @@ static void answered(void *ud, const ah_ledger_result *r)
     b->waiting = 0;
     if (was == 1 && a == AH_LEDGER_OWNED) {
         ah_ledger_result x;
-        a = ah_ledger_complete(b->ledger, b->key, "{}", "{\"id\":1}", &x, answered, b);
+        a = timed_complete(b, &x);
         if (a == AH_LEDGER_PENDING) {
             b->waiting = 2;
             return;
@@ -120,6 +126,31 @@ static void answered(void *ud, const ah_ledger_result *r)
     step(b);
 }
 
+static void blocked(bench *b, double t0)
+{
+    double d = now_ms() - t0;
+    b->blocked_total += d;
+    if (d > b->blocked_max)
+        b->blocked_max = d;
+}
+
+static ah_ledger_answer timed_claim(bench *b, ah_ledger_result *r)
+{
+    double t0 = now_ms();
+    ah_ledger_answer a = ah_ledger_claim(b->ledger, b->key, "{}", r, answered, b);
+    blocked(b, t0);
+    return a;
+}
+
+static ah_ledger_answer timed_complete(bench *b, ah_ledger_result *r)
+{
+    double t0 = now_ms();
+    ah_ledger_answer a =
+        ah_ledger_complete(b->ledger, b->key, "{}", "{\"id\":1}", r, answered, b);
+    blocked(b, t0);
+    return a;
+}
+
 static void on_next(void *ud)
 {
     step(ud);
@@ -132,7 +163,7 @@ static int cmp_double(const void *a, const void *b)
 }
 
 typedef struct result {
-    double max_gap, p99_gap, total_ms;
+    double max_gap, p99_gap, total_ms, blocked_max, blocked_total;
     size_t ticks;
 } result;
 
@@ -167,6 +198,8 @@ static int one_run(const char *dir, int n, int use_loop, int idle, int run, resu
         ah_loop_run_once(b.loop, 100);
     res->total_ms = now_ms() - t0;
     res->ticks = b.ngaps;
+    res->blocked_max = b.blocked_max;
+    res->blocked_total = b.blocked_total;
     if (b.ngaps) {
         qsort(b.gaps, b.ngaps, sizeof *b.gaps, cmp_double);
         res->max_gap = b.gaps[b.ngaps - 1];
@@ -209,7 +242,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: ledger_stall_bench [DIR [N [RUNS [loop|inline|idle]]]]\n");
         return 2;
     }
-    double maxg[64], p99[64], total[64];
+    double maxg[64], p99[64], total[64], bmax[64], btot[64];
     if (runs > 64)
         runs = 64;
     for (int i = 0; i < runs; i++) {
@@ -217,15 +250,18 @@ int main(int argc, char **argv)
         if (one_run(dir, n, use_loop, idle, i, &r) != 0)
             return 1;
         printf("ledger_stall_bench mode=%s run=%d receipts=%d ticks=%zu max_gap_ms=%.2f "
-               "p99_gap_ms=%.2f total_ms=%.1f\n",
-               mode, i, n, r.ticks, r.max_gap, r.p99_gap, r.total_ms);
+               "p99_gap_ms=%.2f total_ms=%.1f blocked_max_ms=%.3f blocked_total_ms=%.1f\n",
+               mode, i, n, r.ticks, r.max_gap, r.p99_gap, r.total_ms, r.blocked_max,
+               r.blocked_total);
+        bmax[i] = r.blocked_max;
+        btot[i] = r.blocked_total;
         maxg[i] = r.max_gap;
         p99[i] = r.p99_gap;
         total[i] = r.total_ms;
     }
     printf("ledger_stall_bench mode=%s median of %d: max_gap_ms=%.2f p99_gap_ms=%.2f "
-           "total_ms=%.1f (%.2f ms per receipt)\n",
+           "total_ms=%.1f (%.2f ms per receipt) blocked_max_ms=%.3f blocked_total_ms=%.1f\n",
            mode, runs, median(maxg, runs), median(p99, runs), median(total, runs),
-           median(total, runs) / n);
+           median(total, runs) / n, median(bmax, runs), median(btot, runs));
     return 0;
 }
