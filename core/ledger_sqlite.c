@@ -184,28 +184,23 @@ static int is_busy(int rc)
     return rc == SQLITE_BUSY || rc == SQLITE_LOCKED;
 }
 
-/* After a busy answer: 1 = pause briefly and try again, 0 = LEDGER_PATIENCE_MS since t0
- * have passed. */
-static int keep_trying(const struct timespec *t0)
+static int64_t elapsed_ms(const struct timespec *t0)
 {
-    struct timespec t, pause = {0, 10 * 1000000L};
+    struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
-    if ((t.tv_sec - t0->tv_sec) * 1000 + (t.tv_nsec - t0->tv_nsec) / 1000000 >
-        LEDGER_PATIENCE_MS)
-        return 0;
-    nanosleep(&pause, NULL);
-    return 1;
+    return (t.tv_sec - t0->tv_sec) * 1000 + (t.tv_nsec - t0->tv_nsec) / 1000000;
 }
 
-/* Run sql, retrying while the database stays locked (each try already waits up to
- * LEDGER_BUSY_MS in SQLite's busy handler), for up to LEDGER_PATIENCE_MS. */
+/* Run sql, retrying while the database stays locked, for up to LEDGER_PATIENCE_MS. No
+ * pause of our own between tries: each try already waited up to LEDGER_BUSY_MS in
+ * SQLite's busy handler before it answered busy. */
 static int exec_patient(sqlite3 *db, const char *sql)
 {
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (;;) {
         int rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
-        if (!is_busy(rc) || !keep_trying(&t0))
+        if (!is_busy(rc) || elapsed_ms(&t0) > LEDGER_PATIENCE_MS)
             return rc;
     }
 }
@@ -616,8 +611,12 @@ static int sql_set_durability(sqlite3 *db, const char *path, char *err, size_t e
         }
         sqlite3_finalize(q);
         q = NULL;
-        if (!is_busy(rc) || !keep_trying(&t0))
+        if (!is_busy(rc) || elapsed_ms(&t0) > LEDGER_PATIENCE_MS)
             break;
+        /* Busy at once, so SQLite's busy handler did not wait: pause before asking
+         * again rather than spin. Only while a file is opened (another process is
+         * switching it to WAL), never in a step of a running call. */
+        sqlite3_sleep(10); /* blocking-ok: ledger open, WAL switch contended */
     }
     sqlite3_finalize(q);
     if (ok && sqlite3_exec(db, "PRAGMA synchronous=FULL", NULL, NULL, NULL) == SQLITE_OK)
