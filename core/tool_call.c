@@ -419,7 +419,7 @@ static ah_tool_action step_reported_fail(ah_tool_call *c)
             return AH_TOOL_DO_RETRY_AFTER;
         }
     }
-    if (d.reason != AH_GIVEUP_NOT_RETRYABLE && d.reason != AH_GIVEUP_ATTEMPTS)
+    if (d.reason != AH_GIVEUP_NOT_RETRYABLE)
         ah__log(AH_LOG_INFO, "tool '%s' attempt %d/%d failed (%s: %s); giving up: %s",
                 log_name(c), c->retry.attempts, c->backoff.max_attempts,
                 ah_error_kind_name(c->error.kind), c->error.message,
