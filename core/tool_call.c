@@ -602,12 +602,27 @@ static void blocking_notified(void *ud)
         b->user_notify(b->user_notify_ud);
 }
 
+/* The loop the waits run on: the call's, unless this thread cannot step it (the driver
+ * was called from inside one of its callbacks, or an application's loop drives it):
+ * then the call's private one, and the wait blocks this thread as any blocking call in
+ * a callback does, instead of stepping a loop re-entrantly. */
+static ah_loop *wait_loop(ah_tool_call *c)
+{
+    ah_loop *l = call_loop(c, 1);
+    if (l && !ah__loop_steppable(l)) {
+        if (!c->own_loop)
+            c->own_loop = ah_loop_new(NULL, NULL);
+        l = c->own_loop;
+    }
+    return l;
+}
+
 /* Wait on the loop for ms (or a notification). 0 when no loop could be had (out of
  * memory: the call then steps at once, as if the wait were over). */
 static int blocking_wait(blocking *b, int64_t ms)
 {
     if (!b->timer) {
-        b->loop = call_loop(b->c, 1);
+        b->loop = wait_loop(b->c);
         b->timer = b->loop ? ah_timer_new(b->loop, blocking_ready, b) : NULL;
         if (!b->timer)
             return 0;

@@ -453,6 +453,60 @@ static void private_loop_when_none_is_given(void **state)
     assert_null(ah_tool_call_new(&tp, NULL, NULL, NULL, "{}"));
 }
 
+/* Called from a timer callback of its own loop, the blocking driver must not step that
+ * loop re-entrantly: the wait runs on the call's private loop (1 ms of real time). */
+typedef struct nested {
+    ah_loop *loop;
+    ah_policy backoff;
+    ticker k;
+    ah_tool_outcome outcome;
+    int attempts, ran;
+} nested;
+
+static void run_tool_in_callback(void *ud)
+{
+    nested *n = ud;
+    ah_tool_policy tp;
+    ah_tool_policy_init(&tp);
+    tp.backoff = &n->backoff;
+    tp.loop = n->loop;
+    ah_tool_driver d;
+    memset(&d, 0, sizeof d);
+    d.body = flaky_once;
+    d.body_ud = &n->k;
+    ah_tool_call *c = ah_tool_call_new(&tp, NULL, NULL, NULL, "{}");
+    n->outcome = ah_tool_call_run(c, &d);
+    n->attempts = ah_tool_call_attempts(c);
+    n->ran = 1;
+    ah_tool_call_free(c);
+}
+
+static void blocking_driver_in_a_callback_does_not_reenter_its_loop(void **state)
+{
+    (void)state;
+    ah_manual_clock *clock = ah_manual_clock_new(0, 1700000000000);
+    nested n;
+    memset(&n, 0, sizeof n);
+    n.loop = ah_loop_new(ah_manual_clock_get(clock), NULL);
+    ah_policy_init(&n.backoff);
+    n.backoff.base_ms = n.backoff.cap_ms = 1;
+    n.backoff.jitter = AH_JITTER_NONE;
+    ah_timer *t = ah_timer_new(n.loop, run_tool_in_callback, &n);
+    ah_timer *other = ah_timer_new(n.loop, tick, &n.k);
+    ah_timer_start(t, 0);
+    ah_timer_start(other, 1); /* due when the nested wait is over: must not fire inside */
+    assert_int_equal(ah_loop_run_once(n.loop, 0), AH_OK);
+    assert_true(n.ran);
+    assert_int_equal(n.outcome, AH_TOOL_OK);
+    assert_int_equal(n.attempts, 2);
+    assert_int_equal(n.k.ticks, 0);             /* the outer loop was not stepped */
+    assert_int_equal(ah_loop_now_ms(n.loop), 0); /* nor its (manual) clock moved */
+    ah_timer_free(t);
+    ah_timer_free(other);
+    ah_loop_free(n.loop);
+    ah_manual_clock_free(clock);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -460,6 +514,7 @@ int main(void)
         cmocka_unit_test(classes_differ_only_in_the_default),
         cmocka_unit_test(tool_backoff_lets_other_timers_fire),
         cmocka_unit_test(private_loop_when_none_is_given),
+        cmocka_unit_test(blocking_driver_in_a_callback_does_not_reenter_its_loop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -208,8 +208,10 @@ typedef struct ah_tool_driver {
  * meanwhile, so its other timers and transfers keep running. A key in flight is waited
  * for until policy.notify would fire (this driver wakes on it) or the ledger's retry hint
  * passes. Returns the outcome (details through the getters). When c, d or d->body is
- * NULL returns AH_TOOL_ERROR at once and touches nothing. Not reentrant on one loop: a
- * timer or transfer callback of that loop must not call it. */
+ * NULL returns AH_TOOL_ERROR at once and touches nothing. Called from inside a callback
+ * of the call's loop (or on a loop an application's loop drives), it cannot step that
+ * loop: its waits then run on a private loop of the call and block this thread, as any
+ * blocking call in a callback does. */
 ah_tool_outcome ah_tool_call_run(ah_tool_call *c, const ah_tool_driver *d);
 
 #ifdef __cplusplus
