@@ -241,7 +241,7 @@ static schedule tool_schedule(const ah_policy *p, const failures *fails, uint64_
     ah_log_set_handler(NULL, NULL, AH_LOG_ERROR);
     s.attempts = ah_tool_call_attempts(c);
     assert_int_equal(ah_tool_call_error(c)->kind, AH_EK_TRANSIENT);
-    snprintf(s.gave_up, sizeof s.gave_up, "%s", g_tool_log);
+    snprintf(s.gave_up, sizeof s.gave_up, "%.31s", g_tool_log);
     ah_tool_call_free(c);
     ah_loop_free(loop);
     ah_seeded_rng_free(rng);
