@@ -192,8 +192,8 @@ static int64_t elapsed_ms(const struct timespec *t0)
 }
 
 /* Run sql, retrying while the database stays locked, for up to LEDGER_PATIENCE_MS. No
- * pause of our own between tries: each try already waited up to LEDGER_BUSY_MS in
- * SQLite's busy handler before it answered busy. */
+ * pause between tries: each try already waited up to LEDGER_BUSY_MS in SQLite's busy
+ * handler before it answered busy. */
 static int exec_patient(sqlite3 *db, const char *sql)
 {
     struct timespec t0;
@@ -613,10 +613,7 @@ static int sql_set_durability(sqlite3 *db, const char *path, char *err, size_t e
         q = NULL;
         if (!is_busy(rc) || elapsed_ms(&t0) > LEDGER_PATIENCE_MS)
             break;
-        /* Busy at once, so SQLite's busy handler did not wait: pause before asking
-         * again rather than spin. Only while a file is opened (another process is
-         * switching it to WAL), never in a step of a running call. */
-        sqlite3_sleep(10); /* blocking-ok: ledger open, WAL switch contended */
+        sqlite3_sleep(10); /* blocking-ok: only in ledger open, busy at once on WAL */
     }
     sqlite3_finalize(q);
     if (ok && sqlite3_exec(db, "PRAGMA synchronous=FULL", NULL, NULL, NULL) == SQLITE_OK)
