@@ -22,10 +22,10 @@
  *   - The transport is aborted only from timer and async handlers, never from inside a
  *     transport callback (there we return nonzero and let the attempt complete).
  *   - Resume (a re-attach to the same response after a break) is a new phase of the same
- *     call: c->retry.attempts counts the phase's attempts (what the policy bounds), total_attempts
- *     all of them. It starts from a zero-delay WAIT, never from inside a transport
- *     callback, and a re-attach that fails ends the call INTERRUPTED with the break's
- *     error (the caller's next rung), never GAVE_UP.
+ *     call: c->retry.attempts counts the phase's attempts (what the policy bounds),
+ *     total_attempts all of them. It starts from a zero-delay WAIT, never from inside a
+ *     transport callback, and a re-attach that fails ends the call INTERRUPTED with the
+ *     break's error (the caller's next rung), never GAVE_UP.
  *   - A cancel with a response running on the provider's side (the cancel_url hook)
  *     first sends the cancel request, from a timer, and finishes when it is answered or
  *     after AH_CALL_CANCEL_WAIT_MS; `cancelling` keeps everything else out meanwhile.
@@ -98,9 +98,10 @@ struct ah_call {
     ah_async *async;
     atomic_int cancel_requested;
 
-    int attempts;       /* in the current phase (the request, or one re-attach) */
     int total_attempts; /* every attempt of the call */
-    ah__retry retry; /* the phase's attempts, the call's start, the previous wait */
+    /* The retry machine: attempts in the current phase (the request, or one re-attach),
+     * the call's start, the previous wait. */
+    ah__retry retry;
     int64_t end_ms;
     int64_t last_rx_ms;
     int status;
@@ -173,7 +174,8 @@ static void set_state(ah_call *c, ah_call_state s, const char *why)
 {
     if (ah__log_enabled(AH_LOG_DEBUG))
         ah__log(AH_LOG_DEBUG, "llm_call %d: %s -> %s (attempt %d, %s)", c->llm_call,
-                ah_call_state_name(c->state), ah_call_state_name(s), c->retry.attempts, why);
+                ah_call_state_name(c->state), ah_call_state_name(s), c->retry.attempts,
+                why);
     c->state = s;
 }
 
@@ -291,10 +293,11 @@ static void finish(ah_call *c, ah_call_state s, const ah_error *err, const char 
     if (s == AH_CALL_GAVE_UP &&
         !(c->handles_give_up && c->handles_give_up(c->event_ud, &c->err))) {
         char who[80];
-        ah__log_event(AH_LOG_WARN, AH_EV_LLM_GAVE_UP,
-                      "%s gave up after %d attempt(s) (%s): %s", label(c, who, sizeof who),
-                      c->retry.attempts, ah_giveup_reason_name(c->reason),
-                c->err.message[0] ? c->err.message : ah_error_kind_name(c->err.kind));
+        ah__log_event(
+            AH_LOG_WARN, AH_EV_LLM_GAVE_UP, "%s gave up after %d attempt(s) (%s): %s",
+            label(c, who, sizeof who), c->retry.attempts,
+            ah_giveup_reason_name(c->reason),
+            c->err.message[0] ? c->err.message : ah_error_kind_name(c->err.kind));
         ah_event ev = {.type = AH_EV_LLM_GAVE_UP};
         ev.u.llm_gave_up.llm_call = c->llm_call;
         ev.u.llm_gave_up.attempts = c->retry.attempts;

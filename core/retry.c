@@ -15,7 +15,7 @@
 
 #include <math.h>
 
-/* ---- the machine's bookkeeping ------------------------------------------------------ */
+/* ---- the machine's bookkeeping ---------------------------------------------------- */
 
 void ah__retry_init(ah__retry *r, const ah_policy *policy, ah__retry_class cls)
 {
@@ -109,7 +109,8 @@ static ah_decision give_up(ah_decision d, ah_giveup_reason reason)
 
 static int default_verdict(ah__retry_class cls, const ah_error *err)
 {
-    return cls == AH__RETRY_TOOL ? err->kind == AH_EK_TRANSIENT : ah_error_is_retryable(err);
+    return cls == AH__RETRY_TOOL ? err->kind == AH_EK_TRANSIENT
+                                 : ah_error_is_retryable(err);
 }
 
 ah_decision ah__retry_verdict(const ah__retry *r, const ah_error *err)

@@ -37,8 +37,8 @@ typedef enum ah__retry_class {
 typedef struct ah__retry {
     const ah_policy *policy; /* borrowed from the owner; must stay valid */
     ah__retry_class cls;
-    int attempts;         /* attempts made in the current phase (what max_attempts bounds) */
-    int64_t start_ms;     /* when the operation began, on the owner's monotonic clock */
+    int attempts;     /* attempts made in the current phase (what max_attempts bounds) */
+    int64_t start_ms; /* when the operation began, on the owner's monotonic clock */
     int64_t prev_wait_ms; /* the wait before the latest retry (0 before the first) */
 } ah__retry;
 
@@ -59,7 +59,8 @@ ah_decision ah__retry_verdict(const ah__retry *r, const ah_error *err);
 /* Steps 5-8 for a verdict that said retry (a refusal is returned unchanged). rng NULL:
  * no draws, every jitter mode waits the unjittered exp(n). budget NULL: no token. */
 ah_decision ah__retry_schedule(const ah__retry *r, ah_decision d, const ah_error *err,
-                               int64_t now_ms, const ah_rng *rng, ah_retry_budget *budget);
+                               int64_t now_ms, const ah_rng *rng,
+                               ah_retry_budget *budget);
 /* Both, in order. */
 ah_decision ah__retry_decide(const ah__retry *r, const ah_error *err, int64_t now_ms,
                              const ah_rng *rng, ah_retry_budget *budget);

@@ -19,7 +19,7 @@ struct ah_retry_budget {
     pthread_mutex_t mu;
     int64_t max_milli;
     int64_t ratio_milli;
-    int64_t milli; /* guarded by mu; always in [0, max_milli] */
+    int64_t milli;             /* guarded by mu; always in [0, max_milli] */
     ah__budget_shared *shared; /* the Redis side (redis_budget.c), or NULL */
 };
 

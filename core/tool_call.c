@@ -46,10 +46,10 @@ struct ah_tool_call {
     phase ph;
     ah_tool_action final; /* valid in PH_DONE */
     ah_tool_policy policy; /* name points at `name` */
-    ah_policy backoff;     /* the schedule the retry machine runs (policy.backoff or none) */
-    ah__retry retry;       /* attempts (body executions), start, previous wait */
-    int started;           /* the first step happened: the deadline runs from there */
-    ah_loop *own_loop;     /* made when policy.loop is NULL and a wait or a draw needs one */
+    ah_policy backoff; /* the schedule the retry machine runs (policy.backoff or none) */
+    ah__retry retry;   /* attempts (body executions), start, previous wait */
+    int started;       /* the first step happened: the deadline runs from there */
+    ah_loop *own_loop; /* made when policy.loop is NULL and a wait or a draw needs one */
     char *name;
     ah_ledger *ledger; /* borrowed */
     ah_budget *budget; /* one reference held */
@@ -91,7 +91,8 @@ static void set_phase(ah_tool_call *c, phase ph)
 {
     if (ah__log_enabled(AH_LOG_DEBUG))
         ah__log(AH_LOG_DEBUG, "tool call %s: %s -> %s (attempt %d)",
-                c->key ? c->key : "-", phase_names[c->ph], phase_names[ph], c->retry.attempts);
+                c->key ? c->key : "-", phase_names[c->ph], phase_names[ph],
+                c->retry.attempts);
     c->ph = ph;
 }
 
@@ -165,8 +166,7 @@ ah_tool_call *ah_tool_call_new(const ah_tool_policy *policy, ah_ledger *ledger,
     c->args = ah__strdup(args_canonical ? args_canonical : "");
     c->name = c->policy.name ? ah__strdup(c->policy.name) : NULL;
     c->policy.name = c->name;
-    if ((key && !c->key) || !c->args || (c->policy.name && !c->name) ||
-        !set_backoff(c)) {
+    if ((key && !c->key) || !c->args || (c->policy.name && !c->name) || !set_backoff(c)) {
         free(c->name);
         free(c->key);
         free(c->args);
@@ -650,7 +650,8 @@ static ah_tool_outcome blocking_run(blocking *b)
 {
     ah_tool_call *c = b->c;
     const ah_tool_driver *d = b->d;
-    int64_t bound = d->claim_wait_ms > 0 ? d->claim_wait_ms : ah_ledger_lease_ms(c->ledger);
+    int64_t bound =
+        d->claim_wait_ms > 0 ? d->claim_wait_ms : ah_ledger_lease_ms(c->ledger);
     int64_t claim_since = -1;
     for (;;) {
         ah_tool_action a = ah_tool_step(c);

@@ -50,7 +50,8 @@ static void *server(void *arg)
         return NULL;
     char req[4096];
     ssize_t got = 0, n;
-    while (got < (ssize_t)sizeof req - 1 && (n = read(fd, req + got, sizeof req - 1 - got)) > 0) {
+    while (got < (ssize_t)sizeof req - 1 &&
+           (n = read(fd, req + got, sizeof req - 1 - got)) > 0) {
         got += n;
         req[got] = '\0';
         char *end = strstr(req, "\r\n\r\n");
@@ -130,7 +131,8 @@ int main(int argc, char **argv)
     listen_fd = socket(AF_INET, SOCK_STREAM, 0);
     socklen_t al = sizeof a;
     if (listen_fd < 0 || bind(listen_fd, (struct sockaddr *)&a, sizeof a) != 0 ||
-        listen(listen_fd, 1) != 0 || getsockname(listen_fd, (struct sockaddr *)&a, &al) != 0) {
+        listen(listen_fd, 1) != 0 ||
+        getsockname(listen_fd, (struct sockaddr *)&a, &al) != 0) {
         perror("listen");
         return 1;
     }
@@ -200,7 +202,8 @@ int main(int argc, char **argv)
         if (s.at[i] > t1)
             break;
     }
-    printf("tool_backoff_bench wait_ms=%lld tool_ms=%lld outcome=%s stream_callbacks_during=%d "
+    printf("tool_backoff_bench wait_ms=%lld tool_ms=%lld outcome=%s "
+           "stream_callbacks_during=%d "
            "max_gap_ms=%lld stream_callbacks_total=%d call=%s\n",
            (long long)wait_ms, (long long)(t1 - t0), ah_tool_outcome_name(o), during,
            (long long)gap, s.n, ah_call_state_name(ah_call_get_state(call)));

@@ -57,7 +57,8 @@ static ah_policy the_policy(void)
     return p;
 }
 
-/* ---- an LLM call on a transport whose every attempt fails ---------------------------- */
+/* ---- an LLM call on a transport whose every attempt fails ----------------------------
+ */
 
 typedef struct fake {
     const failures *fails;
@@ -176,7 +177,8 @@ static schedule llm_schedule(const ah_policy *p, const failures *fails, uint64_t
     return s;
 }
 
-/* ---- a tool call whose every attempt fails the same way ------------------------------ */
+/* ---- a tool call whose every attempt fails the same way ------------------------------
+ */
 
 typedef struct tool_run {
     const failures *fails;
@@ -258,7 +260,8 @@ static void assert_same(const schedule *a, const schedule *b)
     assert_string_equal(a->gave_up, b->gave_up);
 }
 
-/* ---- the tests ----------------------------------------------------------------------- */
+/* ---- the tests -----------------------------------------------------------------------
+ */
 
 /* Same seed, same policy, same failures: the same decisions, for several seeds, ending on
  * the deadline (or the attempt count), with the server's hint honoured as a floor. */
@@ -276,8 +279,8 @@ static void llm_and_tool_decide_alike(void **state)
         schedule tool = tool_schedule(&p, &f, seed);
         assert_same(&llm, &tool);
         assert_true(llm.n_waits >= 2);
-        assert_true(llm.waits[0] <= 100);  /* full jitter: U(0, 100) */
-        assert_true(llm.waits[1] >= 700);  /* the hint as a floor */
+        assert_true(llm.waits[0] <= 100); /* full jitter: U(0, 100) */
+        assert_true(llm.waits[1] >= 700); /* the hint as a floor */
         assert_int_equal(llm.attempts, llm.n_waits + 1);
         saw_deadline += strcmp(llm.gave_up, "deadline") == 0;
     }
@@ -499,7 +502,7 @@ static void blocking_driver_in_a_callback_does_not_reenter_its_loop(void **state
     assert_true(n.ran);
     assert_int_equal(n.outcome, AH_TOOL_OK);
     assert_int_equal(n.attempts, 2);
-    assert_int_equal(n.k.ticks, 0);             /* the outer loop was not stepped */
+    assert_int_equal(n.k.ticks, 0);              /* the outer loop was not stepped */
     assert_int_equal(ah_loop_now_ms(n.loop), 0); /* nor its (manual) clock moved */
     ah_timer_free(t);
     ah_timer_free(other);

@@ -2,8 +2,8 @@
  * retried (transient only by default; retry_on sees every error and decides, except that
  * budget and cancelled errors never retry), max_attempts counting all attempts, the
  * backoff schedule of the shared retry machine (waits are loop timers, run here on a
- * manual clock), duplicates returning the original receipt without running the body, receipts
- * recorded before success is reported, cancellation and misuse. */
+ * manual clock), duplicates returning the original receipt without running the body,
+ * receipts recorded before success is reported, cancellation and misuse. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
