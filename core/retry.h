@@ -16,6 +16,8 @@
  *                past max_retry_after_ms gives up at once
  *             7. the deadline: a wait that does not end before it gives up now
  *             8. the retry-budget token, last, so only a retry that happens spends one
+ *                (a budget kept in Redis answers asynchronously: the LLM call decides
+ *                with NULL here and asks it after, in WAIT)
  *
  * Callers may run something of their own between verdict and schedule (a tool call
  * checks its call budget there). The WAIT that follows is always a loop timer armed by
