@@ -127,8 +127,9 @@ static int uses_ledger(const ah_tool_call *c)
 }
 
 /* The schedule the retry machine runs: the policy's backoff, or none at all (retry at
- * once, hints ignored); the attempt bound and the predicate are the tool policy's. */
-static int set_backoff(ah_tool_call *c)
+ * once, hints ignored); the attempt bound and the predicate are the tool policy's.
+ * 0 with err set when the backoff is not a valid policy. */
+static int set_backoff(ah_tool_call *c, char *err, size_t errsize)
 {
     if (c->policy.backoff) {
         c->backoff = *c->policy.backoff;
@@ -142,22 +143,33 @@ static int set_backoff(ah_tool_call *c)
     c->backoff.max_attempts = c->policy.max_attempts;
     c->backoff.retry_on = c->policy.retry_on;
     c->backoff.retry_on_ud = c->policy.retry_on_ud;
-    if (ah_policy_validate(&c->backoff, NULL, 0) != AH_OK)
+    char why[160];
+    if (ah_policy_validate(&c->backoff, why, sizeof why) != AH_OK) {
+        ah__bufprintf(err, errsize, "tool policy.backoff: %s", why);
         return 0;
+    }
     ah__retry_init(&c->retry, &c->backoff, AH__RETRY_TOOL);
     return 1;
 }
 
-ah_tool_call *ah_tool_call_new(const ah_tool_policy *policy, ah_ledger *ledger,
-                               ah_budget *budget, const char *key,
-                               const char *args_canonical)
+static ah_tool_call *tool_call_make(const ah_tool_policy *policy, ah_ledger *ledger,
+                                    ah_budget *budget, const char *key,
+                                    const char *args_canonical, char *err, size_t errsize,
+                                    ah_status *st)
 {
     ah_tool_call *c = NULL;
-    if (policy && policy->max_attempts < 1)
+    if (policy && policy->max_attempts < 1) {
+        ah__bufprintf(err, errsize, "tool policy: max_attempts must be >= 1 (got %d)",
+                      policy->max_attempts);
+        *st = AH_ERR_INVALID;
         return NULL;
+    }
+    *st = AH_ERR_NOMEM;
     c = calloc(1, sizeof *c);
-    if (!c)
+    if (!c) {
+        ah__bufprintf(err, errsize, "tool call: out of memory");
         return NULL;
+    }
     if (policy)
         c->policy = *policy;
     else
@@ -165,12 +177,19 @@ ah_tool_call *ah_tool_call_new(const ah_tool_policy *policy, ah_ledger *ledger,
     c->key = key ? ah__strdup(key) : NULL;
     c->args = ah__strdup(args_canonical ? args_canonical : "");
     c->name = c->policy.name ? ah__strdup(c->policy.name) : NULL;
+    int named = !c->policy.name || c->name;
     c->policy.name = c->name;
-    if ((key && !c->key) || !c->args || (c->policy.name && !c->name) || !set_backoff(c)) {
+    int valid = 1;
+    if ((key && !c->key) || !c->args || !named ||
+        !(valid = set_backoff(c, err, errsize))) {
         free(c->name);
         free(c->key);
         free(c->args);
         free(c);
+        if (valid)
+            ah__bufprintf(err, errsize, "tool call: out of memory");
+        else
+            *st = AH_ERR_INVALID;
         return NULL;
     }
     c->ledger = ledger;
@@ -179,6 +198,21 @@ ah_tool_call *ah_tool_call_new(const ah_tool_policy *policy, ah_ledger *ledger,
     c->outcome = AH_TOOL_ERROR;
     ah_error_clear(&c->error);
     return c;
+}
+
+/* The public form (status, out-pointer, error buffer): see the header. */
+ah_status ah_tool_call_new(const ah_tool_policy *policy, ah_ledger *ledger, ah_budget *budget,
+                           const char *key, const char *args_canonical, ah_tool_call **out,
+                           char *err, size_t errsize)
+{
+    ah_status st = AH_OK;
+    if (!out) {
+        if (err && errsize)
+            ah__bufprintf(err, errsize, "ah_tool_call_new: out is NULL");
+        return AH_ERR_INVALID;
+    }
+    *out = tool_call_make(policy, ledger, budget, key, args_canonical, err, errsize, &st);
+    return *out ? AH_OK : st;
 }
 
 void ah_tool_call_free(ah_tool_call *c)

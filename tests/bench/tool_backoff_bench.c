@@ -183,7 +183,15 @@ int main(int argc, char **argv)
     ah_tool_driver d;
     memset(&d, 0, sizeof d);
     d.body = flaky_once;
+#ifdef OLD_TOOL_API
     ah_tool_call *tc = ah_tool_call_new(&tp, NULL, NULL, NULL, "{}");
+#else
+    ah_tool_call *tc = NULL;
+    if (ah_tool_call_new(&tp, NULL, NULL, NULL, "{}", &tc, err, sizeof err) != AH_OK) {
+        fprintf(stderr, "tool call: %s\n", err);
+        return 1;
+    }
+#endif
     int before = s.n;
     int64_t t0 = ah_loop_now_ms(loop);
     ah_tool_outcome o = ah_tool_call_run(tc, &d);

@@ -45,6 +45,16 @@ typedef struct schedule {
     char gave_up[32]; /* the give-up reason's name */
 } schedule;
 
+/* A tool call with no ledger, no budget and no key (the new form, asserted to work). */
+static ah_tool_call *new_call(const ah_tool_policy *tp, const char *key)
+{
+    ah_tool_call *c = NULL;
+    char err[160];
+    assert_int_equal(ah_tool_call_new(tp, NULL, NULL, key, "{}", &c, err, sizeof err), AH_OK);
+    assert_non_null(c);
+    return c;
+}
+
 static ah_policy the_policy(void)
 {
     ah_policy p;
@@ -235,8 +245,7 @@ static schedule tool_schedule(const ah_policy *p, const failures *fails, uint64_
     d.body_ud = &r;
     d.advance_ms = tool_advance;
     d.advance_ud = &r;
-    ah_tool_call *c = ah_tool_call_new(&tp, NULL, NULL, "k", "{}");
-    assert_non_null(c);
+    ah_tool_call *c = new_call(&tp, "k");
     g_tool_log[0] = '\0';
     ah_log_set_handler(capture_log, &s, AH_LOG_INFO);
     assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_ERROR);
@@ -408,7 +417,7 @@ static void tool_backoff_lets_other_timers_fire(void **state)
     d.body_ud = &k;
     d.advance_ms = ticker_advance;
     d.advance_ud = &k;
-    ah_tool_call *c = ah_tool_call_new(&tp, NULL, NULL, NULL, "{}");
+    ah_tool_call *c = new_call(&tp, NULL);
     ah_timer_start(k.t, 50); /* another owner's timer, due inside the backoff */
     assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_OK);
     assert_int_equal(ah_tool_call_attempts(c), 2);
@@ -444,7 +453,7 @@ static void private_loop_when_none_is_given(void **state)
     memset(&d, 0, sizeof d);
     d.body = flaky_once;
     d.body_ud = &k;
-    ah_tool_call *c = ah_tool_call_new(&tp, NULL, NULL, NULL, "{}");
+    ah_tool_call *c = new_call(&tp, NULL);
     assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_OK);
     assert_int_equal(ah_tool_call_attempts(c), 2);
     assert_int_equal(ah_tool_call_wait_ms(c), 1);
@@ -453,7 +462,12 @@ static void private_loop_when_none_is_given(void **state)
     /* An invalid backoff is refused when the call is made. */
     p.cap_ms = 0;
     p.base_ms = 10;
-    assert_null(ah_tool_call_new(&tp, NULL, NULL, NULL, "{}"));
+    ah_tool_call *bad = (ah_tool_call *)&tp;
+    char err[160];
+    assert_int_equal(ah_tool_call_new(&tp, NULL, NULL, NULL, "{}", &bad, err, sizeof err),
+                     AH_ERR_INVALID);
+    assert_null(bad);
+    assert_non_null(strstr(err, "tool policy.backoff: policy.cap_ms must be >= policy.base_ms"));
 }
 
 /* Called from a timer callback of its own loop, the blocking driver must not step that
@@ -477,7 +491,7 @@ static void run_tool_in_callback(void *ud)
     memset(&d, 0, sizeof d);
     d.body = flaky_once;
     d.body_ud = &n->k;
-    ah_tool_call *c = ah_tool_call_new(&tp, NULL, NULL, NULL, "{}");
+    ah_tool_call *c = new_call(&tp, NULL);
     n->outcome = ah_tool_call_run(c, &d);
     n->attempts = ah_tool_call_attempts(c);
     n->ran = 1;
