@@ -11,8 +11,9 @@
  *   - Nothing fires from inside ah_call_start(): no event, no start(), no on_finish.
  *   - Once the consumer saw the final event (end_seen) the call ends DONE, whatever the
  *     connection does next.
- *   - Retrying is decided only by ah_backoff_decide() (and a shared budget's verdict,
- *     awaited in WAIT with c->pending), only before the stream opened.
+ *   - Retrying is decided only by the retry machine (retry.h, the same one a tool call
+ *     uses; a shared budget's verdict is awaited in WAIT with c->pending), only before
+ *     the stream opened, and its WAIT is c->timer.
  *     Once a 2xx head arrived the call ends DONE, INTERRUPTED or CANCELLED: never resent.
  *   - finish() is the last thing any handler does: on_finish may free the call.
  *   - A cancel request is an atomic flag plus an async wake-up; it is honoured at the
@@ -21,16 +22,17 @@
  *   - The transport is aborted only from timer and async handlers, never from inside a
  *     transport callback (there we return nonzero and let the attempt complete).
  *   - Resume (a re-attach to the same response after a break) is a new phase of the same
- *     call: c->attempts counts the phase's attempts (what the policy bounds), total_attempts
- *     all of them. It starts from a zero-delay WAIT, never from inside a transport
- *     callback, and a re-attach that fails ends the call INTERRUPTED with the break's
- *     error (the caller's next rung), never GAVE_UP.
+ *     call: c->retry.attempts counts the phase's attempts (what the policy bounds),
+ *     total_attempts all of them. It starts from a zero-delay WAIT, never from inside a
+ *     transport callback, and a re-attach that fails ends the call INTERRUPTED with the
+ *     break's error (the caller's next rung), never GAVE_UP.
  *   - A cancel with a response running on the provider's side (the cancel_url hook)
  *     first sends the cancel request, from a timer, and finishes when it is answered or
  *     after AH_CALL_CANCEL_WAIT_MS; `cancelling` keeps everything else out meanwhile.
  */
 #include "internal.h"
 #include "redis_internal.h"
+#include "retry.h"
 
 #include "agenthost/call.h"
 
@@ -96,10 +98,11 @@ struct ah_call {
     ah_async *async;
     atomic_int cancel_requested;
 
-    int attempts;       /* in the current phase (the request, or one re-attach) */
     int total_attempts; /* every attempt of the call */
-    int64_t start_ms, end_ms;
-    int64_t prev_wait_ms;
+    /* The retry machine: attempts in the current phase (the request, or one re-attach),
+     * the call's start, the previous wait. */
+    ah__retry retry;
+    int64_t end_ms;
     int64_t last_rx_ms;
     int status;
     ah_error err; /* the terminal error, or the last attempt's while retrying */
@@ -158,7 +161,7 @@ static int64_t now_ms(const ah_call *c)
 
 static int64_t elapsed(const ah_call *c)
 {
-    return now_ms(c) - c->start_ms;
+    return ah__retry_elapsed(&c->retry, now_ms(c));
 }
 
 static int cancel_pending(ah_call *c)
@@ -171,7 +174,8 @@ static void set_state(ah_call *c, ah_call_state s, const char *why)
 {
     if (ah__log_enabled(AH_LOG_DEBUG))
         ah__log(AH_LOG_DEBUG, "llm_call %d: %s -> %s (attempt %d, %s)", c->llm_call,
-                ah_call_state_name(c->state), ah_call_state_name(s), c->attempts, why);
+                ah_call_state_name(c->state), ah_call_state_name(s), c->retry.attempts,
+                why);
     c->state = s;
 }
 
@@ -289,14 +293,15 @@ static void finish(ah_call *c, ah_call_state s, const ah_error *err, const char 
     if (s == AH_CALL_GAVE_UP &&
         !(c->handles_give_up && c->handles_give_up(c->event_ud, &c->err))) {
         char who[80];
-        ah__log_event(AH_LOG_WARN, AH_EV_LLM_GAVE_UP,
-                      "%s gave up after %d attempt(s) (%s): %s", label(c, who, sizeof who),
-                      c->attempts, ah_giveup_reason_name(c->reason),
-                c->err.message[0] ? c->err.message : ah_error_kind_name(c->err.kind));
+        ah__log_event(
+            AH_LOG_WARN, AH_EV_LLM_GAVE_UP, "%s gave up after %d attempt(s) (%s): %s",
+            label(c, who, sizeof who), c->retry.attempts,
+            ah_giveup_reason_name(c->reason),
+            c->err.message[0] ? c->err.message : ah_error_kind_name(c->err.kind));
         ah_event ev = {.type = AH_EV_LLM_GAVE_UP};
         ev.u.llm_gave_up.llm_call = c->llm_call;
-        ev.u.llm_gave_up.attempts = c->attempts;
-        ev.u.llm_gave_up.elapsed_ms = c->end_ms - c->start_ms;
+        ev.u.llm_gave_up.attempts = c->retry.attempts;
+        ev.u.llm_gave_up.elapsed_ms = c->end_ms - c->retry.start_ms;
         ev.u.llm_gave_up.status = c->err.status;
         ev.u.llm_gave_up.error = &c->err;
         ev.u.llm_gave_up.reason = c->reason;
@@ -445,8 +450,7 @@ static void stream_broke(ah_call *c, ah_error *e, const char *why)
     c->reattach_req.url = url;
     c->resumes++;
     c->resuming = 1;
-    c->attempts = 0;
-    c->prev_wait_ms = 0;
+    ah__retry_new_phase(&c->retry);
     /* Info, not a warning: the llm_continuation event is what displays show (the
      * worker's continuations do not log either). */
     ah__log_event(AH_LOG_INFO, AH_EV_LLM_CONTINUATION,
@@ -517,9 +521,8 @@ static void attempt_failed(ah_call *c, const ah_error *e)
     }
     /* A shared budget decides last, asynchronously: the rest of the decision first. */
     int shared = c->budget && ah_retry_budget_is_shared(c->budget);
-    ah_decision d = ah_backoff_decide(&c->policy, &c->err, c->attempts, elapsed(c),
-                                      c->prev_wait_ms, ah_loop_rng(c->loop),
-                                      shared ? NULL : c->budget);
+    ah_decision d = ah__retry_decide(&c->retry, &c->err, now_ms(c), ah_loop_rng(c->loop),
+                                     shared ? NULL : c->budget);
     if (d.retry && shared) {
         ah_redis_req *q = NULL;
         int v = ah_retry_budget_spend_async(c->budget, on_budget_verdict, c, &q);
@@ -563,12 +566,12 @@ static void retry_or_give_up(ah_call *c, ah_decision d)
     ah__log_event(AH_LOG_WARN, AH_EV_LLM_RETRY,
                   "%s: %s, retrying (attempt %d/%d in %lld ms, %s): %s",
                   label(c, who, sizeof who), describe(&c->err, what, sizeof what),
-                  c->attempts + 1, c->policy.max_attempts, (long long)d.wait_ms,
+                  c->retry.attempts + 1, c->policy.max_attempts, (long long)d.wait_ms,
                   ah_wait_source_name(d.wait_source), c->err.message);
     /* The event goes out BEFORE the wait starts, so a display can show it at once. */
     ah_event ev = {.type = AH_EV_LLM_RETRY};
     ev.u.llm_retry.llm_call = c->llm_call;
-    ev.u.llm_retry.failed_attempt = c->attempts;
+    ev.u.llm_retry.failed_attempt = c->retry.attempts;
     ev.u.llm_retry.max_attempts = c->policy.max_attempts;
     ev.u.llm_retry.wait_ms = d.wait_ms;
     ev.u.llm_retry.wait_source = d.wait_source;
@@ -580,10 +583,9 @@ static void retry_or_give_up(ah_call *c, ah_decision d)
         finish_cancelled(c);
         return;
     }
-    c->prev_wait_ms = d.wait_ms;
     set_state(c, AH_CALL_WAIT, ah_wait_source_name(d.wait_source));
     c->timer_role = ROLE_WAIT;
-    ah_timer_start(c->timer, d.wait_ms);
+    ah_timer_start(c->timer, ah__retry_wait(&c->retry, &d));
 }
 
 static void on_timer(void *ud)
@@ -620,10 +622,10 @@ static void on_timer(void *ud)
         if (c->policy.deadline_ms > 0 && elapsed(c) >= c->policy.deadline_ms)
             ah_error_set(&e, AH_EK_TIMEOUT, 0,
                          "deadline of %lld ms reached during attempt %d",
-                         (long long)c->policy.deadline_ms, c->attempts);
+                         (long long)c->policy.deadline_ms, c->retry.attempts);
         else
             ah_error_set(&e, AH_EK_TIMEOUT, 0, "attempt %d timed out after %lld ms",
-                         c->attempts, (long long)c->policy.attempt_timeout_ms);
+                         c->retry.attempts, (long long)c->policy.attempt_timeout_ms);
         attempt_failed(c, &e);
         return;
     case ROLE_DEADLINE:
@@ -883,7 +885,7 @@ static void begin_attempt(ah_call *c)
             return;
     }
     c->paced = 0;
-    c->attempts++;
+    ah__retry_attempt(&c->retry);
     c->total_attempts++;
     c->status = 0;
     c->consumer_failed = 0;
@@ -893,7 +895,7 @@ static void begin_attempt(ah_call *c)
     set_state(c, AH_CALL_ATTEMPT, "start");
     ah_event ev = {.type = AH_EV_LLM_CALL_START};
     ev.u.llm_call_start.llm_call = c->llm_call;
-    ev.u.llm_call_start.attempt = c->attempts;
+    ev.u.llm_call_start.attempt = c->retry.attempts;
     ev.u.llm_call_start.continuation = c->continuation + c->resumes;
     emit(c, &ev);
     if (cancel_pending(c)) {
@@ -1042,6 +1044,7 @@ ah_status ah_call_new(const ah_call_config *cfg, ah_call **out, char *errbuf,
     st = ah_policy_validate(&c->policy, errbuf, errsize);
     if (st != AH_OK)
         goto fail;
+    ah__retry_init(&c->retry, &c->policy, AH__RETRY_LLM);
     c->budget = cfg->retry_budget;
     c->rate_limit = cfg->rate_limit;
     c->stream = cfg->stream;
@@ -1114,7 +1117,7 @@ ah_status ah_call_start(ah_call *c)
      * call that started the work (libuv's rule). A caller may therefore change its own
      * state after ah_call_start() returns and still see the completion. */
     c->started = 1;
-    c->start_ms = now_ms(c);
+    ah__retry_start(&c->retry, now_ms(c));
     c->timer_role = ROLE_START;
     ah_timer_start(c->timer, 0);
     return AH_OK;
@@ -1173,7 +1176,7 @@ int64_t ah_call_elapsed_ms(const ah_call *c)
 {
     if (c->state == AH_CALL_IDLE)
         return 0;
-    return (is_terminal(c->state) ? c->end_ms : now_ms(c)) - c->start_ms;
+    return (is_terminal(c->state) ? c->end_ms : now_ms(c)) - c->retry.start_ms;
 }
 
 ah_giveup_reason ah_call_giveup_reason(const ah_call *c)

@@ -24,6 +24,11 @@ void ah__log(ah_log_level level, const char *fmt, ...) AH__PRINTF(2, 3);
 void ah__log_event(ah_log_level level, int event, const char *fmt, ...) AH__PRINTF(3, 4);
 int ah__log_enabled(ah_log_level level);
 
+/* loop.c: 1 when ah_loop_run_once() may be called on the loop now (its own backend, and
+ * not from inside one of its steps: a blocking driver called from a callback must not
+ * step the loop that called it). */
+int ah__loop_steppable(const ah_loop *loop);
+
 /* strdup/strndup that return NULL on allocation failure (C11 has neither). */
 char *ah__strdup(const char *s);
 char *ah__strndup(const char *s, size_t n);

@@ -636,6 +636,11 @@ size_t ah_loop_transfer_count(const ah_loop *loop)
     return loop->n_easy;
 }
 
+int ah__loop_steppable(const ah_loop *loop)
+{
+    return !loop->hooked && !loop->in_dispatch;
+}
+
 int ah_loop_alive(const ah_loop *loop)
 {
     return loop->n_heap > 0 || loop->n_easy > 0;

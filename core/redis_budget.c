@@ -1,9 +1,9 @@
 /* redis_budget.c - the retry budget's token bucket kept in Redis, shared by a fleet.
  *
- * The bucket is the local one's (backoff.c), in milli-tokens, as one server-side script:
- * read, spend or refund, write back, in one atomic step. The key expires after a day
- * without decisions (an abandoned key starts full again). Invariants: every decision is
- * either Redis's or the local fallback's, never both; a spend whose command fails is
+ * The bucket is the local one's (retry_budget.c), in milli-tokens, as one server-side
+ * script: read, spend or refund, write back, in one atomic step. The key expires after a
+ * day without decisions (an abandoned key starts full again). Invariants: every decision
+ * is either Redis's or the local fallback's, never both; a spend whose command fails is
  * decided locally, so a verdict always comes; the fallback is logged once per outage.
  */
 #include "internal.h"

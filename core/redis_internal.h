@@ -53,7 +53,7 @@ void ah__redis_note_up(ah_redis *r, int *logged_flag, const char *what);
 /* ratelimit.c: feed a response's headers to the pacer (call.c, on every response head). */
 void ah__rate_limit_observe(ah_rate_limit *rl, ah_loop *loop, const ah_header *h, size_t n);
 
-/* The shared retry budget's hooks used by backoff.c. */
+/* The shared retry budget's hooks used by retry_budget.c. */
 typedef struct ah__budget_shared ah__budget_shared;
 void ah__budget_shared_free(ah__budget_shared *s);
 /* Refund on success through Redis; 0 when Redis is down (then refund locally). */

@@ -14,16 +14,18 @@
  *     either completed (receipt recorded, before SUCCEED is returned) or released when
  *     the call ends any other way (failure, budget, cancel, free);
  *   - every phase change goes through set_phase() so a call can be traced;
- *   - the call never sleeps and never calls the body: drivers do.
+ *   - whether and when to retry is decided by the retry machine (retry.h), the same one
+ *     an LLM call steps, with the tool class (transient only, budget errors never);
+ *   - the call never sleeps and never calls the body: drivers do, and both wait on loop
+ *     timers (the blocking driver below steps the call's loop; nothing here sleeps).
  */
 #include "internal.h"
+#include "retry.h"
 
 #include "agenthost/tool.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 typedef enum phase {
     PH_START,
@@ -43,11 +45,15 @@ static const char *const phase_names[] = {
 struct ah_tool_call {
     phase ph;
     ah_tool_action final; /* valid in PH_DONE */
-    ah_tool_policy policy;
+    ah_tool_policy policy; /* name points at `name` */
+    ah_policy backoff; /* the schedule the retry machine runs (policy.backoff or none) */
+    ah__retry retry;   /* attempts (body executions), start, previous wait */
+    int started;       /* the first step happened: the deadline runs from there */
+    ah_loop *own_loop; /* made when policy.loop is NULL and a wait or a draw needs one */
+    char *name;
     ah_ledger *ledger; /* borrowed */
     ah_budget *budget; /* one reference held */
     char *key, *args;
-    int attempts;
     int64_t wait_ms;
     ah_tool_outcome outcome;
     ah_error error;
@@ -85,7 +91,8 @@ static void set_phase(ah_tool_call *c, phase ph)
 {
     if (ah__log_enabled(AH_LOG_DEBUG))
         ah__log(AH_LOG_DEBUG, "tool call %s: %s -> %s (attempt %d)",
-                c->key ? c->key : "-", phase_names[c->ph], phase_names[ph], c->attempts);
+                c->key ? c->key : "-", phase_names[c->ph], phase_names[ph],
+                c->retry.attempts);
     c->ph = ph;
 }
 
@@ -119,6 +126,32 @@ static int uses_ledger(const ah_tool_call *c)
     return c->ledger && c->key;
 }
 
+/* The schedule the retry machine runs: the policy's backoff, or none at all (retry at
+ * once, hints ignored); the attempt bound and the predicate are the tool policy's.
+ * 0 with err set when the backoff is not a valid policy. */
+static int set_backoff(ah_tool_call *c, char *err, size_t errsize)
+{
+    if (c->policy.backoff) {
+        c->backoff = *c->policy.backoff;
+    } else {
+        ah_policy_init(&c->backoff);
+        c->backoff.base_ms = c->backoff.cap_ms = 0;
+        c->backoff.jitter = AH_JITTER_NONE;
+        c->backoff.retry_after = AH_RETRY_AFTER_IGNORE;
+    }
+    c->policy.backoff = NULL; /* copied: nothing borrowed is kept */
+    c->backoff.max_attempts = c->policy.max_attempts;
+    c->backoff.retry_on = c->policy.retry_on;
+    c->backoff.retry_on_ud = c->policy.retry_on_ud;
+    char why[160];
+    if (ah_policy_validate(&c->backoff, why, sizeof why) != AH_OK) {
+        ah__bufprintf(err, errsize, "tool policy.backoff: %s", why);
+        return 0;
+    }
+    ah__retry_init(&c->retry, &c->backoff, AH__RETRY_TOOL);
+    return 1;
+}
+
 static ah_tool_call *tool_call_make(const ah_tool_policy *policy, ah_ledger *ledger,
                                     ah_budget *budget, const char *key,
                                     const char *args_canonical, char *err, size_t errsize,
@@ -143,11 +176,20 @@ static ah_tool_call *tool_call_make(const ah_tool_policy *policy, ah_ledger *led
         ah_tool_policy_init(&c->policy);
     c->key = key ? ah__strdup(key) : NULL;
     c->args = ah__strdup(args_canonical ? args_canonical : "");
-    if ((key && !c->key) || !c->args) {
+    c->name = c->policy.name ? ah__strdup(c->policy.name) : NULL;
+    int named = !c->policy.name || c->name;
+    c->policy.name = c->name;
+    int valid = 1;
+    if ((key && !c->key) || !c->args || !named ||
+        !(valid = set_backoff(c, err, errsize))) {
+        free(c->name);
         free(c->key);
         free(c->args);
         free(c);
-        ah__bufprintf(err, errsize, "tool call: out of memory");
+        if (valid)
+            ah__bufprintf(err, errsize, "tool call: out of memory");
+        else
+            *st = AH_ERR_INVALID;
         return NULL;
     }
     c->ledger = ledger;
@@ -180,6 +222,8 @@ void ah_tool_call_free(ah_tool_call *c)
     /* Freed mid-call (e.g. its coroutine was dropped): whatever the body did, this call
      * will never record it, so the key goes back to the others. */
     release_claim(c);
+    ah_loop_free(c->own_loop);
+    free(c->name);
     free(c->async_receipt);
     ah_budget_free(c->budget);
     free(c->key);
@@ -219,7 +263,7 @@ static ah_tool_action start_attempt(ah_tool_call *c)
         c->budget_first_refusal = ah_budget_refused(c->budget) == 1;
         return budget_exhausted(c);
     }
-    c->attempts++;
+    ah__retry_attempt(&c->retry);
     free(c->receipt);
     c->receipt = NULL;
     set_phase(c, PH_RUNNING);
@@ -286,8 +330,32 @@ static ah_tool_action on_claim(ah_tool_call *c, const ah_ledger_result *r)
     }
 }
 
+/* The call's loop: policy.loop, else its own, made on first need (NULL if out of
+ * memory, when create). */
+static ah_loop *call_loop(ah_tool_call *c, int create)
+{
+    if (c->policy.loop)
+        return c->policy.loop;
+    if (!c->own_loop && create)
+        c->own_loop = ah_loop_new(NULL, NULL);
+    return c->own_loop;
+}
+
+static int64_t now_ms(ah_tool_call *c)
+{
+    ah_loop *l = call_loop(c, 0);
+    if (l)
+        return ah_loop_now_ms(l);
+    const ah_clock *real = ah_clock_real(); /* the clock a private loop will use */
+    return real->now_ms(real->ud);
+}
+
 static ah_tool_action step_start(ah_tool_call *c)
 {
+    if (!c->started) {
+        c->started = 1;
+        ah__retry_start(&c->retry, now_ms(c));
+    }
     if (!uses_ledger(c))
         return start_attempt(c);
     ah_ledger_result r;
@@ -352,33 +420,45 @@ static ah_tool_action step_wait_record(ah_tool_call *c)
     return on_recorded(c, &c->async);
 }
 
-/* After a failed attempt: retry (with a wait) or finish. The hook sees the error before
- * any cap is applied, so nothing between the body and the policy swallows it. */
+static const char *log_name(const ah_tool_call *c)
+{
+    return c->name ? c->name : c->key ? c->key : "-";
+}
+
+/* After a failed attempt: the retry machine's verdict, the call budget, then its
+ * schedule; retry (after a wait) or finish. The hook sees the error before any cap is
+ * applied, so nothing between the body and the policy swallows it. */
 static ah_tool_action step_reported_fail(ah_tool_call *c)
 {
-    ah_error_kind kind = c->error.kind;
-    int retry = kind == AH_EK_TRANSIENT;
-    if (c->policy.retry_on && kind != AH_EK_CANCELLED) {
-        int v = c->policy.retry_on(c->policy.retry_on_ud, &c->error, retry);
-        if (v == 0 || v == 1)
-            retry = v;
+    ah_decision d = ah__retry_verdict(&c->retry, &c->error);
+    if (d.retry) {
+        /* Do not wait for an attempt the budget can no longer grant. */
+        if (ah_budget_remaining(c->budget) <= 0)
+            return start_attempt(c); /* refused and counted as a refusal, like any take */
+        /* Draws need an RNG: the loop's (a schedule without jitter draws nothing). */
+        const ah_rng *rng = NULL;
+        if (c->backoff.base_ms > 0 && c->backoff.jitter != AH_JITTER_NONE) {
+            ah_loop *l = call_loop(c, 1);
+            rng = l ? ah_loop_rng(l) : NULL;
+        }
+        d = ah__retry_schedule(&c->retry, d, &c->error, now_ms(c), rng, NULL);
+        if (d.retry) {
+            ah__log(AH_LOG_INFO,
+                    "tool '%s' attempt %d/%d failed (%s: %s); retrying in %lld ms (%s)",
+                    log_name(c), c->retry.attempts, c->backoff.max_attempts,
+                    ah_error_kind_name(c->error.kind), c->error.message,
+                    (long long)d.wait_ms, ah_wait_source_name(d.wait_source));
+            c->wait_ms = ah__retry_wait(&c->retry, &d);
+            set_phase(c, PH_WAITING);
+            return AH_TOOL_DO_RETRY_AFTER;
+        }
     }
-    if (kind == AH_EK_BUDGET || kind == AH_EK_CANCELLED)
-        retry = 0;
-    if (!retry || c->attempts >= c->policy.max_attempts)
-        return finish(c, AH_TOOL_DO_FAIL, AH_TOOL_ERROR);
-    /* Do not wait for an attempt the budget can no longer grant. */
-    if (ah_budget_remaining(c->budget) <= 0)
-        return start_attempt(c); /* refused and counted as a refusal, like any take */
-    int64_t wait = 0;
-    if (c->policy.wait) {
-        wait = c->policy.wait(c->policy.wait_ud, &c->error, c->attempts);
-        if (wait < 0)
-            return finish(c, AH_TOOL_DO_FAIL, AH_TOOL_ERROR);
-    }
-    c->wait_ms = wait;
-    set_phase(c, PH_WAITING);
-    return AH_TOOL_DO_RETRY_AFTER;
+    if (d.reason != AH_GIVEUP_NOT_RETRYABLE)
+        ah__log(AH_LOG_INFO, "tool '%s' attempt %d/%d failed (%s: %s); giving up: %s",
+                log_name(c), c->retry.attempts, c->backoff.max_attempts,
+                ah_error_kind_name(c->error.kind), c->error.message,
+                ah_giveup_reason_name(d.reason));
+    return finish(c, AH_TOOL_DO_FAIL, AH_TOOL_ERROR);
 }
 
 ah_tool_action ah_tool_step(ah_tool_call *c)
@@ -463,7 +543,7 @@ int ah_tool_call_finished(const ah_tool_call *c)
 
 int ah_tool_call_attempts(const ah_tool_call *c)
 {
-    return c ? c->attempts : 0;
+    return c ? c->retry.attempts : 0;
 }
 
 int64_t ah_tool_call_wait_ms(const ah_tool_call *c)
@@ -530,19 +610,83 @@ void ah_tool_call_end_event(const ah_tool_call *c, const char *id, const char *n
 
 /* ---- the blocking driver --------------------------------------------------------- */
 
-static void real_sleep_ms(int64_t ms)
+/* A small loop driver over the same steps (curl's easy over multi): every wait is a
+ * timer on the call's loop, and the loop runs meanwhile. */
+typedef struct blocking {
+    ah_tool_call *c;
+    const ah_tool_driver *d;
+    ah_loop *loop;
+    ah_timer *timer;
+    int ready; /* the wait's timer fired, or the ledger notified */
+    void (*user_notify)(void *ud);
+    void *user_notify_ud;
+} blocking;
+
+static void blocking_ready(void *ud)
 {
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
+    ((blocking *)ud)->ready = 1;
 }
 
-ah_tool_outcome ah_tool_call_run(ah_tool_call *c, const ah_tool_driver *d)
+/* policy.notify, seen by this driver first: the wait ends, then the owner hears it. */
+static void blocking_notified(void *ud)
 {
-    if (!c || !d || !d->body)
-        return AH_TOOL_ERROR;
-    int64_t waited = 0, bound = d->claim_wait_ms > 0 ? d->claim_wait_ms
-                                                     : ah_ledger_lease_ms(c->ledger);
+    blocking *b = ud;
+    b->ready = 1;
+    if (b->user_notify)
+        b->user_notify(b->user_notify_ud);
+}
+
+/* The loop the waits run on: the call's, unless this thread cannot step it (the driver
+ * was called from inside one of its callbacks, or an application's loop drives it):
+ * then the call's private one, and the wait blocks this thread as any blocking call in
+ * a callback does, instead of stepping a loop re-entrantly. */
+static ah_loop *wait_loop(ah_tool_call *c)
+{
+    ah_loop *l = call_loop(c, 1);
+    if (l && !ah__loop_steppable(l)) {
+        if (!c->own_loop)
+            c->own_loop = ah_loop_new(NULL, NULL);
+        l = c->own_loop;
+    }
+    return l;
+}
+
+/* Wait on the loop for ms (or a notification). 0 when no loop could be had (out of
+ * memory: the call then steps at once, as if the wait were over). */
+static int blocking_wait(blocking *b, int64_t ms)
+{
+    if (!b->timer) {
+        b->loop = wait_loop(b->c);
+        b->timer = b->loop ? ah_timer_new(b->loop, blocking_ready, b) : NULL;
+        if (!b->timer)
+            return 0;
+    }
+    b->ready = 0;
+    ah_timer_start(b->timer, ms);
+    while (!b->ready) {
+        ah_status st;
+        if (b->d->advance_ms) {
+            int64_t next = ah_loop_next_timer_ms(b->loop);
+            if (next > 0)
+                b->d->advance_ms(b->d->advance_ud, next);
+            st = ah_loop_run_once(b->loop, 0);
+        } else {
+            st = ah_loop_run_once(b->loop, -1);
+        }
+        if (st != AH_OK)
+            break; /* the loop failed (it logged why): stop waiting */
+    }
+    ah_timer_stop(b->timer);
+    return 1;
+}
+
+static ah_tool_outcome blocking_run(blocking *b)
+{
+    ah_tool_call *c = b->c;
+    const ah_tool_driver *d = b->d;
+    int64_t bound =
+        d->claim_wait_ms > 0 ? d->claim_wait_ms : ah_ledger_lease_ms(c->ledger);
+    int64_t claim_since = -1;
     for (;;) {
         ah_tool_action a = ah_tool_step(c);
         switch (a) {
@@ -550,27 +694,25 @@ ah_tool_outcome ah_tool_call_run(ah_tool_call *c, const ah_tool_driver *d)
             d->body(d->body_ud, c);
             continue; /* an unreported attempt is handled by the next step */
         case AH_TOOL_DO_RETRY_AFTER:
-            if (c->wait_ms > 0) {
-                if (d->sleep_ms)
-                    d->sleep_ms(d->sleep_ud, c->wait_ms);
-                else
-                    real_sleep_ms(c->wait_ms);
-            }
+            if (c->wait_ms > 0)
+                blocking_wait(b, c->wait_ms);
             continue;
         case AH_TOOL_DO_WAIT_CLAIM: {
-            /* The blocking driver polls: it has nothing else to run meanwhile. */
-            int64_t ms = c->wait_ms > 0 ? c->wait_ms : 10;
-            if (waited >= bound) {
+            /* Until the holder answers (notify) or the ledger's hint passes (it may be
+             * another process), within the bound. */
+            int64_t now = now_ms(c);
+            if (claim_since < 0)
+                claim_since = now;
+            int64_t left = bound - (now - claim_since);
+            if (left <= 0) {
                 ah_tool_call_stop_waiting(c);
                 break;
             }
-            if (ms > bound - waited)
-                ms = bound - waited;
-            if (d->sleep_ms)
-                d->sleep_ms(d->sleep_ud, ms);
-            else
-                real_sleep_ms(ms);
-            waited += ms;
+            int64_t ms = c->wait_ms > 0 ? c->wait_ms : 10;
+            if (!blocking_wait(b, ms < left ? ms : left)) {
+                ah_tool_call_stop_waiting(c); /* no loop to wait on */
+                break;
+            }
             continue;
         }
         default:
@@ -578,18 +720,34 @@ ah_tool_outcome ah_tool_call_run(ah_tool_call *c, const ah_tool_driver *d)
         }
         break;
     }
+    return c->outcome;
+}
+
+ah_tool_outcome ah_tool_call_run(ah_tool_call *c, const ah_tool_driver *d)
+{
+    if (!c || !d || !d->body)
+        return AH_TOOL_ERROR;
+    blocking b = {c, d, NULL, NULL, 0, c->policy.notify, c->policy.notify_ud};
+    c->policy.notify = blocking_notified;
+    c->policy.notify_ud = &b;
+    ah_tool_outcome o = blocking_run(&b);
+    c->policy.notify = b.user_notify;
+    c->policy.notify_ud = b.user_notify_ud;
+    ah_timer_free(b.timer);
     if (d->on_event) {
+        ah_loop *l = call_loop(c, 0);
+        const ah_clock *real = ah_clock_real();
+        int64_t wall = l ? ah_loop_wall_ms(l) : real->wall_ms(real->ud);
         ah_event ev;
         if (c->outcome == AH_TOOL_BUDGET_EXHAUSTED && c->budget_first_refusal) {
             ah_budget_exhausted_event(
                 c->budget, d->budget_name ? d->budget_name : "tool_calls", &ev);
-            ev.ts_ms = ah_clock_real()->wall_ms(ah_clock_real()->ud);
+            ev.ts_ms = wall;
             d->on_event(d->event_ud, &ev);
         }
         ah_tool_call_end_event(c, d->id, d->name, &ev);
-        ev.ts_ms = ah_clock_real()->wall_ms(ah_clock_real()->ud); /* this driver sleeps
-                                                                     for real */
+        ev.ts_ms = wall;
         d->on_event(d->event_ud, &ev);
     }
-    return c->outcome;
+    return o;
 }

@@ -313,9 +313,11 @@ static void interrupts_stop(host *h, pthread_t th)
 {
     signal(SIGINT, SIG_DFL);
     char q = 'q';
-    while (write(sig_pipe[1], &q, 1) < 0 && errno == EAGAIN) {
-        struct timespec ts = {0, 1000000L};
-        nanosleep(&ts, NULL);
+    while (write(sig_pipe[1], &q, 1) < 0 && (errno == EAGAIN || errno == EINTR)) {
+        /* The pipe is full: wait until the watcher has read some, not for a fixed time.
+         */
+        struct pollfd pw = {sig_pipe[1], POLLOUT, 0};
+        poll(&pw, 1, -1);
     }
     pthread_join(th, NULL);
     ah_async_free(h->cancel_async);

@@ -4,10 +4,10 @@
  * lua_pcallk on the calling thread, so a body that waits (a nested call's backoff, a
  * sub-agent) yields the caller's coroutine to the scheduler and the call continues in
  * body_k; RETRY_AFTER arms a loop timer and lah_await()s it (never a blocking sleep).
- * The wait before a retry comes from ah_backoff_decide() through the tool policy's wait
- * seam; the decision WHETHER to retry is made once, by ah_tool_step (its default retries
- * only `transient`; the tool's retry_on, when given, sees every error and decides), so
- * the backoff runs with a predicate that always agrees and retry_on never runs twice.
+ * Whether and how long to wait before a retry is decided inside ah_tool_step by the
+ * core's retry machine, the one LLM calls use, with the tool's policy as its schedule
+ * (its default retries only `transient`; the tool's retry_on, when given, sees every
+ * error and decides) and the host loop's clock and RNG.
  *
  * Invariants:
  *   - the call's Lua values sit at fixed stack slots (TOOL .. KEY below) for its whole
@@ -71,10 +71,8 @@ typedef struct call_state {
     ah_tool_call *call;
     ah_timer *timer;
     lah_wait wait;
-    ah_policy backoff; /* the tool's policy for ah_backoff_decide, retry_on replaced */
-    const ah_rng *rng;
     ah_loop *loop;
-    int64_t started_ms, prev_wait_ms;
+    int64_t started_ms;
     int64_t claim_until_ms; /* give up waiting for a key in flight after this */
     lua_State *L;          /* the thread driving the call, for hooks */
     lah_ledger_ud *ledger; /* busy-counted while the call runs */
@@ -265,34 +263,6 @@ static int call_retry_on(void *ud, const ah_error *err, int default_verdict)
     int v = lua_toboolean(L, -1);
     lua_pop(L, 1);
     return v;
-}
-
-/* ah_tool_step has already decided to retry: the backoff must not decide again. */
-static int always_retry(void *ud, const ah_error *err, int default_verdict)
-{
-    (void)ud, (void)err, (void)default_verdict;
-    return 1;
-}
-
-/* The wait seam: jitter, the error's retry_after_ms as a floor, the policy's deadline. */
-static int64_t call_wait(void *ud, const ah_error *err, int failed_attempt)
-{
-    call_state *st = ud;
-    int64_t elapsed = ah_loop_now_ms(st->loop) - st->started_ms;
-    ah_decision d = ah_backoff_decide(&st->backoff, err, failed_attempt, elapsed,
-                                      st->prev_wait_ms, st->rng, NULL);
-    if (!d.retry) {
-        ah__log(AH_LOG_INFO, "tool '%s' attempt %d/%d failed (%s: %s); giving up: %s",
-                st->tool->name, failed_attempt, st->backoff.max_attempts,
-                ah_error_kind_name(err->kind), err->message,
-                ah_giveup_reason_name(d.reason));
-        return -1;
-    }
-    ah__log(AH_LOG_INFO, "tool '%s' attempt %d/%d failed (%s: %s); retrying in %lld ms",
-            st->tool->name, failed_attempt, st->backoff.max_attempts,
-            ah_error_kind_name(err->kind), err->message, (long long)d.wait_ms);
-    st->prev_wait_ms = d.wait_ms;
-    return d.wait_ms;
 }
 
 static void timer_fired(void *ud)
@@ -744,15 +714,12 @@ static int l_tool_call(lua_State *L)
         tp.retry_on = call_retry_on;
         tp.retry_on_ud = st;
     }
-    tp.wait = call_wait;
-    tp.wait_ud = st;
     tp.notify = claim_notified;
     tp.notify_ud = st;
-    st->backoff = t->policy;
-    st->backoff.retry_on = always_retry;
-    st->backoff.retry_on_ud = NULL;
     st->loop = lah_loop(L);
-    st->rng = ah_loop_rng(st->loop);
+    tp.backoff = &t->policy; /* its retry_on is replaced by tp.retry_on */
+    tp.loop = st->loop;
+    tp.name = t->name;
     st->started_ms = ah_loop_now_ms(st->loop);
     /* A key in flight elsewhere is waited for up to the tool's deadline, or, without
      * one, the ledger's lease (after which a dead holder's claim is taken over). */

@@ -300,4 +300,45 @@ T.test("receipts go through JSON: a first call and its duplicate look the same",
   T.eq({ rn.ok, rn.receipt }, { true, nil }, "no receipt")
 end)
 
+-- The tool's wait comes from the core retry machine (the LLM calls' one): the error's
+-- retry_after_ms is a floor over the jittered backoff, a hint past max_retry_after_ms or
+-- a wait past the deadline ends the call at once; and the wait is a loop timer, so
+-- another coroutine runs during it.
+T.test("the backoff is the retry machine's, on a loop timer", function()
+  local ticks, ticks_at = 0, {}
+  local function hinted(policy)
+    return ah.tool { name = "hinted", policy = policy, run = function(_, ctx)
+      ticks_at[ctx.attempt] = ticks
+      if ctx.attempt == 1 then
+        error({ kind = "transient", message = "slow down", retry_after_ms = 60 })
+      end
+      return "ok"
+    end }
+  end
+  local done = false
+  local rs = ah.parallel {
+    function()
+      local r = hinted({ max_attempts = 2, base_ms = 0 }):call({}, {})
+      done = true
+      return r
+    end,
+    function()
+      while not done do ah.sleep(5); ticks = ticks + 1 end
+    end,
+  }
+  local r = rs[1]
+  T.eq({ r.ok, r.attempts }, { true, 2 }, "retried once")
+  T.eq(ticks_at[1], 0, "no tick before the first attempt")
+  T.eq(ticks_at[2] >= 1, true, "the other coroutine ran during the 60 ms wait ("
+       .. tostring(ticks_at[2]) .. " ticks)")
+
+  ticks_at = {}
+  r = hinted({ max_attempts = 3, base_ms = 0, max_retry_after_ms = 10 }):call({}, {})
+  T.eq({ r.ok, r.attempts, r.error.kind }, { false, 1, "transient" },
+       "a hint past max_retry_after_ms ends the call at once")
+  r = hinted({ max_attempts = 3, base_ms = 0, deadline_ms = 30 }):call({}, {})
+  T.eq({ r.ok, r.attempts, r.error.kind }, { false, 1, "transient" },
+       "a wait past the deadline ends the call at once")
+end)
+
 T.done()

@@ -1,8 +1,9 @@
 /* test_tool_step.c - one tool call's state machine and its blocking driver: what is
  * retried (transient only by default; retry_on sees every error and decides, except that
- * budget and cancelled errors never retry), max_attempts counting all attempts, the wait
- * seam, duplicates returning the original receipt without running the body, receipts
- * recorded before success is reported, cancellation and misuse. */
+ * budget and cancelled errors never retry), max_attempts counting all attempts, the
+ * backoff schedule of the shared retry machine (waits are loop timers, run here on a
+ * manual clock), duplicates returning the original receipt without running the body,
+ * receipts recorded before success is reported, cancellation and misuse. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -69,9 +70,10 @@ typedef struct hook_log {
     ah_error_kind kinds[SCRIPT_MAX];
     int verdicts[SCRIPT_MAX];
     char last_message[AH_ERROR_MESSAGE_MAX];
-    int waits;
+    /* The backoff: jitter "none" from base wait_answer, so the n-th wait is
+     * wait_answer * 2^(n-1); < 0: a base of 100 ms past a 50 ms deadline. */
     int64_t wait_answer;
-    int failed_attempts[SCRIPT_MAX];
+    ah_policy backoff;
 } hook_log;
 
 static int retry_on_hook(void *ud, const ah_error *err, int default_verdict)
@@ -86,14 +88,25 @@ static int retry_on_hook(void *ud, const ah_error *err, int default_verdict)
     return h->answer;
 }
 
-static int64_t wait_hook(void *ud, const ah_error *err, int failed_attempt)
+/* Every call's waits are timers on this loop, whose manual clock the driver's
+ * advance_ms hook moves: a schedule runs in microseconds and each wait is recorded. */
+static ah_manual_clock *g_clock;
+static ah_loop *g_loop;
+
+static int setup_loop(void **state)
 {
-    hook_log *h = ud;
-    (void)err;
-    if (h->waits < SCRIPT_MAX)
-        h->failed_attempts[h->waits] = failed_attempt;
-    h->waits++;
-    return h->wait_answer >= 0 ? h->wait_answer * failed_attempt : h->wait_answer;
+    (void)state;
+    g_clock = ah_manual_clock_new(1000, 1700000000000);
+    g_loop = g_clock ? ah_loop_new(ah_manual_clock_get(g_clock), NULL) : NULL;
+    return g_loop ? 0 : -1;
+}
+
+static int teardown_loop(void **state)
+{
+    (void)state;
+    ah_loop_free(g_loop);
+    ah_manual_clock_free(g_clock);
+    return 0;
 }
 
 typedef struct sleeps {
@@ -108,6 +121,7 @@ static void fake_sleep(void *ud, int64_t ms)
         s->each[s->n] = ms;
     s->n++;
     s->total += ms;
+    ah_manual_clock_advance(g_clock, ms);
 }
 
 static ah_tool_driver driver(scripted *body, sleeps *sl)
@@ -116,8 +130,8 @@ static ah_tool_driver driver(scripted *body, sleeps *sl)
     memset(&d, 0, sizeof d);
     d.body = scripted_body;
     d.body_ud = body;
-    d.sleep_ms = fake_sleep;
-    d.sleep_ud = sl;
+    d.advance_ms = fake_sleep;
+    d.advance_ud = sl;
     return d;
 }
 
@@ -139,9 +153,14 @@ static ah_tool_policy policy_of(int max_attempts, hook_log *h, int with_retry_on
     ah_tool_policy p;
     ah_tool_policy_init(&p);
     p.max_attempts = max_attempts;
+    p.loop = g_loop;
     if (h) {
-        p.wait = wait_hook;
-        p.wait_ud = h;
+        ah_policy_init(&h->backoff);
+        h->backoff.jitter = AH_JITTER_NONE;
+        h->backoff.base_ms = h->wait_answer >= 0 ? h->wait_answer : 100;
+        h->backoff.cap_ms = 1000000;
+        h->backoff.deadline_ms = h->wait_answer >= 0 ? 0 : 50;
+        p.backoff = &h->backoff;
         if (with_retry_on) {
             p.retry_on = retry_on_hook;
             p.retry_on_ud = h;
@@ -251,10 +270,8 @@ static void transient_twice_then_success_takes_three(void **state)
     assert_int_equal(s.runs, 3);
     for (int i = 0; i < 3; i++) /* the body saw attempts 1, 2, 3 */
         assert_int_equal(s.attempts_seen[i], i + 1);
-    /* The wait seam was asked after failures 1 and 2, and its answers were slept. */
-    assert_int_equal(h.waits, 2);
-    assert_int_equal(h.failed_attempts[0], 1);
-    assert_int_equal(h.failed_attempts[1], 2);
+    /* The schedule gave a wait after failures 1 and 2 (base * 2^(n-1)), each waited for
+     * on the loop. */
     assert_int_equal(sl.n, 2);
     assert_int_equal(sl.each[0], 100);
     assert_int_equal(sl.each[1], 200);
@@ -278,7 +295,7 @@ static void transient_forever_stops_at_max_attempts(void **state)
     assert_int_equal(ah_tool_call_error(c)->kind, AH_EK_TRANSIENT);
     assert_string_equal(ah_tool_call_error(c)->message, "failure 3"); /* the last one */
     assert_null(ah_tool_call_receipt(c));
-    assert_int_equal(sl.n, 0); /* no wait seam: retried at once, nothing slept */
+    assert_int_equal(sl.n, 0); /* no backoff: retried at once, nothing waited */
     ah_tool_call_free(c);
 }
 
@@ -410,7 +427,7 @@ static void budget_and_cancelled_errors_never_retry(void **state)
     assert_int_equal(s.runs, 1);
     assert_int_equal(h.calls, 1);
     assert_int_equal(h.kinds[0], AH_EK_BUDGET);
-    assert_int_equal(h.waits, 0);
+    assert_int_equal(sl.n, 0);
     assert_int_equal(ah_tool_call_error(c)->kind, AH_EK_BUDGET);
     ah_tool_call_free(c);
 
@@ -446,22 +463,23 @@ static void budget_checked_before_each_attempt(void **state)
     assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_BUDGET_EXHAUSTED);
     assert_int_equal(s.runs, 2);
     assert_int_equal(ah_tool_call_attempts(c), 2);
-    assert_int_equal(h.waits, 1);
-    assert_int_equal(sl.n, 1);
+    assert_int_equal(sl.n, 1); /* after the first failure only */
+    assert_int_equal(sl.each[0], 1000);
     assert_int_equal(ah_tool_call_error(c)->kind, AH_EK_BUDGET);
     assert_non_null(strstr(ah_tool_call_error(c)->message, "2 of 2"));
     assert_int_equal(ah_tool_call_budget_first_refusal(c), 1);
     ah_tool_call_free(c);
 }
 
-static void wait_seam_can_give_up(void **state)
+/* A wait that would end past the deadline ends the call now, with the body's error. */
+static void backoff_past_the_deadline_gives_up(void **state)
 {
     (void)state;
     hook_log h;
     sleeps sl;
     memset(&h, 0, sizeof h);
     memset(&sl, 0, sizeof sl);
-    h.wait_answer = -1; /* e.g. the deadline would pass */
+    h.wait_answer = -1; /* a 100 ms wait, a 50 ms deadline */
     scripted s = script_of(2, AH_EK_TRANSIENT, AH_EK_NONE);
     ah_tool_policy p = policy_of(5, &h, 0);
     ah_tool_driver d = driver(&s, &sl);
@@ -469,7 +487,6 @@ static void wait_seam_can_give_up(void **state)
     ah_tool_call_new(&p, NULL, NULL, "k", "{}", &c, NULL, 0);
     assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_ERROR);
     assert_int_equal(s.runs, 1);
-    assert_int_equal(h.waits, 1);
     assert_int_equal(sl.n, 0);
     assert_int_equal(ah_tool_call_error(c)->kind, AH_EK_TRANSIENT);
     ah_tool_call_free(c);
@@ -681,11 +698,13 @@ static void blocking_driver_gives_up_with_in_progress(void **state)
     ah_ledger *l = ah_ledger_new_memory();
     ah_ledger_result r;
     assert_int_equal(ah_ledger_claim(l, "K", "{}", &r, NULL, NULL), AH_LEDGER_OWNED);
+    ah_tool_policy p = policy_of(4, NULL, 0);
     ah_tool_call *c = NULL;
-    ah_tool_call_new(NULL, l, NULL, "K", "{}", &c, NULL, 0);
+    ah_tool_call_new(&p, l, NULL, "K", "{}", &c, NULL, 0);
     assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_IN_PROGRESS);
     assert_int_equal(s.runs, 0);
     assert_true(sl.n >= 1);
+    assert_int_equal(sl.total, 50); /* waited on loop timers exactly up to the bound */
     ah_tool_call_free(c);
     ah_ledger_free(l);
 }
@@ -799,7 +818,7 @@ int main(void)
         cmocka_unit_test(failing_retry_on_falls_back_to_default),
         cmocka_unit_test(budget_and_cancelled_errors_never_retry),
         cmocka_unit_test(budget_checked_before_each_attempt),
-        cmocka_unit_test(wait_seam_can_give_up),
+        cmocka_unit_test(backoff_past_the_deadline_gives_up),
         cmocka_unit_test(silent_body_is_a_permanent_failure),
         cmocka_unit_test(duplicate_delivery_runs_once),
         cmocka_unit_test(duplicate_needs_no_budget),
@@ -810,5 +829,5 @@ int main(void)
         cmocka_unit_test(blocking_driver_gives_up_with_in_progress),
         cmocka_unit_test(tool_call_end_event_fields),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, setup_loop, teardown_loop);
 }

@@ -2,15 +2,17 @@
  *
  * ah_tool_call is the state of ONE call of a side-effecting body. It never runs the body
  * and never waits itself: ah_tool_step() says what to do next and the driver does it.
- * Two drivers share it: the blocking ah_tool_call_run() below (C embedders), and the Lua
- * layer, which runs each body in a coroutine and each wait as a loop timer.
+ * Two drivers share it, and both wait on loop timers: the blocking ah_tool_call_run()
+ * below (C embedders; a short loop over the same steps, like curl's easy interface over
+ * multi), and the Lua layer, which runs each body in a coroutine.
  *
  *   c = ah_tool_call_new(&policy, ledger, budget, key, args);
  *   for (;;) switch (ah_tool_step(c)) {
  *   case AH_TOOL_DO_RUN_BODY:    run attempt ah_tool_call_attempts(c), then report it
  *                                with ah_tool_call_body_ok(c, receipt) or
  *                                ah_tool_call_body_failed(c, &err)
- *   case AH_TOOL_DO_RETRY_AFTER: wait ah_tool_call_wait_ms(c) ms (or cancel)
+ *   case AH_TOOL_DO_RETRY_AFTER: wait ah_tool_call_wait_ms(c) ms on a loop timer (or
+ *                                cancel)
  *   case AH_TOOL_DO_WAIT_CLAIM:  the key is in flight in another call (or the ledger
  *                                answers later): wait until policy.notify is called or
  *                                ah_tool_call_wait_ms(c) ms pass (< 0: notify only),
@@ -35,7 +37,9 @@
  *   - Only `transient` errors are retried by default; `permanent` and every other kind
  *     are not. policy.retry_on, when set, sees every error a body reported (except
  *     `cancelled`) and decides; a `budget` or `cancelled` error is never retried whatever
- *     it says. max_attempts counts ALL attempts (3 = first try + 2 retries).
+ *     it says. max_attempts counts ALL attempts (3 = first try + 2 retries). The wait
+ *     before a retry comes from the same retry machine as an LLM call's (policy.backoff:
+ *     full jitter, the error's retry_after_ms as a floor, the deadline).
  *   - On success the receipt is recorded in the ledger (committed, for SQLite) BEFORE the
  *     call reports SUCCEED; if another caller recorded the key first, the call reports
  *     DUPLICATE with that original entry. A receipt that cannot be recorded fails the
@@ -50,6 +54,8 @@
 #include "agenthost/error.h"
 #include "agenthost/event.h"
 #include "agenthost/ledger.h"
+#include "agenthost/loop.h"
+#include "agenthost/policy.h"
 #include "agenthost/status.h"
 
 #include <stdint.h>
@@ -83,21 +89,24 @@ const char *ah_tool_action_name(ah_tool_action a); /* "unknown" out of range */
  * the default verdict is used. Any other value counts as -1. */
 typedef int (*ah_tool_retry_on_fn)(void *ud, const ah_error *err, int default_verdict);
 
-/* THE WAIT SEAM. After a failed attempt that will be retried, returns the wait in ms
- * before the next attempt (>= 0), or < 0 to give up now (e.g. a deadline would pass;
- * the call then fails with the body's error). failed_attempt is 1-based.
- * NULL = retry at once (0 ms). This is where the retry policy's backoff decision
- * (jitter, server hints, deadline: ah_backoff_decide) plugs in. */
-typedef int64_t (*ah_tool_wait_fn)(void *ud, const ah_error *err, int failed_attempt);
-
 enum { AH_TOOL_DEFAULT_MAX_ATTEMPTS = 4 }; /* docs/retry-policy.md */
 
 typedef struct ah_tool_policy {
     int max_attempts;             /* ALL attempts, >= 1 */
     ah_tool_retry_on_fn retry_on; /* NULL = default: retry only `transient` */
     void *retry_on_ud;            /* not owned */
-    ah_tool_wait_fn wait;         /* NULL = no wait */
-    void *wait_ud;                /* not owned */
+    /* The wait before each retry, decided by the same retry machine as an LLM call's
+     * (docs/retry-policy.md): base_ms, cap_ms, jitter, retry_after (the error's
+     * retry_after_ms as a floor), max_retry_after_ms and deadline_ms (counted from the
+     * call's first step; a wait that does not fit ends the call with the body's error).
+     * Copied by ah_tool_call_new, which refuses an invalid one; its max_attempts and
+     * retry_on are not used (the fields above are). NULL = retry at once. */
+    const ah_policy *backoff;
+    /* The loop the call's time and randomness come from, and the blocking driver's waits
+     * run on (borrowed; it must outlive the call). NULL = the real clock, and a private
+     * loop the call makes only when it must wait or draw jitter. */
+    ah_loop *loop;
+    const char *name; /* for log lines ("tool 'name' ..."); copied; NULL = the key */
     /* Called when a call in WAIT_CLAIM may step again (the key was released or recorded
      * in this process, or an asynchronous ledger answered); from inside another call's
      * ledger step or from the event loop, never from inside ah_tool_step of this call.
@@ -107,7 +116,7 @@ typedef struct ah_tool_policy {
     void *notify_ud; /* not owned */
 } ah_tool_policy;
 
-/* max_attempts = AH_TOOL_DEFAULT_MAX_ATTEMPTS, no hooks. */
+/* max_attempts = AH_TOOL_DEFAULT_MAX_ATTEMPTS, no hooks, no backoff, no loop. */
 void ah_tool_policy_init(ah_tool_policy *p);
 
 typedef struct ah_tool_call ah_tool_call;
@@ -115,8 +124,9 @@ typedef struct ah_tool_call ah_tool_call;
 /* Start one call. policy is copied (NULL = defaults). ledger is BORROWED and must outlive
  * the call (NULL = no idempotency); budget gets its own reference (NULL = unlimited).
  * key and args_canonical are copied; with key NULL the ledger is not used. AH_OK with
- * *out set; else *out = NULL and AH_ERR_INVALID (policy->max_attempts < 1, said in err)
- * or AH_ERR_NOMEM. err may be NULL. */
+ * *out set; else *out = NULL and AH_ERR_INVALID (policy->max_attempts < 1, or a
+ * policy->backoff that ah_policy_validate refuses: said in err) or AH_ERR_NOMEM. err may
+ * be NULL. */
 ah_status ah_tool_call_new(const ah_tool_policy *policy, ah_ledger *ledger, ah_budget *budget,
                            const char *key, const char *args_canonical, ah_tool_call **out,
                            char *err, size_t errsize);
@@ -176,9 +186,13 @@ typedef void (*ah_tool_body_fn)(void *ud, ah_tool_call *call);
 typedef struct ah_tool_driver {
     ah_tool_body_fn body; /* required */
     void *body_ud;
-    /* Waits between attempts. NULL = really sleep (nanosleep). */
-    void (*sleep_ms)(void *ud, int64_t ms);
-    void *sleep_ud;
+    /* Virtual time, for a call whose policy.loop runs on a manual clock: when set, the
+     * driver never blocks; where it would wait for the loop's next timer it calls
+     * advance_ms(ud, ms) instead (advance the manual clock by ms there) and steps the
+     * loop without blocking. NULL = the loop waits in real time (its timers, never a
+     * sleep). */
+    void (*advance_ms)(void *ud, int64_t ms);
+    void *advance_ud;
     /* Optional events: budget_exhausted (at the budget's first refusal) and
      * tool_call_end (always, once). */
     ah_event_fn on_event;
@@ -190,9 +204,15 @@ typedef struct ah_tool_driver {
     int64_t claim_wait_ms;
 } ah_tool_driver;
 
-/* Drive the call to its end: a short loop over ah_tool_step(). Returns the outcome
- * (details through the getters). When c, d or d->body is NULL returns AH_TOOL_ERROR at
- * once and touches nothing. */
+/* Drive the call to its end: a short loop over ah_tool_step() whose waits (a retry's
+ * backoff, a key in flight elsewhere) are timers on the call's loop, which is stepped
+ * meanwhile, so its other timers and transfers keep running. A key in flight is waited
+ * for until policy.notify would fire (this driver wakes on it) or the ledger's retry hint
+ * passes. Returns the outcome (details through the getters). When c, d or d->body is
+ * NULL returns AH_TOOL_ERROR at once and touches nothing. Called from inside a callback
+ * of the call's loop (or on a loop an application's loop drives), it cannot step that
+ * loop: its waits then run on a private loop of the call and block this thread, as any
+ * blocking call in a callback does. */
 ah_tool_outcome ah_tool_call_run(ah_tool_call *c, const ah_tool_driver *d);
 
 #ifdef __cplusplus
