@@ -358,8 +358,9 @@ static void unlink_op(lrun *r, tool_op *op)
     }
 }
 
-/* The record a tool call returned (at index 1 of the finished coroutine co) becomes the
- * worker's answer: the receipt as text for the model, or "error: <message>". */
+/* What lah_tool_call_into left on the finished coroutine co (a lah_tool_result, the
+ * receipt text) becomes the worker's answer: the receipt for the model, or
+ * "error: <message>". */
 static void tool_done(void *ud, lua_State *co, int ok)
 {
     tool_op *op = ud;
@@ -383,52 +384,33 @@ static void tool_done(void *ud, lua_State *co, int ok)
         ah_error e;
         lah_to_error(L, -1, &e);
         lua_pushfstring(L, "error: %s", e.message);
-    } else if (lua_gettop(co) < 1 || !lua_istable(co, 1)) {
-        lua_pushliteral(L, "error: the tool call returned no record");
     } else {
-        lua_pushvalue(co, 1);
-        lua_xmove(co, L, 1);
-        int rec = lua_gettop(L);
-        lua_getfield(L, rec, "outcome");
-        const char *outcome = lua_tostring(L, -1);
-        lua_getfield(L, rec, "attempts");
-        res.attempts = (int)lua_tointeger(L, -1);
-        lua_getfield(L, rec, "duplicate");
-        res.duplicate = lua_toboolean(L, -1);
-        lua_pop(L, 2);
-        if (outcome && strcmp(outcome, "ok") == 0) {
-            res.outcome = AH_TOOL_OK;
-            lua_getfield(L, rec, "receipt");
-            if (lua_isnil(L, -1)) {
-                lua_pushliteral(L, "");
-            } else if (lua_type(L, -1) != LUA_TSTRING) {
-                /* The receipt came back from its canonical JSON, so it re-encodes
-                 * exactly (integers as integers; lua-cjson would print 2^53 with 14
-                 * digits). */
-                lah_push_canonical_json(L, -1, 0);
+        /* lah_tool_call_into's results: the outcome in C, the receipt as text */
+        const lah_tool_result *tr = lua_touserdata(co, 1);
+        res.outcome = tr->outcome;
+        res.attempts = tr->attempts;
+        res.duplicate = tr->duplicate;
+        switch (tr->outcome) {
+        case AH_TOOL_OK:
+            if (lua_type(co, 2) == LUA_TSTRING) {
+                lua_pushvalue(co, 2);
+                lua_xmove(co, L, 1);
             } else {
-                lua_pushvalue(L, -1);
+                lua_pushliteral(L, "");
             }
-        } else if (outcome && strcmp(outcome, "in_progress") == 0) {
-            /* The key is in flight in another call and its receipt did not come in
-             * time: the model is told so (calling again later gets the receipt). */
-            res.outcome = AH_TOOL_IN_PROGRESS;
-            lua_getfield(L, rec, "error");
-            ah_error e;
-            lah_to_error(L, -1, &e);
-            lua_pushfstring(L, "error: %s", e.message);
-        } else if (outcome && strcmp(outcome, "budget_exhausted") == 0) {
-            res.outcome = AH_TOOL_BUDGET_EXHAUSTED;
+            break;
+        case AH_TOOL_BUDGET_EXHAUSTED:
             lua_pushliteral(
                 L, "error: the tool-call budget is exhausted; the tool was not run");
-        } else {
-            if (lua_getfield(L, rec, "error") == LUA_TNIL) {
+            break;
+        default:
+            /* failed, or in progress: the key is in flight in another call and its
+             * receipt did not come in time (calling again later gets the receipt) */
+            if (tr->error.kind == AH_EK_NONE)
                 lua_pushliteral(L, "error: the tool failed");
-            } else {
-                ah_error e;
-                lah_to_error(L, -1, &e);
-                lua_pushfstring(L, "error: %s", e.message);
-            }
+            else
+                lua_pushfstring(L, "error: %s", tr->error.message);
+            break;
         }
     }
     size_t clen = 0;
@@ -581,8 +563,8 @@ static int run_tool_exec(void *ud, ah_worker *w, const ah_tool_request *req,
     op->index = req->index;
     op->next = r->ops;
     r->ops = op;
-    /* obj:call(args, opts) in a coroutine of its own */
-    lua_getfield(L, obj, "call");
+    /* the call, in a coroutine of its own, straight into lua/tools.c */
+    lua_pushcfunction(L, lah_tool_call_into);
     lua_pushvalue(L, obj);
     lua_pushvalue(L, args);
     lua_pushvalue(L, opts);
@@ -761,11 +743,11 @@ static int start_run(lua_State *L, const char *where)
     /* the run's budget: a number makes a fresh ah.budget(N) per run */
     lua_getiuservalue(L, 1, A_BUDGET);
     if (lua_isinteger(L, -1)) {
-        lua_pushvalue(L, lua_upvalueindex(1)); /* the module */
-        lua_getfield(L, -1, "budget");
-        lua_remove(L, -2);
-        lua_insert(L, -2);
-        lua_call(L, 1, 1);
+        /* straight to lua/tools_ledger.c, never through the module table (a script
+         * that replaces ah.budget does not change how agents count) */
+        lua_Integer n = lua_tointeger(L, -1);
+        lua_pop(L, 1);
+        lah_budget_push_new(L, n);
     }
     lua_setiuservalue(L, run, 3);
 
@@ -1036,7 +1018,6 @@ static void read_tools(lua_State *L, int t, int agent, lagent *a)
             lua_pop(L, 1);
         lua_pop(L, 1);
         /* the tool object: the same ah.tool a script can build (lua/tools.c) */
-        lua_pushcfunction(L, lah_tool_new);
         lua_createtable(L, 0, 3);
         lua_pushstring(L, name);
         lua_setfield(L, -2, "name");
@@ -1044,7 +1025,8 @@ static void read_tools(lua_State *L, int t, int agent, lagent *a)
         lua_setfield(L, -2, "run");
         lua_getfield(L, spec, "policy");
         lua_setfield(L, -2, "policy");
-        lua_call(L, 1, 1);
+        lah_tool_push(L, -1);
+        lua_remove(L, -2);
         lua_setfield(L, objs, name);
         lua_pushvalue(L, spec);
         lua_setfield(L, specs, name);
@@ -1193,12 +1175,6 @@ static int l_agent(lua_State *L)
     /* budget: an ah.budget object (shared as is) or a number (a fresh budget per run) */
     ty = lua_getfield(L, 1, "budget");
     if (ty == LUA_TNUMBER) {
-        lua_pushvalue(L, lua_upvalueindex(1));
-        int has_budget = lua_getfield(L, -1, "budget") == LUA_TFUNCTION;
-        lua_pop(L, 2);
-        if (!has_budget)
-            return luaL_error(L, "%s: budget needs ah.budget, which this build lacks",
-                              where);
         lua_Integer n = lah_check_whole(L, -1, where, "budget", 0, LUA_MAXINTEGER);
         lua_pop(L, 1);
         lua_pushinteger(L, n); /* kept as an integer: a fresh ah.budget(n) per run */
@@ -1235,29 +1211,20 @@ static int agent_tostring(lua_State *L)
 
 void lah_open_agent(lua_State *L)
 {
+    static const luaL_Reg run_meta[] = {
+        {"__gc", run_gc}, {"__index", run_index}, {"__tostring", run_tostring}, {NULL, NULL}};
+    static const luaL_Reg agent_meta[] = {
+        {"__gc", agent_gc}, {"__tostring", agent_tostring}, {NULL, NULL}};
+    static const luaL_Reg agent_methods[] = {
+        {"run", agent_run}, {"start", agent_start}, {NULL, NULL}};
+    static const luaL_Reg fns[] = {{"agent", l_agent}, {NULL, NULL}};
     luaL_newmetatable(L, RUN_MT);
-    lua_pushcfunction(L, run_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, run_index);
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, run_tostring);
-    lua_setfield(L, -2, "__tostring");
+    luaL_setfuncs(L, run_meta, 0);
     lua_pop(L, 1);
     luaL_newmetatable(L, AGENT_MT);
-    lua_pushcfunction(L, agent_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, agent_tostring);
-    lua_setfield(L, -2, "__tostring");
-    lua_createtable(L, 0, 1);
-    lua_pushvalue(L, -3); /* the module table */
-    lua_pushcclosure(L, agent_run, 1);
-    lua_setfield(L, -2, "run");
-    lua_pushvalue(L, -3);
-    lua_pushcclosure(L, agent_start, 1);
-    lua_setfield(L, -2, "start");
+    luaL_setfuncs(L, agent_meta, 0);
+    luaL_newlib(L, agent_methods);
     lua_setfield(L, -2, "__index");
     lua_pop(L, 1);
-    lua_pushvalue(L, -1);
-    lua_pushcclosure(L, l_agent, 1);
-    lua_setfield(L, -2, "agent");
+    luaL_setfuncs(L, fns, 0);
 }

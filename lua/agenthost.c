@@ -289,8 +289,6 @@ static void lua_log_fn(void *ud, ah_log_level level, int event, const char *line
     if (!lua_checkstack(L, 6))
         return;
     lg->busy = 1;
-    lua_pushcfunction(L, lah_traceback);
-    int msgh = lua_gettop(L);
     lua_rawgeti(L, LUA_REGISTRYINDEX, lg->ref);
     lua_pushstring(L, ah_log_level_name(level));
     lua_pushstring(L, line);
@@ -298,14 +296,14 @@ static void lua_log_fn(void *ud, ah_log_level level, int event, const char *line
         lua_pushstring(L, ah_event_type_name((ah_event_type)event));
     else
         lua_pushnil(L);
-    if (lua_pcall(L, 3, 0, msgh) != LUA_OK) {
+    /* a hook like any other: it must not wait, its error carries a traceback */
+    if (lah_gate_call(L, lah_gate_of(L), 3, 0, 0) != LUA_OK) {
         if (!lg->failed)
             fprintf(stderr, "agenthost: warning: log handler: %s\nagenthost: %s: %s\n",
                     lua_tostring(L, -1), ah_log_level_name(level), line);
         lg->failed = 1;
         lua_pop(L, 1);
     }
-    lua_pop(L, 1); /* msgh */
     lg->busy = 0;
 }
 

@@ -76,6 +76,7 @@ typedef struct call_state {
     int64_t claim_until_ms; /* give up waiting for a key in flight after this */
     lua_State *L;          /* the thread driving the call, for hooks */
     lah_ledger_ud *ledger; /* busy-counted while the call runs */
+    int c_result;          /* started by lah_tool_call_into: finish with a lah_tool_result */
     char id[128];          /* tool_call_end.id */
     tool_ud *tool;         /* the tool at TOOL */
 } call_state;
@@ -175,6 +176,12 @@ static void tool_push_from_spec(lua_State *L, int spec, const char *name)
     /* The declaration itself, for description and schema (agents send them). */
     lua_pushvalue(L, spec);
     lua_setiuservalue(L, ud, UV_SPEC);
+}
+
+void lah_tool_push(lua_State *L, int spec)
+{
+    luaL_checktype(L, spec, LUA_TTABLE);
+    tool_push_from_spec(L, spec, NULL);
 }
 
 /* ah.tool{ name = ..., run = function(args, ctx) ... end, policy = {...},
@@ -442,6 +449,28 @@ static int finish(lua_State *L, call_state *st)
     }
 
     ah_tool_outcome o = ah_tool_call_outcome(c);
+    if (st->c_result) {
+        /* an agent's call: the outcome in C, the receipt as text (lah_tool_result) */
+        lah_tool_result *out = lua_newuserdatauv(L, sizeof *out, 0);
+        memset(out, 0, sizeof *out);
+        out->outcome = o;
+        out->attempts = ah_tool_call_attempts(c);
+        out->duplicate = ah_tool_call_duplicate(c);
+        out->error = *ah_tool_call_error(c);
+        const char *receipt = o == AH_TOOL_OK ? ah_tool_call_receipt(c) : NULL;
+        if (!receipt) {
+            lua_pushnil(L);
+        } else if (receipt[0] != '"') {
+            lua_pushstring(L, receipt); /* canonical JSON (or text recorded by C code) */
+        } else if (!push_json_string_with_nul(L, receipt) &&
+                   (!lah_push_json_decoded(L, receipt, strlen(receipt)) ||
+                    lua_type(L, -1) != LUA_TSTRING)) {
+            lua_settop(L, BASE + 1);
+            lua_pushstring(L, receipt);
+        }
+        release(st);
+        return 2;
+    }
     lua_createtable(L, 0, 9);
     lua_pushboolean(L, o == AH_TOOL_OK);
     lua_setfield(L, -2, "ok");
@@ -651,7 +680,7 @@ static void push_key(lua_State *L, tool_ud *t)
     }
 }
 
-static int l_tool_call(lua_State *L)
+static int tool_call_start(lua_State *L, int c_result)
 {
     lah_check_not_in_hook(L, "tool:call");
     tool_ud *t = check_tool(L, TOOL);
@@ -669,6 +698,7 @@ static int l_tool_call(lua_State *L)
     call_state *st = lua_newuserdatauv(L, sizeof *st, 0);
     memset(st, 0, sizeof *st);
     st->tool = t;
+    st->c_result = c_result;
 
     /* ON_EVENT: the call's hook, else the tool's. */
     if (opt(L, "on_event") == LUA_TNIL) {
@@ -767,6 +797,16 @@ static int l_tool_call(lua_State *L)
         st->ledger = lu;
     }
     return drive(L);
+}
+
+static int l_tool_call(lua_State *L)
+{
+    return tool_call_start(L, 0);
+}
+
+int lah_tool_call_into(lua_State *L)
+{
+    return tool_call_start(L, 1);
 }
 
 /* ---- registration -------------------------------------------------------------------

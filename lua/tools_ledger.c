@@ -190,7 +190,7 @@ static void entry_list_free(entry_list *list)
     memset(list, 0, sizeof *list);
 }
 
-/* Push entries[i] as {key, seq, receipt, created_ms}; runs under lua_pcall. */
+/* Push entries[i] as {key, seq, receipt, created_ms}; runs protected (lah_gate_protect). */
 static int push_entries(lua_State *L)
 {
     const entry_list *list = lua_touserdata(L, 1);
@@ -236,9 +236,7 @@ static int ledger_entries_k(lua_State *L, int status, lua_KContext ctx)
         return luaL_error(L, "ledger:entries(): %s",
                           oom ? "out of memory" : ah_ledger_errmsg(u->l));
     }
-    lua_pushcfunction(L, push_entries);
-    lua_pushlightuserdata(L, &list);
-    int rc = lua_pcall(L, 1, 1, 0);
+    int rc = lah_gate_protect(L, push_entries, &list, 1);
     entry_list_free(&list);
     if (rc != LUA_OK)
         return lua_error(L);
