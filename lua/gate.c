@@ -63,6 +63,7 @@ static int keep_msgh(lua_State *L)
     lua_settop(L, 1);
     lah_traceback(L);
     lua_rawseti(L, lua_upvalueindex(1), 1);
+    lua_settop(L, 1);
     return 1; /* the raised value, as raised */
 }
 

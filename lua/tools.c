@@ -1,7 +1,7 @@
 /* tools.c - ah.tool and tool:call (docs/tools-and-ledger.md): the Lua driver of core/tool_call.c.
  *
- * One tool call = one ah_tool_call stepped here. RUN_BODY runs `run(args, ctx)` under
- * lua_pcallk on the calling thread, so a body that waits (a nested call's backoff, a
+ * One tool call = one ah_tool_call stepped here. RUN_BODY runs `run(args, ctx)` through
+ * the gate (lah_gate_callk, lua/gate.c) on the calling thread, so a body that waits (a nested call's backoff, a
  * sub-agent) yields the caller's coroutine to the scheduler and the call continues in
  * body_k; RETRY_AFTER arms a loop timer and lah_await()s it (never a blocking sleep).
  * The wait before a retry comes from ah_backoff_decide() through the tool policy's wait
@@ -341,27 +341,19 @@ static int wait_k(lua_State *L, int status, lua_KContext ctx)
     return drive(L);
 }
 
-/* The body's message handler: keep the raised value (error values carry their kind);
- * a plain Lua error (a bug, most likely) gets its traceback logged at debug level. */
 /* A body that raises an error value (ah.transient / ah.permanent) is saying how it
  * failed; any other error is a bug in the body: logged once per tool, with its
- * traceback, like a failing hook (the call still fails with it, and the model sees it).
- * Upvalue 1: the tool_ud; 2: the run id or nil. */
-static int body_msgh(lua_State *L)
+ * traceback (the gate's handler recorded it), like a failing hook (the call still fails
+ * with it, and the model sees it); later ones at debug level. */
+static void log_body_error(lua_State *L, tool_ud *t)
 {
-    tool_ud *t = lua_touserdata(L, lua_upvalueindex(1));
-    if (!is_error_value(L, 1) && (!t->body_error_logged || ah__log_enabled(AH_LOG_DEBUG))) {
-        const char *msg = lua_tostring(L, 1);
-        if (!msg)
-            msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
-        luaL_traceback(L, L, msg, 1);
-        const char *run = lua_tostring(L, lua_upvalueindex(2));
-        ah__log(t->body_error_logged ? AH_LOG_DEBUG : AH_LOG_WARN, "tool '%s'%s%s%s: %s",
-                t->name, run ? " (" : "", run ? run : "", run ? ")" : "", lua_tostring(L, -1));
-        t->body_error_logged = 1;
-    }
-    lua_settop(L, 1);
-    return 1;
+    if (is_error_value(L, -1) || (t->body_error_logged && !ah__log_enabled(AH_LOG_DEBUG)))
+        return;
+    const char *tb = lah_gate_traceback(L, MSGH);
+    const char *run = lua_tostring(L, RUN_ID);
+    ah__log(t->body_error_logged ? AH_LOG_DEBUG : AH_LOG_WARN, "tool '%s'%s%s%s: %s",
+            t->name, run ? " (" : "", run ? run : "", run ? ")" : "", tb ? tb : "?");
+    t->body_error_logged = 1;
 }
 
 static int body_k(lua_State *L, int status, lua_KContext ctx)
@@ -374,6 +366,7 @@ static int body_k(lua_State *L, int status, lua_KContext ctx)
         if (ah_tool_call_body_ok(st->call, lua_tostring(L, -1)) != AH_OK)
             return luaL_error(L, "out of memory recording a receipt");
     } else {
+        log_body_error(L, st->tool);
         ah_error err;
         lah_to_error(L, -1, &err);
         ah_tool_call_body_failed(st->call, &err);
@@ -408,13 +401,11 @@ static void push_ctx(lua_State *L, call_state *st)
 static int run_body(lua_State *L, call_state *st)
 {
     lua_settop(L, BASE);
-    lua_pushlightuserdata(L, st->tool);
-    lua_pushvalue(L, RUN_ID); /* names the run in the log line, when there is one */
-    lua_pushcclosure(L, body_msgh, 2); /* MSGH */
+    lah_gate_push_keep_msgh(L); /* MSGH */
     lua_getiuservalue(L, TOOL, UV_RUN);
     lua_pushvalue(L, ARGS);
     push_ctx(L, st);
-    int status = lua_pcallk(L, 2, 1, MSGH, 0, body_k);
+    int status = lah_gate_callk(L, 2, 1, MSGH, 0, body_k);
     return body_k(L, status, 0);
 }
 
