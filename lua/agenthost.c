@@ -392,16 +392,13 @@ int luaopen_agenthost(lua_State *L)
         ah_log_set_handler(lah_log_to_stderr, NULL, AH_LOG_WARN);
     lah_add_script_searcher(L);
 
-    luaL_newmetatable(L, SLEEPER_MT);
-    lua_pushcfunction(L, sleeper_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pop(L, 1);
-    luaL_newmetatable(L, RB_MT);
-    lua_pushcfunction(L, rb_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_createtable(L, 0, 1);
-    lua_pushcfunction(L, rb_tokens);
-    lua_setfield(L, -2, "tokens");
+    static const luaL_Reg sleeper_meta[] = {{"__gc", sleeper_gc}, {NULL, NULL}};
+    static const luaL_Reg rb_meta[] = {{"__gc", rb_gc}, {NULL, NULL}};
+    static const luaL_Reg rb_methods[] = {{"tokens", rb_tokens}, {NULL, NULL}};
+    lah_register_class(L, SLEEPER_MT, sleeper_meta);
+    lah_register_class(L, RB_MT, rb_meta);
+    luaL_getmetatable(L, RB_MT);
+    luaL_newlib(L, rb_methods);
     lua_setfield(L, -2, "__index");
     lua_pop(L, 1);
 

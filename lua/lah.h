@@ -217,6 +217,12 @@ int lah_history_check(lua_State *L, int idx, ah_conversation **out, char *err,
                       size_t errsize);
 void lah_open_history(lua_State *L); /* ah.history_save, ah.history_load */
 
+/* ---- registration ------------------------------------------------------------------
+ * Every binding file registers its functions as luaL_Reg tables: lah_register_class
+ * creates the metatable `mt` with the functions of `meta` (__gc, __index, ...), and the
+ * module's own functions go into the module table on top with luaL_setfuncs. */
+void lah_register_class(lua_State *L, const char *mt, const luaL_Reg *meta);
+
 /* ---- config tables ----------------------------------------------------------------- */
 
 /* Raise "<where>: unknown field 'x' (did you mean 'y'?)" for the first string key of the
@@ -262,24 +268,25 @@ ah_retry_budget *lah_push_retry_budget(lua_State *L);
 /* ---- the tool seam (agent.c <-> lua/tools.c) ----------------------------------------
  *
  * lua/tools.c defines lah_tools_open(); luaopen_agenthost calls it to add ah.tool,
- * ah.ledger, ah.budget
- * and ah.batch to the module table at the top of the stack.
+ * ah.ledger, ah.budget and ah.batch to the module table at the top of the stack. Nothing
+ * of an agent goes through that table: a script that replaces ah.ledger or ah.budget
+ * changes only its own calls (tests/lua/test_gate.lua).
  *
- * An agent turns each tool it declares into a TOOL OBJECT at ah.agent time:
- *     ah.tool{ name = NAME, run = spec.run, policy = spec.policy }   (lah_tool_new)
- * (spec.description / schema / idempotency_key stay with the agent). For each tool call of a completed response the agent decides the
- * key (default "<run_id>:<tool_call_id>", or spec.idempotency_key(args, ctx)) and runs
- *     record = obj:call(args, { key = K, ledger = L, budget = B, run_id = R,
- *                               tool_call_id = ID, name = NAME, on_event = fn })
+ * An agent turns each tool it declares into a TOOL OBJECT at ah.agent time, with
+ * lah_tool_push() on { name = NAME, run = spec.run, policy = spec.policy } (the same
+ * object ah.tool{...} builds; spec.description / schema / idempotency_key stay with the
+ * agent). For each tool call of a completed response the agent decides the key (default
+ * "<run_id>:<tool_call_id>", or spec.idempotency_key(args, ctx)) and runs
+ *     lah_tool_call_into(obj, args, { key = K, ledger = L, budget = B, run_id = R,
+ *                                     tool_call_id = ID, name = NAME, on_event = fn })
  * in a scheduler coroutine of its own (so the body may wait: a sub-agent, a batch).
  * ledger / budget are the agent's (ah.agent{ ledger = ah.ledger{...} | "path.db",
- * budget = ah.budget(N) | N }; built with ah.ledger / ah.budget when given as a path or a
- * number; by default an in-memory ledger per agent and no budget). on_event(ev) takes a
- * budget_exhausted event table {type, budget, used, limit} and routes it to the agent's
- * events. call() must put key, attempt, run_id and tool_call_id into the body's ctx and
- * return the record of docs/tools-and-ledger.md: { ok, outcome = "ok"|"failed"|"budget_exhausted",
- * attempts, error (an error value or nil), receipt, seq, duplicate }. The agent gives the
- * model the receipt (a string as is, anything else as JSON) or "error: <message>". */
+ * budget = ah.budget(N) | N }; built in C (lah_ledger_push_new / lah_budget_push_new)
+ * when given as a path or a number; by default an in-memory ledger per run and no
+ * budget). on_event(ev) takes a budget_exhausted event table {type, budget, used,
+ * limit} and routes it to the agent's events. The call puts key, attempt, run_id and
+ * tool_call_id into the body's ctx and leaves a lah_tool_result and the receipt text
+ * (below); the agent gives the model the receipt or "error: <message>". */
 void lah_tools_open(lua_State *L);
 /* ah.tool{...} as a lua_CFunction: the spec table at index 1, the tool object pushed. */
 int lah_tool_new(lua_State *L);

@@ -805,22 +805,14 @@ int lah_tool_call_into(lua_State *L)
 
 void lah_tools_open(lua_State *L)
 {
-    luaL_newmetatable(L, LAH_TOOL_MT);
-    lua_pushcfunction(L, tool_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, tool_index);
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, tool_tostring);
-    lua_setfield(L, -2, "__tostring");
-    lua_pop(L, 1);
-
-    luaL_newmetatable(L, CALL_MT);
-    lua_pushcfunction(L, call_state_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pop(L, 1);
-
-    lua_pushcfunction(L, lah_tool_new);
-    lua_setfield(L, -2, "tool");
+    static const luaL_Reg tool_meta[] = {
+        {"__gc", tool_gc}, {"__index", tool_index}, {"__tostring", tool_tostring},
+        {NULL, NULL}};
+    static const luaL_Reg call_meta[] = {{"__gc", call_state_gc}, {NULL, NULL}};
+    static const luaL_Reg fns[] = {{"tool", lah_tool_new}, {NULL, NULL}};
+    lah_register_class(L, LAH_TOOL_MT, tool_meta);
+    lah_register_class(L, CALL_MT, call_meta);
+    luaL_setfuncs(L, fns, 0);
     lah_open_ledger_budget(L);
     lah_open_batch(L);
 }

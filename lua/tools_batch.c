@@ -323,8 +323,8 @@ static int l_batch(lua_State *L)
 
 void lah_open_batch(lua_State *L)
 {
-    luaL_newmetatable(L, BATCH_MT);
-    lua_pop(L, 1);
-    lua_pushcfunction(L, l_batch);
-    lua_setfield(L, -2, "batch");
+    static const luaL_Reg meta[] = {{NULL, NULL}};
+    static const luaL_Reg fns[] = {{"batch", l_batch}, {NULL, NULL}};
+    lah_register_class(L, BATCH_MT, meta);
+    luaL_setfuncs(L, fns, 0);
 }

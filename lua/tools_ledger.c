@@ -383,25 +383,20 @@ void lah_open_ledger_budget(lua_State *L)
     lua_pushvalue(L, -1);
     lua_setfield(L, -3, "__gc");
     lua_setfield(L, -2, "__close");
-    lua_pushcfunction(L, l_ledger_index);
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, l_ledger_count);
-    lua_setfield(L, -2, "__len");
-    lua_pushcfunction(L, l_ledger_tostring);
-    lua_setfield(L, -2, "__tostring");
+    static const luaL_Reg ledger_meta[] = {{"__index", l_ledger_index},
+                                           {"__len", l_ledger_count},
+                                           {"__tostring", l_ledger_tostring},
+                                           {NULL, NULL}};
+    luaL_setfuncs(L, ledger_meta, 0);
     lua_pop(L, 1);
 
-    luaL_newmetatable(L, LAH_BUDGET_MT);
-    lua_pushcfunction(L, l_budget_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, l_budget_index);
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, l_budget_tostring);
-    lua_setfield(L, -2, "__tostring");
-    lua_pop(L, 1);
+    static const luaL_Reg budget_meta[] = {{"__gc", l_budget_gc},
+                                           {"__index", l_budget_index},
+                                           {"__tostring", l_budget_tostring},
+                                           {NULL, NULL}};
+    lah_register_class(L, LAH_BUDGET_MT, budget_meta);
 
-    lua_pushcfunction(L, l_ledger_new);
-    lua_setfield(L, -2, "ledger");
-    lua_pushcfunction(L, l_budget_new);
-    lua_setfield(L, -2, "budget");
+    static const luaL_Reg fns[] = {
+        {"ledger", l_ledger_new}, {"budget", l_budget_new}, {NULL, NULL}};
+    luaL_setfuncs(L, fns, 0);
 }

@@ -14,6 +14,15 @@
 #include <stdint.h>
 #include <string.h>
 
+/* ---- registration ------------------------------------------------------------------ */
+
+void lah_register_class(lua_State *L, const char *mt, const luaL_Reg *meta)
+{
+    luaL_newmetatable(L, mt);
+    luaL_setfuncs(L, meta, 0);
+    lua_pop(L, 1);
+}
+
 /* ---- JSON -------------------------------------------------------------------------- */
 
 static const char CJSON_KEY = 'J';
