@@ -167,7 +167,13 @@ void lah_check_not_in_hook(lua_State *L, const char *what)
 
 int lah_pcall_once(lua_State *L, int nargs, int nresults, const char *what, int *once)
 {
-    int st = lah_pcall_hook(L, nargs, nresults);
+    return lah_gate_hook_once(L, lah_gate_of(L), nargs, nresults, what, once);
+}
+
+int lah_gate_hook_once(lua_State *L, lah_gate *g, int nargs, int nresults, const char *what,
+                       int *once)
+{
+    int st = lah_gate_call(L, g, nargs, nresults, 0);
     if (st == LUA_OK)
         return 1;
     if (!once || !*once) {
