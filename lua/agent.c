@@ -435,30 +435,20 @@ static void tool_done(void *ud, lua_State *co, int ok)
     lua_settop(L, top);
 }
 
-/* opts.on_event of the seam: a budget_exhausted table from the tool machinery becomes
- * an event of this run. Upvalue 1: the run. */
-static int seam_on_event(lua_State *L)
+/* The seam's event sink (lah_tool_sink, ud: the run, anchored by the sink's user
+ * value): the tool machinery's budget_exhausted becomes an event of this run. */
+static void seam_event(void *ud, lua_State *L, const ah_event *in)
 {
-    lrun *r = lua_touserdata(L, lua_upvalueindex(1));
-    luaL_checktype(L, 1, LUA_TTABLE);
-    lua_getfield(L, 1, "type");
-    if (!r->w || !lua_isstring(L, -1) ||
-        strcmp(lua_tostring(L, -1), "budget_exhausted") != 0)
-        return 0;
-    lua_getfield(L, 1, "budget");
-    lua_getfield(L, 1, "used");
-    lua_getfield(L, 1, "limit");
-    ah_event ev = {.type = AH_EV_BUDGET_EXHAUSTED};
-    ev.u.budget_exhausted.budget =
-        lua_isstring(L, -3) ? lua_tostring(L, -3) : "tool_calls";
-    ev.u.budget_exhausted.used = (int64_t)lua_tointeger(L, -2);
-    ev.u.budget_exhausted.limit = (int64_t)lua_tointeger(L, -1);
+    lrun *r = ud;
+    if (!r->w || in->type != AH_EV_BUDGET_EXHAUSTED)
+        return;
+    ah_event ev = *in;
     ev.run_id = ah_worker_run_id(r->w);
-    ev.ts_ms = ah_loop_wall_ms(lah_loop(L));
+    if (!ev.ts_ms)
+        ev.ts_ms = ah_loop_wall_ms(lah_loop(L));
     lua_State *prev = lah_enter(L);
     run_on_event(r, &ev);
     lah_leave(L, prev);
-    return 0;
 }
 
 static void push_run(lua_State *L, lrun *r)
@@ -549,8 +539,11 @@ static int run_tool_exec(void *ud, ah_worker *w, const ah_tool_request *req,
     lua_setfield(L, opts, "ledger");
     lua_getiuservalue(L, run, 3); /* the run's budget */
     lua_setfield(L, opts, "budget");
+    lah_tool_sink *sink = lua_newuserdatauv(L, sizeof *sink, 1);
+    sink->fn = seam_event;
+    sink->ud = r;
     lua_pushvalue(L, run);
-    lua_pushcclosure(L, seam_on_event, 1);
+    lua_setiuservalue(L, -2, 1); /* the sink anchors the run */
     lua_setfield(L, opts, "on_event");
 
     tool_op *op = calloc(1, sizeof *op);

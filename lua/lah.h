@@ -287,8 +287,8 @@ ah_retry_budget *lah_push_retry_budget(lua_State *L);
  * ledger / budget are the agent's (ah.agent{ ledger = ah.ledger{...} | "path.db",
  * budget = ah.budget(N) | N }; built in C (lah_ledger_push_new / lah_budget_push_new)
  * when given as a path or a number; by default an in-memory ledger per run and no
- * budget). on_event(ev) takes a budget_exhausted event table {type, budget, used,
- * limit} and routes it to the agent's events. The call puts key, attempt, run_id and
+ * budget). on_event is a lah_tool_sink (below) that routes a budget_exhausted event to
+ * the run's events in C. The call puts key, attempt, run_id and
  * tool_call_id into the body's ctx and leaves a lah_tool_result and the receipt text
  * (below); the agent gives the model the receipt or "error: <message>". */
 void lah_tools_open(lua_State *L);
@@ -308,6 +308,13 @@ typedef struct lah_tool_result {
     ah_error error; /* why, when the outcome is not ok (kind NONE: no reason given) */
 } lah_tool_result;
 int lah_tool_call_into(lua_State *L);
+/* For lah_tool_call_into, opts.on_event may be a full userdata holding this: the call's
+ * events (budget_exhausted) go to fn in C, with the thread running the call. The
+ * userdata is anchored by the call; it must anchor whatever ud points to. */
+typedef struct lah_tool_sink {
+    void (*fn)(void *ud, lua_State *L, const ah_event *ev);
+    void *ud;
+} lah_tool_sink;
 
 /* The ah_client of an "agenthost.client" userdata at idx, or NULL when it is not one. */
 ah_client *lah_check_client(lua_State *L, int idx);

@@ -77,6 +77,7 @@ typedef struct call_state {
     lua_State *L;          /* the thread driving the call, for hooks */
     lah_ledger_ud *ledger; /* busy-counted while the call runs */
     int c_result;          /* started by lah_tool_call_into: finish with a lah_tool_result */
+    const lah_tool_sink *sink; /* and its events go here (anchored at ON_EVENT) */
     char id[128];          /* tool_call_end.id */
     tool_ud *tool;         /* the tool at TOOL */
 } call_state;
@@ -248,6 +249,11 @@ void lah_tools_emit(lua_State *L, int on_event, int to_sink, const ah_event *in)
  * agent routes what it is given to its own events, which reach that sink. */
 static void emit(lua_State *L, const ah_event *ev)
 {
+    const call_state *st = lua_touserdata(L, ST);
+    if (st->sink) { /* an agent's call: straight to the run, in C */
+        st->sink->fn(st->sink->ud, L, ev);
+        return;
+    }
     ah_event e = *ev;
     if (lua_type(L, RUN_ID) == LUA_TSTRING)
         e.run_id = lua_tostring(L, RUN_ID);
@@ -691,10 +697,13 @@ static int tool_call_start(lua_State *L, int c_result)
     st->tool = t;
     st->c_result = c_result;
 
-    /* ON_EVENT: the call's hook, else the tool's. */
+    /* ON_EVENT: the call's hook, else the tool's; for an agent's call (c_result) its
+     * lah_tool_sink userdata, anchored there. */
     if (opt(L, "on_event") == LUA_TNIL) {
         lua_pop(L, 1);
         lua_getiuservalue(L, TOOL, UV_ON_EVENT);
+    } else if (c_result && lua_type(L, -1) == LUA_TUSERDATA) {
+        st->sink = lua_touserdata(L, -1);
     } else if (lua_type(L, -1) != LUA_TFUNCTION) {
         return luaL_error(L, "tool:call: on_event must be a function");
     }
