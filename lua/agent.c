@@ -385,6 +385,9 @@ static void tool_done(void *ud, lua_State *co, int ok)
         ah_error e;
         lah_to_error(L, -1, &e);
         lua_pushfstring(L, "error: %s", e.message);
+    } else if (lua_type(co, 1) != LUA_TUSERDATA ||
+               lua_rawlen(co, 1) != sizeof(lah_tool_result)) {
+        lua_pushliteral(L, "error: the tool call returned no result");
     } else {
         /* lah_tool_call_into's results: the outcome in C, the receipt as text */
         const lah_tool_result *tr = lua_touserdata(co, 1);
