@@ -80,7 +80,7 @@ typedef struct lrun {
     int self_ref, on_event_ref, status_ref, retry_on_ref, validate_ref, output_ref;
     int delta_ref[2]; /* on_event_reuse: the text_delta / reasoning_delta tables */
     lua_State *const *running; /* lah_running_slot(main): read once per event */
-    lah_gate *gate;            /* lah_gate_of(main): the hooks' gate, no lookup per event */
+    lah_gate *gate; /* lah_gate_of(main): the hooks' gate, no lookup per event */
     tool_op *ops; /* tool calls in flight */
     struct lrun *prev_live, *next_live; /* the runs in flight (lah_cancel_runs) */
     int live;
@@ -1209,8 +1209,10 @@ static int agent_tostring(lua_State *L)
 
 void lah_open_agent(lua_State *L)
 {
-    static const luaL_Reg run_meta[] = {
-        {"__gc", run_gc}, {"__index", run_index}, {"__tostring", run_tostring}, {NULL, NULL}};
+    static const luaL_Reg run_meta[] = {{"__gc", run_gc},
+                                        {"__index", run_index},
+                                        {"__tostring", run_tostring},
+                                        {NULL, NULL}};
     static const luaL_Reg agent_meta[] = {
         {"__gc", agent_gc}, {"__tostring", agent_tostring}, {NULL, NULL}};
     static const luaL_Reg agent_methods[] = {

@@ -175,9 +175,10 @@ static int l_client(lua_State *L)
 
 void lah_open_client(lua_State *L)
 {
-    static const luaL_Reg meta[] = {
-        {"__gc", client_gc}, {"__index", client_index}, {"__tostring", client_tostring},
-        {NULL, NULL}};
+    static const luaL_Reg meta[] = {{"__gc", client_gc},
+                                    {"__index", client_index},
+                                    {"__tostring", client_tostring},
+                                    {NULL, NULL}};
     static const luaL_Reg fns[] = {{"client", l_client}, {NULL, NULL}};
     lah_register_class(L, CLIENT_MT, meta);
     luaL_setfuncs(L, fns, 0);

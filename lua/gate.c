@@ -158,10 +158,11 @@ void lah_check_not_in_hook(lua_State *L, const char *what)
     /* in_loop too: whatever runs inside a loop callback is a hook, even one called
      * through a protected call of its own rather than the gate's. */
     if (g->hook_depth > 0 || g->in_loop > 0)
-        luaL_error(L, "%s cannot be called inside a hook (on_event, retry_on, validate, "
-                      "idempotency_key, a log handler): hooks run inside a step of the "
-                      "event loop and must not wait; start the work from the script or "
-                      "a tool body instead",
+        luaL_error(L,
+                   "%s cannot be called inside a hook (on_event, retry_on, validate, "
+                   "idempotency_key, a log handler): hooks run inside a step of the "
+                   "event loop and must not wait; start the work from the script or "
+                   "a tool body instead",
                    what);
 }
 
@@ -170,8 +171,8 @@ int lah_pcall_once(lua_State *L, int nargs, int nresults, const char *what, int 
     return lah_gate_hook_once(L, lah_gate_of(L), nargs, nresults, what, once);
 }
 
-int lah_gate_hook_once(lua_State *L, lah_gate *g, int nargs, int nresults, const char *what,
-                       int *once)
+int lah_gate_hook_once(lua_State *L, lah_gate *g, int nargs, int nresults,
+                       const char *what, int *once)
 {
     int st = lah_gate_call(L, g, nargs, nresults, 0);
     if (st == LUA_OK)

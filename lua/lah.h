@@ -148,8 +148,8 @@ int lah_pcall_once(lua_State *L, int nargs, int nresults, const char *what, int 
 int lah_pcall(lua_State *L, int nargs, int nresults, const char *what); /* once = NULL */
 /* lah_pcall_once with the state's gate already at hand (a hot path such as on_event
  * keeps lah_gate_of() from the run's start): no registry lookup per call. */
-int lah_gate_hook_once(lua_State *L, lah_gate *g, int nargs, int nresults, const char *what,
-                       int *once);
+int lah_gate_hook_once(lua_State *L, lah_gate *g, int nargs, int nresults,
+                       const char *what, int *once);
 
 /* The same hook call for a caller that wants the error: returns the status and leaves
  * "message\ntraceback" on the stack on failure (nothing logged). */

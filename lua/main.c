@@ -418,14 +418,17 @@ static int host_main(lua_State *L)
             break;
         }
     }
-    hr->rc = atomic_load(&h->exit_requested) ? 130 : h->done && h->ok ? EXIT_OK : EXIT_FAIL;
+    hr->rc = atomic_load(&h->exit_requested) ? 130
+             : h->done && h->ok              ? EXIT_OK
+                                             : EXIT_FAIL;
     return 0;
 }
 
 static int run_script(int argc, char **argv, int script, const char *events_path)
 {
     host h = {0};
-    host_run hr = {.h = &h, .argc = argc, .argv = argv, .script = script, .rc = EXIT_FAIL};
+    host_run hr = {
+        .h = &h, .argc = argc, .argv = argv, .script = script, .rc = EXIT_FAIL};
     if (events_path) {
         h.events = fopen(events_path, "w");
         if (!h.events) {

@@ -1,7 +1,7 @@
 /* tools.c - ah.tool and tool:call (docs/tools-and-ledger.md): the Lua driver of core/tool_call.c.
  *
- * One tool call = one ah_tool_call stepped here. RUN_BODY runs `run(args, ctx)` through
- * the gate (lah_gate_callk, lua/gate.c) on the calling thread, so a body that waits (a nested call's backoff, a
+ * One tool call = one ah_tool_call stepped here. RUN_BODY runs `run(args, ctx)` under
+ * the gate on the calling thread, so a body that waits (a nested call's backoff, a
  * sub-agent) yields the caller's coroutine to the scheduler and the call continues in
  * body_k; RETRY_AFTER arms a loop timer and lah_await()s it (never a blocking sleep).
  * The wait before a retry comes from ah_backoff_decide() through the tool policy's wait
@@ -76,7 +76,7 @@ typedef struct call_state {
     int64_t claim_until_ms; /* give up waiting for a key in flight after this */
     lua_State *L;          /* the thread driving the call, for hooks */
     lah_ledger_ud *ledger; /* busy-counted while the call runs */
-    int c_result;          /* started by lah_tool_call_into: finish with a lah_tool_result */
+    int c_result;          /* lah_tool_call_into: finish with a lah_tool_result */
     const lah_tool_sink *sink; /* and its events go here (anchored at ON_EVENT) */
     char id[128];          /* tool_call_end.id */
     tool_ud *tool;         /* the tool at TOOL */
@@ -814,9 +814,10 @@ int lah_tool_call_into(lua_State *L)
 
 void lah_tools_open(lua_State *L)
 {
-    static const luaL_Reg tool_meta[] = {
-        {"__gc", tool_gc}, {"__index", tool_index}, {"__tostring", tool_tostring},
-        {NULL, NULL}};
+    static const luaL_Reg tool_meta[] = {{"__gc", tool_gc},
+                                         {"__index", tool_index},
+                                         {"__tostring", tool_tostring},
+                                         {NULL, NULL}};
     static const luaL_Reg call_meta[] = {{"__gc", call_state_gc}, {NULL, NULL}};
     static const luaL_Reg fns[] = {{"tool", lah_tool_new}, {NULL, NULL}};
     lah_register_class(L, LAH_TOOL_MT, tool_meta);

@@ -190,7 +190,8 @@ static void entry_list_free(entry_list *list)
     memset(list, 0, sizeof *list);
 }
 
-/* Push entries[i] as {key, seq, receipt, created_ms}; runs protected (lah_gate_protect). */
+/* Push entries[i] as {key, seq, receipt, created_ms}; runs protected (lah_gate_protect).
+ */
 static int push_entries(lua_State *L)
 {
     const entry_list *list = lua_touserdata(L, 1);
