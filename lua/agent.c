@@ -223,8 +223,10 @@ static void run_on_event(void *ud, const ah_event *ev)
     if (r->on_event_ref == LUA_NOREF && r->status_ref == LUA_NOREF)
         return;
     lua_State *L = *r->running;
-    if (!lua_checkstack(L, 8))
+    if (!lua_checkstack(L, 9))
         return;
+    lua_pushcfunction(L, lah_traceback); /* below the hook: no stack shuffle in the gate */
+    int msgh = lua_gettop(L);
     if (r->on_event_ref != LUA_NOREF) {
         lua_rawgeti(L, LUA_REGISTRYINDEX, r->on_event_ref);
         int k = ev->type == AH_EV_TEXT_DELTA ? 0 : ev->type == AH_EV_REASONING_DELTA ? 1 : -1;
@@ -238,14 +240,15 @@ static void run_on_event(void *ud, const ah_event *ev)
                 r->delta_ref[k] = luaL_ref(L, LUA_REGISTRYINDEX);
             }
         }
-        lah_gate_hook_once(L, r->gate, 1, 0, r->what_event, &a->event_failed);
+        lah_gate_hook_once(L, r->gate, 1, 0, msgh, r->what_event, &a->event_failed);
     } else {
         lua_rawgeti(L, LUA_REGISTRYINDEX, r->status_ref);
         lua_getfield(L, -1, "update");
         lua_insert(L, -2);
         lah_push_event(L, ev);
-        lah_gate_hook_once(L, r->gate, 2, 0, r->what_event, &a->event_failed);
+        lah_gate_hook_once(L, r->gate, 2, 0, msgh, r->what_event, &a->event_failed);
     }
+    lua_pop(L, 1); /* msgh */
 }
 
 static int run_retry_on(void *ud, const ah_error *err, int default_verdict)

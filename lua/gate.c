@@ -168,13 +168,13 @@ void lah_check_not_in_hook(lua_State *L, const char *what)
 
 int lah_pcall_once(lua_State *L, int nargs, int nresults, const char *what, int *once)
 {
-    return lah_gate_hook_once(L, lah_gate_of(L), nargs, nresults, what, once);
+    return lah_gate_hook_once(L, lah_gate_of(L), nargs, nresults, 0, what, once);
 }
 
-int lah_gate_hook_once(lua_State *L, lah_gate *g, int nargs, int nresults,
+int lah_gate_hook_once(lua_State *L, lah_gate *g, int nargs, int nresults, int msgh,
                        const char *what, int *once)
 {
-    int st = lah_gate_call(L, g, nargs, nresults, 0);
+    int st = lah_gate_call(L, g, nargs, nresults, msgh);
     if (st == LUA_OK)
         return 1;
     if (!once || !*once) {
