@@ -13,10 +13,13 @@
  *  - A run is on the live list (lah_cancel_runs, Ctrl-C) from start to run_end.
  *  - At run_end no tool call of the run is left running: a cancel's leftover tool
  *    coroutines are ended (lah_kill) and the runs they started are cancelled.
- *  - Every call into Lua from a worker callback is protected (lah_pcall_once) and runs
- *    on lah_running(); a failing hook is logged once per agent and the C default decides
- *    (the event is dropped; retry_on -> the default verdict; idempotency_key -> the
- *    default key; validate -> the answer is rejected with the error as the reason).
+ *  - Every call into Lua from a worker callback goes through the gate (lua/gate.c) and
+ *    runs on lah_running(); a failing hook is logged once per agent and the C default
+ *    decides (the event is dropped; retry_on -> the default verdict; idempotency_key ->
+ *    the default key; validate -> the answer is rejected with the error as the reason).
+ *  - Nothing here goes through the module table: budgets, ledgers and tool objects are
+ *    made in C, a tool call is started with lah_tool_call_into and its outcome read from
+ *    a lah_tool_result (tests/lua/test_gate.lua patches ah.* and tool.call to check).
  *  - The worker is freed only from run_k or __gc, never inside its own callbacks.
  */
 #include "lah.h"
