@@ -359,10 +359,9 @@ static int l_log_handler(lua_State *L)
     }
     if (lua_rawgetp(L, LUA_REGISTRYINDEX, &LOG_SENTINEL_KEY) == LUA_TNIL) {
         lua_newuserdatauv(L, 1, 0);
-        if (luaL_newmetatable(L, LOG_SENTINEL_MT)) {
-            lua_pushcfunction(L, log_sentinel_gc);
-            lua_setfield(L, -2, "__gc");
-        }
+        static const luaL_Reg meta[] = {{"__gc", log_sentinel_gc}, {NULL, NULL}};
+        if (luaL_newmetatable(L, LOG_SENTINEL_MT))
+            luaL_setfuncs(L, meta, 0);
         lua_setmetatable(L, -2);
         lua_rawsetp(L, LUA_REGISTRYINDEX, &LOG_SENTINEL_KEY);
     }

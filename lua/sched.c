@@ -77,10 +77,9 @@ static sched *get_sched(lua_State *L)
     lua_pop(L, 1);
     sched *s = lua_newuserdatauv(L, sizeof *s, 0);
     memset(s, 0, sizeof *s);
-    if (luaL_newmetatable(L, SCHED_MT)) {
-        lua_pushcfunction(L, sched_gc);
-        lua_setfield(L, -2, "__gc");
-    }
+    static const luaL_Reg meta[] = {{"__gc", sched_gc}, {NULL, NULL}};
+    if (luaL_newmetatable(L, SCHED_MT))
+        luaL_setfuncs(L, meta, 0);
     lua_setmetatable(L, -2);
     s->loop = ah_loop_new(NULL, NULL);
     if (!s->loop) {

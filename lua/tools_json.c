@@ -42,10 +42,9 @@ static jbuf *jbuf_push(lua_State *L)
 {
     jbuf *b = lua_newuserdatauv(L, sizeof *b, 0);
     memset(b, 0, sizeof *b);
-    if (luaL_newmetatable(L, "agenthost.jsonbuf")) {
-        lua_pushcfunction(L, jbuf_gc);
-        lua_setfield(L, -2, "__gc");
-    }
+    static const luaL_Reg meta[] = {{"__gc", jbuf_gc}, {NULL, NULL}};
+    if (luaL_newmetatable(L, "agenthost.jsonbuf"))
+        luaL_setfuncs(L, meta, 0);
     lua_setmetatable(L, -2);
     return b;
 }

@@ -373,21 +373,21 @@ void lah_open_ledger_budget(lua_State *L)
         {"count", l_ledger_count},
         {NULL, NULL},
     };
-    luaL_newmetatable(L, LAH_LEDGER_MT);
-    luaL_newlib(L, ledger_methods);
-    lua_pushboolean(L, 1); /* close() refuses a busy ledger; __gc does not ask */
-    lua_pushcclosure(L, l_ledger_close, 1);
-    lua_setfield(L, -2, "close");
-    lua_setfield(L, -2, "methods");
-    lua_pushboolean(L, 0);
-    lua_pushcclosure(L, l_ledger_close, 1);
-    lua_pushvalue(L, -1);
-    lua_setfield(L, -3, "__gc");
-    lua_setfield(L, -2, "__close");
+    /* one upvalue: close() refuses a busy ledger (true); __gc / __close do not ask */
+    static const luaL_Reg ledger_close[] = {{"close", l_ledger_close}, {NULL, NULL}};
+    static const luaL_Reg ledger_finalizers[] = {
+        {"__gc", l_ledger_close}, {"__close", l_ledger_close}, {NULL, NULL}};
     static const luaL_Reg ledger_meta[] = {{"__index", l_ledger_index},
                                            {"__len", l_ledger_count},
                                            {"__tostring", l_ledger_tostring},
                                            {NULL, NULL}};
+    luaL_newmetatable(L, LAH_LEDGER_MT);
+    luaL_newlib(L, ledger_methods);
+    lua_pushboolean(L, 1);
+    luaL_setfuncs(L, ledger_close, 1);
+    lua_setfield(L, -2, "methods");
+    lua_pushboolean(L, 0);
+    luaL_setfuncs(L, ledger_finalizers, 1);
     luaL_setfuncs(L, ledger_meta, 0);
     lua_pop(L, 1);
 

@@ -191,9 +191,9 @@ static int error_tostring(lua_State *L)
 
 static void push_error_mt(lua_State *L)
 {
+    static const luaL_Reg meta[] = {{"__tostring", error_tostring}, {NULL, NULL}};
     if (luaL_newmetatable(L, ERROR_MT)) {
-        lua_pushcfunction(L, error_tostring);
-        lua_setfield(L, -2, "__tostring");
+        luaL_setfuncs(L, meta, 0);
         lua_pushliteral(L, "agenthost.error");
         lua_setfield(L, -2, "__name");
     }
