@@ -147,6 +147,19 @@ void lah_gate_call_raising(lua_State *L, int nargs, int nresults)
 
 /* ---- hooks ------------------------------------------------------------------------- */
 
+int lah_pcall_hook_at(lua_State *L, int nargs, int nresults, int msgh, int *depth)
+{
+    ++*depth;
+    int st = lua_pcall(L, nargs, nresults, msgh);
+    --*depth;
+    return st;
+}
+
+int *lah_hook_depth_slot(lua_State *L)
+{
+    return &lah_gate_of(L)->hook_depth;
+}
+
 int lah_pcall_hook(lua_State *L, int nargs, int nresults)
 {
     return lah_gate_call(L, lah_gate_of(L), nargs, nresults, 0);
