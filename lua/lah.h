@@ -159,13 +159,12 @@ int lah_gate_hook_once(lua_State *L, lah_gate *g, int nargs, int nresults, int m
 /* The same hook call for a caller that wants the error: returns the status and leaves
  * "message\ntraceback" on the stack on failure (nothing logged). */
 int lah_pcall_hook(lua_State *L, int nargs, int nresults);
-
 /* The per-event variant of lah_pcall_hook, for a caller that calls a hook per event (on
  * on_event): the message handler (lah_traceback) is already on the stack at msgh, below
  * the function, and depth is lah_hook_depth_slot(L), read once. The same hook-depth
  * accounting and status; msgh stays on the stack. */
 int lah_pcall_hook_at(lua_State *L, int nargs, int nresults, int msgh, int *depth);
-/* The gate's hook-depth counter (valid as long as the state). */
+/* The scheduler's hook-depth counter (valid as long as the state). */
 int *lah_hook_depth_slot(lua_State *L);
 
 /* Hooks must not wait: a hook runs synchronously inside a step of the loop or of a tool
