@@ -83,7 +83,6 @@ typedef struct lrun {
     int self_ref, on_event_ref, status_ref, retry_on_ref, validate_ref, output_ref;
     int delta_ref[2]; /* on_event_reuse: the text_delta / reasoning_delta tables */
     lua_State *const *running; /* lah_running_slot(main): read once per event */
-    lah_gate *gate; /* lah_gate_of(main): the hooks' gate, no lookup per event */
     tool_op *ops; /* tool calls in flight */
     struct lrun *prev_live, *next_live; /* the runs in flight (lah_cancel_runs) */
     int live;
@@ -226,10 +225,8 @@ static void run_on_event(void *ud, const ah_event *ev)
     if (r->on_event_ref == LUA_NOREF && r->status_ref == LUA_NOREF)
         return;
     lua_State *L = *r->running;
-    if (!lua_checkstack(L, 9))
+    if (!lua_checkstack(L, 8))
         return;
-    lua_pushcfunction(L, lah_traceback); /* below the hook: no stack shuffle in the gate */
-    int msgh = lua_gettop(L);
     if (r->on_event_ref != LUA_NOREF) {
         lua_rawgeti(L, LUA_REGISTRYINDEX, r->on_event_ref);
         int k = ev->type == AH_EV_TEXT_DELTA ? 0 : ev->type == AH_EV_REASONING_DELTA ? 1 : -1;
@@ -243,15 +240,14 @@ static void run_on_event(void *ud, const ah_event *ev)
                 r->delta_ref[k] = luaL_ref(L, LUA_REGISTRYINDEX);
             }
         }
-        lah_gate_hook_once(L, r->gate, 1, 0, msgh, r->what_event, &a->event_failed);
+        lah_pcall_once(L, 1, 0, r->what_event, &a->event_failed);
     } else {
         lua_rawgeti(L, LUA_REGISTRYINDEX, r->status_ref);
         lua_getfield(L, -1, "update");
         lua_insert(L, -2);
         lah_push_event(L, ev);
-        lah_gate_hook_once(L, r->gate, 2, 0, msgh, r->what_event, &a->event_failed);
+        lah_pcall_once(L, 2, 0, r->what_event, &a->event_failed);
     }
-    lua_pop(L, 1); /* msgh */
 }
 
 static int run_retry_on(void *ud, const ah_error *err, int default_verdict)
@@ -713,7 +709,6 @@ static int start_run(lua_State *L, const char *where)
         r->output_ref = LUA_NOREF;
     r->delta_ref[0] = r->delta_ref[1] = LUA_NOREF;
     r->running = lah_running_slot(L);
-    r->gate = lah_gate_of(L);
     luaL_setmetatable(L, RUN_MT);
     r->agent = a;
     lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
