@@ -20,7 +20,10 @@ raw=$(cd "$root" && grep -nE '\blua_(pcallk?|callk?|resume)[[:space:]]*\(' lua/*
 if [ -z "$raw" ]; then
     ok "lua_pcall / lua_call / lua_resume appear only in: $allowed"
 else
-    echo "$raw" >"$tmp/raw"
+    { echo "$raw"
+      echo "(call through lua/gate.c instead: lah_gate_call, lah_gate_callk, lah_gate_resume,"
+      echo " lah_gate_protect, lah_gate_call_raising, lah_pcall_hook_at; or list the file in"
+      echo " 'allowed' above with the reason)"; } >"$tmp/raw"
     bad "raw calls into Lua outside the gate" "$tmp/raw"
 fi
 n=$(cd "$root" && grep -cE '\blua_(pcallk?|callk?|resume)[[:space:]]*\(' lua/gate.c)
