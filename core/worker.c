@@ -1176,6 +1176,17 @@ ah_status ah_worker_tool_done(ah_worker *w, size_t index, const ah_tool_response
     return answer(w, index, res);
 }
 
+/* The arguments of a completed response's tool call are JSON already: the timeline
+ * parsed them when the block closed (a response with invalid arguments fails). So an
+ * object is text whose first non-blank byte is '{', and the tool (the Lua binding's
+ * decoder, an embedder's) parses it once, not the worker a second time to look. */
+static int args_are_object(const char *json)
+{
+    while (*json == ' ' || *json == '\t' || *json == '\n' || *json == '\r')
+        json++;
+    return *json == '{';
+}
+
 /* Start one call (its tool_call_start first); it may answer at once. */
 static void exec_tool(ah_worker *w, size_t index)
 {
@@ -1189,13 +1200,12 @@ static void exec_tool(ah_worker *w, size_t index)
         return;
     ah_tool_response res = {.outcome = AH_TOOL_ERROR};
     char why[160];
-    cJSON *parsed = cJSON_Parse(t->args);
     const ah_tool_def *def = find_tool(w, t->name);
     if (!def || !w->tool_exec) {
         ah__bufprintf(why, sizeof why, "error: unknown tool '%.60s'", t->name);
         res.content = why;
         answer(w, index, &res);
-    } else if (!cJSON_IsObject(parsed)) {
+    } else if (!args_are_object(t->args)) {
         ah__bufprintf(why, sizeof why,
                       "error: the arguments for tool '%.60s' are not a JSON object", t->name);
         res.content = why;
@@ -1213,7 +1223,6 @@ static void exec_tool(ah_worker *w, size_t index)
         if (w->tool_exec(w->tool_ud, w, &req, &res) == 0)
             answer(w, index, &res);
     }
-    cJSON_Delete(parsed);
 }
 
 /* Start calls in call order while the bound and exclusivity allow; end the round when

@@ -13,10 +13,13 @@
  *  - A run is on the live list (lah_cancel_runs, Ctrl-C) from start to run_end.
  *  - At run_end no tool call of the run is left running: a cancel's leftover tool
  *    coroutines are ended (lah_kill) and the runs they started are cancelled.
- *  - Every call into Lua from a worker callback is protected (lah_pcall_once) and runs
- *    on lah_running(); a failing hook is logged once per agent and the C default decides
- *    (the event is dropped; retry_on -> the default verdict; idempotency_key -> the
- *    default key; validate -> the answer is rejected with the error as the reason).
+ *  - Every call into Lua from a worker callback goes through the gate (lua/gate.c) and
+ *    runs on lah_running(); a failing hook is logged once per agent and the C default
+ *    decides (the event is dropped; retry_on -> the default verdict; idempotency_key ->
+ *    the default key; validate -> the answer is rejected with the error as the reason).
+ *  - Nothing here goes through the module table: budgets, ledgers and tool objects are
+ *    made in C, a tool call is started with lah_tool_call_into and its outcome read from
+ *    a lah_tool_result (tests/lua/test_gate.lua patches ah.* and tool.call to check).
  *  - The worker is freed only from run_k or __gc, never inside its own callbacks.
  */
 #include "lah.h"
@@ -358,8 +361,9 @@ static void unlink_op(lrun *r, tool_op *op)
     }
 }
 
-/* The record a tool call returned (at index 1 of the finished coroutine co) becomes the
- * worker's answer: the receipt as text for the model, or "error: <message>". */
+/* What lah_tool_call_into left on the finished coroutine co (a lah_tool_result, the
+ * receipt text) becomes the worker's answer: the receipt for the model, or
+ * "error: <message>". */
 static void tool_done(void *ud, lua_State *co, int ok)
 {
     tool_op *op = ud;
@@ -383,52 +387,36 @@ static void tool_done(void *ud, lua_State *co, int ok)
         ah_error e;
         lah_to_error(L, -1, &e);
         lua_pushfstring(L, "error: %s", e.message);
-    } else if (lua_gettop(co) < 1 || !lua_istable(co, 1)) {
-        lua_pushliteral(L, "error: the tool call returned no record");
+    } else if (lua_type(co, 1) != LUA_TUSERDATA ||
+               lua_rawlen(co, 1) != sizeof(lah_tool_result)) {
+        lua_pushliteral(L, "error: the tool call returned no result");
     } else {
-        lua_pushvalue(co, 1);
-        lua_xmove(co, L, 1);
-        int rec = lua_gettop(L);
-        lua_getfield(L, rec, "outcome");
-        const char *outcome = lua_tostring(L, -1);
-        lua_getfield(L, rec, "attempts");
-        res.attempts = (int)lua_tointeger(L, -1);
-        lua_getfield(L, rec, "duplicate");
-        res.duplicate = lua_toboolean(L, -1);
-        lua_pop(L, 2);
-        if (outcome && strcmp(outcome, "ok") == 0) {
-            res.outcome = AH_TOOL_OK;
-            lua_getfield(L, rec, "receipt");
-            if (lua_isnil(L, -1)) {
-                lua_pushliteral(L, "");
-            } else if (lua_type(L, -1) != LUA_TSTRING) {
-                /* The receipt came back from its canonical JSON, so it re-encodes
-                 * exactly (integers as integers; lua-cjson would print 2^53 with 14
-                 * digits). */
-                lah_push_canonical_json(L, -1, 0);
+        /* lah_tool_call_into's results: the outcome in C, the receipt as text */
+        const lah_tool_result *tr = lua_touserdata(co, 1);
+        res.outcome = tr->outcome;
+        res.attempts = tr->attempts;
+        res.duplicate = tr->duplicate;
+        switch (tr->outcome) {
+        case AH_TOOL_OK:
+            if (lua_type(co, 2) == LUA_TSTRING) {
+                lua_pushvalue(co, 2);
+                lua_xmove(co, L, 1);
             } else {
-                lua_pushvalue(L, -1);
+                lua_pushliteral(L, "");
             }
-        } else if (outcome && strcmp(outcome, "in_progress") == 0) {
-            /* The key is in flight in another call and its receipt did not come in
-             * time: the model is told so (calling again later gets the receipt). */
-            res.outcome = AH_TOOL_IN_PROGRESS;
-            lua_getfield(L, rec, "error");
-            ah_error e;
-            lah_to_error(L, -1, &e);
-            lua_pushfstring(L, "error: %s", e.message);
-        } else if (outcome && strcmp(outcome, "budget_exhausted") == 0) {
-            res.outcome = AH_TOOL_BUDGET_EXHAUSTED;
+            break;
+        case AH_TOOL_BUDGET_EXHAUSTED:
             lua_pushliteral(
                 L, "error: the tool-call budget is exhausted; the tool was not run");
-        } else {
-            if (lua_getfield(L, rec, "error") == LUA_TNIL) {
+            break;
+        default:
+            /* failed, or in progress: the key is in flight in another call and its
+             * receipt did not come in time (calling again later gets the receipt) */
+            if (tr->error.kind == AH_EK_NONE)
                 lua_pushliteral(L, "error: the tool failed");
-            } else {
-                ah_error e;
-                lah_to_error(L, -1, &e);
-                lua_pushfstring(L, "error: %s", e.message);
-            }
+            else
+                lua_pushfstring(L, "error: %s", tr->error.message);
+            break;
         }
     }
     size_t clen = 0;
@@ -452,30 +440,20 @@ static void tool_done(void *ud, lua_State *co, int ok)
     lua_settop(L, top);
 }
 
-/* opts.on_event of the seam: a budget_exhausted table from the tool machinery becomes
- * an event of this run. Upvalue 1: the run. */
-static int seam_on_event(lua_State *L)
+/* The seam's event sink (lah_tool_sink, ud: the run, anchored by the sink's user
+ * value): the tool machinery's budget_exhausted becomes an event of this run. */
+static void seam_event(void *ud, lua_State *L, const ah_event *in)
 {
-    lrun *r = lua_touserdata(L, lua_upvalueindex(1));
-    luaL_checktype(L, 1, LUA_TTABLE);
-    lua_getfield(L, 1, "type");
-    if (!r->w || !lua_isstring(L, -1) ||
-        strcmp(lua_tostring(L, -1), "budget_exhausted") != 0)
-        return 0;
-    lua_getfield(L, 1, "budget");
-    lua_getfield(L, 1, "used");
-    lua_getfield(L, 1, "limit");
-    ah_event ev = {.type = AH_EV_BUDGET_EXHAUSTED};
-    ev.u.budget_exhausted.budget =
-        lua_isstring(L, -3) ? lua_tostring(L, -3) : "tool_calls";
-    ev.u.budget_exhausted.used = (int64_t)lua_tointeger(L, -2);
-    ev.u.budget_exhausted.limit = (int64_t)lua_tointeger(L, -1);
+    lrun *r = ud;
+    if (!r->w || in->type != AH_EV_BUDGET_EXHAUSTED)
+        return;
+    ah_event ev = *in;
     ev.run_id = ah_worker_run_id(r->w);
-    ev.ts_ms = ah_loop_wall_ms(lah_loop(L));
+    if (!ev.ts_ms)
+        ev.ts_ms = ah_loop_wall_ms(lah_loop(L));
     lua_State *prev = lah_enter(L);
     run_on_event(r, &ev);
     lah_leave(L, prev);
-    return 0;
 }
 
 static void push_run(lua_State *L, lrun *r)
@@ -566,8 +544,11 @@ static int run_tool_exec(void *ud, ah_worker *w, const ah_tool_request *req,
     lua_setfield(L, opts, "ledger");
     lua_getiuservalue(L, run, 3); /* the run's budget */
     lua_setfield(L, opts, "budget");
+    lah_tool_sink *sink = lua_newuserdatauv(L, sizeof *sink, 1);
+    sink->fn = seam_event;
+    sink->ud = r;
     lua_pushvalue(L, run);
-    lua_pushcclosure(L, seam_on_event, 1);
+    lua_setiuservalue(L, -2, 1); /* the sink anchors the run */
     lua_setfield(L, opts, "on_event");
 
     tool_op *op = calloc(1, sizeof *op);
@@ -581,8 +562,8 @@ static int run_tool_exec(void *ud, ah_worker *w, const ah_tool_request *req,
     op->index = req->index;
     op->next = r->ops;
     r->ops = op;
-    /* obj:call(args, opts) in a coroutine of its own */
-    lua_getfield(L, obj, "call");
+    /* the call, in a coroutine of its own, straight into lua/tools.c */
+    lua_pushcfunction(L, lah_tool_call_into);
     lua_pushvalue(L, obj);
     lua_pushvalue(L, args);
     lua_pushvalue(L, opts);
@@ -761,11 +742,11 @@ static int start_run(lua_State *L, const char *where)
     /* the run's budget: a number makes a fresh ah.budget(N) per run */
     lua_getiuservalue(L, 1, A_BUDGET);
     if (lua_isinteger(L, -1)) {
-        lua_pushvalue(L, lua_upvalueindex(1)); /* the module */
-        lua_getfield(L, -1, "budget");
-        lua_remove(L, -2);
-        lua_insert(L, -2);
-        lua_call(L, 1, 1);
+        /* straight to lua/tools_ledger.c, never through the module table (a script
+         * that replaces ah.budget does not change how agents count) */
+        lua_Integer n = lua_tointeger(L, -1);
+        lua_pop(L, 1);
+        lah_budget_push_new(L, n);
     }
     lua_setiuservalue(L, run, 3);
 
@@ -1036,7 +1017,6 @@ static void read_tools(lua_State *L, int t, int agent, lagent *a)
             lua_pop(L, 1);
         lua_pop(L, 1);
         /* the tool object: the same ah.tool a script can build (lua/tools.c) */
-        lua_pushcfunction(L, lah_tool_new);
         lua_createtable(L, 0, 3);
         lua_pushstring(L, name);
         lua_setfield(L, -2, "name");
@@ -1044,7 +1024,8 @@ static void read_tools(lua_State *L, int t, int agent, lagent *a)
         lua_setfield(L, -2, "run");
         lua_getfield(L, spec, "policy");
         lua_setfield(L, -2, "policy");
-        lua_call(L, 1, 1);
+        lah_tool_push(L, -1);
+        lua_remove(L, -2);
         lua_setfield(L, objs, name);
         lua_pushvalue(L, spec);
         lua_setfield(L, specs, name);
@@ -1193,12 +1174,6 @@ static int l_agent(lua_State *L)
     /* budget: an ah.budget object (shared as is) or a number (a fresh budget per run) */
     ty = lua_getfield(L, 1, "budget");
     if (ty == LUA_TNUMBER) {
-        lua_pushvalue(L, lua_upvalueindex(1));
-        int has_budget = lua_getfield(L, -1, "budget") == LUA_TFUNCTION;
-        lua_pop(L, 2);
-        if (!has_budget)
-            return luaL_error(L, "%s: budget needs ah.budget, which this build lacks",
-                              where);
         lua_Integer n = lah_check_whole(L, -1, where, "budget", 0, LUA_MAXINTEGER);
         lua_pop(L, 1);
         lua_pushinteger(L, n); /* kept as an integer: a fresh ah.budget(n) per run */
@@ -1235,29 +1210,22 @@ static int agent_tostring(lua_State *L)
 
 void lah_open_agent(lua_State *L)
 {
+    static const luaL_Reg run_meta[] = {{"__gc", run_gc},
+                                        {"__index", run_index},
+                                        {"__tostring", run_tostring},
+                                        {NULL, NULL}};
+    static const luaL_Reg agent_meta[] = {
+        {"__gc", agent_gc}, {"__tostring", agent_tostring}, {NULL, NULL}};
+    static const luaL_Reg agent_methods[] = {
+        {"run", agent_run}, {"start", agent_start}, {NULL, NULL}};
+    static const luaL_Reg fns[] = {{"agent", l_agent}, {NULL, NULL}};
     luaL_newmetatable(L, RUN_MT);
-    lua_pushcfunction(L, run_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, run_index);
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, run_tostring);
-    lua_setfield(L, -2, "__tostring");
+    luaL_setfuncs(L, run_meta, 0);
     lua_pop(L, 1);
     luaL_newmetatable(L, AGENT_MT);
-    lua_pushcfunction(L, agent_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, agent_tostring);
-    lua_setfield(L, -2, "__tostring");
-    lua_createtable(L, 0, 1);
-    lua_pushvalue(L, -3); /* the module table */
-    lua_pushcclosure(L, agent_run, 1);
-    lua_setfield(L, -2, "run");
-    lua_pushvalue(L, -3);
-    lua_pushcclosure(L, agent_start, 1);
-    lua_setfield(L, -2, "start");
+    luaL_setfuncs(L, agent_meta, 0);
+    luaL_newlib(L, agent_methods);
     lua_setfield(L, -2, "__index");
     lua_pop(L, 1);
-    lua_pushvalue(L, -1);
-    lua_pushcclosure(L, l_agent, 1);
-    lua_setfield(L, -2, "agent");
+    luaL_setfuncs(L, fns, 0);
 }

@@ -289,8 +289,6 @@ static void lua_log_fn(void *ud, ah_log_level level, int event, const char *line
     if (!lua_checkstack(L, 6))
         return;
     lg->busy = 1;
-    lua_pushcfunction(L, lah_traceback);
-    int msgh = lua_gettop(L);
     lua_rawgeti(L, LUA_REGISTRYINDEX, lg->ref);
     lua_pushstring(L, ah_log_level_name(level));
     lua_pushstring(L, line);
@@ -298,14 +296,14 @@ static void lua_log_fn(void *ud, ah_log_level level, int event, const char *line
         lua_pushstring(L, ah_event_type_name((ah_event_type)event));
     else
         lua_pushnil(L);
-    if (lua_pcall(L, 3, 0, msgh) != LUA_OK) {
+    /* a hook like any other: it must not wait, its error carries a traceback */
+    if (lah_gate_call(L, lah_gate_of(L), 3, 0, 0) != LUA_OK) {
         if (!lg->failed)
             fprintf(stderr, "agenthost: warning: log handler: %s\nagenthost: %s: %s\n",
                     lua_tostring(L, -1), ah_log_level_name(level), line);
         lg->failed = 1;
         lua_pop(L, 1);
     }
-    lua_pop(L, 1); /* msgh */
     lg->busy = 0;
 }
 
@@ -361,10 +359,9 @@ static int l_log_handler(lua_State *L)
     }
     if (lua_rawgetp(L, LUA_REGISTRYINDEX, &LOG_SENTINEL_KEY) == LUA_TNIL) {
         lua_newuserdatauv(L, 1, 0);
-        if (luaL_newmetatable(L, LOG_SENTINEL_MT)) {
-            lua_pushcfunction(L, log_sentinel_gc);
-            lua_setfield(L, -2, "__gc");
-        }
+        static const luaL_Reg meta[] = {{"__gc", log_sentinel_gc}, {NULL, NULL}};
+        if (luaL_newmetatable(L, LOG_SENTINEL_MT))
+            luaL_setfuncs(L, meta, 0);
         lua_setmetatable(L, -2);
         lua_rawsetp(L, LUA_REGISTRYINDEX, &LOG_SENTINEL_KEY);
     }
@@ -394,16 +391,13 @@ int luaopen_agenthost(lua_State *L)
         ah_log_set_handler(lah_log_to_stderr, NULL, AH_LOG_WARN);
     lah_add_script_searcher(L);
 
-    luaL_newmetatable(L, SLEEPER_MT);
-    lua_pushcfunction(L, sleeper_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pop(L, 1);
-    luaL_newmetatable(L, RB_MT);
-    lua_pushcfunction(L, rb_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_createtable(L, 0, 1);
-    lua_pushcfunction(L, rb_tokens);
-    lua_setfield(L, -2, "tokens");
+    static const luaL_Reg sleeper_meta[] = {{"__gc", sleeper_gc}, {NULL, NULL}};
+    static const luaL_Reg rb_meta[] = {{"__gc", rb_gc}, {NULL, NULL}};
+    static const luaL_Reg rb_methods[] = {{"tokens", rb_tokens}, {NULL, NULL}};
+    lah_register_class(L, SLEEPER_MT, sleeper_meta);
+    lah_register_class(L, RB_MT, rb_meta);
+    luaL_getmetatable(L, RB_MT);
+    luaL_newlib(L, rb_methods);
     lua_setfield(L, -2, "__index");
     lua_pop(L, 1);
 

@@ -186,14 +186,11 @@ static int l_client(lua_State *L)
 
 void lah_open_client(lua_State *L)
 {
-    luaL_newmetatable(L, CLIENT_MT);
-    lua_pushcfunction(L, client_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, client_index);
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, client_tostring);
-    lua_setfield(L, -2, "__tostring");
-    lua_pop(L, 1);
-    lua_pushcfunction(L, l_client);
-    lua_setfield(L, -2, "client");
+    static const luaL_Reg meta[] = {{"__gc", client_gc},
+                                    {"__index", client_index},
+                                    {"__tostring", client_tostring},
+                                    {NULL, NULL}};
+    static const luaL_Reg fns[] = {{"client", l_client}, {NULL, NULL}};
+    lah_register_class(L, CLIENT_MT, meta);
+    luaL_setfuncs(L, fns, 0);
 }

@@ -551,8 +551,7 @@ static int l_history_load(lua_State *L)
 
 void lah_open_history(lua_State *L)
 {
-    lua_pushcfunction(L, l_history_save);
-    lua_setfield(L, -2, "history_save");
-    lua_pushcfunction(L, l_history_load);
-    lua_setfield(L, -2, "history_load");
+    static const luaL_Reg fns[] = {
+        {"history_save", l_history_save}, {"history_load", l_history_load}, {NULL, NULL}};
+    luaL_setfuncs(L, fns, 0);
 }

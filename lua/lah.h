@@ -89,22 +89,83 @@ lua_State *const *lah_running_slot(lua_State *L);
 lua_State *lah_enter(lua_State *L);
 void lah_leave(lua_State *L, lua_State *prev);
 
-/* ---- protected calls --------------------------------------------------------------- */
+/* ---- the gate: every call from C into Lua (lua/gate.c) ---------------------------
+ *
+ * No other file of the binding calls lua_pcall, lua_call or lua_resume
+ * (tests/cli/test_gate.sh checks it). Errors come out the same way from every entry:
+ * "message\ntraceback". */
 
-/* Call the function at the top of the stack (below nargs arguments) in protected mode
- * with a traceback message handler. On success leaves nresults values and returns 1. On
- * error pops everything it was given and returns 0, after logging a warning
- * "<what>: <message + traceback>" unless *once is non-zero (once may be NULL: always
- * log); *once is then set to 1, so a hook that fails on every event is reported once.
- * Never raises (beyond a memory error). */
+/* The state's gate: its counters live in the scheduler (stable address for the state's
+ * life), so a hot path looks it up once and keeps the pointer. */
+typedef struct lah_gate {
+    int hook_depth; /* hooks running right now, nested */
+    int in_loop;    /* inside ah_loop_run_once: whatever runs there is a hook */
+} lah_gate;
+lah_gate *lah_gate_of(lua_State *L);
+
+/* The message handler of every protected call: turns the error (string, or a value with
+ * __tostring) into "message\ntraceback". */
+int lah_traceback(lua_State *L);
+
+/* THE protected call: the function is below nargs arguments on top of L. msgh: the
+ * absolute index of lah_traceback kept by the caller at a fixed slot (a hot path), or 0:
+ * the gate puts it below the function and removes it again. g non-NULL: the call is a
+ * hook (its depth is counted: see lah_check_not_in_hook). Returns the lua_pcall status;
+ * on success nresults values, on error one, "message\ntraceback"; below the function
+ * the stack is as it was either way. No table lookup, no allocation. */
+int lah_gate_call(lua_State *L, lah_gate *g, int nargs, int nresults, int msgh);
+
+/* The same for a call that may yield (a tool body, a batch item): lua_pcallk with the
+ * handler at msgh, pushed by lah_gate_push_keep_msgh and kept at its slot. That handler
+ * keeps the raised value as raised (an error value says how the call failed) and
+ * records "message\ntraceback" beside it: lah_gate_traceback(L, msgh) reads it (NULL
+ * when nothing failed; valid while the handler is on the stack). */
+void lah_gate_push_keep_msgh(lua_State *L);
+const char *lah_gate_traceback(lua_State *L, int msgh);
+int lah_gate_callk(lua_State *L, int nargs, int nresults, int msgh, lua_KContext ctx,
+                   lua_KFunction k);
+
+/* Resume co (lua_resume). On an error the error value stays at the top of the dead
+ * coroutine and "message\ntraceback" is pushed above it (built on from, which must be
+ * the thread executing now). */
+int lah_gate_resume(lua_State *co, lua_State *from, int nargs, int *nres);
+
+/* Run the C function f(ud) protected, without a traceback: for code that holds C
+ * memory to free before a (memory) error goes on. Returns the status; the error value
+ * or nresults results on top. */
+int lah_gate_protect(lua_State *L, lua_CFunction f, void *ud, int nresults);
+
+/* A call that lets errors through, for code that is itself inside a protected call
+ * (loading lua-cjson from inside a Lua API function). */
+void lah_gate_call_raising(lua_State *L, int nargs, int nresults);
+
+/* Hooks. lah_pcall_once: a hook call through the gate. On success leaves nresults
+ * values and returns 1. On error pops everything it was given and returns 0, after
+ * logging a warning "<what>: <message + traceback>" unless *once is non-zero (once may
+ * be NULL: always log); *once is then set to 1, so a hook that fails on every event is
+ * reported once (the C default then decides). Never raises (beyond a memory error). */
 int lah_pcall_once(lua_State *L, int nargs, int nresults, const char *what, int *once);
 int lah_pcall(lua_State *L, int nargs, int nresults, const char *what); /* once = NULL */
+/* lah_pcall_once for a hot path (on_event): the state's gate already at hand (kept from
+ * lah_gate_of() at the run's start: no registry lookup per call) and msgh as in
+ * lah_gate_call (lah_traceback pushed by the caller before the function: no stack
+ * shuffle; 0: the gate inserts it). Cost per call over a raw lua_pcall of an empty Lua
+ * function (~310 instructions, callgrind): this way, handler pushed first +122; the
+ * plain lah_pcall_once (registry lookup, handler inserted) +420; a handler the caller
+ * keeps at a fixed slot for many calls, through lah_gate_call, +44. */
+int lah_gate_hook_once(lua_State *L, lah_gate *g, int nargs, int nresults, int msgh,
+                       const char *what, int *once);
 
-/* The same protected call for a hook whose caller wants the error: returns the
- * lua_pcall status and leaves "message\ntraceback" on the stack on failure (nothing
- * logged). Every hook runs through here (lah_pcall_once does), so the scheduler knows
- * when a hook is running. */
+/* The same hook call for a caller that wants the error: returns the status and leaves
+ * "message\ntraceback" on the stack on failure (nothing logged). */
 int lah_pcall_hook(lua_State *L, int nargs, int nresults);
+/* The per-event variant of lah_pcall_hook, for a caller that calls a hook per event (on
+ * on_event): the message handler (lah_traceback) is already on the stack at msgh, below
+ * the function, and depth is lah_hook_depth_slot(L), read once. The same hook-depth
+ * accounting and status; msgh stays on the stack. */
+int lah_pcall_hook_at(lua_State *L, int nargs, int nresults, int msgh, int *depth);
+/* The scheduler's hook-depth counter (valid as long as the state). */
+int *lah_hook_depth_slot(lua_State *L);
 
 /* Hooks must not wait: a hook runs synchronously inside a step of the loop or of a tool
  * call, so a wait there would re-enter the loop or resume a half-finished step. Every
@@ -112,10 +173,6 @@ int lah_pcall_hook(lua_State *L, int nargs, int nresults);
  * calls this FIRST, before it has any effect: inside a hook it raises
  * "<what> cannot be called inside a hook (...)"; elsewhere it does nothing. */
 void lah_check_not_in_hook(lua_State *L, const char *what);
-
-/* A message handler for lua_pcall: turns the error (string, or a value with __tostring)
- * into "message\ntraceback". */
-int lah_traceback(lua_State *L);
 
 /* ---- the host's event sink (main.c --events) --------------------------------------- */
 
@@ -176,6 +233,12 @@ int lah_history_check(lua_State *L, int idx, ah_conversation **out, char *err,
                       size_t errsize);
 void lah_open_history(lua_State *L); /* ah.history_save, ah.history_load */
 
+/* ---- registration ------------------------------------------------------------------
+ * Every binding file registers its functions as luaL_Reg tables: lah_register_class
+ * creates the metatable `mt` with the functions of `meta` (__gc, __index, ...), and the
+ * module's own functions go into the module table on top with luaL_setfuncs. */
+void lah_register_class(lua_State *L, const char *mt, const luaL_Reg *meta);
+
 /* ---- config tables ----------------------------------------------------------------- */
 
 /* Raise "<where>: unknown field 'x' (did you mean 'y'?)" for the first string key of the
@@ -221,27 +284,49 @@ ah_retry_budget *lah_push_retry_budget(lua_State *L);
 /* ---- the tool seam (agent.c <-> lua/tools.c) ----------------------------------------
  *
  * lua/tools.c defines lah_tools_open(); luaopen_agenthost calls it to add ah.tool,
- * ah.ledger, ah.budget
- * and ah.batch to the module table at the top of the stack.
+ * ah.ledger, ah.budget and ah.batch to the module table at the top of the stack. Nothing
+ * of an agent goes through that table: a script that replaces ah.ledger or ah.budget
+ * changes only its own calls (tests/lua/test_gate.lua).
  *
- * An agent turns each tool it declares into a TOOL OBJECT at ah.agent time:
- *     ah.tool{ name = NAME, run = spec.run, policy = spec.policy }   (lah_tool_new)
- * (spec.description / schema / idempotency_key stay with the agent). For each tool call of a completed response the agent decides the
- * key (default "<run_id>:<tool_call_id>", or spec.idempotency_key(args, ctx)) and runs
- *     record = obj:call(args, { key = K, ledger = L, budget = B, run_id = R,
- *                               tool_call_id = ID, name = NAME, on_event = fn })
+ * An agent turns each tool it declares into a TOOL OBJECT at ah.agent time, with
+ * lah_tool_push() on { name = NAME, run = spec.run, policy = spec.policy } (the same
+ * object ah.tool{...} builds; spec.description / schema / idempotency_key stay with the
+ * agent). For each tool call of a completed response the agent decides the key (default
+ * "<run_id>:<tool_call_id>", or spec.idempotency_key(args, ctx)) and runs
+ *     lah_tool_call_into(obj, args, { key = K, ledger = L, budget = B, run_id = R,
+ *                                     tool_call_id = ID, name = NAME, on_event = fn })
  * in a scheduler coroutine of its own (so the body may wait: a sub-agent, a batch).
  * ledger / budget are the agent's (ah.agent{ ledger = ah.ledger{...} | "path.db",
- * budget = ah.budget(N) | N }; built with ah.ledger / ah.budget when given as a path or a
- * number; by default an in-memory ledger per agent and no budget). on_event(ev) takes a
- * budget_exhausted event table {type, budget, used, limit} and routes it to the agent's
- * events. call() must put key, attempt, run_id and tool_call_id into the body's ctx and
- * return the record of docs/tools-and-ledger.md: { ok, outcome = "ok"|"failed"|"budget_exhausted",
- * attempts, error (an error value or nil), receipt, seq, duplicate }. The agent gives the
- * model the receipt (a string as is, anything else as JSON) or "error: <message>". */
+ * budget = ah.budget(N) | N }; built in C (lah_ledger_push_new / lah_budget_push_new)
+ * when given as a path or a number; by default an in-memory ledger per run and no
+ * budget). on_event is a lah_tool_sink (below) that routes a budget_exhausted event to
+ * the run's events in C. The call puts key, attempt, run_id and
+ * tool_call_id into the body's ctx and leaves a lah_tool_result and the receipt text
+ * (below); the agent gives the model the receipt or "error: <message>". */
 void lah_tools_open(lua_State *L);
 /* ah.tool{...} as a lua_CFunction: the spec table at index 1, the tool object pushed. */
 int lah_tool_new(lua_State *L);
+/* The same from C: push the tool object built from the declaration table at spec. */
+void lah_tool_push(lua_State *L, int spec);
+
+/* How an agent starts a tool call: not obj:call looked up by name, but this
+ * lua_CFunction, run as lah_spawn's function with (tool, args, opts). It is tool:call
+ * except for its results, which C reads back without string compares: [1] a full
+ * userdata holding a lah_tool_result, [2] the receipt as text for the model (outcome ok:
+ * a string receipt as is, anything else its canonical JSON; nil when there is none). */
+typedef struct lah_tool_result {
+    ah_tool_outcome outcome;
+    int attempts, duplicate;
+    ah_error error; /* why, when the outcome is not ok (kind NONE: no reason given) */
+} lah_tool_result;
+int lah_tool_call_into(lua_State *L);
+/* For lah_tool_call_into, opts.on_event may be a full userdata holding this: the call's
+ * events (budget_exhausted) go to fn in C, with the thread running the call. The
+ * userdata is anchored by the call; it must anchor whatever ud points to. */
+typedef struct lah_tool_sink {
+    void (*fn)(void *ud, lua_State *L, const ah_event *ev);
+    void *ud;
+} lah_tool_sink;
 
 /* The ah_client of an "agenthost.client" userdata at idx, or NULL when it is not one. */
 ah_client *lah_check_client(lua_State *L, int idx);

@@ -360,13 +360,78 @@ static void create_arg_table(lua_State *L, int argc, char **argv, int script)
     lua_setglobal(L, "arg");
 }
 
+/* What the protected main function (host_main) works with. */
+typedef struct host_run {
+    host *h;
+    int argc, script;
+    char **argv;
+    int rc;
+    pthread_t watcher;
+    int watching;
+} host_run;
+
+/* Everything that touches Lua, run through the gate (lah_gate_call, as lua.c runs its
+ * pmain): the libraries, the script's loading, and the steps of the loop that drive
+ * the main chunk's coroutine. Whatever raises here (out of memory, a failure of the
+ * scheduler itself) is an error with a traceback and exit status 1, never a panic. */
+static int host_main(lua_State *L)
+{
+    host_run *hr = lua_touserdata(L, 1);
+    host *h = hr->h;
+    int argc = hr->argc, script = hr->script;
+    char **argv = hr->argv;
+    const char *path = argv[script];
+    lua_settop(L, 0);
+    lua_pushboolean(L, 1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &lah_host_key); /* we own the log handler */
+    luaL_openlibs(L);
+    lah_add_script_searcher(L); /* require "agenthost.status" before require "agenthost" */
+    luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
+    lua_pushcfunction(L, luaopen_agenthost);
+    lua_setfield(L, -2, "agenthost");
+    lua_pop(L, 1);
+    if (h->events)
+        lah_set_event_sink(L, write_event, h);
+    create_arg_table(L, argc, argv, script);
+
+    int st = luaL_loadfile(L, strcmp(path, "-") == 0 ? NULL : path);
+    if (st == LUA_ERRFILE) {
+        fprintf(stderr, "agenthost: cannot open script '%s': %s\n", path,
+                errno ? strerror(errno) : "cannot read it");
+        hr->rc = EXIT_USAGE;
+        return 0;
+    }
+    if (st != LUA_OK) {
+        fprintf(stderr, "agenthost: %s\n", lua_tostring(L, -1));
+        return 0;
+    }
+    int nargs = argc - script - 1;
+    luaL_checkstack(L, nargs, "too many arguments");
+    for (int i = script + 1; i < argc; i++)
+        lua_pushstring(L, argv[i]);
+    lah_spawn(L, nargs, main_done, h);
+    h->L = L;
+    hr->watching = interrupts_start(h, &hr->watcher);
+    while (!h->done && !atomic_load(&h->exit_requested)) {
+        if (lah_step(L) < 0 && !h->done) {
+            fprintf(stderr,
+                    "agenthost: %s: the script waits for work that nothing is left "
+                    "to do (deadlock)\n",
+                    path);
+            break;
+        }
+    }
+    hr->rc = atomic_load(&h->exit_requested) ? 130
+             : h->done && h->ok              ? EXIT_OK
+                                             : EXIT_FAIL;
+    return 0;
+}
+
 static int run_script(int argc, char **argv, int script, const char *events_path)
 {
     host h = {0};
-    int rc = EXIT_FAIL;
-    pthread_t watcher;
-    int watching = 0;
-    const char *path = argv[script];
+    host_run hr = {
+        .h = &h, .argc = argc, .argv = argv, .script = script, .rc = EXIT_FAIL};
     if (events_path) {
         h.events = fopen(events_path, "w");
         if (!h.events) {
@@ -383,54 +448,21 @@ static int run_script(int argc, char **argv, int script, const char *events_path
         fprintf(stderr, "agenthost: cannot create a Lua state (out of memory)\n");
         goto cleanup;
     }
-    lua_pushboolean(L, 1);
-    lua_rawsetp(L, LUA_REGISTRYINDEX, &lah_host_key); /* we own the log handler */
-    luaL_openlibs(L);
-    lah_add_script_searcher(L); /* require "agenthost.status" before require "agenthost" */
-    luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
-    lua_pushcfunction(L, luaopen_agenthost);
-    lua_setfield(L, -2, "agenthost");
-    lua_pop(L, 1);
-    if (h.events)
-        lah_set_event_sink(L, write_event, &h);
-    create_arg_table(L, argc, argv, script);
-
-    int st = luaL_loadfile(L, strcmp(path, "-") == 0 ? NULL : path);
-    if (st == LUA_ERRFILE) {
-        fprintf(stderr, "agenthost: cannot open script '%s': %s\n", path,
-                errno ? strerror(errno) : "cannot read it");
-        rc = EXIT_USAGE;
-        goto cleanup;
-    }
-    if (st != LUA_OK) {
+    lua_pushcfunction(L, host_main);
+    lua_pushlightuserdata(L, &hr);
+    if (lah_gate_call(L, NULL, 1, 0, 0) != LUA_OK) {
         fprintf(stderr, "agenthost: %s\n", lua_tostring(L, -1));
-        goto cleanup;
+        lua_pop(L, 1);
+        hr.rc = EXIT_FAIL;
     }
-    int nargs = argc - script - 1;
-    luaL_checkstack(L, nargs, "too many arguments");
-    for (int i = script + 1; i < argc; i++)
-        lua_pushstring(L, argv[i]);
-    lah_spawn(L, nargs, main_done, &h);
-    h.L = L;
-    watching = interrupts_start(&h, &watcher);
-    while (!h.done && !atomic_load(&h.exit_requested)) {
-        if (lah_step(L) < 0 && !h.done) {
-            fprintf(stderr,
-                    "agenthost: %s: the script waits for work that nothing is left "
-                    "to do (deadlock)\n",
-                    path);
-            break;
-        }
-    }
-    rc = atomic_load(&h.exit_requested) ? 130 : h.done && h.ok ? EXIT_OK : EXIT_FAIL;
 cleanup:
-    if (watching)
-        interrupts_stop(&h, watcher);
+    if (hr.watching)
+        interrupts_stop(&h, hr.watcher);
     if (L)
         lua_close(L);
     if (h.events)
         fclose(h.events);
-    return rc;
+    return hr.rc;
 }
 
 int main(int argc, char **argv)

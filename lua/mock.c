@@ -212,18 +212,16 @@ void lah_open_mock(lua_State *L)
                                        {"set_plan", mock_set_plan},
                                        {"close", mock_close},
                                        {NULL, NULL}};
-    luaL_newmetatable(L, MOCK_MT);
-    lua_pushcfunction(L, mock_close);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, mock_close);
-    lua_setfield(L, -2, "__close");
-    lua_pushcfunction(L, mock_index);
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, mock_tostring);
-    lua_setfield(L, -2, "__tostring");
+    static const luaL_Reg meta[] = {{"__gc", mock_close},
+                                    {"__close", mock_close},
+                                    {"__index", mock_index},
+                                    {"__tostring", mock_tostring},
+                                    {NULL, NULL}};
+    static const luaL_Reg fns[] = {{"mock", l_mock}, {NULL, NULL}};
+    lah_register_class(L, MOCK_MT, meta);
+    luaL_getmetatable(L, MOCK_MT);
     luaL_newlib(L, methods);
     lua_setfield(L, -2, "methods");
     lua_pop(L, 1);
-    lua_pushcfunction(L, l_mock);
-    lua_setfield(L, -2, "mock");
+    luaL_setfuncs(L, fns, 0);
 }

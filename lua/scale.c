@@ -216,12 +216,9 @@ int lah_ledger_refresh(lua_State *L, ah_ledger *l, const char *what, lua_KFuncti
 
 void lah_open_scale(lua_State *L)
 {
-    luaL_newmetatable(L, RL_MT);
-    lua_pushcfunction(L, rl_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, rl_tostring);
-    lua_setfield(L, -2, "__tostring");
-    lua_pop(L, 1);
-    lua_pushcfunction(L, l_rate_limit);
-    lua_setfield(L, -2, "rate_limit");
+    static const luaL_Reg meta[] = {
+        {"__gc", rl_gc}, {"__tostring", rl_tostring}, {NULL, NULL}};
+    static const luaL_Reg fns[] = {{"rate_limit", l_rate_limit}, {NULL, NULL}};
+    lah_register_class(L, RL_MT, meta);
+    luaL_setfuncs(L, fns, 0);
 }

@@ -39,8 +39,7 @@ typedef struct sched {
     size_t n, cap;
     size_t live;
     int depth;          /* nesting of lah_step (a blocking await inside a coroutine) */
-    int in_loop;        /* inside ah_loop_run_once: hooks run here and must not wait */
-    int hook_depth;     /* hooks (lah_pcall_hook) running right now, nested */
+    lah_gate gate;      /* hook depth, inside ah_loop_run_once (lua/gate.c) */
     lua_State *running; /* the thread executing right now */
     entry *current;     /* the managed coroutine being resumed, or NULL */
     ah_event_fn sink;
@@ -78,10 +77,9 @@ static sched *get_sched(lua_State *L)
     lua_pop(L, 1);
     sched *s = lua_newuserdatauv(L, sizeof *s, 0);
     memset(s, 0, sizeof *s);
-    if (luaL_newmetatable(L, SCHED_MT)) {
-        lua_pushcfunction(L, sched_gc);
-        lua_setfield(L, -2, "__gc");
-    }
+    static const luaL_Reg meta[] = {{"__gc", sched_gc}, {NULL, NULL}};
+    if (luaL_newmetatable(L, SCHED_MT))
+        luaL_setfuncs(L, meta, 0);
     lua_setmetatable(L, -2);
     s->loop = ah_loop_new(NULL, NULL);
     if (!s->loop) {
@@ -139,64 +137,11 @@ void lah_event_sink(lua_State *L, ah_event_fn *fn, void **ud)
     *ud = s->sink_ud;
 }
 
-/* ---- protected calls --------------------------------------------------------------- */
+/* ---- the gate (lua/gate.c) keeps its counters in the scheduler --------------------- */
 
-int lah_traceback(lua_State *L)
+lah_gate *lah_gate_of(lua_State *L)
 {
-    const char *msg = NULL;
-    if (lua_type(L, 1) == LUA_TSTRING || lua_type(L, 1) == LUA_TNUMBER)
-        msg = lua_tostring(L, 1);
-    else if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING)
-        msg = lua_tostring(L, -1);
-    else
-        msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
-    luaL_traceback(L, L, msg, 1);
-    return 1;
-}
-
-int lah_pcall_hook(lua_State *L, int nargs, int nresults)
-{
-    sched *s = get_sched(L);
-    int base = lua_gettop(L) - nargs; /* the function's index */
-    lua_pushcfunction(L, lah_traceback);
-    lua_insert(L, base);
-    s->hook_depth++;
-    int st = lua_pcall(L, nargs, nresults, base);
-    s->hook_depth--;
-    lua_remove(L, base);
-    return st;
-}
-
-void lah_check_not_in_hook(lua_State *L, const char *what)
-{
-    sched *s = get_sched(L);
-    /* in_loop too: whatever runs inside a loop callback is a hook, even one called
-     * through a protected call of its own rather than lah_pcall_hook. */
-    if (s->hook_depth > 0 || s->in_loop > 0)
-        luaL_error(L, "%s cannot be called inside a hook (on_event, retry_on, validate, "
-                      "idempotency_key, a log handler): hooks run inside a step of the "
-                      "event loop and must not wait; start the work from the script or "
-                      "a tool body instead",
-                   what);
-}
-
-int lah_pcall_once(lua_State *L, int nargs, int nresults, const char *what, int *once)
-{
-    int st = lah_pcall_hook(L, nargs, nresults);
-    if (st == LUA_OK)
-        return 1;
-    if (!once || !*once) {
-        ah__log(AH_LOG_WARN, "%s: %s", what ? what : "Lua hook", lua_tostring(L, -1));
-        if (once)
-            *once = 1;
-    }
-    lua_pop(L, 1);
-    return 0;
-}
-
-int lah_pcall(lua_State *L, int nargs, int nresults, const char *what)
-{
-    return lah_pcall_once(L, nargs, nresults, what, NULL);
+    return &get_sched(L)->gate;
 }
 
 /* ---- coroutines -------------------------------------------------------------------- */
@@ -229,51 +174,13 @@ lua_State *lah_spawn(lua_State *L, int nargs, lah_done_fn on_done, void *ud)
     return co;
 }
 
-static int tostring_fn(lua_State *L)
-{
-    luaL_tolstring(L, 1, NULL);
-    return 1;
-}
-
-/* Push a string for the value at idx of L: its tostring (__tostring runs protected), or
- * a description of its type. */
-static void push_message(lua_State *L, int idx)
-{
-    idx = lua_absindex(L, idx);
-    if (lua_type(L, idx) == LUA_TSTRING || lua_type(L, idx) == LUA_TNUMBER) {
-        lua_pushstring(L, lua_tostring(L, idx));
-        return;
-    }
-    int top = lua_gettop(L);
-    if (luaL_getmetafield(L, idx, "__tostring") != LUA_TNIL) {
-        lua_pop(L, 1);
-        lua_pushcfunction(L, tostring_fn);
-        lua_pushvalue(L, idx);
-        if (lua_pcall(L, 1, 1, 0) == LUA_OK && lua_isstring(L, -1))
-            return;
-        lua_settop(L, top);
-    }
-    lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, idx));
-}
-
 static void finish_entry(sched *s, entry *e, int ok)
 {
     lua_State *co = e->co;
     lua_State *L = s->running; /* executing C code right now: calls on it are allowed */
     e->dead = 1;
     s->live--;
-    if (!ok) {
-        /* A failed coroutine cannot run code (its __tostring runs on L), but its stack
-         * is not unwound: the traceback can still be read from it. */
-        luaL_checkstack(L, 6, "traceback");
-        int top = lua_gettop(L);
-        lua_pushvalue(co, -1);
-        lua_xmove(co, L, 1);
-        push_message(L, -1);
-        luaL_traceback(L, co, lua_tostring(L, -1), 0);
-        lua_xmove(L, co, 1);
-        lua_settop(L, top);
-    }
+    /* a failed coroutine: lah_gate_resume put "message\ntraceback" above its error */
     if (e->killed) /* lah_kill'ed while running: nobody waits for its results */
         e->killed = 0;
     else if (e->on_done)
@@ -343,7 +250,7 @@ static void resume(sched *s, entry *e)
     s->running = e->co;
     s->current = e;
     int nres = 0;
-    int st = lua_resume(e->co, prev_running, nargs, &nres);
+    int st = lah_gate_resume(e->co, prev_running, nargs, &nres);
     s->running = prev_running;
     s->current = prev_current;
     e->running = 0;
@@ -394,9 +301,9 @@ int lah_step(lua_State *L)
     if (ran || ah_loop_alive(s->loop)) {
         /* without blocking while coroutines are busy (keep I/O moving), else until the
          * next timer or socket event */
-        s->in_loop++;
+        s->gate.in_loop++;
         ah_loop_run_once(s->loop, ran ? 0 : -1);
-        s->in_loop--;
+        s->gate.in_loop--;
     } else {
         /* Nothing ran and the loop has nothing that could wake anyone: unless a wait is
          * already ready (set by a callback after our pass), nobody can progress. */
@@ -424,7 +331,7 @@ int lah_await(lua_State *L, lah_wait *w, lua_KContext ctx, lua_KFunction k)
         s->current->wait = w;
         return lua_yieldk(L, 0, ctx, k);
     }
-    if (s->in_loop || s->hook_depth > 0)
+    if (s->gate.in_loop || s->gate.hook_depth > 0)
         return luaL_error(L, "agenthost: cannot wait inside a hook (on_event, retry_on, "
                              "validate, idempotency_key): the event loop is running it");
     while (!w->ready) {

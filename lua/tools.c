@@ -1,7 +1,7 @@
 /* tools.c - ah.tool and tool:call (docs/tools-and-ledger.md): the Lua driver of core/tool_call.c.
  *
  * One tool call = one ah_tool_call stepped here. RUN_BODY runs `run(args, ctx)` under
- * lua_pcallk on the calling thread, so a body that waits (a nested call's backoff, a
+ * the gate on the calling thread, so a body that waits (a nested call's backoff, a
  * sub-agent) yields the caller's coroutine to the scheduler and the call continues in
  * body_k; RETRY_AFTER arms a loop timer and lah_await()s it (never a blocking sleep).
  * Whether and how long to wait before a retry is decided inside ah_tool_step by the
@@ -76,6 +76,8 @@ typedef struct call_state {
     int64_t claim_until_ms; /* give up waiting for a key in flight after this */
     lua_State *L;          /* the thread driving the call, for hooks */
     lah_ledger_ud *ledger; /* busy-counted while the call runs */
+    int c_result;          /* lah_tool_call_into: finish with a lah_tool_result */
+    const lah_tool_sink *sink; /* and its events go here (anchored at ON_EVENT) */
     char id[128];          /* tool_call_end.id */
     tool_ud *tool;         /* the tool at TOOL */
 } call_state;
@@ -177,6 +179,12 @@ static void tool_push_from_spec(lua_State *L, int spec, const char *name)
     lua_setiuservalue(L, ud, UV_SPEC);
 }
 
+void lah_tool_push(lua_State *L, int spec)
+{
+    luaL_checktype(L, spec, LUA_TTABLE);
+    tool_push_from_spec(L, spec, NULL);
+}
+
 /* ah.tool{ name = ..., run = function(args, ctx) ... end, policy = {...},
  *          idempotency_key = function(args, ctx) ... end, on_event = fn } */
 int lah_tool_new(lua_State *L)
@@ -241,6 +249,11 @@ void lah_tools_emit(lua_State *L, int on_event, int to_sink, const ah_event *in)
  * agent routes what it is given to its own events, which reach that sink. */
 static void emit(lua_State *L, const ah_event *ev)
 {
+    const call_state *st = lua_touserdata(L, ST);
+    if (st->sink) { /* an agent's call: straight to the run, in C */
+        st->sink->fn(st->sink->ud, L, ev);
+        return;
+    }
     ah_event e = *ev;
     if (lua_type(L, RUN_ID) == LUA_TSTRING)
         e.run_id = lua_tostring(L, RUN_ID);
@@ -306,27 +319,19 @@ static int wait_k(lua_State *L, int status, lua_KContext ctx)
     return drive(L);
 }
 
-/* The body's message handler: keep the raised value (error values carry their kind);
- * a plain Lua error (a bug, most likely) gets its traceback logged at debug level. */
 /* A body that raises an error value (ah.transient / ah.permanent) is saying how it
  * failed; any other error is a bug in the body: logged once per tool, with its
- * traceback, like a failing hook (the call still fails with it, and the model sees it).
- * Upvalue 1: the tool_ud; 2: the run id or nil. */
-static int body_msgh(lua_State *L)
+ * traceback (the gate's handler recorded it), like a failing hook (the call still fails
+ * with it, and the model sees it); later ones at debug level. */
+static void log_body_error(lua_State *L, tool_ud *t)
 {
-    tool_ud *t = lua_touserdata(L, lua_upvalueindex(1));
-    if (!is_error_value(L, 1) && (!t->body_error_logged || ah__log_enabled(AH_LOG_DEBUG))) {
-        const char *msg = lua_tostring(L, 1);
-        if (!msg)
-            msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
-        luaL_traceback(L, L, msg, 1);
-        const char *run = lua_tostring(L, lua_upvalueindex(2));
-        ah__log(t->body_error_logged ? AH_LOG_DEBUG : AH_LOG_WARN, "tool '%s'%s%s%s: %s",
-                t->name, run ? " (" : "", run ? run : "", run ? ")" : "", lua_tostring(L, -1));
-        t->body_error_logged = 1;
-    }
-    lua_settop(L, 1);
-    return 1;
+    if (is_error_value(L, -1) || (t->body_error_logged && !ah__log_enabled(AH_LOG_DEBUG)))
+        return;
+    const char *tb = lah_gate_traceback(L, MSGH);
+    const char *run = lua_tostring(L, RUN_ID);
+    ah__log(t->body_error_logged ? AH_LOG_DEBUG : AH_LOG_WARN, "tool '%s'%s%s%s: %s",
+            t->name, run ? " (" : "", run ? run : "", run ? ")" : "", tb ? tb : "?");
+    t->body_error_logged = 1;
 }
 
 static int body_k(lua_State *L, int status, lua_KContext ctx)
@@ -339,6 +344,7 @@ static int body_k(lua_State *L, int status, lua_KContext ctx)
         if (ah_tool_call_body_ok(st->call, lua_tostring(L, -1)) != AH_OK)
             return luaL_error(L, "out of memory recording a receipt");
     } else {
+        log_body_error(L, st->tool);
         ah_error err;
         lah_to_error(L, -1, &err);
         ah_tool_call_body_failed(st->call, &err);
@@ -373,13 +379,11 @@ static void push_ctx(lua_State *L, call_state *st)
 static int run_body(lua_State *L, call_state *st)
 {
     lua_settop(L, BASE);
-    lua_pushlightuserdata(L, st->tool);
-    lua_pushvalue(L, RUN_ID); /* names the run in the log line, when there is one */
-    lua_pushcclosure(L, body_msgh, 2); /* MSGH */
+    lah_gate_push_keep_msgh(L); /* MSGH */
     lua_getiuservalue(L, TOOL, UV_RUN);
     lua_pushvalue(L, ARGS);
     push_ctx(L, st);
-    int status = lua_pcallk(L, 2, 1, MSGH, 0, body_k);
+    int status = lah_gate_callk(L, 2, 1, MSGH, 0, body_k);
     return body_k(L, status, 0);
 }
 
@@ -414,6 +418,28 @@ static int finish(lua_State *L, call_state *st)
     }
 
     ah_tool_outcome o = ah_tool_call_outcome(c);
+    if (st->c_result) {
+        /* an agent's call: the outcome in C, the receipt as text (lah_tool_result) */
+        lah_tool_result *out = lua_newuserdatauv(L, sizeof *out, 0);
+        memset(out, 0, sizeof *out);
+        out->outcome = o;
+        out->attempts = ah_tool_call_attempts(c);
+        out->duplicate = ah_tool_call_duplicate(c);
+        out->error = *ah_tool_call_error(c);
+        const char *receipt = o == AH_TOOL_OK ? ah_tool_call_receipt(c) : NULL;
+        if (!receipt) {
+            lua_pushnil(L);
+        } else if (receipt[0] != '"') {
+            lua_pushstring(L, receipt); /* canonical JSON (or text recorded by C code) */
+        } else if (!push_json_string_with_nul(L, receipt) &&
+                   (!lah_push_json_decoded(L, receipt, strlen(receipt)) ||
+                    lua_type(L, -1) != LUA_TSTRING)) {
+            lua_settop(L, BASE + 1);
+            lua_pushstring(L, receipt);
+        }
+        release(st);
+        return 2;
+    }
     lua_createtable(L, 0, 9);
     lua_pushboolean(L, o == AH_TOOL_OK);
     lua_setfield(L, -2, "ok");
@@ -627,7 +653,7 @@ static void push_key(lua_State *L, tool_ud *t)
     }
 }
 
-static int l_tool_call(lua_State *L)
+static int tool_call_start(lua_State *L, int c_result)
 {
     lah_check_not_in_hook(L, "tool:call");
     tool_ud *t = check_tool(L, TOOL);
@@ -645,11 +671,15 @@ static int l_tool_call(lua_State *L)
     call_state *st = lua_newuserdatauv(L, sizeof *st, 0);
     memset(st, 0, sizeof *st);
     st->tool = t;
+    st->c_result = c_result;
 
-    /* ON_EVENT: the call's hook, else the tool's. */
+    /* ON_EVENT: the call's hook, else the tool's; for an agent's call (c_result) its
+     * lah_tool_sink userdata, anchored there. */
     if (opt(L, "on_event") == LUA_TNIL) {
         lua_pop(L, 1);
         lua_getiuservalue(L, TOOL, UV_ON_EVENT);
+    } else if (c_result && lua_type(L, -1) == LUA_TUSERDATA) {
+        st->sink = lua_touserdata(L, -1);
     } else if (lua_type(L, -1) != LUA_TFUNCTION) {
         return luaL_error(L, "tool:call: on_event must be a function");
     }
@@ -742,27 +772,30 @@ static int l_tool_call(lua_State *L)
     return drive(L);
 }
 
+static int l_tool_call(lua_State *L)
+{
+    return tool_call_start(L, 0);
+}
+
+int lah_tool_call_into(lua_State *L)
+{
+    return tool_call_start(L, 1);
+}
+
 /* ---- registration -------------------------------------------------------------------
  */
 
 void lah_tools_open(lua_State *L)
 {
-    luaL_newmetatable(L, LAH_TOOL_MT);
-    lua_pushcfunction(L, tool_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, tool_index);
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, tool_tostring);
-    lua_setfield(L, -2, "__tostring");
-    lua_pop(L, 1);
-
-    luaL_newmetatable(L, CALL_MT);
-    lua_pushcfunction(L, call_state_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pop(L, 1);
-
-    lua_pushcfunction(L, lah_tool_new);
-    lua_setfield(L, -2, "tool");
+    static const luaL_Reg tool_meta[] = {{"__gc", tool_gc},
+                                         {"__index", tool_index},
+                                         {"__tostring", tool_tostring},
+                                         {NULL, NULL}};
+    static const luaL_Reg call_meta[] = {{"__gc", call_state_gc}, {NULL, NULL}};
+    static const luaL_Reg fns[] = {{"tool", lah_tool_new}, {NULL, NULL}};
+    lah_register_class(L, LAH_TOOL_MT, tool_meta);
+    lah_register_class(L, CALL_MT, call_meta);
+    luaL_setfuncs(L, fns, 0);
     lah_open_ledger_budget(L);
     lah_open_batch(L);
 }

@@ -47,7 +47,10 @@ typedef struct batch_state {
 } batch_state;
 
 /* ---- one item, inside its coroutine --------------------------------------------------
- * stack: 1 fn, 2 item, 3 ctx, 4 results, 5 status, 6 index, 7 key, 8 batch state */
+ * stack: 1 fn, 2 item, 3 ctx, 4 results, 5 status, 6 index, 7 key, 8 batch state,
+ * 9 the gate's message handler (fn runs through lah_gate_callk: a raised value is kept
+ * as raised, its traceback recorded beside it) */
+#define MSGH 9
 
 static void set_status(lua_State *L, const char *status)
 {
@@ -95,9 +98,15 @@ static int item_k(lua_State *L, int status, lua_KContext ctx)
     } else {
         ah_error err;
         lah_to_error(L, -1, &err);
-        ah__log(AH_LOG_INFO, "batch item failed: %s", err.message);
+        const char *tb = lah_gate_traceback(L, MSGH); /* anchored by the handler */
+        ah__log(AH_LOG_INFO, "batch item %lld failed: %s", (long long)lua_tointeger(L, 6),
+                tb ? tb : err.message);
         lua_pop(L, 1);
-        lua_createtable(L, 0, 3);
+        lua_createtable(L, 0, 4);
+        if (tb) {
+            lua_pushstring(L, tb);
+            lua_setfield(L, -2, "traceback");
+        }
         lua_pushboolean(L, 0);
         lua_setfield(L, -2, "ok");
         lua_pushliteral(L, "failed");
@@ -115,10 +124,11 @@ static int item_k(lua_State *L, int status, lua_KContext ctx)
 static int batch_item(lua_State *L)
 {
     lua_settop(L, 8);
+    lah_gate_push_keep_msgh(L); /* MSGH */
     lua_pushvalue(L, 1);
     lua_pushvalue(L, 2);
     lua_pushvalue(L, 3);
-    return item_k(L, lua_pcallk(L, 2, 1, 0, 0, item_k), 0);
+    return item_k(L, lah_gate_callk(L, 2, 1, MSGH, 0, item_k), 0);
 }
 
 static void item_done(void *ud, lua_State *co, int ok)
@@ -313,8 +323,8 @@ static int l_batch(lua_State *L)
 
 void lah_open_batch(lua_State *L)
 {
-    luaL_newmetatable(L, BATCH_MT);
-    lua_pop(L, 1);
-    lua_pushcfunction(L, l_batch);
-    lua_setfield(L, -2, "batch");
+    static const luaL_Reg meta[] = {{NULL, NULL}};
+    static const luaL_Reg fns[] = {{"batch", l_batch}, {NULL, NULL}};
+    lah_register_class(L, BATCH_MT, meta);
+    luaL_setfuncs(L, fns, 0);
 }

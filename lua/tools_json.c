@@ -9,7 +9,7 @@
  * Invariants: every allocation of the encoder lives in a userdata on the Lua stack (the
  * output buffer, the key arrays), so an error raised half-way (strict mode, out of
  * memory) leaks nothing; the decoder frees its cJSON tree on every path (it pushes under
- * lua_pcall).
+ * lah_gate_protect).
  */
 #include "tools.h"
 
@@ -42,10 +42,9 @@ static jbuf *jbuf_push(lua_State *L)
 {
     jbuf *b = lua_newuserdatauv(L, sizeof *b, 0);
     memset(b, 0, sizeof *b);
-    if (luaL_newmetatable(L, "agenthost.jsonbuf")) {
-        lua_pushcfunction(L, jbuf_gc);
-        lua_setfield(L, -2, "__gc");
-    }
+    static const luaL_Reg meta[] = {{"__gc", jbuf_gc}, {NULL, NULL}};
+    if (luaL_newmetatable(L, "agenthost.jsonbuf"))
+        luaL_setfuncs(L, meta, 0);
     lua_setmetatable(L, -2);
     return b;
 }
@@ -397,9 +396,7 @@ static int push_cjson_protected(lua_State *L)
 
 void lah_push_cjson(lua_State *L, cJSON *root)
 {
-    lua_pushcfunction(L, push_cjson_protected);
-    lua_pushlightuserdata(L, root);
-    int st = lua_pcall(L, 1, 1, 0);
+    int st = lah_gate_protect(L, push_cjson_protected, root, 1);
     cJSON_Delete(root);
     if (st != LUA_OK)
         lua_error(L); /* out of memory or a too deep document: the tree is freed */
@@ -413,7 +410,7 @@ void lah_push_cjson(lua_State *L, cJSON *root)
  * exponent is a float (an integral one below 2^53 an integer, as canonical JSON writes
  * it). Strings may hold any byte, \u0000 included (a Lua string keeps it); a lone
  * surrogate escape becomes U+FFFD. It pushes straight onto the Lua stack and runs under
- * lua_pcall, so a memory error leaves nothing behind. */
+ * lah_gate_protect, so a memory error leaves nothing behind. */
 
 typedef struct jdec {
     const char *p, *start, *end;
@@ -716,9 +713,7 @@ int lah_json_push_exact(lua_State *L, const char *json, size_t len, size_t *errp
 {
     jdec d = {json, json, json + len, 0};
     *trailing = 0;
-    lua_pushcfunction(L, dec_protected);
-    lua_pushlightuserdata(L, &d);
-    if (lua_pcall(L, 1, 1, 0) != LUA_OK)
+    if (lah_gate_protect(L, dec_protected, &d, 1) != LUA_OK)
         lua_error(L); /* out of memory or too deep for the C stack */
     if (!d.failed) {
         dec_ws(&d);

@@ -194,7 +194,8 @@ static void entry_list_free(entry_list *list)
     memset(list, 0, sizeof *list);
 }
 
-/* Push entries[i] as {key, seq, receipt, created_ms}; runs under lua_pcall. */
+/* Push entries[i] as {key, seq, receipt, created_ms}; runs protected (lah_gate_protect).
+ */
 static int push_entries(lua_State *L)
 {
     const entry_list *list = lua_touserdata(L, 1);
@@ -240,9 +241,7 @@ static int ledger_entries_k(lua_State *L, int status, lua_KContext ctx)
         return luaL_error(L, "ledger:entries(): %s",
                           oom ? "out of memory" : ah_ledger_errmsg(u->l));
     }
-    lua_pushcfunction(L, push_entries);
-    lua_pushlightuserdata(L, &list);
-    int rc = lua_pcall(L, 1, 1, 0);
+    int rc = lah_gate_protect(L, push_entries, &list, 1);
     entry_list_free(&list);
     if (rc != LUA_OK)
         return lua_error(L);
@@ -378,36 +377,31 @@ void lah_open_ledger_budget(lua_State *L)
         {"count", l_ledger_count},
         {NULL, NULL},
     };
+    /* one upvalue: close() refuses a busy ledger (true); __gc / __close do not ask */
+    static const luaL_Reg ledger_close[] = {{"close", l_ledger_close}, {NULL, NULL}};
+    static const luaL_Reg ledger_finalizers[] = {
+        {"__gc", l_ledger_close}, {"__close", l_ledger_close}, {NULL, NULL}};
+    static const luaL_Reg ledger_meta[] = {{"__index", l_ledger_index},
+                                           {"__len", l_ledger_count},
+                                           {"__tostring", l_ledger_tostring},
+                                           {NULL, NULL}};
     luaL_newmetatable(L, LAH_LEDGER_MT);
     luaL_newlib(L, ledger_methods);
-    lua_pushboolean(L, 1); /* close() refuses a busy ledger; __gc does not ask */
-    lua_pushcclosure(L, l_ledger_close, 1);
-    lua_setfield(L, -2, "close");
+    lua_pushboolean(L, 1);
+    luaL_setfuncs(L, ledger_close, 1);
     lua_setfield(L, -2, "methods");
     lua_pushboolean(L, 0);
-    lua_pushcclosure(L, l_ledger_close, 1);
-    lua_pushvalue(L, -1);
-    lua_setfield(L, -3, "__gc");
-    lua_setfield(L, -2, "__close");
-    lua_pushcfunction(L, l_ledger_index);
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, l_ledger_count);
-    lua_setfield(L, -2, "__len");
-    lua_pushcfunction(L, l_ledger_tostring);
-    lua_setfield(L, -2, "__tostring");
+    luaL_setfuncs(L, ledger_finalizers, 1);
+    luaL_setfuncs(L, ledger_meta, 0);
     lua_pop(L, 1);
 
-    luaL_newmetatable(L, LAH_BUDGET_MT);
-    lua_pushcfunction(L, l_budget_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pushcfunction(L, l_budget_index);
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, l_budget_tostring);
-    lua_setfield(L, -2, "__tostring");
-    lua_pop(L, 1);
+    static const luaL_Reg budget_meta[] = {{"__gc", l_budget_gc},
+                                           {"__index", l_budget_index},
+                                           {"__tostring", l_budget_tostring},
+                                           {NULL, NULL}};
+    lah_register_class(L, LAH_BUDGET_MT, budget_meta);
 
-    lua_pushcfunction(L, l_ledger_new);
-    lua_setfield(L, -2, "ledger");
-    lua_pushcfunction(L, l_budget_new);
-    lua_setfield(L, -2, "budget");
+    static const luaL_Reg fns[] = {
+        {"ledger", l_ledger_new}, {"budget", l_budget_new}, {NULL, NULL}};
+    luaL_setfuncs(L, fns, 0);
 }

@@ -32,8 +32,7 @@ static int l_term_width(lua_State *L)
 
 void lah_tty_open(lua_State *L)
 {
-    lua_pushcfunction(L, l_isatty);
-    lua_setfield(L, -2, "isatty");
-    lua_pushcfunction(L, l_term_width);
-    lua_setfield(L, -2, "term_width");
+    static const luaL_Reg fns[] = {
+        {"isatty", l_isatty}, {"term_width", l_term_width}, {NULL, NULL}};
+    luaL_setfuncs(L, fns, 0);
 }

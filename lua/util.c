@@ -14,6 +14,15 @@
 #include <stdint.h>
 #include <string.h>
 
+/* ---- registration ------------------------------------------------------------------ */
+
+void lah_register_class(lua_State *L, const char *mt, const luaL_Reg *meta)
+{
+    luaL_newmetatable(L, mt);
+    luaL_setfuncs(L, meta, 0);
+    lua_pop(L, 1);
+}
+
 /* ---- JSON -------------------------------------------------------------------------- */
 
 static const char CJSON_KEY = 'J';
@@ -26,9 +35,9 @@ static void push_cjson(lua_State *L)
     lua_pop(L, 1);
     lua_getglobal(L, "require");
     lua_pushliteral(L, "cjson.safe");
-    lua_call(L, 1, 1);
+    lah_gate_call_raising(L, 1, 1);
     lua_getfield(L, -1, "new");
-    lua_call(L, 0, 1);
+    lah_gate_call_raising(L, 0, 1);
     lua_remove(L, -2);
     lua_pushvalue(L, -1);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &CJSON_KEY);
@@ -42,7 +51,7 @@ int lah_json_encode(lua_State *L, int idx)
     lua_getfield(L, -1, "encode");
     lua_remove(L, -2);
     lua_pushvalue(L, idx);
-    lua_call(L, 1, 2); /* cjson.safe: text | nil, message */
+    lah_gate_call_raising(L, 1, 2); /* cjson.safe: text | nil, message */
     if (lua_type(L, -2) == LUA_TSTRING) {
         lua_pop(L, 1);
         return 1;
@@ -182,9 +191,9 @@ static int error_tostring(lua_State *L)
 
 static void push_error_mt(lua_State *L)
 {
+    static const luaL_Reg meta[] = {{"__tostring", error_tostring}, {NULL, NULL}};
     if (luaL_newmetatable(L, ERROR_MT)) {
-        lua_pushcfunction(L, error_tostring);
-        lua_setfield(L, -2, "__tostring");
+        luaL_setfuncs(L, meta, 0);
         lua_pushliteral(L, "agenthost.error");
         lua_setfield(L, -2, "__name");
     }
@@ -230,7 +239,7 @@ static void safe_tostring(lua_State *L, int idx)
     idx = lua_absindex(L, idx);
     lua_pushcfunction(L, tostring_fn);
     lua_pushvalue(L, idx);
-    if (lua_pcall(L, 1, 1, 0) != LUA_OK || !lua_isstring(L, -1)) {
+    if (lah_gate_call(L, NULL, 1, 1, 0) != LUA_OK || !lua_isstring(L, -1)) {
         lua_pop(L, 1);
         lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, idx));
     }
