@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# What the shared objects export: libagenthost.so only functions declared in the public
-# headers (core/include), none of the internal ah__* ones; the Lua module agenthost.so
-# only luaopen_agenthost (cmake/libagenthost.map, cmake/lua_module.map).
+# What the shared objects export and need:
+#   - libagenthost.so exports only functions declared AH_EXPORT in the public headers
+#     (core/include), none of the internal ah__* ones (hidden visibility, and
+#     cmake/libagenthost.map as a second guard); its SONAME carries the ABI version; it
+#     does not need libmicrohttpd (the mock provider is libagenthost_mock);
+#   - the Lua module agenthost.so exports only luaopen_agenthost (cmake/lua_module.map),
+#     needs libagenthost.so and defines none of its functions: one core per process.
 set -u
 prog=$1
 build=$(cd "$(dirname "$prog")" && pwd)
@@ -21,12 +25,31 @@ internal=$(echo "$all" | grep '^ah__' | head -n 5)
     bad "libagenthost.so exports internals: $internal"
 undeclared=
 for s in $(echo "$all" | grep -v '^_'); do
-    grep -rqE "\\b$s\\b *\\(" "$inc" || undeclared="$undeclared $s"
+    grep -rqE "^AH_EXPORT .*\\b$s\\b *\\(" "$inc" || undeclared="$undeclared $s"
 done
-[ -z "$undeclared" ] && ok "every exported symbol is declared in a public header" ||
-    bad "exported but not declared in core/include:$undeclared"
+[ -z "$undeclared" ] && ok "every exported symbol is declared AH_EXPORT in a public header" ||
+    bad "exported but not declared AH_EXPORT in core/include:$undeclared"
+needed() { readelf -d "$1" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'; }
+lib_needed=$(needed "$lib")
+echo "$lib_needed" | grep -q microhttpd && bad "libagenthost.so needs libmicrohttpd" ||
+    ok "libagenthost.so does not need libmicrohttpd ($(echo $lib_needed | tr ' ' ','))"
+echo "$all" | grep -q '^ah_mock_' && bad "libagenthost.so exports the mock" ||
+    ok "libagenthost.so exports no ah_mock_ function"
+soname=$(readelf -d "$lib" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+ver=$(sed -n 's/^#define AH_VERSION_STRING "\(.*\)"/\1/p' "$inc/agenthost/status.h")
+case "$ver" in 0.*) want=libagenthost.so.${ver%.*} ;; *) want=libagenthost.so.${ver%%.*} ;; esac
+[ "$soname" = "$want" ] && ok "SONAME $soname (the ABI version of $ver)" ||
+    bad "SONAME is '$soname', want $want for version $ver"
 m=$(syms "$mod" | grep -v '^_')
 [ "$m" = luaopen_agenthost ] && ok "agenthost.so exports luaopen_agenthost alone" ||
     bad "agenthost.so exports: $(echo "$m" | head -n 5 | tr '\n' ' ')"
+mod_needed=$(needed "$mod")
+echo "$mod_needed" | grep -qx "$soname" && ok "agenthost.so needs $soname" ||
+    bad "agenthost.so does not need $soname: $(echo $mod_needed)"
+# Defined anywhere in the module, local symbols included (the build tree is not stripped):
+# a core function compiled into it would be a second core.
+copies=$(comm -12 <(nm --defined-only "$mod" | awk '{print $3}' | sort -u) <(echo "$all"))
+[ -z "$copies" ] && ok "agenthost.so defines none of libagenthost.so's functions" ||
+    bad "agenthost.so has its own copy of: $(echo $copies | cut -c1-200)"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

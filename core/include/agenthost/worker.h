@@ -19,6 +19,8 @@
 #ifndef AGENTHOST_WORKER_H
 #define AGENTHOST_WORKER_H
 
+#include "agenthost/export.h"
+
 #include "agenthost/call.h"
 #include "agenthost/capabilities.h"
 #include "agenthost/conversation.h"
@@ -60,14 +62,14 @@ typedef struct ah_client_config {
 } ah_client_config;
 
 /* Copies everything. NULL with a message naming the field on invalid input. */
-ah_client *ah_client_new(const ah_client_config *cfg, char *err, size_t errsize);
-void ah_client_free(ah_client *c);
-ah_wire ah_client_wire(const ah_client *c);
-const char *ah_client_url(const ah_client *c); /* the full request URL */
-ah_continuation ah_client_continuation(const ah_client *c); /* the setting */
+AH_EXPORT ah_client *ah_client_new(const ah_client_config *cfg, char *err, size_t errsize);
+AH_EXPORT void ah_client_free(ah_client *c);
+AH_EXPORT ah_wire ah_client_wire(const ah_client *c);
+AH_EXPORT const char *ah_client_url(const ah_client *c); /* the full request URL */
+AH_EXPORT ah_continuation ah_client_continuation(const ah_client *c); /* the setting */
 /* The rung the client's next continuation takes: AH_CONT_PREFILL or AH_CONT_PROMPT (from
  * the setting, the table, and whether the provider refused a prefill). Thread-safe. */
-ah_cont_mode ah_client_rung(const ah_client *c);
+AH_EXPORT ah_cont_mode ah_client_rung(const ah_client *c);
 
 /* ---- tools ---------------------------------------------------------------------------------- */
 
@@ -164,44 +166,44 @@ typedef struct ah_worker_stats {
 } ah_worker_stats;
 
 /* NULL with a message naming the problem on invalid input or allocation failure. */
-ah_worker *ah_worker_new(const ah_worker_config *cfg, char *err, size_t errsize);
+AH_EXPORT ah_worker *ah_worker_new(const ah_worker_config *cfg, char *err, size_t errsize);
 /* Cancels anything in flight (no events) and frees. NULL is a no-op. Not from inside the
  * worker's own callbacks. */
-void ah_worker_free(ah_worker *w);
+AH_EXPORT void ah_worker_free(ah_worker *w);
 
 /* Add the user's input to history and send the first request (at the loop's next step).
  * AH_ERR_STATE if the run already started. */
-ah_status ah_worker_start(ah_worker *w, const char *input);
+AH_EXPORT ah_status ah_worker_start(ah_worker *w, const char *input);
 /* Blocking driver: start (if input != NULL) and step the loop until the run ends.
  * Returns the outcome. */
-ah_run_outcome ah_worker_run(ah_worker *w, const char *input);
+AH_EXPORT ah_run_outcome ah_worker_run(ah_worker *w, const char *input);
 
 /* The answer to a tool call whose exec returned 1. AH_ERR_STATE if no such call is
  * pending. May be called from inside the exec callback or later, on the loop thread. */
-ah_status ah_worker_tool_done(ah_worker *w, size_t index, const ah_tool_response *res);
+AH_EXPORT ah_status ah_worker_tool_done(ah_worker *w, size_t index, const ah_tool_response *res);
 
 /* Thread-safe, idempotent. Ends the run with outcome cancelled at the loop's next step,
  * wherever it is: an in-flight request or stream is torn down, a backoff wait ends, a
  * continuation is not sent, a round of tools that are still running ends (answers that
  * come later get AH_ERR_STATE; stop the bodies you run). One run_end, no further
  * request. The run_end error is kind `cancelled`, message "cancelled". */
-void ah_worker_cancel(ah_worker *w);
+AH_EXPORT void ah_worker_cancel(ah_worker *w);
 /* The same, with the run_end error message "cancelled: <reason>" (reason NULL or "":
  * "cancelled"). The reason is recorded only by the first cancel; call it on the loop
  * thread (ah_worker_cancel from any thread). */
-void ah_worker_cancel_with(ah_worker *w, const char *reason);
+AH_EXPORT void ah_worker_cancel_with(ah_worker *w, const char *reason);
 
-int ah_worker_finished(const ah_worker *w);
-ah_run_outcome ah_worker_outcome(const ah_worker *w); /* valid once finished */
-const ah_error *ah_worker_error(const ah_worker *w);  /* kind NONE on success */
+AH_EXPORT int ah_worker_finished(const ah_worker *w);
+AH_EXPORT ah_run_outcome ah_worker_outcome(const ah_worker *w); /* valid once finished */
+AH_EXPORT const ah_error *ah_worker_error(const ah_worker *w);  /* kind NONE on success */
 /* The final answer: the text of the assistant messages after the last tool round
  * (a partial message and its continuation together). Borrowed, valid until the worker
  * is freed or its history changes (an answer of one text block is that block of the
  * history, not a copy); "" before the end. */
-const char *ah_worker_text(const ah_worker *w);
-const ah_conversation *ah_worker_history(const ah_worker *w); /* borrowed */
-const char *ah_worker_run_id(const ah_worker *w);
-void ah_worker_get_stats(const ah_worker *w, ah_worker_stats *out);
+AH_EXPORT const char *ah_worker_text(const ah_worker *w);
+AH_EXPORT const ah_conversation *ah_worker_history(const ah_worker *w); /* borrowed */
+AH_EXPORT const char *ah_worker_run_id(const ah_worker *w);
+AH_EXPORT void ah_worker_get_stats(const ah_worker *w, ah_worker_stats *out);
 
 #ifdef __cplusplus
 }
