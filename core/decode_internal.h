@@ -13,6 +13,9 @@
 
 #include "internal.h"
 
+#include "agenthost/sse.h"
+#include "agenthost/timeline.h"
+
 #include <cjson/cJSON.h>
 
 #include <stddef.h>

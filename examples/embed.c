@@ -12,6 +12,7 @@
  * agenthost::static.
  */
 #include <agenthost.h>
+#include <agenthost/mock.h>
 
 #include <cjson/cJSON.h>
 

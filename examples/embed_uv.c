@@ -11,6 +11,7 @@
  * or, in CMake, find_package(agenthost) and link agenthost::uv.
  */
 #include <agenthost.h>
+#include <agenthost/mock.h>
 #include <agenthost/uv.h>
 
 #include <inttypes.h>

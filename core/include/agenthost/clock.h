@@ -28,17 +28,9 @@ typedef struct ah_rng {
     void *ud;
 } ah_rng;
 
-/* The real clock (CLOCK_MONOTONIC / CLOCK_REALTIME). Static storage; never free it. */
+/* The real clock (CLOCK_MONOTONIC / CLOCK_REALTIME). Static storage; never free it.
+ * A clock that moves only when told, for tests: agenthost/manual_clock.h. */
 AH_EXPORT const ah_clock *ah_clock_real(void);
-
-/* A manual clock for tests: starts at the given times, moves only when advanced.
- * Returns NULL on allocation failure. */
-typedef struct ah_manual_clock ah_manual_clock;
-AH_EXPORT ah_manual_clock *ah_manual_clock_new(int64_t now_ms, int64_t wall_ms);
-AH_EXPORT void ah_manual_clock_free(ah_manual_clock *c);
-AH_EXPORT void ah_manual_clock_advance(ah_manual_clock *c, int64_t ms);
-/* The ah_clock view of it; borrowed, valid while c lives. */
-AH_EXPORT const ah_clock *ah_manual_clock_get(ah_manual_clock *c);
 
 /* A seeded RNG (xoshiro256** or similar). seed 0 = seed from the OS. Deterministic for
  * a given non-zero seed. Returns NULL on allocation failure. */

@@ -21,9 +21,9 @@
 
 #include "agenthost/export.h"
 
-#include "agenthost/call.h"
 #include "agenthost/capabilities.h"
 #include "agenthost/conversation.h"
+#include "agenthost/error.h"
 #include "agenthost/event.h"
 #include "agenthost/loop.h"
 #include "agenthost/policy.h"
@@ -36,6 +36,10 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* The HTTP transport a worker's calls use (NULL: libcurl); its ops are in
+ * agenthost/transport.h, which only a program that plugs in its own needs. */
+typedef struct ah_transport ah_transport;
 
 /* ---- client: where and how to reach a provider ------------------------------------------- */
 
