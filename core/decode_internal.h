@@ -121,6 +121,8 @@ struct ah_decoder {
     int chat_finish_seen;
 };
 
+/* ---- the helpers the formats decode with (decode_util.c, below the formats) ---- */
+
 /* Set the sticky error (kind STREAM, or DECODE for a non-stream body), message prefixed
  * with the format, event type, number and byte offset. Returns st. */
 ah_status ah__dec_fail(ah_decoder *d, ah_status st, const char *fmt, ...)

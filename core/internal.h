@@ -1,8 +1,13 @@
-/* internal.h - helpers shared across core files (ah__ prefix), never installed. */
+/* internal.h - helpers shared across core files (ah__ prefix), never installed.
+ * It includes only what its own declarations use (not agenthost.h): each core file
+ * includes the public headers it uses, so a file below the worker cannot reach the
+ * worker, history, tools or ledgers by accident (tests/cli/test_layers.sh checks). */
 #ifndef AH_INTERNAL_H
 #define AH_INTERNAL_H
 
-#include "agenthost.h"
+#include "agenthost/error.h"
+#include "agenthost/log.h"
+#include "agenthost/status.h"
 
 #include <stdarg.h>
 #include <stddef.h>

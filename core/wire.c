@@ -1,5 +1,5 @@
 /* wire.c - names and request paths of the wire formats, from AH_WIRE_MAP. */
-#include "agenthost.h"
+#include "agenthost/wire.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -15,7 +15,6 @@
 
 #include "agenthost/export.h"
 
-#include "agenthost/ledger.h"
 #include "agenthost/loop.h"
 #include "agenthost/policy.h"
 #include "agenthost/status.h"
@@ -26,6 +25,10 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* The ledger of agenthost/ledger.h (the Redis backend below makes one); only a pointer
+ * here, so the call layer, which uses the budget and the pacer, knows nothing of tools. */
+typedef struct ah_ledger ah_ledger;
 
 /* ---- URLs -------------------------------------------------------------------------- */
 
