@@ -154,7 +154,7 @@ typedef struct ah_call_config {
 /* Create a call in state IDLE. Validates the policy: AH_ERR_INVALID with a message naming
  * the field in errbuf (may be NULL). AH_ERR_NOMEM on allocation failure. */
 AH_EXPORT ah_status ah_call_new(const ah_call_config *cfg, ah_call **out, char *errbuf,
-                      size_t errsize);
+                                size_t errsize);
 /* Abort whatever is in flight (no callbacks) and free. NULL is a no-op. Not from inside
  * the call's own stream/event callbacks (on_finish is fine). */
 AH_EXPORT void ah_call_free(ah_call *call);

@@ -103,10 +103,10 @@ AH_EXPORT ah_status ah_conversation_add_block(ah_conversation *c, const ah_msg_b
  * add_text takes a length so stream deltas need no NUL-terminated copy. */
 AH_EXPORT ah_status ah_conversation_add_text(ah_conversation *c, const char *text, size_t len);
 AH_EXPORT ah_status ah_conversation_add_reasoning(ah_conversation *c, const char *text,
-                                        const char *signature, const char *item_id,
-                                        const char *encrypted_content, int redacted);
+                                                  const char *signature, const char *item_id,
+                                                  const char *encrypted_content, int redacted);
 AH_EXPORT ah_status ah_conversation_add_tool_use(ah_conversation *c, const char *id,
-                                       const char *name, const char *arguments);
+                                                 const char *name, const char *arguments);
 
 /* begin_user + add_text in one call: always a NEW user message. */
 AH_EXPORT ah_status ah_conversation_add_user_text(ah_conversation *c, const char *text);
@@ -115,7 +115,7 @@ AH_EXPORT ah_status ah_conversation_add_user_text(ah_conversation *c, const char
  * only tool results (so parallel calls' results travel together); otherwise it starts a
  * new user message. */
 AH_EXPORT ah_status ah_conversation_add_tool_result(ah_conversation *c, const char *tool_use_id,
-                                          const char *content, int is_error);
+                                                    const char *content, int is_error);
 
 /* Mark the last message (which must be an assistant message) as a continuation's partial
  * message: the blocks a cut stream had completed (docs/worker.md). AH_ERR_STATE otherwise. */
@@ -139,13 +139,13 @@ AH_EXPORT const ah_msg_block *ah_conversation_block(const ah_conversation *c, si
 /* Serialize to the neutral JSON document. *json_out is malloc'd (free with free()),
  * NUL-terminated, *len_out (may be NULL) its length. */
 AH_EXPORT ah_status ah_conversation_to_json(const ah_conversation *c, char **json_out,
-                                  size_t *len_out);
+                                            size_t *len_out);
 
 /* Parse a neutral JSON document into a new conversation (*out, owned by the caller).
  * AH_ERR_PARSE for malformed JSON, AH_ERR_INVALID for a well-formed document of the wrong
  * shape; err (may be NULL) then names the path, e.g. "messages[2].content[0].type". */
 AH_EXPORT ah_status ah_conversation_from_json(const char *json, size_t len, ah_conversation **out,
-                                    char *err, size_t errsize);
+                                              char *err, size_t errsize);
 
 /* ---- request encoding ------------------------------------------------------------- */
 
@@ -204,8 +204,8 @@ AH_EXPORT void ah_request_opts_init(ah_request_opts *o);
  * 'add' id 'call_1'): arguments are not a JSON object"); AH_ERR_NOMEM. The message never
  * contains an API key or block content. err may be NULL. */
 AH_EXPORT ah_status ah_request_encode(ah_wire w, const ah_conversation *c,
-                            const ah_request_opts *opts, char **body_out, size_t *len_out,
-                            char *err, size_t errsize);
+                                      const ah_request_opts *opts, char **body_out, size_t *len_out,
+                                      char *err, size_t errsize);
 
 /* The request headers for wire w: content-type, accept (text/event-stream when stream,
  * else application/json) and authentication (anthropic: x-api-key + anthropic-version
@@ -220,7 +220,7 @@ typedef struct ah_header_list {
 } ah_header_list;
 
 AH_EXPORT ah_status ah_request_headers(ah_wire w, const char *api_key, int stream,
-                             ah_header_list *out);
+                                       ah_header_list *out);
 AH_EXPORT void ah_header_list_free(ah_header_list *l);
 
 #ifdef __cplusplus

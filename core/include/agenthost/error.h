@@ -133,8 +133,8 @@ AH_EXPORT void ah_error_redact(ah_error *e, const char *const *secrets);
  * h may be NULL when n is 0; body may be NULL (body_len ignored) or not NUL-terminated.
  * now_wall_ms: wall-clock ms since the Unix epoch, for HTTP-date and RFC 3339 hints. */
 AH_EXPORT void ah_error_from_http(ah_error *e, int status, const ah_header *h, size_t n,
-                        const char *body, size_t body_len, int64_t now_wall_ms,
-                        const char *const *secrets);
+                                  const char *body, size_t body_len, int64_t now_wall_ms,
+                                  const char *const *secrets);
 
 /* ---- retry hints -------------------------------------------------------------------- */
 

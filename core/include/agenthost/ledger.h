@@ -79,7 +79,7 @@ AH_EXPORT const char *ah_ledger_errmsg(const ah_ledger *l);
  *   AH_ERR_INVALID   l, key or out is NULL.
  *   AH_ERR_IO / AH_ERR_NOMEM on a storage failure (errmsg says which). */
 AH_EXPORT ah_status ah_ledger_lookup(ah_ledger *l, const char *key, const char *args_canonical,
-                           ah_ledger_entry *out);
+                                     ah_ledger_entry *out);
 
 /* Record a successful effect. receipt must not be NULL (use "null" for "no value").
  *   AH_OK with *duplicate_out = 0: inserted and committed; *seq_out is its new seq.
@@ -90,7 +90,7 @@ AH_EXPORT ah_status ah_ledger_lookup(ah_ledger *l, const char *key, const char *
  *   AH_ERR_INVALID / AH_ERR_IO / AH_ERR_NOMEM as for lookup.
  * seq_out and duplicate_out may be NULL. */
 AH_EXPORT ah_status ah_ledger_record(ah_ledger *l, const char *key, const char *args_canonical,
-                           const char *receipt, int64_t *seq_out, int *duplicate_out);
+                                     const char *receipt, int64_t *seq_out, int *duplicate_out);
 
 /* Number of entries, or -1 on a storage failure (errmsg says why). */
 AH_EXPORT int64_t ah_ledger_count(ah_ledger *l);
@@ -183,7 +183,7 @@ typedef void (*ah_ledger_fn)(void *ud, const ah_ledger_result *r);
  * cb may be NULL (then a BUSY caller must poll after retry_ms; an asynchronous backend
  * needs cb). Returns the answer, also stored in out->answer. */
 AH_EXPORT ah_ledger_answer ah_ledger_claim(ah_ledger *l, const char *key, const char *args_canonical,
-                                 ah_ledger_result *out, ah_ledger_fn cb, void *ud);
+                                           ah_ledger_result *out, ah_ledger_fn cb, void *ud);
 
 /* Record the receipt of an OWNED claim and drop the claim, atomically (SQLite: one
  * transaction, committed before DONE is returned). Also usable without a claim (that is
@@ -192,8 +192,8 @@ AH_EXPORT ah_ledger_answer ah_ledger_claim(ah_ledger *l, const char *key, const 
  * MISMATCH; FAILED; PENDING (asynchronous backends: the answer comes through cb). Wakes
  * this handle's BUSY waiters on the key. */
 AH_EXPORT ah_ledger_answer ah_ledger_complete(ah_ledger *l, const char *key, const char *args_canonical,
-                                    const char *receipt, ah_ledger_result *out,
-                                    ah_ledger_fn cb, void *ud);
+                                              const char *receipt, ah_ledger_result *out,
+                                              ah_ledger_fn cb, void *ud);
 
 /* Drop this handle's claim on key (no effect happened); no-op when it holds none. Never
  * fails visibly: a release that cannot be written is logged, and the claim then dies by
@@ -215,7 +215,7 @@ AH_EXPORT int64_t ah_ledger_claims(ah_ledger *l);
  * as text. It detects a key reused with different arguments; it is not a security
  * hash. */
 AH_EXPORT void ah_ledger_fingerprint(const char *args_canonical,
-                           char out[AH_LEDGER_FINGERPRINT_SIZE]);
+                                     char out[AH_LEDGER_FINGERPRINT_SIZE]);
 
 #ifdef __cplusplus
 }

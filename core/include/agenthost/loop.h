@@ -67,7 +67,7 @@ typedef struct ah_loop_hooks {
  * (AH_ERR_STATE), and so the blocking ah_call_run / ah_worker_run do: start the work and
  * let the application's loop run. */
 AH_EXPORT ah_loop *ah_loop_new_hooked(const ah_clock *clock, const ah_rng *rng,
-                            const ah_loop_hooks *hooks);
+                                      const ah_loop_hooks *hooks);
 /* The application's loop saw fd ready for events (AH_IO_*; report an error or hang-up as
  * AH_IO_READ | AH_IO_WRITE). Runs what is due, then updates the hooks. */
 AH_EXPORT void ah_loop_fd_ready(ah_loop *loop, int fd, int events);

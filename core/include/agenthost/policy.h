@@ -120,9 +120,9 @@ AH_EXPORT int ah_policy_is_field(const char *name);
  * wrong type, a value out of range, an unknown mode name. "retry_on" is a field but is
  * set directly (it is a function), so both setters reject it. */
 AH_EXPORT ah_status ah_policy_set_int(ah_policy *p, const char *field, int64_t v, char *err,
-                            size_t errsize);
+                                      size_t errsize);
 AH_EXPORT ah_status ah_policy_set_str(ah_policy *p, const char *field, const char *v, char *err,
-                            size_t errsize);
+                                      size_t errsize);
 
 AH_EXPORT const char *ah_jitter_name(ah_jitter j); /* "unknown" out of range */
 AH_EXPORT const char *ah_retry_after_mode_name(ah_retry_after_mode m);
@@ -139,7 +139,7 @@ typedef struct ah_retry_budget ah_retry_budget;
 /* Check budget parameters: 0 < max_tokens <= 1000000, 0.001 <= token_ratio <= max_tokens.
  * AH_ERR_INVALID with a message naming the parameter, like ah_policy_validate. */
 AH_EXPORT ah_status ah_retry_budget_check(double max_tokens, double token_ratio, char *err,
-                                size_t errsize);
+                                          size_t errsize);
 /* NULL on invalid parameters (see _check) or allocation failure. Starts full. */
 AH_EXPORT ah_retry_budget *ah_retry_budget_new(double max_tokens, double token_ratio);
 AH_EXPORT void ah_retry_budget_free(ah_retry_budget *b);
@@ -184,8 +184,8 @@ typedef struct ah_decision {
  * ah_policy_validate); p or err NULL gives up as NOT_RETRYABLE. Reentrant: the only
  * shared state touched is the budget, under its lock. */
 AH_EXPORT ah_decision ah_backoff_decide(const ah_policy *p, const ah_error *err, int failed_attempt,
-                              int64_t elapsed_ms, int64_t prev_wait_ms, const ah_rng *rng,
-                              ah_retry_budget *budget);
+                                        int64_t elapsed_ms, int64_t prev_wait_ms, const ah_rng *rng,
+                                        ah_retry_budget *budget);
 
 #ifdef __cplusplus
 }

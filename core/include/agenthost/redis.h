@@ -66,7 +66,7 @@ AH_EXPORT void ah_redis_options_init(ah_redis_options *o);
  * allocation failure; an unreachable server is not an error here (see ah_redis_ready).
  * opts NULL = defaults. */
 AH_EXPORT ah_redis *ah_redis_new(ah_loop *loop, const char *url, const ah_redis_options *opts,
-                       char *err, size_t errsize);
+                                 char *err, size_t errsize);
 /* Close the connection. Pending commands are dropped without their callbacks: cancel
  * what you wait for first (the budget, pacer and ledger do). Not from inside a callback
  * of this connection. NULL is a no-op. */
@@ -94,7 +94,7 @@ AH_EXPORT void ah_redis_req_cancel(ah_redis_req *q); /* NULL is a no-op */
  * per outage) and goes back to Redis when it returns. The budget borrows r, which must
  * outlive it; it then belongs to r's loop thread. */
 AH_EXPORT ah_retry_budget *ah_retry_budget_new_redis(ah_redis *r, const char *key, double max_tokens,
-                                           double token_ratio, char *err, size_t errsize);
+                                                     double token_ratio, char *err, size_t errsize);
 /* 1 for a budget made by ah_retry_budget_new_redis. */
 AH_EXPORT int ah_retry_budget_is_shared(const ah_retry_budget *b);
 /* 1 while its decisions go to Redis, 0 while on the local fallback (or not shared). */
@@ -107,7 +107,7 @@ AH_EXPORT int ah_retry_budget_using_redis(const ah_retry_budget *b);
  * local fallback. Never calls fn before returning. */
 typedef void (*ah_retry_budget_fn)(void *ud, int allowed);
 AH_EXPORT int ah_retry_budget_spend_async(ah_retry_budget *b, ah_retry_budget_fn fn, void *ud,
-                                ah_redis_req **pending);
+                                          ah_redis_req **pending);
 
 /* ---- pacing: GCRA over requests and tokens ------------------------------------------
  * Generic cell rate algorithm: each request reserves the next slot of a schedule with
@@ -131,7 +131,7 @@ typedef struct ah_rate_limit_config {
 /* NULL with a message naming the field on a bad config (both limits 0, a negative one,
  * shared without key). r borrowed (NULL = local). */
 AH_EXPORT ah_rate_limit *ah_rate_limit_new(const ah_rate_limit_config *cfg, ah_redis *r, char *err,
-                                 size_t errsize);
+                                           size_t errsize);
 AH_EXPORT void ah_rate_limit_free(ah_rate_limit *rl);
 AH_EXPORT int ah_rate_limit_is_shared(const ah_rate_limit *rl);
 
@@ -142,8 +142,8 @@ typedef void (*ah_rate_limit_fn)(void *ud, int64_t wait_ms, const char *limit);
  * Shared: returns 1 and calls fn later on the loop (never before returning), exactly once
  * unless *pending is cancelled; on a Redis error the local schedule decides. */
 AH_EXPORT int ah_rate_limit_acquire(ah_rate_limit *rl, ah_loop *loop, int64_t *wait_ms,
-                          const char **limit, ah_rate_limit_fn fn, void *ud,
-                          ah_redis_req **pending);
+                                    const char **limit, ah_rate_limit_fn fn, void *ud,
+                                    ah_redis_req **pending);
 /* Charge tokens a response used (no-op without a token limit). */
 AH_EXPORT void ah_rate_limit_charge(ah_rate_limit *rl, ah_loop *loop, int64_t tokens);
 /* Hold the schedule: no request slot before req_ms from now, no token slot before
@@ -179,7 +179,7 @@ AH_EXPORT void ah_ledger_redis_config_init(ah_ledger_redis_config *c);
 /* The ledger owns its connection (on loop). NULL with a message on a bad URL or config;
  * an unreachable server is not an error here (calls then fail closed). */
 AH_EXPORT ah_ledger *ah_ledger_new_redis(ah_loop *loop, const ah_ledger_redis_config *cfg, char *err,
-                               size_t errsize);
+                                         size_t errsize);
 AH_EXPORT int ah_ledger_is_redis(const ah_ledger *l);
 AH_EXPORT ah_redis *ah_ledger_redis_connection(const ah_ledger *l); /* borrowed, or NULL */
 /* Take a snapshot of the entries (seq order) and the live claims for the synchronous
@@ -187,7 +187,7 @@ AH_EXPORT ah_redis *ah_ledger_redis_connection(const ah_ledger *l); /* borrowed,
  * otherwise an error at once (AH_ERR_IO when Redis is unreachable; errmsg says so). */
 typedef void (*ah_ledger_refresh_fn)(void *ud, ah_status st);
 AH_EXPORT ah_status ah_ledger_redis_refresh(ah_ledger *l, ah_ledger_refresh_fn fn, void *ud,
-                                  ah_redis_req **pending);
+                                            ah_redis_req **pending);
 
 #ifdef __cplusplus
 }

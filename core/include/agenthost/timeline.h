@@ -179,7 +179,7 @@ typedef struct ah_decoder ah_decoder;
  * hooks may be NULL (copied; ud passed to every hook). Returns NULL on allocation failure
  * or an unknown wire. The timeline is not reset: pass a fresh or reset one. */
 AH_EXPORT ah_decoder *ah_decoder_new(ah_wire wire, ah_timeline *tl, const ah_decoder_hooks *hooks,
-                           void *ud);
+                                     void *ud);
 AH_EXPORT void ah_decoder_free(ah_decoder *d);
 
 /* Feed raw stream bytes in any split (the decoder owns an SSE parser). Returns AH_OK, or
@@ -246,7 +246,7 @@ AH_EXPORT int ah_decoder_ended(const ah_decoder *d);
  * provider_type set when the body is the provider's error object (also recorded in the
  * timeline). err may be NULL. */
 AH_EXPORT ah_status ah_decode_response(ah_wire wire, const char *body, size_t len, ah_timeline *tl,
-                             ah_error *err);
+                                       ah_error *err);
 
 #ifdef __cplusplus
 }

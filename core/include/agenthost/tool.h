@@ -119,8 +119,8 @@ typedef struct ah_tool_call ah_tool_call;
  * key and args_canonical are copied; with key NULL the ledger is not used. Returns NULL
  * when policy->max_attempts < 1 or on allocation failure. */
 AH_EXPORT ah_tool_call *ah_tool_call_new(const ah_tool_policy *policy, ah_ledger *ledger,
-                               ah_budget *budget, const char *key,
-                               const char *args_canonical);
+                                         ah_budget *budget, const char *key,
+                                         const char *args_canonical);
 /* Free the call and drop its budget reference. NULL is a no-op. */
 AH_EXPORT void ah_tool_call_free(ah_tool_call *c);
 
@@ -165,7 +165,7 @@ AH_EXPORT int ah_tool_call_budget_first_refusal(const ah_tool_call *c);
 /* Fill a tool_call_end event (docs/lua.md) from a finished call; id and name are borrowed
  * into the event. */
 AH_EXPORT void ah_tool_call_end_event(const ah_tool_call *c, const char *id, const char *name,
-                            ah_event *out);
+                                      ah_event *out);
 
 /* ---- the blocking driver ----------------------------------------------------------- */
 

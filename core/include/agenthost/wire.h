@@ -37,7 +37,7 @@ AH_EXPORT int ah_wire_from_name(const char *name); /* the ah_wire, or -1 */
  *   cancel:    POST {request_url}/{id}/cancel. */
 AH_EXPORT int ah_wire_has_background(ah_wire w); /* 1 for responses */
 AH_EXPORT char *ah_wire_reattach_url(ah_wire w, const char *request_url, const char *id,
-                           int64_t after);
+                                     int64_t after);
 AH_EXPORT char *ah_wire_cancel_url(ah_wire w, const char *request_url, const char *id);
 
 #ifdef __cplusplus
