@@ -43,6 +43,12 @@ case "$ver" in 0.*) want=libagenthost.so.${ver%.*} ;; *) want=libagenthost.so.${
 m=$(syms "$mod" | grep -v '^_')
 [ "$m" = luaopen_agenthost ] && ok "agenthost.so exports luaopen_agenthost alone" ||
     bad "agenthost.so exports: $(echo "$m" | head -n 5 | tr '\n' ' ')"
+uvlib=$build/libagenthost_uv.so
+if [ -f "$uvlib" ]; then
+    uvx=$(syms "$uvlib" | grep -v '^_' | grep -v '^ah_uv_')
+    [ -z "$uvx" ] && ok "libagenthost_uv.so exports only ah_uv_ functions" ||
+        bad "libagenthost_uv.so also exports: $(echo $uvx | cut -c1-200)"
+fi
 mod_needed=$(needed "$mod")
 echo "$mod_needed" | grep -qx "$soname" && ok "agenthost.so needs $soname" ||
     bad "agenthost.so does not need $soname: $(echo $mod_needed)"
