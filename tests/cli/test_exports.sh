@@ -29,6 +29,14 @@ for s in $(echo "$all" | grep -v '^_'); do
 done
 [ -z "$undeclared" ] && ok "every exported symbol is declared AH_EXPORT in a public header" ||
     bad "exported but not declared AH_EXPORT in core/include:$undeclared"
+# The other direction: a function declared in a public header without AH_EXPORT is
+# hidden (no error anywhere until a program fails to link or load), so every top-level
+# prototype of an ah_ function must carry the mark.
+unmarked=$(grep -nE '^[a-z][A-Za-z0-9_ *]*[ *]ah_[a-z0-9_]+ *\(' "$inc"/agenthost.h "$inc"/agenthost/*.h |
+    grep -vE ':(typedef|return|static|extern) ' | sed "s|^$inc/||" | cut -c1-100)
+[ -z "$unmarked" ] && ok "every ah_ prototype in the public headers is AH_EXPORT" ||
+    bad "public prototypes without AH_EXPORT (they would not be exported; prefix them):
+$unmarked"
 needed() { readelf -d "$1" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'; }
 lib_needed=$(needed "$lib")
 echo "$lib_needed" | grep -q microhttpd && bad "libagenthost.so needs libmicrohttpd" ||
@@ -57,5 +65,10 @@ echo "$mod_needed" | grep -qx "$soname" && ok "agenthost.so needs $soname" ||
 copies=$(comm -12 <(nm --defined-only "$mod" | awk '{print $3}' | sort -u) <(echo "$all"))
 [ -z "$copies" ] && ok "agenthost.so defines none of libagenthost.so's functions" ||
     bad "agenthost.so has its own copy of: $(echo $copies | cut -c1-200)"
+# With libagenthost.so found, the module's only unresolved symbols are Lua's (the
+# interpreter provides them): nothing it calls is hidden in the library.
+unres=$(ldd -r "$mod" 2>&1 | sed -n 's/^undefined symbol: \([^ ,	]*\).*/\1/p' | grep -vE '^luaL?_' | head -n 5)
+[ -z "$unres" ] && ok "agenthost.so resolves everything but Lua's API against its NEEDED libraries" ||
+    bad "agenthost.so leaves unresolved: $(echo $unres)"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
