@@ -14,7 +14,8 @@
  * This header is the stable surface: version and status, log, clock, errors, events,
  * policy, the loop and its hooks, the client and the worker (an agent run), its history
  * (ah_conversation), tools, ledgers and budgets. The advanced tiers are separate headers
- * that a program includes when it uses them (all of them are in libagenthost but the mock):
+ * that a program includes when it uses them (their functions are in libagenthost unless
+ * another library is named):
  *   agenthost/proto.h        the I/O-free toolkit: SSE parser, stream decoders and
  *                            timeline, request encoding
  *   agenthost/call.h         one LLM request as a state machine, over a transport
