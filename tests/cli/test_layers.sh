@@ -4,9 +4,9 @@
 #   - agenthost.h, the stable surface, pulls in none of the advanced tiers (mock, SSE,
 #     timeline and decoders, call, transport, Redis, manual clock);
 #   - no core or mock file includes a Lua header or one from lua/, and nothing below the
-#     worker (call, transport, loop, SSE, decoders, timeline, the base) reaches the
-#     worker, history, tools, ledgers or budgets: `cc -MM` closures with the build's own
-#     flags (tests/cli/layers.py);
+#     worker (every core file but the worker and those beside it, listed in layers.py)
+#     reaches the worker, history, tools, ledgers or budgets: `cc -MM` closures with the
+#     build's own flags (tests/cli/layers.py);
 #   - the decoders have no cycle: the per-format files and the helpers they use
 #     (decode_util.c, timeline.c) call nothing defined in decode.c, the driver, and the
 #     helpers call no format.
