@@ -65,6 +65,13 @@ echo "$mod_needed" | grep -qx "$soname" && ok "agenthost.so needs $soname" ||
 copies=$(comm -12 <(nm --defined-only "$mod" | awk '{print $3}' | sort -u) <(echo "$all"))
 [ -z "$copies" ] && ok "agenthost.so defines none of libagenthost.so's functions" ||
     bad "agenthost.so has its own copy of: $(echo $copies | cut -c1-200)"
+# The mock library carries no core of its own (its user links one beside it).
+mocklib=$build/libagenthost_mock.a
+if [ -f "$mocklib" ]; then
+    mcore=$(comm -12 <(nm --defined-only "$mocklib" 2>/dev/null | awk 'NF == 3 && $2 ~ /^[TDBR]$/ {print $3}' | sort -u) <(echo "$all"))
+    [ -z "$mcore" ] && ok "libagenthost_mock.a defines none of libagenthost.so's functions" ||
+        bad "libagenthost_mock.a has its own copy of: $(echo $mcore | cut -c1-200)"
+fi
 # With libagenthost.so found, the module's only unresolved symbols are Lua's (the
 # interpreter provides them): nothing it calls is hidden in the library.
 unres=$(ldd -r "$mod" 2>&1 | sed -n 's/^undefined symbol: \([^ ,	]*\).*/\1/p' | grep -vE '^luaL?_' | head -n 5)
