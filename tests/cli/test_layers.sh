@@ -35,7 +35,8 @@ for h in "$inc"/agenthost.h "$inc"/agenthost/*.h; do
     printf '#include "%s"\n#include "%s"\n' "$name" "$name" >"$tmp/one.c"
     # shellcheck disable=SC2086
     $cc -std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Wstrict-prototypes -Werror -fsyntax-only -I"$inc" $uvflags \
-        "$tmp/one.c" 2>"$tmp/err" || alone="$alone $name ($(head -n 1 "$tmp/err"))"
+        "$tmp/one.c" 2>"$tmp/err" ||
+        alone="$alone $name ($(grep -m1 'error' "$tmp/err" | sed 's|^.*/include/||'))"
 done
 [ -z "$alone" ] && ok "every public header compiles on its own" ||
     bad "headers that do not compile on their own:$alone"
