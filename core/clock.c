@@ -10,6 +10,8 @@
  */
 #include "internal.h"
 
+#include "agenthost/manual_clock.h"
+
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/random.h>

@@ -13,6 +13,9 @@
 
 #include "internal.h"
 
+#include "agenthost/sse.h"
+#include "agenthost/timeline.h"
+
 #include <cjson/cJSON.h>
 
 #include <stddef.h>
@@ -120,6 +123,8 @@ struct ah_decoder {
     size_t chat_open; /* the open text/reasoning block, AH__NONE if none */
     int chat_finish_seen;
 };
+
+/* ---- the helpers the formats decode with (decode_util.c, below the formats) ---- */
 
 /* Set the sticky error (kind STREAM, or DECODE for a non-stream body), message prefixed
  * with the format, event type, number and byte offset. Returns st. */

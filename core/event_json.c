@@ -6,6 +6,8 @@
  * request bodies or credentials, and error messages are already redacted (error.c). */
 #include "internal.h"
 
+#include "agenthost/event.h"
+
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdlib.h>

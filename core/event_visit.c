@@ -3,6 +3,8 @@
  * tables both go through here, so they cannot disagree about a field. */
 #include "internal.h"
 
+#include "agenthost/event.h"
+
 #include <string.h>
 
 static void str(const ah_event_fields *f, void *ud, const char *key, const char *s)

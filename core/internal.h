@@ -1,8 +1,13 @@
-/* internal.h - helpers shared across core files (ah__ prefix), never installed. */
+/* internal.h - helpers shared across core files (ah__ prefix), never installed.
+ * It includes only what its own declarations use (not agenthost.h): each core file
+ * includes the public headers it uses, so a file below the worker cannot reach the
+ * worker, history, tools or ledgers by accident (tests/cli/test_layers.sh checks). */
 #ifndef AH_INTERNAL_H
 #define AH_INTERNAL_H
 
-#include "agenthost.h"
+#include "agenthost/error.h"
+#include "agenthost/log.h"
+#include "agenthost/status.h"
 
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,14 +16,9 @@
 #define AH__PRINTF(a, b) __attribute__((format(printf, a, b)))
 #else
 #define AH__PRINTF(a, b)
-/* error_hints.c: from a response's rate-limit headers (anthropic-ratelimit-*,
- * x-ratelimit-*), the ms until the reset of an exhausted (remaining 0) request limit and
- * of an exhausted token limit; -1 each when none is exhausted or its reset is unknown. */
-void ah__ratelimit_exhausted(const ah_header *h, size_t n, int64_t now_wall_ms,
-                             int64_t *req_hold_ms, int64_t *tok_hold_ms);
 #endif
 
-/* Log one line through the embedder's handler (no-op when none is set). */
+/* util.c: log one line through the embedder's handler (no-op when none is set). */
 void ah__log(ah_log_level level, const char *fmt, ...) AH__PRINTF(2, 3);
 /* The same for a line that restates an event of type `event` (see ah_log_fn). */
 void ah__log_event(ah_log_level level, int event, const char *fmt, ...) AH__PRINTF(3, 4);

@@ -8,6 +8,8 @@
 
 #include "ledger_internal.h"
 
+#include "agenthost/loop.h" /* the writer answers through an ah_async and an ah_timer */
+
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stddef.h>

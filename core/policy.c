@@ -7,6 +7,8 @@
  */
 #include "internal.h"
 
+#include "agenthost/policy.h"
+
 #include <limits.h>
 #include <stdarg.h>
 #include <stddef.h>

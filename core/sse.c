@@ -22,6 +22,8 @@
  */
 #include "internal.h"
 
+#include "agenthost/sse.h"
+
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

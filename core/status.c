@@ -1,6 +1,6 @@
 /* status.c - names and messages of ah_status, generated from AH_STATUS_MAP so they cannot
  * drift from the enum. */
-#include "agenthost.h"
+#include "agenthost/status.h"
 
 static const char *const names[] = {
 #define X(name, s, m) s,

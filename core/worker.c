@@ -21,6 +21,8 @@
 #include "internal.h"
 #include "overlap.h"
 
+#include "agenthost/call.h"
+#include "agenthost/redis.h"
 #include "agenthost/timeline.h"
 #include "agenthost/worker.h"
 

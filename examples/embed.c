@@ -6,12 +6,14 @@
  * answer and the run's counters. Exit status 0 when the run completed, 1 otherwise.
  *
  * Build: CMake builds it as `agenthost-embed`. Against an installed library (the
- * example parses tool arguments with cJSON, hence libcjson):
- *   cc embed.c $(pkg-config --cflags --libs agenthost libcjson)
- * or, in CMake, find_package(agenthost) and link agenthost::agenthost (shared) or
- * agenthost::static.
+ * example parses tool arguments with cJSON, hence libcjson, and runs the mock provider,
+ * which is its own library, hence agenthost-mock):
+ *   cc embed.c $(pkg-config --cflags --libs agenthost-mock agenthost libcjson)
+ * or, in CMake, find_package(agenthost) and link agenthost::mock with
+ * agenthost::agenthost (shared) or agenthost::static.
  */
 #include <agenthost.h>
+#include <agenthost/mock.h>
 
 #include <cjson/cJSON.h>
 

@@ -7,10 +7,11 @@
  *
  * Build: CMake builds it as `agenthost-embed_uv` when libuv is found. Against an
  * installed library:
- *   cc embed_uv.c $(pkg-config --cflags --libs agenthost-uv)
- * or, in CMake, find_package(agenthost) and link agenthost::uv.
+ *   cc embed_uv.c $(pkg-config --cflags --libs agenthost-mock agenthost-uv)
+ * or, in CMake, find_package(agenthost) and link agenthost::mock and agenthost::uv.
  */
 #include <agenthost.h>
+#include <agenthost/mock.h>
 #include <agenthost/uv.h>
 
 #include <inttypes.h>

@@ -379,7 +379,8 @@ static int l_log_handler(lua_State *L)
 
 /* ---- the module -------------------------------------------------------------------- */
 
-int luaopen_agenthost(lua_State *L);
+/* The module's one exported symbol (everything else is hidden; cmake/lua_module.map). */
+AH_EXPORT int luaopen_agenthost(lua_State *L);
 
 int luaopen_agenthost(lua_State *L)
 {
@@ -387,7 +388,9 @@ int luaopen_agenthost(lua_State *L)
     lua_rawgetp(L, LUA_REGISTRYINDEX, &lah_host_key);
     int hosted = lua_toboolean(L, -1);
     lua_pop(L, 1);
-    if (!hosted)
+    /* From a plain lua5.4, library lines go to stderr, unless the program that loaded the
+     * module (it shares this process's one libagenthost) installed a handler already. */
+    if (!hosted && !ah_log_enabled(AH_LOG_ERROR))
         ah_log_set_handler(lah_log_to_stderr, NULL, AH_LOG_WARN);
     lah_add_script_searcher(L);
 

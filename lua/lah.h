@@ -24,6 +24,8 @@
 
 #include "agenthost.h"
 
+#include "agenthost/redis.h"
+
 #include <lauxlib.h>
 #include <lua.h>
 

@@ -15,6 +15,7 @@
  * an ah_async, whose callback cancels the runs on the loop thread. No Lua runs outside
  * the loop thread. */
 #include "agenthost.h"
+#include "agenthost/mock.h"
 #include "lah.h"
 
 #include <lualib.h>

@@ -7,6 +7,7 @@
  * thread can talk to it through the loop.
  */
 #include "lah.h"
+#include "agenthost/mock.h"
 
 #include <string.h>
 

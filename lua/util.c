@@ -146,7 +146,7 @@ int lah_policy_from_table(lua_State *L, int idx, const char *where, ah_policy *p
                            luaL_typename(L, -1));
             has_retry_on = 1;
         } else if (lua_type(L, -1) == LUA_TNUMBER) {
-            lua_Integer v;
+            lua_Integer v = 0; /* luaL_error does not return; gcc cannot know */
             if (!lah_to_whole(L, -1, &v))
                 luaL_error(L, "%s: policy.%s must be a whole number (got %s)", where,
                            field, lua_tostring(L, -1));
@@ -429,7 +429,7 @@ int lah_to_whole(lua_State *L, int idx, lua_Integer *out)
 lua_Integer lah_check_whole(lua_State *L, int idx, const char *where, const char *field,
                             lua_Integer min, lua_Integer max)
 {
-    lua_Integer v;
+    lua_Integer v = 0; /* luaL_error does not return; gcc cannot know */
     if (!lah_to_whole(L, idx, &v) || v < min || v > max) {
         const char *got = lua_type(L, idx) == LUA_TNUMBER ? lua_tostring(L, idx)
                                                           : luaL_typename(L, idx);

@@ -21,6 +21,8 @@
 #include "agenthost.h"
 #include "internal.h"
 
+#include "agenthost/mock.h"
+
 #include <stddef.h>
 #include <stdint.h>
 

@@ -10,6 +10,7 @@
  * Prints a markdown table. Numbers, never assertions.
  *   redis_bench [N]   (N shared operations per row, default 5000) */
 #include "agenthost.h"
+#include "agenthost/redis.h"
 #include "support/redis_fixture.h"
 
 #include <hiredis/hiredis.h>

@@ -17,6 +17,8 @@
  */
 #define _DEFAULT_SOURCE /* wait4() */
 #include "agenthost.h"
+#include "agenthost/call.h"
+#include "agenthost/sse.h"
 
 #include <errno.h>
 #include <signal.h>

@@ -64,9 +64,11 @@ export PKG_CONFIG_PATH=$P/$libdir/pkgconfig
 pcprefix=$(pkg-config --variable=prefix agenthost)
 [ "$(cd "$pcprefix" 2>/dev/null && pwd)" = "$P" ] && ok "pkg-config's prefix is the moved tree" ||
     bad "pkg-config's prefix is the moved tree: $pcprefix"
-# embed.c parses tool arguments with cJSON itself, hence libcjson (as the README says).
+# embed.c parses tool arguments with cJSON itself, hence libcjson (as the README says), and
+# runs against the built-in mock provider, hence agenthost-mock.
 # shellcheck disable=SC2046
-if cc "${san[@]}" "$src/examples/embed.c" $(pkg-config --cflags --libs agenthost libcjson) -o app_pc \
+if cc "${san[@]}" "$src/examples/embed.c" \
+    $(pkg-config --cflags --libs agenthost-mock agenthost libcjson) -o app_pc \
     2>"$tmp/cc.log"; then
     if LD_LIBRARY_PATH=$P/$libdir ./app_pc >"$tmp/app_pc.out" 2>&1 &&
         LD_LIBRARY_PATH=$P/$libdir ldd ./app_pc | grep -q "$P/$libdir/libagenthost.so"; then
@@ -81,7 +83,8 @@ fi
 # The libuv adapter's pc file, with examples/embed_uv.c.
 if [ -e "$P/$libdir/pkgconfig/agenthost-uv.pc" ]; then
     # shellcheck disable=SC2046
-    if cc "${san[@]}" "$src/examples/embed_uv.c" $(pkg-config --cflags --libs agenthost-uv) \
+    if cc "${san[@]}" "$src/examples/embed_uv.c" \
+        $(pkg-config --cflags --libs agenthost-mock agenthost-uv) \
         -o app_uv 2>"$tmp/ccuv.log" && LD_LIBRARY_PATH=$P/$libdir ./app_uv >"$tmp/app_uv.out" 2>&1
     then
         ok "a pkg-config build of the libuv example runs against the moved library"
@@ -98,7 +101,7 @@ find_package(agenthost REQUIRED)
 add_executable(app_cm $src/examples/embed.c)
 target_compile_options(app_cm PRIVATE ${san[*]})
 target_link_options(app_cm PRIVATE ${san[*]})
-target_link_libraries(app_cm PRIVATE agenthost::agenthost)
+target_link_libraries(app_cm PRIVATE agenthost::mock agenthost::agenthost)
 EOF
 if cmake -S cm -B cm/build -DCMAKE_PREFIX_PATH="$P" >"$tmp/cm.log" 2>&1 &&
     cmake --build cm/build >>"$tmp/cm.log" 2>&1; then

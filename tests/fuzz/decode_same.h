@@ -9,6 +9,7 @@
 #define AH_DECODE_SAME_H
 
 #include "agenthost.h"
+#include "agenthost/timeline.h"
 #include "decode_internal.h"
 
 #include <stdint.h>

@@ -24,6 +24,7 @@
 #define AH_FUZZ_DECODE_H
 
 #include "agenthost.h"
+#include "agenthost/timeline.h"
 
 #include <cjson/cJSON.h>
 #include <stdint.h>

@@ -14,6 +14,7 @@
  *   - reset makes the parser reusable and gives the same events again.
  * A violated invariant calls __builtin_trap() so libFuzzer records the input. */
 #include "agenthost.h"
+#include "agenthost/sse.h"
 #include "sse_reference.h"
 
 #include <stdint.h>

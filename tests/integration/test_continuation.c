@@ -20,6 +20,7 @@
 #include <cjson/cJSON.h>
 
 #include "agenthost.h"
+#include "agenthost/mock.h"
 #include "event_log.h"
 
 static const char *ADD_SCHEMA =

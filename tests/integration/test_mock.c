@@ -21,6 +21,7 @@
 #include <cjson/cJSON.h>
 
 #include "agenthost.h"
+#include "agenthost/mock.h"
 
 /* ---- a small client ---------------------------------------------------------------- */
 

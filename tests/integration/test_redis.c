@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "agenthost.h"
+#include "agenthost/redis.h"
 #include "redis_internal.h"
 #include "support/redis_fixture.h"
 

@@ -16,6 +16,9 @@
 #include <string.h>
 
 #include "agenthost.h"
+#include "agenthost/call.h"
+#include "agenthost/mock.h"
+#include "agenthost/redis.h"
 #include "support/redis_fixture.h"
 
 static const char BODY[] =

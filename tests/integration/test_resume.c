@@ -16,6 +16,7 @@
 #include <cjson/cJSON.h>
 
 #include "agenthost.h"
+#include "agenthost/mock.h"
 #include "event_log.h"
 
 #define KEY "sk-PLANTEDKEY-resume-0123456789"

@@ -25,6 +25,7 @@
 
 #include "agenthost.h"
 #include "agenthost/mock.h"
+#include "agenthost/call.h"
 
 static const char BODY[] =
     "{\"model\":\"mock-1\",\"max_tokens\":64,\"stream\":true,"

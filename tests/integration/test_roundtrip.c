@@ -15,6 +15,9 @@
 #include <cjson/cJSON.h>
 
 #include "agenthost.h"
+#include "agenthost/call.h"
+#include "agenthost/mock.h"
+#include "agenthost/timeline.h"
 
 typedef struct rt {
     ah_decoder *dec;

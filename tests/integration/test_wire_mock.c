@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "agenthost.h"
+#include "agenthost/mock.h"
 
 static const char *ADD_SCHEMA =
     "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},"

@@ -15,6 +15,7 @@
 #include <cjson/cJSON.h>
 
 #include "agenthost.h"
+#include "agenthost/mock.h"
 #include "event_log.h"
 
 #define KEY "sk-ant-api03-PLANTEDKEY-0123456789abcdefXYZ"

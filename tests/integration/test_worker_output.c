@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "agenthost.h"
+#include "agenthost/mock.h"
 
 typedef struct checker {
     int calls;

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "agenthost.h"
+#include "agenthost/transport.h"
 
 /* ---- the scripted transport -------------------------------------------------------- */
 

@@ -54,6 +54,7 @@
 #include <cjson/cJSON.h>
 
 #include "agenthost.h"
+#include "agenthost/mock.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define SOAK_ASAN 1

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "agenthost.h"
+#include "agenthost/timeline.h"
 
 /* ---- files
  * --------------------------------------------------------------------------------- */

@@ -14,6 +14,7 @@
 
 #include "agenthost.h"
 #include "agenthost/call.h"
+#include "agenthost/manual_clock.h"
 
 /* ---- the fake transport ---------------------------------------------------------- */
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "agenthost.h"
+#include "agenthost/manual_clock.h"
 
 /* A scripted RNG: returns the given values in order, then repeats the last one. */
 typedef struct script_rng {

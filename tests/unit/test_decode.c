@@ -5,6 +5,7 @@
  * non-stream bodies. Leak checking is the sanitizer/valgrind runs of this binary.
  */
 #include "unit/decode_util.h"
+#include "agenthost/timeline.h"
 
 #define STREAMS_DIR AH_FIXTURES_DIR "/streams"
 

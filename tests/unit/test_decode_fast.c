@@ -18,6 +18,7 @@
 
 #define SAME_FAIL(what) fail_msg("fast and cJSON paths differ: %s", what)
 #include "fuzz/decode_same.h"
+#include "agenthost/timeline.h"
 
 #include <dirent.h>
 

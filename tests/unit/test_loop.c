@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "agenthost.h"
+#include "agenthost/manual_clock.h"
 
 typedef struct fixture {
     ah_manual_clock *clock;

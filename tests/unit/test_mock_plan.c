@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "mock/mock_internal.h"
+#include "agenthost/mock.h"
 
 static ah__mock_plan *parse_ok(const char *json)
 {

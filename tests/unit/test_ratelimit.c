@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "agenthost.h"
+#include "agenthost/manual_clock.h"
+#include "agenthost/redis.h"
 #include "internal.h"
 
 typedef struct fx {

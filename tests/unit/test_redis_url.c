@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "agenthost.h"
+#include "agenthost/redis.h"
 #include "redis_internal.h"
 
 static void parses_tcp_forms(void **state)

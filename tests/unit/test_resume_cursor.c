@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "agenthost.h"
+#include "agenthost/timeline.h"
 
 /* A background response's stream: created, in_progress, a message with `n` text deltas
  * ("w0 w1 ..."), a function call, completed; event i has sequence_number i. */

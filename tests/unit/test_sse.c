@@ -18,6 +18,7 @@
 #include <cjson/cJSON.h>
 
 #include "agenthost.h"
+#include "agenthost/sse.h"
 #include "fuzz/sse_reference.h"
 
 /* ---- an owned copy of an event list

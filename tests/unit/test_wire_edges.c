@@ -17,6 +17,7 @@
 
 #include "agenthost.h"
 #include "agenthost/call.h"
+#include "agenthost/manual_clock.h"
 
 /* ---- the fake transport ---------------------------------------------------------- */
 

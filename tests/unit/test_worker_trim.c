@@ -15,6 +15,7 @@
 #include <cjson/cJSON.h>
 
 #include "agenthost.h"
+#include "agenthost/transport.h"
 
 /* ---- SSE builders ------------------------------------------------------------------------ */
 

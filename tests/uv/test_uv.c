@@ -20,6 +20,8 @@
 
 #include "agenthost.h"
 #include "agenthost/uv.h"
+#include "agenthost/manual_clock.h"
+#include "agenthost/mock.h"
 
 /* ---- the hooks backend, on a recording application ------------------------------ */
 

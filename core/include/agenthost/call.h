@@ -21,6 +21,8 @@
 #ifndef AGENTHOST_CALL_H
 #define AGENTHOST_CALL_H
 
+#include "agenthost/export.h"
+
 #include "agenthost/error.h"
 #include "agenthost/event.h"
 #include "agenthost/loop.h"
@@ -53,7 +55,7 @@ typedef enum ah_call_state {
         AH_CALL_STATE_COUNT_
 } ah_call_state;
 
-const char *ah_call_state_name(ah_call_state s); /* "unknown" out of range */
+AH_EXPORT const char *ah_call_state_name(ah_call_state s); /* "unknown" out of range */
 
 typedef struct ah_call ah_call;
 
@@ -151,40 +153,40 @@ typedef struct ah_call_config {
 
 /* Create a call in state IDLE. Validates the policy: AH_ERR_INVALID with a message naming
  * the field in errbuf (may be NULL). AH_ERR_NOMEM on allocation failure. */
-ah_status ah_call_new(const ah_call_config *cfg, ah_call **out, char *errbuf,
-                      size_t errsize);
+AH_EXPORT ah_status ah_call_new(const ah_call_config *cfg, ah_call **out, char *errbuf,
+                                size_t errsize);
 /* Abort whatever is in flight (no callbacks) and free. NULL is a no-op. Not from inside
  * the call's own stream/event callbacks (on_finish is fine). */
-void ah_call_free(ah_call *call);
+AH_EXPORT void ah_call_free(ah_call *call);
 
 /* Schedule IDLE -> ATTEMPT 1 for the next loop step and return. Nothing else happens
  * inside this call: no event, no transport start() and never on_finish, even when the
  * first attempt fails at once and the policy gives up (the rule of libuv: no completion
  * callback fires from inside the call that started the work). AH_ERR_STATE if already
  * started. */
-ah_status ah_call_start(ah_call *call);
+AH_EXPORT ah_status ah_call_start(ah_call *call);
 
 /* Blocking driver: start the call if needed and step its loop until the call is finished.
  * Returns the terminal state. With a manual clock this advances nothing; use the
  * non-blocking driver there. */
-ah_call_state ah_call_run(ah_call *call);
+AH_EXPORT ah_call_state ah_call_run(ah_call *call);
 
 /* Request cancellation. Thread-safe and idempotent; callable from any callback. The call
  * reaches CANCELLED at the loop's next step (it wakes the loop), from any state: the
  * transfer is torn down, a backoff wait ends, no further attempt starts. A call that has
  * already finished is unaffected. */
-void ah_call_cancel(ah_call *call);
+AH_EXPORT void ah_call_cancel(ah_call *call);
 
-ah_call_state ah_call_get_state(const ah_call *call);
-int ah_call_finished(const ah_call *call); /* 1 in a terminal state */
+AH_EXPORT ah_call_state ah_call_get_state(const ah_call *call);
+AH_EXPORT int ah_call_finished(const ah_call *call); /* 1 in a terminal state */
 /* The terminal error (kind NONE while running and after DONE). Borrowed. */
-const ah_error *ah_call_error(const ah_call *call);
-int ah_call_attempts(const ah_call *call);       /* attempts started so far (all) */
-int ah_call_resumes(const ah_call *call);        /* re-attaches started (resume hook) */
-int ah_call_http_status(const ah_call *call);    /* status of the last head, or 0 */
-int64_t ah_call_elapsed_ms(const ah_call *call); /* since start (frozen when finished) */
+AH_EXPORT const ah_error *ah_call_error(const ah_call *call);
+AH_EXPORT int ah_call_attempts(const ah_call *call);       /* attempts started so far (all) */
+AH_EXPORT int ah_call_resumes(const ah_call *call);        /* re-attaches started (resume hook) */
+AH_EXPORT int ah_call_http_status(const ah_call *call);    /* status of the last head, or 0 */
+AH_EXPORT int64_t ah_call_elapsed_ms(const ah_call *call); /* since start (frozen when finished) */
 /* Why the call gave up (GAVE_UP only; AH_GIVEUP_COUNT_ otherwise). */
-ah_giveup_reason ah_call_giveup_reason(const ah_call *call);
+AH_EXPORT ah_giveup_reason ah_call_giveup_reason(const ah_call *call);
 
 #ifdef __cplusplus
 }

@@ -10,6 +10,8 @@
 #ifndef AGENTHOST_CAPABILITIES_H
 #define AGENTHOST_CAPABILITIES_H
 
+#include "agenthost/export.h"
+
 #include "agenthost/error.h"
 #include "agenthost/event.h"
 #include "agenthost/wire.h"
@@ -30,8 +32,8 @@ typedef enum ah_continuation {
         AH_CONTINUATION_COUNT_
 } ah_continuation;
 
-const char *ah_continuation_name(ah_continuation c); /* "unknown" out of range */
-int ah_continuation_from_name(const char *name);     /* -1 for an unknown name */
+AH_EXPORT const char *ah_continuation_name(ah_continuation c); /* "unknown" out of range */
+AH_EXPORT int ah_continuation_from_name(const char *name);     /* -1 for an unknown name */
 
 /* The prompt rung's default text, added to history as a user message. */
 #define AH_CONTINUE_PROMPT_DEFAULT                                                        \
@@ -45,17 +47,17 @@ typedef struct ah_model_caps {
 
 /* Look up (wire, model id, thinking) in the table. `thinking`: the request enables
  * extended thinking (Anthropic refuses a prefill with it). model may be NULL. */
-ah_model_caps ah_model_capabilities(ah_wire wire, const char *model, int thinking);
+AH_EXPORT ah_model_caps ah_model_capabilities(ah_wire wire, const char *model, int thinking);
 
 /* The Claude version in a model id ("claude-opus-4-6" -> 4.6, "claude-3-5-sonnet-20241022"
  * -> 3.5, "claude-sonnet-4-20250514" -> 4.0, "anthropic.claude-opus-4-7-v1:0" -> 4.7).
  * Returns 1 and fills major/minor, or 0 when the id names no Claude version. */
-int ah_claude_version(const char *model, int *major, int *minor);
+AH_EXPORT int ah_claude_version(const char *model, int *major, int *minor);
 
 /* 1 when err is a provider's refusal of a trailing assistant message: HTTP 400 whose
  * message says the model "does not support assistant message prefill" or that the
  * conversation "must end with a user message". */
-int ah_error_is_prefill_refusal(const ah_error *err);
+AH_EXPORT int ah_error_is_prefill_refusal(const ah_error *err);
 
 #ifdef __cplusplus
 }

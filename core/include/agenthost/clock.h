@@ -6,6 +6,8 @@
 #ifndef AGENTHOST_CLOCK_H
 #define AGENTHOST_CLOCK_H
 
+#include "agenthost/export.h"
+
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -26,29 +28,21 @@ typedef struct ah_rng {
     void *ud;
 } ah_rng;
 
-/* The real clock (CLOCK_MONOTONIC / CLOCK_REALTIME). Static storage; never free it. */
-const ah_clock *ah_clock_real(void);
-
-/* A manual clock for tests: starts at the given times, moves only when advanced.
- * Returns NULL on allocation failure. */
-typedef struct ah_manual_clock ah_manual_clock;
-ah_manual_clock *ah_manual_clock_new(int64_t now_ms, int64_t wall_ms);
-void ah_manual_clock_free(ah_manual_clock *c);
-void ah_manual_clock_advance(ah_manual_clock *c, int64_t ms);
-/* The ah_clock view of it; borrowed, valid while c lives. */
-const ah_clock *ah_manual_clock_get(ah_manual_clock *c);
+/* The real clock (CLOCK_MONOTONIC / CLOCK_REALTIME). Static storage; never free it.
+ * A clock that moves only when told, for tests: agenthost/manual_clock.h. */
+AH_EXPORT const ah_clock *ah_clock_real(void);
 
 /* A seeded RNG (xoshiro256** or similar). seed 0 = seed from the OS. Deterministic for
  * a given non-zero seed. Returns NULL on allocation failure. */
 typedef struct ah_seeded_rng ah_seeded_rng;
-ah_seeded_rng *ah_seeded_rng_new(uint64_t seed);
-void ah_seeded_rng_free(ah_seeded_rng *r);
-const ah_rng *ah_seeded_rng_get(ah_seeded_rng *r);
+AH_EXPORT ah_seeded_rng *ah_seeded_rng_new(uint64_t seed);
+AH_EXPORT void ah_seeded_rng_free(ah_seeded_rng *r);
+AH_EXPORT const ah_rng *ah_seeded_rng_get(ah_seeded_rng *r);
 
 /* Uniform integer in [0, bound] inclusive (bound >= 0), without modulo bias. */
-int64_t ah_rng_uniform(const ah_rng *rng, int64_t bound);
+AH_EXPORT int64_t ah_rng_uniform(const ah_rng *rng, int64_t bound);
 /* Uniform double in [0, 1). */
-double ah_rng_unit(const ah_rng *rng);
+AH_EXPORT double ah_rng_unit(const ah_rng *rng);
 
 #ifdef __cplusplus
 }

@@ -15,6 +15,8 @@
 #ifndef AGENTHOST_CONVERSATION_H
 #define AGENTHOST_CONVERSATION_H
 
+#include "agenthost/export.h"
+
 #include "agenthost/error.h"
 #include "agenthost/status.h"
 #include "agenthost/wire.h"
@@ -72,78 +74,78 @@ typedef struct ah_msg_block {
     int is_error;
 } ah_msg_block;
 
-const char *ah_role_name(ah_role role);             /* "user" / "assistant" / "unknown" */
-const char *ah_msg_kind_name(ah_msg_kind kind); /* "text" ... / "unknown" */
+AH_EXPORT const char *ah_role_name(ah_role role);             /* "user" / "assistant" / "unknown" */
+AH_EXPORT const char *ah_msg_kind_name(ah_msg_kind kind); /* "text" ... / "unknown" */
 
 /* ---- lifetime --------------------------------------------------------------------- */
 
 /* Returns NULL on allocation failure. */
-ah_conversation *ah_conversation_new(void);
-void ah_conversation_free(ah_conversation *c);
+AH_EXPORT ah_conversation *ah_conversation_new(void);
+AH_EXPORT void ah_conversation_free(ah_conversation *c);
 /* A deep copy, or NULL on allocation failure (or c == NULL). */
-ah_conversation *ah_conversation_copy(const ah_conversation *c);
+AH_EXPORT ah_conversation *ah_conversation_copy(const ah_conversation *c);
 
 /* ---- building --------------------------------------------------------------------- */
 
 /* Set (or with NULL clear) the system prompt. AH_OK / AH_ERR_NOMEM / AH_ERR_INVALID. */
-ah_status ah_conversation_set_system(ah_conversation *c, const char *system);
+AH_EXPORT ah_status ah_conversation_set_system(ah_conversation *c, const char *system);
 
 /* Start a new, empty message. */
-ah_status ah_conversation_begin_user(ah_conversation *c);
-ah_status ah_conversation_begin_assistant(ah_conversation *c);
+AH_EXPORT ah_status ah_conversation_begin_user(ah_conversation *c);
+AH_EXPORT ah_status ah_conversation_begin_assistant(ah_conversation *c);
 
 /* Append a copy of *b to the LAST message. AH_ERR_STATE when there is no message or the
  * kind does not fit the role (tool_use only in assistant messages; tool_result only in
  * user messages); AH_ERR_INVALID when a required field is missing. */
-ah_status ah_conversation_add_block(ah_conversation *c, const ah_msg_block *b);
+AH_EXPORT ah_status ah_conversation_add_block(ah_conversation *c, const ah_msg_block *b);
 
 /* Convenience forms of ah_conversation_add_block(), all on the last message.
  * add_text takes a length so stream deltas need no NUL-terminated copy. */
-ah_status ah_conversation_add_text(ah_conversation *c, const char *text, size_t len);
-ah_status ah_conversation_add_reasoning(ah_conversation *c, const char *text,
-                                        const char *signature, const char *item_id,
-                                        const char *encrypted_content, int redacted);
-ah_status ah_conversation_add_tool_use(ah_conversation *c, const char *id,
-                                       const char *name, const char *arguments);
+AH_EXPORT ah_status ah_conversation_add_text(ah_conversation *c, const char *text, size_t len);
+AH_EXPORT ah_status ah_conversation_add_reasoning(ah_conversation *c, const char *text,
+                                                  const char *signature, const char *item_id,
+                                                  const char *encrypted_content, int redacted);
+AH_EXPORT ah_status ah_conversation_add_tool_use(ah_conversation *c, const char *id,
+                                                 const char *name, const char *arguments);
 
 /* begin_user + add_text in one call: always a NEW user message. */
-ah_status ah_conversation_add_user_text(ah_conversation *c, const char *text);
+AH_EXPORT ah_status ah_conversation_add_user_text(ah_conversation *c, const char *text);
 
 /* Append a tool result. It joins the last message when that is a user message holding
  * only tool results (so parallel calls' results travel together); otherwise it starts a
  * new user message. */
-ah_status ah_conversation_add_tool_result(ah_conversation *c, const char *tool_use_id,
-                                          const char *content, int is_error);
+AH_EXPORT ah_status ah_conversation_add_tool_result(ah_conversation *c, const char *tool_use_id,
+                                                    const char *content, int is_error);
 
 /* Mark the last message (which must be an assistant message) as a continuation's partial
  * message: the blocks a cut stream had completed (docs/worker.md). AH_ERR_STATE otherwise. */
-ah_status ah_conversation_set_partial(ah_conversation *c, int partial);
+AH_EXPORT ah_status ah_conversation_set_partial(ah_conversation *c, int partial);
 
 /* Drop messages from index n on (n >= count is a no-op). */
-void ah_conversation_truncate(ah_conversation *c, size_t n);
+AH_EXPORT void ah_conversation_truncate(ah_conversation *c, size_t n);
 
 /* ---- reading ---------------------------------------------------------------------- */
 
-const char *ah_conversation_system(const ah_conversation *c); /* NULL when unset */
-size_t ah_conversation_count(const ah_conversation *c);
+AH_EXPORT const char *ah_conversation_system(const ah_conversation *c); /* NULL when unset */
+AH_EXPORT size_t ah_conversation_count(const ah_conversation *c);
 /* Out-of-range indexes return AH_ROLE_USER / 0 / 0 / NULL respectively. */
-ah_role ah_conversation_role(const ah_conversation *c, size_t msg);
-int ah_conversation_is_partial(const ah_conversation *c, size_t msg);
-size_t ah_conversation_block_count(const ah_conversation *c, size_t msg);
-const ah_msg_block *ah_conversation_block(const ah_conversation *c, size_t msg, size_t i);
+AH_EXPORT ah_role ah_conversation_role(const ah_conversation *c, size_t msg);
+AH_EXPORT int ah_conversation_is_partial(const ah_conversation *c, size_t msg);
+AH_EXPORT size_t ah_conversation_block_count(const ah_conversation *c, size_t msg);
+AH_EXPORT const ah_msg_block *ah_conversation_block(const ah_conversation *c, size_t msg, size_t i);
 
 /* ---- neutral JSON (docs/providers-encoding.md, "Conversation JSON") --------------- */
 
 /* Serialize to the neutral JSON document. *json_out is malloc'd (free with free()),
  * NUL-terminated, *len_out (may be NULL) its length. */
-ah_status ah_conversation_to_json(const ah_conversation *c, char **json_out,
-                                  size_t *len_out);
+AH_EXPORT ah_status ah_conversation_to_json(const ah_conversation *c, char **json_out,
+                                            size_t *len_out);
 
 /* Parse a neutral JSON document into a new conversation (*out, owned by the caller).
  * AH_ERR_PARSE for malformed JSON, AH_ERR_INVALID for a well-formed document of the wrong
  * shape; err (may be NULL) then names the path, e.g. "messages[2].content[0].type". */
-ah_status ah_conversation_from_json(const char *json, size_t len, ah_conversation **out,
-                                    char *err, size_t errsize);
+AH_EXPORT ah_status ah_conversation_from_json(const char *json, size_t len, ah_conversation **out,
+                                              char *err, size_t errsize);
 
 /* ---- request encoding ------------------------------------------------------------- */
 
@@ -192,7 +194,7 @@ typedef struct ah_request_opts {
     const char *extra_json;
 } ah_request_opts;
 
-void ah_request_opts_init(ah_request_opts *o);
+AH_EXPORT void ah_request_opts_init(ah_request_opts *o);
 
 /* Encode the request body for wire w from conversation c: unformatted JSON, malloc'd
  * (free with free()), NUL-terminated. Encoding reads c and opts only; nothing is added
@@ -201,9 +203,9 @@ void ah_request_opts_init(ah_request_opts *o);
  * "tool 'add': schema_json is not valid JSON at offset 7", "message 3 block 1 (tool_use
  * 'add' id 'call_1'): arguments are not a JSON object"); AH_ERR_NOMEM. The message never
  * contains an API key or block content. err may be NULL. */
-ah_status ah_request_encode(ah_wire w, const ah_conversation *c,
-                            const ah_request_opts *opts, char **body_out, size_t *len_out,
-                            char *err, size_t errsize);
+AH_EXPORT ah_status ah_request_encode(ah_wire w, const ah_conversation *c,
+                                      const ah_request_opts *opts, char **body_out, size_t *len_out,
+                                      char *err, size_t errsize);
 
 /* The request headers for wire w: content-type, accept (text/event-stream when stream,
  * else application/json) and authentication (anthropic: x-api-key + anthropic-version
@@ -217,9 +219,9 @@ typedef struct ah_header_list {
     char *storage_; /* private: the auth value */
 } ah_header_list;
 
-ah_status ah_request_headers(ah_wire w, const char *api_key, int stream,
-                             ah_header_list *out);
-void ah_header_list_free(ah_header_list *l);
+AH_EXPORT ah_status ah_request_headers(ah_wire w, const char *api_key, int stream,
+                                       ah_header_list *out);
+AH_EXPORT void ah_header_list_free(ah_header_list *l);
 
 #ifdef __cplusplus
 }

@@ -19,6 +19,8 @@
 #ifndef AGENTHOST_ERROR_H
 #define AGENTHOST_ERROR_H
 
+#include "agenthost/export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -84,19 +86,19 @@ typedef struct ah_header {
 } ah_header;
 
 /* Reset to "no error": kind NONE, status 0, retry_after_ms -1, should_retry -1. */
-void ah_error_clear(ah_error *e);
+AH_EXPORT void ah_error_clear(ah_error *e);
 
-const char *ah_error_kind_name(ah_error_kind kind);          /* "unknown" out of range */
+AH_EXPORT const char *ah_error_kind_name(ah_error_kind kind);          /* "unknown" out of range */
 /* Returns the kind, or -1 for an unknown name. */
-int ah_error_kind_from_name(const char *name);
-const char *ah_hint_source_name(ah_hint_source src);
+AH_EXPORT int ah_error_kind_from_name(const char *name);
+AH_EXPORT const char *ah_hint_source_name(ah_hint_source src);
 
 /* The default retry table of docs/errors.md: HTTP 408, 425, 429, 500, 502, 503, 504, 529;
  * connect; timeout. An explicit x-should-retry verdict overrides the table for connect,
  * timeout and http errors. Everything else — other statuses, stream (it goes to
  * continuation, never a plain resend), decode, cancelled, budget, permanent, output and
  * unknown kinds — is not retryable. A transient error (a tool's) is retryable. */
-int ah_error_is_retryable(const ah_error *e);
+AH_EXPORT int ah_error_is_retryable(const ah_error *e);
 
 /* ---- building a record -------------------------------------------------------------- */
 
@@ -104,7 +106,7 @@ int ah_error_is_retryable(const ah_error *e);
  * redacted with the built-in patterns (see ah_redact), made single-line valid UTF-8 and
  * truncated to fit (ending in "..."). retry_after_ms / should_retry / provider_type are
  * reset; fill them afterwards. */
-void ah_error_set(ah_error *e, ah_error_kind kind, int status, const char *fmt, ...)
+AH_EXPORT void ah_error_set(ah_error *e, ah_error_kind kind, int status, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 4, 5)))
 #endif
@@ -113,11 +115,11 @@ void ah_error_set(ah_error *e, ah_error_kind kind, int status, const char *fmt, 
 /* Set provider_type (e.g. from an in-stream error event). Characters outside
  * [A-Za-z0-9_.:-] become '_', the result is truncated to fit and redacted. NULL or ""
  * clears it. */
-void ah_error_set_provider_type(ah_error *e, const char *type);
+AH_EXPORT void ah_error_set_provider_type(ah_error *e, const char *type);
 
 /* Re-redact e->message and e->provider_type with a caller's secrets (e.g. the API key)
  * in addition to the built-in patterns. secrets: NULL-terminated list, may be NULL. */
-void ah_error_redact(ah_error *e, const char *const *secrets);
+AH_EXPORT void ah_error_redact(ah_error *e, const char *const *secrets);
 
 /* Build an HTTP error from a non-2xx response: kind http, the status, the headers'
  * hints (ah_error_apply_headers), provider_type and the provider's message from a JSON
@@ -130,9 +132,9 @@ void ah_error_redact(ah_error *e, const char *const *secrets);
  * (NULL-terminated, may be NULL) BEFORE it is truncated, and is single-line UTF-8.
  * h may be NULL when n is 0; body may be NULL (body_len ignored) or not NUL-terminated.
  * now_wall_ms: wall-clock ms since the Unix epoch, for HTTP-date and RFC 3339 hints. */
-void ah_error_from_http(ah_error *e, int status, const ah_header *h, size_t n,
-                        const char *body, size_t body_len, int64_t now_wall_ms,
-                        const char *const *secrets);
+AH_EXPORT void ah_error_from_http(ah_error *e, int status, const ah_header *h, size_t n,
+                                  const char *body, size_t body_len, int64_t now_wall_ms,
+                                  const char *const *secrets);
 
 /* ---- retry hints -------------------------------------------------------------------- */
 
@@ -152,7 +154,7 @@ void ah_error_from_http(ah_error *e, int status, const ah_header *h, size_t n,
  * Returns -1 for NULL, empty, negative ("-5"), signed ("+5"), exponent, list or any
  * trailing garbage. A date in the past gives 0. Values are clamped to
  * AH_RETRY_AFTER_MAX_MS. */
-int64_t ah_retry_after_parse(const char *value, int64_t now_wall_ms);
+AH_EXPORT int64_t ah_retry_after_parse(const char *value, int64_t now_wall_ms);
 
 /* Fill e->retry_after_ms and e->retry_after_source from response headers, by precedence:
  *   1. retry-after-ms (decimal milliseconds, fraction rounded up),
@@ -170,7 +172,7 @@ int64_t ah_retry_after_parse(const char *value, int64_t now_wall_ms);
  * Also x-should-retry: "true"/"false" (case-insensitive) sets e->should_retry to 1/0;
  * any other value is ignored. Header names compare case-insensitively; h may be NULL
  * when n is 0; entries with a NULL name or value are skipped. */
-void ah_error_apply_headers(ah_error *e, const ah_header *h, size_t n, int64_t now_wall_ms);
+AH_EXPORT void ah_error_apply_headers(ah_error *e, const ah_header *h, size_t n, int64_t now_wall_ms);
 
 /* ---- redaction ---------------------------------------------------------------------- */
 
@@ -193,7 +195,7 @@ void ah_error_apply_headers(ah_error *e, const ah_header *h, size_t n, int64_t n
  * A masked value becomes AH_REDACTED; when that would not fit in `size`, it becomes the
  * same number of '*' instead, so text is never dropped and buf never overflows.
  * Returns the number of values masked. buf NULL or size 0: returns 0. */
-size_t ah_redact(char *buf, size_t size, const char *const *secrets);
+AH_EXPORT size_t ah_redact(char *buf, size_t size, const char *const *secrets);
 
 #ifdef __cplusplus
 }

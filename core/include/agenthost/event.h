@@ -7,6 +7,8 @@
 #ifndef AGENTHOST_EVENT_H
 #define AGENTHOST_EVENT_H
 
+#include "agenthost/export.h"
+
 #include "agenthost/error.h"
 
 #include <stddef.h>
@@ -160,12 +162,12 @@ typedef struct ah_event {
  * that emitted it except to request cancellation. */
 typedef void (*ah_event_fn)(void *ud, const ah_event *ev);
 
-const char *ah_event_type_name(ah_event_type t);
-const char *ah_wait_source_name(ah_wait_source s);
-const char *ah_giveup_reason_name(ah_giveup_reason r);
-const char *ah_run_outcome_name(ah_run_outcome o);
-const char *ah_tool_outcome_name(ah_tool_outcome o);
-const char *ah_cont_mode_name(ah_cont_mode m);
+AH_EXPORT const char *ah_event_type_name(ah_event_type t);
+AH_EXPORT const char *ah_wait_source_name(ah_wait_source s);
+AH_EXPORT const char *ah_giveup_reason_name(ah_giveup_reason r);
+AH_EXPORT const char *ah_run_outcome_name(ah_run_outcome o);
+AH_EXPORT const char *ah_tool_outcome_name(ah_tool_outcome o);
+AH_EXPORT const char *ah_cont_mode_name(ah_cont_mode m);
 
 /* Walk the fields of an event in the documented order and names (docs/lua.md, "Events"):
  * "type", "run_id", "ts_ms" first, then each field of that type (run_start has no
@@ -181,18 +183,18 @@ typedef struct ah_event_fields {
     void (*null)(void *ud, const char *key);
     void (*error)(void *ud, const char *key, const ah_error *e); /* e NULL: null */
 } ah_event_fields;
-void ah_event_visit(const ah_event *ev, const ah_event_fields *f, void *ud);
+AH_EXPORT void ah_event_visit(const ah_event *ev, const ah_event_fields *f, void *ud);
 
 /* Encode one event as a single-line JSON object (the visit's names). Returns a malloc'd
  * string the caller frees with free(), or NULL on allocation failure / bad type. */
-char *ah_event_to_json(const ah_event *ev);
+AH_EXPORT char *ah_event_to_json(const ah_event *ev);
 
 /* A decoded event that owns its strings. */
 typedef struct ah_event_box ah_event_box;
 /* Decode one JSON object; NULL with a message naming the bad field in err on failure. */
-ah_event_box *ah_event_from_json(const char *json, size_t len, char *err, size_t errsize);
-const ah_event *ah_event_box_get(const ah_event_box *b); /* borrowed, lives with b */
-void ah_event_box_free(ah_event_box *b);
+AH_EXPORT ah_event_box *ah_event_from_json(const char *json, size_t len, char *err, size_t errsize);
+AH_EXPORT const ah_event *ah_event_box_get(const ah_event_box *b); /* borrowed, lives with b */
+AH_EXPORT void ah_event_box_free(ah_event_box *b);
 
 #ifdef __cplusplus
 }

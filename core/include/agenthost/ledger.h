@@ -26,6 +26,8 @@
 #ifndef AGENTHOST_LEDGER_H
 #define AGENTHOST_LEDGER_H
 
+#include "agenthost/export.h"
+
 #include "agenthost/clock.h"
 #include "agenthost/status.h"
 
@@ -50,18 +52,18 @@ typedef struct ah_ledger_entry {
 enum { AH_LEDGER_FINGERPRINT_SIZE = 25 };
 
 /* A new, empty in-memory ledger. NULL on allocation failure. */
-ah_ledger *ah_ledger_new_memory(void);
+AH_EXPORT ah_ledger *ah_ledger_new_memory(void);
 
 /* Open (creating when absent) the SQLite ledger at `path`: AH_OK with *out set. On
  * failure *out = NULL and, when err is not NULL, err gets a message naming the path and
  * the cause: AH_ERR_INVALID (empty path), AH_ERR_IO (the file cannot be created or
  * opened, is read-only, is not an SQLite database, is an SQLite database that is not an
  * agenthost ledger, or has a newer ledger format), AH_ERR_NOMEM. */
-ah_status ah_ledger_open(const char *path, ah_ledger **out, char *err, size_t errsize);
+AH_EXPORT ah_status ah_ledger_open(const char *path, ah_ledger **out, char *err, size_t errsize);
 
 /* Close and free. Every recorded entry is already durable; nothing is lost here.
  * NULL is a no-op. */
-void ah_ledger_free(ah_ledger *l);
+AH_EXPORT void ah_ledger_free(ah_ledger *l);
 
 /* Answer claims, completions and releases through `loop` from now on (borrowed; it must
  * outlive the ledger; call on the loop's thread before the first claim). SQLite: a
@@ -77,17 +79,17 @@ void ah_ledger_free(ah_ledger *l);
  * claims are waiting); AH_ERR_IO (the second connection cannot be opened: errmsg);
  * AH_ERR_NOMEM; AH_ERR_INTERNAL (no thread). A blocking driver that does not step the
  * loop (ah_tool_call_run) needs a ledger without a loop. */
-ah_status ah_ledger_set_loop(ah_ledger *l, ah_loop *loop);
+AH_EXPORT ah_status ah_ledger_set_loop(ah_ledger *l, ah_loop *loop);
 
 /* Use this clock's wall_ms for created_ms (borrowed; must outlive the ledger).
  * NULL restores the real clock. */
-void ah_ledger_set_clock(ah_ledger *l, const ah_clock *clock);
+AH_EXPORT void ah_ledger_set_clock(ah_ledger *l, const ah_clock *clock);
 
 /* "memory" or "sqlite". */
-const char *ah_ledger_backend(const ah_ledger *l);
+AH_EXPORT const char *ah_ledger_backend(const ah_ledger *l);
 
 /* The message of the last failed call on this ledger ("" when none). Borrowed. */
-const char *ah_ledger_errmsg(const ah_ledger *l);
+AH_EXPORT const char *ah_ledger_errmsg(const ah_ledger *l);
 
 /* Look up `key`. args_canonical is the caller's canonical arguments string (NULL is the
  * same as ""); only its fingerprint is compared.
@@ -97,8 +99,8 @@ const char *ah_ledger_errmsg(const ah_ledger *l);
  *                    "idempotency key 'K' reused with different arguments".
  *   AH_ERR_INVALID   l, key or out is NULL.
  *   AH_ERR_IO / AH_ERR_NOMEM on a storage failure (errmsg says which). */
-ah_status ah_ledger_lookup(ah_ledger *l, const char *key, const char *args_canonical,
-                           ah_ledger_entry *out);
+AH_EXPORT ah_status ah_ledger_lookup(ah_ledger *l, const char *key, const char *args_canonical,
+                                     ah_ledger_entry *out);
 
 /* Record a successful effect. receipt must not be NULL (use "null" for "no value").
  *   AH_OK with *duplicate_out = 0: inserted and committed; *seq_out is its new seq.
@@ -108,11 +110,11 @@ ah_status ah_ledger_lookup(ah_ledger *l, const char *key, const char *args_canon
  *   AH_ERR_STATE: the key was already recorded with different arguments; nothing written.
  *   AH_ERR_INVALID / AH_ERR_IO / AH_ERR_NOMEM as for lookup.
  * seq_out and duplicate_out may be NULL. */
-ah_status ah_ledger_record(ah_ledger *l, const char *key, const char *args_canonical,
-                           const char *receipt, int64_t *seq_out, int *duplicate_out);
+AH_EXPORT ah_status ah_ledger_record(ah_ledger *l, const char *key, const char *args_canonical,
+                                     const char *receipt, int64_t *seq_out, int *duplicate_out);
 
 /* Number of entries, or -1 on a storage failure (errmsg says why). */
-int64_t ah_ledger_count(ah_ledger *l);
+AH_EXPORT int64_t ah_ledger_count(ah_ledger *l);
 
 /* Called once per entry in seq order; `e` is borrowed for that call only. Return 0 to go
  * on, non-zero to stop early. fn must not call into the same ledger. */
@@ -120,7 +122,7 @@ typedef int (*ah_ledger_entry_fn)(void *ud, const ah_ledger_entry *e);
 
 /* Visit every entry in seq order. AH_OK (also when fn stopped early) or a storage
  * error. */
-ah_status ah_ledger_foreach(ah_ledger *l, ah_ledger_entry_fn fn, void *ud);
+AH_EXPORT ah_status ah_ledger_foreach(ah_ledger *l, ah_ledger_entry_fn fn, void *ud);
 
 /* ---- claim-then-execute ----------------------------------------------------------------
  *
@@ -183,7 +185,7 @@ typedef enum ah_ledger_answer {
         AH_LEDGER_ANSWER_COUNT_
 } ah_ledger_answer;
 
-const char *ah_ledger_answer_name(ah_ledger_answer a); /* "unknown" out of range */
+AH_EXPORT const char *ah_ledger_answer_name(ah_ledger_answer a); /* "unknown" out of range */
 
 typedef struct ah_ledger_result {
     ah_ledger_answer answer;
@@ -201,8 +203,8 @@ typedef void (*ah_ledger_fn)(void *ud, const ah_ledger_result *r);
 /* Claim `key` for running its body once (see above). args_canonical as for lookup.
  * cb may be NULL (then a BUSY caller must poll after retry_ms; an asynchronous backend
  * needs cb). Returns the answer, also stored in out->answer. */
-ah_ledger_answer ah_ledger_claim(ah_ledger *l, const char *key, const char *args_canonical,
-                                 ah_ledger_result *out, ah_ledger_fn cb, void *ud);
+AH_EXPORT ah_ledger_answer ah_ledger_claim(ah_ledger *l, const char *key, const char *args_canonical,
+                                           ah_ledger_result *out, ah_ledger_fn cb, void *ud);
 
 /* Record the receipt of an OWNED claim and drop the claim, atomically (SQLite: one
  * transaction, committed before DONE is returned). Also usable without a claim (that is
@@ -210,31 +212,31 @@ ah_ledger_answer ah_ledger_claim(ah_ledger *l, const char *key, const char *args
  * the key was already recorded (same arguments; out->entry is then the original);
  * MISMATCH; FAILED; PENDING (asynchronous backends: the answer comes through cb). Wakes
  * this handle's BUSY waiters on the key. */
-ah_ledger_answer ah_ledger_complete(ah_ledger *l, const char *key, const char *args_canonical,
-                                    const char *receipt, ah_ledger_result *out,
-                                    ah_ledger_fn cb, void *ud);
+AH_EXPORT ah_ledger_answer ah_ledger_complete(ah_ledger *l, const char *key, const char *args_canonical,
+                                              const char *receipt, ah_ledger_result *out,
+                                              ah_ledger_fn cb, void *ud);
 
 /* Drop this handle's claim on key (no effect happened); no-op when it holds none. Never
  * fails visibly: a release that cannot be written is logged, and the claim then dies by
  * its lease. Wakes this handle's BUSY waiters on the key. */
-void ah_ledger_abandon(ah_ledger *l, const char *key);
+AH_EXPORT void ah_ledger_abandon(ah_ledger *l, const char *key);
 
 /* Drop every callback still due to ud. Safe with nothing due. */
-void ah_ledger_cancel(ah_ledger *l, void *ud);
+AH_EXPORT void ah_ledger_cancel(ah_ledger *l, void *ud);
 
 /* The claim lease in ms (> 0), for claims taken from now on. Default
  * AH_LEDGER_DEFAULT_LEASE_MS. AH_ERR_INVALID when ms <= 0. */
-ah_status ah_ledger_set_lease_ms(ah_ledger *l, int64_t ms);
-int64_t ah_ledger_lease_ms(const ah_ledger *l);
+AH_EXPORT ah_status ah_ledger_set_lease_ms(ah_ledger *l, int64_t ms);
+AH_EXPORT int64_t ah_ledger_lease_ms(const ah_ledger *l);
 
 /* Number of claims held in flight (all holders, this ledger's storage), or -1. */
-int64_t ah_ledger_claims(ah_ledger *l);
+AH_EXPORT int64_t ah_ledger_claims(ah_ledger *l);
 
 /* The fingerprint stored for an arguments string (NULL is ""): FNV-1a 64 over its bytes,
  * as text. It detects a key reused with different arguments; it is not a security
  * hash. */
-void ah_ledger_fingerprint(const char *args_canonical,
-                           char out[AH_LEDGER_FINGERPRINT_SIZE]);
+AH_EXPORT void ah_ledger_fingerprint(const char *args_canonical,
+                                     char out[AH_LEDGER_FINGERPRINT_SIZE]);
 
 #ifdef __cplusplus
 }

@@ -4,6 +4,8 @@
 #ifndef AGENTHOST_LOG_H
 #define AGENTHOST_LOG_H
 
+#include "agenthost/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -25,9 +27,18 @@ typedef void (*ah_log_fn)(void *ud, ah_log_level level, int event, const char *l
 /* Install (or with fn == NULL remove) the process-wide log handler. Lines below
  * `min_level` are not formatted at all. Not thread-safe against concurrent logging:
  * set it once at start-up. */
-void ah_log_set_handler(ah_log_fn fn, void *ud, ah_log_level min_level);
+AH_EXPORT void ah_log_set_handler(ah_log_fn fn, void *ud, ah_log_level min_level);
 
-const char *ah_log_level_name(ah_log_level level);
+AH_EXPORT const char *ah_log_level_name(ah_log_level level);
+
+/* 1 when a handler is set and `level` reaches its min_level: a line at this level would
+ * be delivered (format it only then). */
+AH_EXPORT int ah_log_enabled(ah_log_level level);
+/* Hand one line (borrowed; no trailing newline) to the handler, as the library's own lines
+ * are; nothing when !ah_log_enabled(level). `event` as for ah_log_fn (-1: a line of its
+ * own). For code beside the library that logs through the same handler, such as the Lua
+ * binding and the mock provider. */
+AH_EXPORT void ah_log_line(ah_log_level level, int event, const char *line);
 
 #ifdef __cplusplus
 }

@@ -23,6 +23,8 @@
 #ifndef AGENTHOST_LOOP_H
 #define AGENTHOST_LOOP_H
 
+#include "agenthost/export.h"
+
 #include "agenthost/clock.h"
 #include "agenthost/status.h"
 
@@ -38,7 +40,7 @@ typedef struct ah_loop ah_loop;
 /* Create a loop. clock NULL = the real clock; rng NULL = a private RNG seeded from the OS.
  * Both are borrowed and must outlive the loop. Returns NULL on allocation failure (or if
  * libcurl cannot be initialised). */
-ah_loop *ah_loop_new(const ah_clock *clock, const ah_rng *rng);
+AH_EXPORT ah_loop *ah_loop_new(const ah_clock *clock, const ah_rng *rng);
 /* ---- an application's own loop ----------------------------------------------------- */
 
 #define AH_IO_READ 1
@@ -65,46 +67,46 @@ typedef struct ah_loop_hooks {
  * (or libcurl cannot be initialised); err may be NULL. ah_loop_run_once() and
  * ah_loop_run() refuse such a loop (AH_ERR_STATE), and so the blocking ah_call_run /
  * ah_worker_run do: start the work and let the application's loop run. */
-ah_status ah_loop_new_hooked(const ah_clock *clock, const ah_rng *rng,
-                             const ah_loop_hooks *hooks, ah_loop **out, char *err,
-                             size_t errsize);
+AH_EXPORT ah_status ah_loop_new_hooked(const ah_clock *clock, const ah_rng *rng,
+                                       const ah_loop_hooks *hooks, ah_loop **out, char *err,
+                                       size_t errsize);
 /* The application's loop saw fd ready for events (AH_IO_*; report an error or hang-up as
  * AH_IO_READ | AH_IO_WRITE). Runs what is due, then updates the hooks. */
-void ah_loop_fd_ready(ah_loop *loop, int fd, int events);
+AH_EXPORT void ah_loop_fd_ready(ah_loop *loop, int fd, int events);
 /* The time asked for with set_timeout has come, or a wake-up asked for it. */
-void ah_loop_timeout(ah_loop *loop);
+AH_EXPORT void ah_loop_timeout(ah_loop *loop);
 
 /* Free the loop. Every timer, async handle and transfer attached to it must have been
  * freed first (calls own theirs: free the calls, then the loop). NULL is a no-op. */
-void ah_loop_free(ah_loop *loop);
+AH_EXPORT void ah_loop_free(ah_loop *loop);
 
 /* One step: wait for socket activity, the next timer or a wake-up, at most max_wait_ms
  * (< 0 = no bound but the next timer; 0 = do not block), then deliver pending
  * async signals, drive the transfers and fire the timers that are due. Returns AH_OK, or
  * AH_ERR_TRANSPORT if curl's multi interface failed (logged). */
-ah_status ah_loop_run_once(ah_loop *loop, int max_wait_ms);
+AH_EXPORT ah_status ah_loop_run_once(ah_loop *loop, int max_wait_ms);
 /* Step until the loop has no work left (no active timer and no transfer). */
-ah_status ah_loop_run(ah_loop *loop);
+AH_EXPORT ah_status ah_loop_run(ah_loop *loop);
 /* 1 while an active timer or a transfer exists. */
-int ah_loop_alive(const ah_loop *loop);
+AH_EXPORT int ah_loop_alive(const ah_loop *loop);
 
 /* Wake a blocked ah_loop_run_once() (or, hooked, ask the application's loop for a
  * timeout). Thread-safe; on the default backend also async-signal-safe (one write() to a
  * pipe), so a signal handler may call it. */
-void ah_loop_wakeup(ah_loop *loop);
+AH_EXPORT void ah_loop_wakeup(ah_loop *loop);
 
 /* The loop's clock and RNG (borrowed). ah_loop_now_ms() reads the monotonic time. */
-const ah_clock *ah_loop_clock(const ah_loop *loop);
-const ah_rng *ah_loop_rng(const ah_loop *loop);
-int64_t ah_loop_now_ms(const ah_loop *loop);
-int64_t ah_loop_wall_ms(const ah_loop *loop);
+AH_EXPORT const ah_clock *ah_loop_clock(const ah_loop *loop);
+AH_EXPORT const ah_rng *ah_loop_rng(const ah_loop *loop);
+AH_EXPORT int64_t ah_loop_now_ms(const ah_loop *loop);
+AH_EXPORT int64_t ah_loop_wall_ms(const ah_loop *loop);
 
 /* Milliseconds until the earliest active timer is due (0 if already due), or -1 when no
  * timer is active. For drivers on virtual time. */
-int64_t ah_loop_next_timer_ms(const ah_loop *loop);
+AH_EXPORT int64_t ah_loop_next_timer_ms(const ah_loop *loop);
 /* Transfers currently attached to the loop's curl multi handle (a leak check for tests:
  * an aborted attempt leaves none behind). */
-size_t ah_loop_transfer_count(const ah_loop *loop);
+AH_EXPORT size_t ah_loop_transfer_count(const ah_loop *loop);
 
 /* ---- timers ---------------------------------------------------------------------- */
 
@@ -116,16 +118,16 @@ typedef void (*ah_timer_fn)(void *ud);
 
 /* NULL when out of memory. The timer's slot in the loop's heap is reserved here, so
  * ah_timer_start() never allocates and never fails: an armed timer is never lost. */
-ah_timer *ah_timer_new(ah_loop *loop, ah_timer_fn fn, void *ud);
+AH_EXPORT ah_timer *ah_timer_new(ah_loop *loop, ah_timer_fn fn, void *ud);
 /* Stops it first. NULL is a no-op. */
-void ah_timer_free(ah_timer *t);
+AH_EXPORT void ah_timer_free(ah_timer *t);
 /* (Re)arm: fire once, delay_ms (clamped to >= 0) from now. A timer (re)started during the
  * step that fires timers is not fired before the next step. */
-void ah_timer_start(ah_timer *t, int64_t delay_ms);
-void ah_timer_stop(ah_timer *t);
-int ah_timer_active(const ah_timer *t);
+AH_EXPORT void ah_timer_start(ah_timer *t, int64_t delay_ms);
+AH_EXPORT void ah_timer_stop(ah_timer *t);
+AH_EXPORT int ah_timer_active(const ah_timer *t);
 /* Absolute due time on the loop's clock (only meaningful while active). */
-int64_t ah_timer_due_ms(const ah_timer *t);
+AH_EXPORT int64_t ah_timer_due_ms(const ah_timer *t);
 
 /* ---- fd watchers ------------------------------------------------------------------ */
 
@@ -138,12 +140,12 @@ typedef struct ah_io ah_io;
 typedef void (*ah_io_fn)(void *ud, int fd, int events);
 
 /* NULL on bad arguments, or when another watcher is watching fd. */
-ah_io *ah_io_new(ah_loop *loop, int fd, ah_io_fn fn, void *ud);
+AH_EXPORT ah_io *ah_io_new(ah_loop *loop, int fd, ah_io_fn fn, void *ud);
 /* Watch for events (AH_IO_READ | AH_IO_WRITE; 0 stops). AH_OK, AH_ERR_NOMEM, or
  * AH_ERR_STATE when another watcher is watching the fd. */
-ah_status ah_io_start(ah_io *io, int events);
-void ah_io_stop(ah_io *io);
-void ah_io_free(ah_io *io); /* stops it first; NULL is a no-op */
+AH_EXPORT ah_status ah_io_start(ah_io *io, int events);
+AH_EXPORT void ah_io_stop(ah_io *io);
+AH_EXPORT void ah_io_free(ah_io *io); /* stops it first; NULL is a no-op */
 
 /* ---- async: wake the loop from another thread ------------------------------------ */
 
@@ -153,9 +155,9 @@ void ah_io_free(ah_io *io); /* stops it first; NULL is a no-op */
 typedef struct ah_async ah_async;
 typedef void (*ah_async_fn)(void *ud);
 
-ah_async *ah_async_new(ah_loop *loop, ah_async_fn fn, void *ud);
-void ah_async_free(ah_async *a); /* NULL is a no-op; loop thread only */
-void ah_async_send(ah_async *a); /* thread-safe */
+AH_EXPORT ah_async *ah_async_new(ah_loop *loop, ah_async_fn fn, void *ud);
+AH_EXPORT void ah_async_free(ah_async *a); /* NULL is a no-op; loop thread only */
+AH_EXPORT void ah_async_send(ah_async *a); /* thread-safe */
 
 #ifdef __cplusplus
 }

@@ -12,6 +12,8 @@
 #ifndef AGENTHOST_MOCK_H
 #define AGENTHOST_MOCK_H
 
+#include "agenthost/export.h"
+
 #include <stddef.h>
 
 #include "agenthost/error.h"
@@ -34,31 +36,31 @@ typedef struct ah_mock_config {
 } ah_mock_config;
 
 /* Zero the config: port 0, no plan, model defaults. */
-void ah_mock_config_init(ah_mock_config *cfg);
+AH_EXPORT void ah_mock_config_init(ah_mock_config *cfg);
 
 /* Start a mock on 127.0.0.1. cfg may be NULL (defaults). AH_OK with *out set; on failure
  * *out = NULL, a message in err and AH_ERR_INVALID (a bad plan names its step and field:
  * "plan step 3: unknown field 'cut_after_event'"), AH_ERR_IO (a plan file that cannot be
  * read; a port in use, named) or AH_ERR_NOMEM. err may be NULL. */
-ah_status ah_mock_new(const ah_mock_config *cfg, ah_mock **out, char *err, size_t errsize);
+AH_EXPORT ah_status ah_mock_new(const ah_mock_config *cfg, ah_mock **out, char *err, size_t errsize);
 
 /* Stop serving, wake every delayed or stalled connection, join all threads, free
  * everything. Returns promptly even while a connection is stalled. NULL is a no-op.
  * Not to be called concurrently with other calls on the same mock. */
-void ah_mock_free(ah_mock *m);
+AH_EXPORT void ah_mock_free(ah_mock *m);
 
 /* "http://127.0.0.1:PORT", owned by the mock. */
-const char *ah_mock_url(const ah_mock *m);
-int ah_mock_port(const ah_mock *m);
+AH_EXPORT const char *ah_mock_url(const ah_mock *m);
+AH_EXPORT int ah_mock_port(const ah_mock *m);
 
 /* Check a plan without starting anything. AH_OK, or AH_ERR_PARSE with the message in err
  * (the same message ah_mock_new would give). */
-ah_status ah_mock_plan_validate(const char *plan_json, char *err, size_t errsize);
+AH_EXPORT ah_status ah_mock_plan_validate(const char *plan_json, char *err, size_t errsize);
 
 /* Replace the plan of a running mock and restart at its first step. NULL = no plan
  * (every request ok). On error the old plan stays in force. Requests already being
  * answered keep the step they took. */
-ah_status ah_mock_set_plan(ah_mock *m, const char *plan_json, char *err, size_t errsize);
+AH_EXPORT ah_status ah_mock_set_plan(ah_mock *m, const char *plan_json, char *err, size_t errsize);
 
 /* One recorded request. Every pointer is owned by the mock and stays valid until
  * ah_mock_free. Header values of Authorization, Proxy-Authorization, x-api-key, api-key,
@@ -82,9 +84,9 @@ typedef struct ah_mock_request {
                         partial assistant text (a `restate` step); 0 otherwise */
 } ah_mock_request;
 
-size_t ah_mock_request_count(ah_mock *m);
+AH_EXPORT size_t ah_mock_request_count(ah_mock *m);
 /* Fill *out with request i (0-based, arrival order). AH_ERR_NOT_FOUND if out of range. */
-ah_status ah_mock_request_get(ah_mock *m, size_t i, ah_mock_request *out);
+AH_EXPORT ah_status ah_mock_request_get(ah_mock *m, size_t i, ah_mock_request *out);
 
 #ifdef __cplusplus
 }

@@ -11,6 +11,8 @@
 #ifndef AGENTHOST_POLICY_H
 #define AGENTHOST_POLICY_H
 
+#include "agenthost/export.h"
+
 #include "agenthost/clock.h"
 #include "agenthost/error.h"
 #include "agenthost/event.h"
@@ -99,15 +101,15 @@ typedef struct ah_policy {
 } ah_policy;
 
 /* Fill every field with its default. */
-void ah_policy_init(ah_policy *p);
+AH_EXPORT void ah_policy_init(ah_policy *p);
 
 /* Check every field and the relations between them. Returns AH_OK, or AH_ERR_INVALID
  * with a message naming the first offending field written to err (when err is non-NULL
  * and errsize > 0), e.g. "policy.max_attempts must be >= 1 (got 0)". */
-ah_status ah_policy_validate(const ah_policy *p, char *err, size_t errsize);
+AH_EXPORT ah_status ah_policy_validate(const ah_policy *p, char *err, size_t errsize);
 
 /* 1 when `name` is a policy field ("max_attempts", ..., "retry_on"), else 0. */
-int ah_policy_is_field(const char *name);
+AH_EXPORT int ah_policy_is_field(const char *name);
 
 /* Set a field by name, for bindings. set_int takes the integer fields, set_str takes
  * "jitter" ("full"|"equal"|"decorrelated"|"none") and "retry_after" ("floor"|"ignore").
@@ -117,13 +119,13 @@ int ah_policy_is_field(const char *name);
  * ("unknown policy field 'max_attempt' (did you mean 'max_attempts'?)"), a value of the
  * wrong type, a value out of range, an unknown mode name. "retry_on" is a field but is
  * set directly (it is a function), so both setters reject it. */
-ah_status ah_policy_set_int(ah_policy *p, const char *field, int64_t v, char *err,
-                            size_t errsize);
-ah_status ah_policy_set_str(ah_policy *p, const char *field, const char *v, char *err,
-                            size_t errsize);
+AH_EXPORT ah_status ah_policy_set_int(ah_policy *p, const char *field, int64_t v, char *err,
+                                      size_t errsize);
+AH_EXPORT ah_status ah_policy_set_str(ah_policy *p, const char *field, const char *v, char *err,
+                                      size_t errsize);
 
-const char *ah_jitter_name(ah_jitter j); /* "unknown" out of range */
-const char *ah_retry_after_mode_name(ah_retry_after_mode m);
+AH_EXPORT const char *ah_jitter_name(ah_jitter j); /* "unknown" out of range */
+AH_EXPORT const char *ah_retry_after_mode_name(ah_retry_after_mode m);
 
 /* ---- the shared retry budget ----------------------------------------------------------
  * Retry throttling in the style of gRPC (proposal A6): a token count starts at
@@ -136,21 +138,21 @@ typedef struct ah_retry_budget ah_retry_budget;
 
 /* Check budget parameters: 0 < max_tokens <= 1000000, 0.001 <= token_ratio <= max_tokens.
  * AH_ERR_INVALID with a message naming the parameter, like ah_policy_validate. */
-ah_status ah_retry_budget_check(double max_tokens, double token_ratio, char *err,
-                                size_t errsize);
+AH_EXPORT ah_status ah_retry_budget_check(double max_tokens, double token_ratio, char *err,
+                                          size_t errsize);
 /* Starts full. AH_OK with *out set; else *out = NULL and AH_ERR_INVALID (the message of
  * ah_retry_budget_check in err) or AH_ERR_NOMEM. err may be NULL. */
-ah_status ah_retry_budget_new(double max_tokens, double token_ratio, ah_retry_budget **out,
-                              char *err, size_t errsize);
-void ah_retry_budget_free(ah_retry_budget *b);
+AH_EXPORT ah_status ah_retry_budget_new(double max_tokens, double token_ratio, ah_retry_budget **out,
+                                        char *err, size_t errsize);
+AH_EXPORT void ah_retry_budget_free(ah_retry_budget *b);
 /* Take one token for a retry (never below 0). Returns 1 when the retry may go ahead, 0
  * when retries are throttled. A throttled call still takes its token, as in A6: while
  * failures keep coming the budget stays closed. */
-int ah_retry_budget_try_spend(ah_retry_budget *b);
+AH_EXPORT int ah_retry_budget_try_spend(ah_retry_budget *b);
 /* Record a successful attempt: refund token_ratio, capped at max_tokens. */
-void ah_retry_budget_on_success(ah_retry_budget *b);
+AH_EXPORT void ah_retry_budget_on_success(ah_retry_budget *b);
 /* The current token count (for events, stats and tests). */
-double ah_retry_budget_tokens(ah_retry_budget *b);
+AH_EXPORT double ah_retry_budget_tokens(ah_retry_budget *b);
 
 /* ---- the decision ------------------------------------------------------------------ */
 
@@ -183,9 +185,9 @@ typedef struct ah_decision {
  * every mode then waits the unjittered exp(n), as "none" does. p must be valid (see
  * ah_policy_validate); p or err NULL gives up as NOT_RETRYABLE. Reentrant: the only
  * shared state touched is the budget, under its lock. */
-ah_decision ah_backoff_decide(const ah_policy *p, const ah_error *err, int failed_attempt,
-                              int64_t elapsed_ms, int64_t prev_wait_ms, const ah_rng *rng,
-                              ah_retry_budget *budget);
+AH_EXPORT ah_decision ah_backoff_decide(const ah_policy *p, const ah_error *err, int failed_attempt,
+                                        int64_t elapsed_ms, int64_t prev_wait_ms, const ah_rng *rng,
+                                        ah_retry_budget *budget);
 
 #ifdef __cplusplus
 }

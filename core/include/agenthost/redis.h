@@ -13,7 +13,8 @@
 #ifndef AGENTHOST_REDIS_H
 #define AGENTHOST_REDIS_H
 
-#include "agenthost/ledger.h"
+#include "agenthost/export.h"
+
 #include "agenthost/loop.h"
 #include "agenthost/policy.h"
 #include "agenthost/status.h"
@@ -24,6 +25,10 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* The ledger of agenthost/ledger.h (the Redis backend below makes one); only a pointer
+ * here, so the call layer, which uses the budget and the pacer, knows nothing of tools. */
+typedef struct ah_ledger ah_ledger;
 
 /* ---- URLs -------------------------------------------------------------------------- */
 
@@ -40,9 +45,9 @@ typedef struct ah_redis_url {
 } ah_redis_url;
 
 /* AH_OK, or AH_ERR_INVALID with a message naming the bad part (never the password). */
-ah_status ah_redis_url_parse(const char *url, ah_redis_url *out, char *err, size_t errsize);
+AH_EXPORT ah_status ah_redis_url_parse(const char *url, ah_redis_url *out, char *err, size_t errsize);
 /* The URL as it may be logged: the password replaced by "***". */
-void ah_redis_url_display(const ah_redis_url *u, char *buf, size_t size);
+AH_EXPORT void ah_redis_url_display(const ah_redis_url *u, char *buf, size_t size);
 
 /* ---- the connection ---------------------------------------------------------------- */
 
@@ -55,31 +60,31 @@ typedef struct ah_redis_options {
     int reconnect_max_ms;   /* default 2000 */
 } ah_redis_options;
 
-void ah_redis_options_init(ah_redis_options *o);
+AH_EXPORT void ah_redis_options_init(ah_redis_options *o);
 
 /* Parse the URL and start connecting (non-blocking). AH_OK with *out set; AH_ERR_INVALID
  * (*out = NULL) with a message on a bad URL or no loop, or AH_ERR_NOMEM; an unreachable
  * server is not an error here (see ah_redis_ready). opts NULL = defaults. */
-ah_status ah_redis_new(ah_loop *loop, const char *url, const ah_redis_options *opts,
-                       ah_redis **out, char *err, size_t errsize);
+AH_EXPORT ah_status ah_redis_new(ah_loop *loop, const char *url, const ah_redis_options *opts,
+                                 ah_redis **out, char *err, size_t errsize);
 /* Close the connection. Pending commands are dropped without their callbacks: cancel
  * what you wait for first (the budget, pacer and ledger do). Not from inside a callback
  * of this connection. NULL is a no-op. */
-void ah_redis_free(ah_redis *r);
+AH_EXPORT void ah_redis_free(ah_redis *r);
 /* 1 when connected (commands go to the server), 0 while connecting or down. */
-int ah_redis_ready(const ah_redis *r);
+AH_EXPORT int ah_redis_ready(const ah_redis *r);
 /* The display URL (password hidden). */
-const char *ah_redis_name(const ah_redis *r);
-ah_loop *ah_redis_loop(const ah_redis *r);
+AH_EXPORT const char *ah_redis_name(const ah_redis *r);
+AH_EXPORT ah_loop *ah_redis_loop(const ah_redis *r);
 /* Commands sent and connections made so far (for tests and stats). */
-uint64_t ah_redis_commands(const ah_redis *r);
-uint64_t ah_redis_connects(const ah_redis *r);
+AH_EXPORT uint64_t ah_redis_commands(const ah_redis *r);
+AH_EXPORT uint64_t ah_redis_connects(const ah_redis *r);
 
 /* A command in flight; cancel it to stop its callback from running (the reply, when it
  * comes, is dropped). Handles stay valid until their callback ran or they were
  * cancelled, whichever is first. */
 typedef struct ah_redis_req ah_redis_req;
-void ah_redis_req_cancel(ah_redis_req *q); /* NULL is a no-op */
+AH_EXPORT void ah_redis_req_cancel(ah_redis_req *q); /* NULL is a no-op */
 
 /* ---- the fleet-wide retry budget ---------------------------------------------------
  * The token bucket of ah_retry_budget_new() kept in Redis under `key`, shared by every
@@ -89,13 +94,13 @@ void ah_redis_req_cancel(ah_redis_req *q); /* NULL is a no-op */
  * per outage) and goes back to Redis when it returns. The budget borrows r, which must
  * outlive it; it then belongs to r's loop thread. AH_OK with *out set; AH_ERR_INVALID
  * (*out = NULL, message in err) for a missing key or bad numbers; AH_ERR_NOMEM. */
-ah_status ah_retry_budget_new_redis(ah_redis *r, const char *key, double max_tokens,
-                                    double token_ratio, ah_retry_budget **out, char *err,
-                                    size_t errsize);
+AH_EXPORT ah_status ah_retry_budget_new_redis(ah_redis *r, const char *key, double max_tokens,
+                                              double token_ratio, ah_retry_budget **out, char *err,
+                                              size_t errsize);
 /* 1 for a budget made by ah_retry_budget_new_redis. */
-int ah_retry_budget_is_shared(const ah_retry_budget *b);
+AH_EXPORT int ah_retry_budget_is_shared(const ah_retry_budget *b);
 /* 1 while its decisions go to Redis, 0 while on the local fallback (or not shared). */
-int ah_retry_budget_using_redis(const ah_retry_budget *b);
+AH_EXPORT int ah_retry_budget_using_redis(const ah_retry_budget *b);
 
 /* Spend a retry token. A local budget (or a shared one whose Redis is down) decides at
  * once: returns 1 (allowed) or 0 (throttled) and fn is not called. A shared budget with
@@ -103,8 +108,8 @@ int ah_retry_budget_using_redis(const ah_retry_budget *b);
  * unless *pending is cancelled first; a failed or timed-out command decides with the
  * local fallback. Never calls fn before returning. */
 typedef void (*ah_retry_budget_fn)(void *ud, int allowed);
-int ah_retry_budget_spend_async(ah_retry_budget *b, ah_retry_budget_fn fn, void *ud,
-                                ah_redis_req **pending);
+AH_EXPORT int ah_retry_budget_spend_async(ah_retry_budget *b, ah_retry_budget_fn fn, void *ud,
+                                          ah_redis_req **pending);
 
 /* ---- pacing: GCRA over requests and tokens ------------------------------------------
  * Generic cell rate algorithm: each request reserves the next slot of a schedule with
@@ -128,10 +133,10 @@ typedef struct ah_rate_limit_config {
 /* AH_OK with *out set; AH_ERR_INVALID (*out = NULL) with a message naming the field on a
  * bad config (both limits 0, a negative one, shared without key); AH_ERR_NOMEM. r
  * borrowed (NULL = local). */
-ah_status ah_rate_limit_new(const ah_rate_limit_config *cfg, ah_redis *r,
-                            ah_rate_limit **out, char *err, size_t errsize);
-void ah_rate_limit_free(ah_rate_limit *rl);
-int ah_rate_limit_is_shared(const ah_rate_limit *rl);
+AH_EXPORT ah_status ah_rate_limit_new(const ah_rate_limit_config *cfg, ah_redis *r,
+                                      ah_rate_limit **out, char *err, size_t errsize);
+AH_EXPORT void ah_rate_limit_free(ah_rate_limit *rl);
+AH_EXPORT int ah_rate_limit_is_shared(const ah_rate_limit *rl);
 
 /* Which limit made a request wait: "requests_per_minute" or "tokens_per_minute". */
 typedef void (*ah_rate_limit_fn)(void *ud, int64_t wait_ms, const char *limit);
@@ -139,17 +144,17 @@ typedef void (*ah_rate_limit_fn)(void *ud, int64_t wait_ms, const char *limit);
  * once (local, or Redis down): returns 0 and sets *wait_ms (0 = go now) and *limit.
  * Shared: returns 1 and calls fn later on the loop (never before returning), exactly once
  * unless *pending is cancelled; on a Redis error the local schedule decides. */
-int ah_rate_limit_acquire(ah_rate_limit *rl, ah_loop *loop, int64_t *wait_ms,
-                          const char **limit, ah_rate_limit_fn fn, void *ud,
-                          ah_redis_req **pending);
+AH_EXPORT int ah_rate_limit_acquire(ah_rate_limit *rl, ah_loop *loop, int64_t *wait_ms,
+                                    const char **limit, ah_rate_limit_fn fn, void *ud,
+                                    ah_redis_req **pending);
 /* Charge tokens a response used (no-op without a token limit). */
-void ah_rate_limit_charge(ah_rate_limit *rl, ah_loop *loop, int64_t tokens);
+AH_EXPORT void ah_rate_limit_charge(ah_rate_limit *rl, ah_loop *loop, int64_t tokens);
 /* Hold the schedule: no request slot before req_ms from now, no token slot before
  * tok_ms from now (< 0 = leave that one). The call state machine does this by itself
  * when a response's headers say a limit is exhausted (anthropic-ratelimit-*-remaining
  * or x-ratelimit-remaining-* = 0 with its reset time), unless ignore_headers: the fleet
  * then waits for the reset instead of collecting 429s. */
-void ah_rate_limit_hold(ah_rate_limit *rl, ah_loop *loop, int64_t req_ms, int64_t tok_ms);
+AH_EXPORT void ah_rate_limit_hold(ah_rate_limit *rl, ah_loop *loop, int64_t req_ms, int64_t tok_ms);
 
 /* ---- the idempotency ledger on Redis ------------------------------------------------
  * The claim-then-execute ledger of agenthost/ledger.h, shared by every process naming
@@ -173,20 +178,20 @@ typedef struct ah_ledger_redis_config {
     const ah_redis_options *redis;  /* NULL = defaults */
 } ah_ledger_redis_config;
 
-void ah_ledger_redis_config_init(ah_ledger_redis_config *c);
+AH_EXPORT void ah_ledger_redis_config_init(ah_ledger_redis_config *c);
 /* The ledger owns its connection (on loop). AH_OK with *out set; AH_ERR_INVALID
  * (*out = NULL) with a message on a bad URL or config, or AH_ERR_NOMEM; an unreachable
  * server is not an error here (calls then fail closed). */
-ah_status ah_ledger_new_redis(ah_loop *loop, const ah_ledger_redis_config *cfg,
-                              ah_ledger **out, char *err, size_t errsize);
-int ah_ledger_is_redis(const ah_ledger *l);
-ah_redis *ah_ledger_redis_connection(const ah_ledger *l); /* borrowed, or NULL */
+AH_EXPORT ah_status ah_ledger_new_redis(ah_loop *loop, const ah_ledger_redis_config *cfg,
+                                        ah_ledger **out, char *err, size_t errsize);
+AH_EXPORT int ah_ledger_is_redis(const ah_ledger *l);
+AH_EXPORT ah_redis *ah_ledger_redis_connection(const ah_ledger *l); /* borrowed, or NULL */
 /* Take a snapshot of the entries (seq order) and the live claims for the synchronous
  * reads. AH_OK: fn(ud, status) comes later on the loop (unless *pending is cancelled);
  * otherwise an error at once (AH_ERR_IO when Redis is unreachable; errmsg says so). */
 typedef void (*ah_ledger_refresh_fn)(void *ud, ah_status st);
-ah_status ah_ledger_redis_refresh(ah_ledger *l, ah_ledger_refresh_fn fn, void *ud,
-                                  ah_redis_req **pending);
+AH_EXPORT ah_status ah_ledger_redis_refresh(ah_ledger *l, ah_ledger_refresh_fn fn, void *ud,
+                                            ah_redis_req **pending);
 
 #ifdef __cplusplus
 }

@@ -10,6 +10,8 @@
 #ifndef AGENTHOST_SSE_H
 #define AGENTHOST_SSE_H
 
+#include "agenthost/export.h"
+
 #include "agenthost/status.h"
 
 #include <stddef.h>
@@ -40,37 +42,37 @@ typedef struct ah_sse_event {
 } ah_sse_event;
 
 /* Returns NULL on allocation failure. limits may be NULL (defaults). */
-ah_sse *ah_sse_new(const ah_sse_limits *limits);
-void ah_sse_free(ah_sse *p);
+AH_EXPORT ah_sse *ah_sse_new(const ah_sse_limits *limits);
+AH_EXPORT void ah_sse_free(ah_sse *p);
 
 /* Append bytes. Copies what it needs; buf is borrowed only for the call. Returns AH_OK,
  * AH_ERR_NOMEM, or the sticky error if the parser already failed. */
-ah_status ah_sse_feed(ah_sse *p, const void *buf, size_t len);
+AH_EXPORT ah_status ah_sse_feed(ah_sse *p, const void *buf, size_t len);
 
 /* Pull the next complete event: returns 1 and fills *ev, 0 when more bytes are needed,
  * -1 on a (sticky) error; see ah_sse_status() / ah_sse_errmsg(). */
-int ah_sse_next(ah_sse *p, ah_sse_event *ev);
+AH_EXPORT int ah_sse_next(ah_sse *p, ah_sse_event *ev);
 
 /* The sticky status (AH_OK while healthy) and a message naming what went wrong and where
  * (byte offset in the stream). */
-ah_status ah_sse_status(const ah_sse *p);
-const char *ah_sse_errmsg(const ah_sse *p);
+AH_EXPORT ah_status ah_sse_status(const ah_sse *p);
+AH_EXPORT const char *ah_sse_errmsg(const ah_sse *p);
 
 /* Total bytes fed so far. */
-uint64_t ah_sse_bytes_fed(const ah_sse *p);
+AH_EXPORT uint64_t ah_sse_bytes_fed(const ah_sse *p);
 /* Stream offset just past the last line ah_sse_next() consumed: after it returned an
  * event, where that event ended. */
-uint64_t ah_sse_bytes_consumed(const ah_sse *p);
+AH_EXPORT uint64_t ah_sse_bytes_consumed(const ah_sse *p);
 
 /* Stream-level state that also changes in blocks that are never dispatched (for example a
  * lone "retry: 3000" or "id: 7" block), which a reconnecting client needs:
  * the reconnection time from the last valid retry: field, or -1 if none was seen; and the
  * last event ID buffer ("" if none). The string is borrowed like event fields. */
-int64_t ah_sse_retry_ms(const ah_sse *p);
-const char *ah_sse_last_id(const ah_sse *p);
+AH_EXPORT int64_t ah_sse_retry_ms(const ah_sse *p);
+AH_EXPORT const char *ah_sse_last_id(const ah_sse *p);
 
 /* Forget all buffered state and errors (keeps the limits). */
-void ah_sse_reset(ah_sse *p);
+AH_EXPORT void ah_sse_reset(ah_sse *p);
 
 #ifdef __cplusplus
 }

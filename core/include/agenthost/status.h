@@ -2,6 +2,8 @@
 #ifndef AGENTHOST_STATUS_H
 #define AGENTHOST_STATUS_H
 
+#include "agenthost/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -9,9 +11,9 @@ extern "C" {
 /* The library version, for compile-time checks (#if AH_VERSION_NUM >= 0x000200) and, at
  * run time, ah_version() / ah_version_num() for the library actually loaded. */
 #define AH_VERSION_MAJOR 0
-#define AH_VERSION_MINOR 1
+#define AH_VERSION_MINOR 2
 #define AH_VERSION_PATCH 0
-#define AH_VERSION_STRING "0.1.0"
+#define AH_VERSION_STRING "0.2.0"
 /* 0xMMmmpp: major, minor and patch in one comparable integer. */
 #define AH_VERSION_NUM ((AH_VERSION_MAJOR << 16) | (AH_VERSION_MINOR << 8) | AH_VERSION_PATCH)
 
@@ -46,12 +48,12 @@ typedef enum ah_status {
 } ah_status;
 
 /* Short stable name ("ok", "nomem", ...). Never NULL; "unknown" out of range. */
-const char *ah_status_name(ah_status st);
+AH_EXPORT const char *ah_status_name(ah_status st);
 /* Human-readable message. Never NULL. */
-const char *ah_status_message(ah_status st);
-/* Library version, e.g. "0.1.0". */
-const char *ah_version(void);
-int ah_version_num(void); /* AH_VERSION_NUM of the library loaded */
+AH_EXPORT const char *ah_status_message(ah_status st);
+/* Library version, e.g. "0.2.0". */
+AH_EXPORT const char *ah_version(void);
+AH_EXPORT int ah_version_num(void); /* AH_VERSION_NUM of the library loaded */
 
 #ifdef __cplusplus
 }

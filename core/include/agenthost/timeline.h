@@ -20,6 +20,8 @@
 #ifndef AGENTHOST_TIMELINE_H
 #define AGENTHOST_TIMELINE_H
 
+#include "agenthost/export.h"
+
 #include "agenthost/error.h"
 #include "agenthost/sse.h"
 #include "agenthost/status.h"
@@ -55,7 +57,7 @@ typedef enum ah_block_kind {
         AH_BLOCK_COUNT_
 } ah_block_kind;
 
-const char *ah_block_kind_name(ah_block_kind k); /* "unknown" out of range */
+AH_EXPORT const char *ah_block_kind_name(ah_block_kind k); /* "unknown" out of range */
 
 /* A read-only view of one block. Every string is NUL-terminated and never NULL ("" when
  * absent) unless noted. */
@@ -96,38 +98,38 @@ typedef struct ah_block {
 typedef struct ah_timeline ah_timeline;
 
 /* Returns NULL on allocation failure. */
-ah_timeline *ah_timeline_new(void);
-void ah_timeline_free(ah_timeline *tl);
+AH_EXPORT ah_timeline *ah_timeline_new(void);
+AH_EXPORT void ah_timeline_free(ah_timeline *tl);
 /* Forget all blocks and response fields (keeps allocated capacity for reuse). */
-void ah_timeline_reset(ah_timeline *tl);
+AH_EXPORT void ah_timeline_reset(ah_timeline *tl);
 
-size_t ah_timeline_count(const ah_timeline *tl);
+AH_EXPORT size_t ah_timeline_count(const ah_timeline *tl);
 /* The i-th block in stream order, or NULL when out of range. */
-const ah_block *ah_timeline_block(const ah_timeline *tl, size_t i);
+AH_EXPORT const ah_block *ah_timeline_block(const ah_timeline *tl, size_t i);
 
 /* The provider's stop reason, verbatim (NOT normalised): Anthropic message_delta
  * stop_reason (end_turn, tool_use, max_tokens, stop_sequence, refusal, pause_turn ...),
  * Chat finish_reason of choice 0 (stop, tool_calls, length, content_filter ...),
  * Responses response.status of the terminal event (completed, incomplete, failed). NULL
  * if none. */
-const char *ah_timeline_stop_reason(const ah_timeline *tl);
+AH_EXPORT const char *ah_timeline_stop_reason(const ah_timeline *tl);
 /* Token usage as finally reported; -1 for a count never reported. */
-int64_t ah_timeline_input_tokens(const ah_timeline *tl);
-int64_t ah_timeline_output_tokens(const ah_timeline *tl);
+AH_EXPORT int64_t ah_timeline_input_tokens(const ah_timeline *tl);
+AH_EXPORT int64_t ah_timeline_output_tokens(const ah_timeline *tl);
 /* Refusal text (Chat delta.refusal, Responses refusal parts), or NULL if none. */
-const char *ah_timeline_refusal(const ah_timeline *tl, size_t *len);
+AH_EXPORT const char *ah_timeline_refusal(const ah_timeline *tl, size_t *len);
 /* Number of Anthropic citations_delta events (citations are counted, not kept). */
-int ah_timeline_citations(const ah_timeline *tl);
+AH_EXPORT int ah_timeline_citations(const ah_timeline *tl);
 /* 1 once the format's end arrived: Anthropic message_stop; Chat finish_reason followed by
  * [DONE] or by the end of the stream (ah_decoder_finish); Responses response.completed,
  * response.incomplete or response.failed. A non-stream body sets it when decoded. */
-int ah_timeline_finished(const ah_timeline *tl);
+AH_EXPORT int ah_timeline_finished(const ah_timeline *tl);
 /* The provider's in-stream error (Anthropic `error` event, Responses `error` event or
  * response.failed, a Chat chunk carrying "error"), kind AH_EK_STREAM with provider_type;
  * NULL if none. error_json is the provider's error object as compact JSON (NULL if none).
  */
-const ah_error *ah_timeline_error(const ah_timeline *tl);
-const char *ah_timeline_error_json(const ah_timeline *tl);
+AH_EXPORT const ah_error *ah_timeline_error(const ah_timeline *tl);
+AH_EXPORT const char *ah_timeline_error_json(const ah_timeline *tl);
 
 /* ---- partial drain (continuation, docs/worker.md) -----------------------------------------
  */
@@ -149,8 +151,8 @@ typedef struct ah_partial {
 
 /* Fill *out (previous contents are overwritten, not freed). Returns AH_OK or AH_ERR_NOMEM
  * (then *out is empty). Does not modify the timeline. Free with ah_partial_clear(). */
-ah_status ah_timeline_partial_drain(const ah_timeline *tl, ah_partial *out);
-void ah_partial_clear(ah_partial *p);
+AH_EXPORT ah_status ah_timeline_partial_drain(const ah_timeline *tl, ah_partial *out);
+AH_EXPORT void ah_partial_clear(ah_partial *p);
 
 /* ---- decoders
  * ---------------------------------------------------------------------------- */
@@ -177,9 +179,9 @@ typedef struct ah_decoder ah_decoder;
  * hooks may be NULL (copied; ud passed to every hook). AH_OK with *out set; else
  * *out = NULL and AH_ERR_INVALID (an unknown wire, no timeline: said in err) or
  * AH_ERR_NOMEM; err may be NULL. The timeline is not reset: pass a fresh or reset one. */
-ah_status ah_decoder_new(ah_wire wire, ah_timeline *tl, const ah_decoder_hooks *hooks,
-                         void *ud, ah_decoder **out, char *err, size_t errsize);
-void ah_decoder_free(ah_decoder *d);
+AH_EXPORT ah_status ah_decoder_new(ah_wire wire, ah_timeline *tl, const ah_decoder_hooks *hooks,
+                                   void *ud, ah_decoder **out, char *err, size_t errsize);
+AH_EXPORT void ah_decoder_free(ah_decoder *d);
 
 /* Feed raw stream bytes in any split (the decoder owns an SSE parser). Returns AH_OK, or
  * a sticky error: AH_ERR_PARSE (malformed event: bad JSON, a known event missing a field
@@ -189,11 +191,11 @@ void ah_decoder_free(ah_decoder *d);
  * error: feeding goes on (a response.failed may follow) and it is recorded in the
  * timeline. Unknown event types and unknown delta/block types are ignored (providers add
  * new ones; logged at debug level); a malformed event of a known type is an error. */
-ah_status ah_decoder_feed(ah_decoder *d, const void *bytes, size_t len);
+AH_EXPORT ah_status ah_decoder_feed(ah_decoder *d, const void *bytes, size_t len);
 
 /* Feed one already-parsed SSE event (for a caller that runs its own parser). The event is
  * borrowed for the call. Same results as ah_decoder_feed. */
-ah_status ah_decoder_feed_event(ah_decoder *d, const ah_sse_event *ev);
+AH_EXPORT ah_status ah_decoder_feed_event(ah_decoder *d, const ah_sse_event *ev);
 
 /* The end of the stream (EOF from the transport). Returns AH_OK when the stream ended
  * cleanly: the format's end arrived and no error, of the decoder or of the provider, was
@@ -203,7 +205,7 @@ ah_status ah_decoder_feed_event(ah_decoder *d, const ah_sse_event *ev);
  * its format's end.
  * Open blocks stay open. After it, feeding returns AH_ERR_STATE; calling it again returns
  * the same answer. */
-ah_status ah_decoder_finish(ah_decoder *d, ah_error *err);
+AH_EXPORT ah_status ah_decoder_finish(ah_decoder *d, ah_error *err);
 
 /* ---- resumable streams (OpenAI Responses background mode) ----
  * Every Responses event carries a sequence_number; response.created / in_progress /
@@ -217,27 +219,27 @@ ah_status ah_decoder_finish(ah_decoder *d, ah_error *err);
  * in-stream provider error) and the response has not finished; 0 otherwise (the
  * outputs are then left untouched). *response_id is borrowed from the decoder. Either
  * pointer may be NULL. */
-int ah_decoder_cursor(const ah_decoder *d, const char **response_id, int64_t *last_seq);
+AH_EXPORT int ah_decoder_cursor(const ah_decoder *d, const char **response_id, int64_t *last_seq);
 /* The response id when one was seen and the response has not finished (a cancel has
  * something to cancel), else NULL. Borrowed. */
-const char *ah_decoder_response_id(const ah_decoder *d);
+AH_EXPORT const char *ah_decoder_response_id(const ah_decoder *d);
 /* The stream broke and the same response goes on in a new connection: drop whatever
  * partial event the SSE parser holds and accept bytes again (also after
  * ah_decoder_finish). The timeline, its open blocks and the cursor stay. AH_ERR_STATE
  * when the decoder has a sticky error. */
-ah_status ah_decoder_reattach(ah_decoder *d);
+AH_EXPORT ah_status ah_decoder_reattach(ah_decoder *d);
 /* Events of re-attached streams skipped because their sequence_number was at or below
  * the cursor at the re-attach. */
-uint64_t ah_decoder_duplicates(const ah_decoder *d);
+AH_EXPORT uint64_t ah_decoder_duplicates(const ah_decoder *d);
 
 /* The decoder's sticky error, or NULL while healthy. Kind AH_EK_STREAM; the message names
  * the format, the event type, the event number and the byte offset where it ended. */
-const ah_error *ah_decoder_error(const ah_decoder *d);
+AH_EXPORT const ah_error *ah_decoder_error(const ah_decoder *d);
 /* 1 once the stream's final event was decoded: Anthropic message_stop, Responses
  * response.completed / incomplete / failed, Chat [DONE] (every format: [DONE]). Events
  * after it are ignored, so content sent after the end (a tool call after message_stop)
  * never reaches the timeline. */
-int ah_decoder_ended(const ah_decoder *d);
+AH_EXPORT int ah_decoder_ended(const ah_decoder *d);
 
 /* Decode a complete NON-stream response body of `wire` into `tl` (fresh or reset). Every
  * block is closed and the timeline is finished. Returns AH_OK; AH_ERR_PARSE with err kind
@@ -245,8 +247,8 @@ int ah_decoder_ended(const ah_decoder *d);
  * tool arguments that are not valid JSON; AH_ERR_PROVIDER with err kind AH_EK_HTTP and
  * provider_type set when the body is the provider's error object (also recorded in the
  * timeline). err may be NULL. */
-ah_status ah_decode_response(ah_wire wire, const char *body, size_t len, ah_timeline *tl,
-                             ah_error *err);
+AH_EXPORT ah_status ah_decode_response(ah_wire wire, const char *body, size_t len, ah_timeline *tl,
+                                       ah_error *err);
 
 #ifdef __cplusplus
 }

@@ -50,6 +50,8 @@
 #ifndef AGENTHOST_TOOL_H
 #define AGENTHOST_TOOL_H
 
+#include "agenthost/export.h"
+
 #include "agenthost/budget.h"
 #include "agenthost/error.h"
 #include "agenthost/event.h"
@@ -81,7 +83,7 @@ typedef enum ah_tool_action {
         AH_TOOL_DO_COUNT_
 } ah_tool_action;
 
-const char *ah_tool_action_name(ah_tool_action a); /* "unknown" out of range */
+AH_EXPORT const char *ah_tool_action_name(ah_tool_action a); /* "unknown" out of range */
 
 /* The retry predicate; the same shape as the LLM policy's retry_on. Sees the body's
  * error (borrowed for the call) and the default verdict (1 only for `transient`).
@@ -117,7 +119,7 @@ typedef struct ah_tool_policy {
 } ah_tool_policy;
 
 /* max_attempts = AH_TOOL_DEFAULT_MAX_ATTEMPTS, no hooks, no backoff, no loop. */
-void ah_tool_policy_init(ah_tool_policy *p);
+AH_EXPORT void ah_tool_policy_init(ah_tool_policy *p);
 
 typedef struct ah_tool_call ah_tool_call;
 
@@ -127,54 +129,54 @@ typedef struct ah_tool_call ah_tool_call;
  * *out set; else *out = NULL and AH_ERR_INVALID (policy->max_attempts < 1, or a
  * policy->backoff that ah_policy_validate refuses: said in err) or AH_ERR_NOMEM. err may
  * be NULL. */
-ah_status ah_tool_call_new(const ah_tool_policy *policy, ah_ledger *ledger, ah_budget *budget,
+AH_EXPORT ah_status ah_tool_call_new(const ah_tool_policy *policy, ah_ledger *ledger, ah_budget *budget,
                            const char *key, const char *args_canonical, ah_tool_call **out,
                            char *err, size_t errsize);
 /* Free the call and drop its budget reference. NULL is a no-op. */
-void ah_tool_call_free(ah_tool_call *c);
+AH_EXPORT void ah_tool_call_free(ah_tool_call *c);
 
 /* Advance the call. Never blocks, never runs the body. Once finished (SUCCEED,
  * RETURN_DUPLICATE, RETURN_BUDGET_EXHAUSTED, FAIL) it keeps returning the same action. */
-ah_tool_action ah_tool_step(ah_tool_call *c);
+AH_EXPORT ah_tool_action ah_tool_step(ah_tool_call *c);
 
 /* Report the attempt that RUN_BODY started. receipt is copied (NULL is stored as
  * "null"); err is copied (NULL = a permanent error "tool failed"). AH_ERR_STATE when no
  * attempt is running or it was already reported. */
-ah_status ah_tool_call_body_ok(ah_tool_call *c, const char *receipt);
-ah_status ah_tool_call_body_failed(ah_tool_call *c, const ah_error *err);
+AH_EXPORT ah_status ah_tool_call_body_ok(ah_tool_call *c, const char *receipt);
+AH_EXPORT ah_status ah_tool_call_body_failed(ah_tool_call *c, const ah_error *err);
 
 /* Cancel a call that is not running a body (before it starts or during a retry wait):
  * it finishes FAIL with a `cancelled` error. AH_ERR_STATE while a body runs (report it
  * first: its effect may have happened) or after the call finished. */
-ah_status ah_tool_call_cancel(ah_tool_call *c);
+AH_EXPORT ah_status ah_tool_call_cancel(ah_tool_call *c);
 
 /* Give up waiting for a key in flight elsewhere (after WAIT_CLAIM): the call finishes
  * with outcome IN_PROGRESS (error kind `transient`, message naming the key), the body
  * never having run here. AH_ERR_STATE unless the call is waiting for a claim. */
-ah_status ah_tool_call_stop_waiting(ah_tool_call *c);
+AH_EXPORT ah_status ah_tool_call_stop_waiting(ah_tool_call *c);
 
 /* Results and progress. Strings are borrowed and live as long as the call. */
-int ah_tool_call_finished(const ah_tool_call *c);
+AH_EXPORT int ah_tool_call_finished(const ah_tool_call *c);
 /* Body executions so far; during RUN_BODY, the number of the running attempt. */
-int ah_tool_call_attempts(const ah_tool_call *c);
-int64_t ah_tool_call_wait_ms(const ah_tool_call *c);         /* after RETRY_AFTER */
-ah_tool_outcome ah_tool_call_outcome(const ah_tool_call *c); /* once finished */
-const ah_error *ah_tool_call_error(const ah_tool_call *c);   /* kind NONE on success */
-const char *ah_tool_call_receipt(const ah_tool_call *c);     /* NULL unless ok */
-int64_t ah_tool_call_seq(const ah_tool_call *c);             /* 0 without a ledger */
+AH_EXPORT int ah_tool_call_attempts(const ah_tool_call *c);
+AH_EXPORT int64_t ah_tool_call_wait_ms(const ah_tool_call *c);         /* after RETRY_AFTER */
+AH_EXPORT ah_tool_outcome ah_tool_call_outcome(const ah_tool_call *c); /* once finished */
+AH_EXPORT const ah_error *ah_tool_call_error(const ah_tool_call *c);   /* kind NONE on success */
+AH_EXPORT const char *ah_tool_call_receipt(const ah_tool_call *c);     /* NULL unless ok */
+AH_EXPORT int64_t ah_tool_call_seq(const ah_tool_call *c);             /* 0 without a ledger */
 /* The fencing token of the claim the body runs under (a Redis ledger), else 0: pass it
  * to a downstream service so it can refuse a holder whose lease was taken over. */
-int64_t ah_tool_call_fence(const ah_tool_call *c);
-int ah_tool_call_duplicate(const ah_tool_call *c);
-const char *ah_tool_call_key(const ah_tool_call *c); /* NULL when none */
-const char *ah_tool_call_args(const ah_tool_call *c);
+AH_EXPORT int64_t ah_tool_call_fence(const ah_tool_call *c);
+AH_EXPORT int ah_tool_call_duplicate(const ah_tool_call *c);
+AH_EXPORT const char *ah_tool_call_key(const ah_tool_call *c); /* NULL when none */
+AH_EXPORT const char *ah_tool_call_args(const ah_tool_call *c);
 /* 1 when this call's refusal was its budget's first (emit budget_exhausted once). */
-int ah_tool_call_budget_first_refusal(const ah_tool_call *c);
+AH_EXPORT int ah_tool_call_budget_first_refusal(const ah_tool_call *c);
 
 /* Fill a tool_call_end event (docs/lua.md) from a finished call; id and name are borrowed
  * into the event. */
-void ah_tool_call_end_event(const ah_tool_call *c, const char *id, const char *name,
-                            ah_event *out);
+AH_EXPORT void ah_tool_call_end_event(const ah_tool_call *c, const char *id, const char *name,
+                                      ah_event *out);
 
 /* ---- the blocking driver ----------------------------------------------------------- */
 
@@ -213,7 +215,7 @@ typedef struct ah_tool_driver {
  * of the call's loop (or on a loop an application's loop drives), it cannot step that
  * loop: its waits then run on a private loop of the call and block this thread, as any
  * blocking call in a callback does. */
-ah_tool_outcome ah_tool_call_run(ah_tool_call *c, const ah_tool_driver *d);
+AH_EXPORT ah_tool_outcome ah_tool_call_run(ah_tool_call *c, const ah_tool_driver *d);
 
 #ifdef __cplusplus
 }

@@ -20,6 +20,8 @@
 #ifndef AGENTHOST_TRANSPORT_H
 #define AGENTHOST_TRANSPORT_H
 
+#include "agenthost/export.h"
+
 #include "agenthost/error.h"
 #include "agenthost/loop.h"
 #include "agenthost/status.h"
@@ -72,7 +74,7 @@ typedef struct ah_transport {
 /* The libcurl transport: one easy handle per attempt on the loop's multi handle; TLS
  * verification on, HTTP/2 over TLS, no signals, no redirects, no compression (identity),
  * no 100-continue. Static storage; never free it. */
-const ah_transport *ah_transport_curl(void);
+AH_EXPORT const ah_transport *ah_transport_curl(void);
 
 #ifdef __cplusplus
 }

@@ -20,6 +20,8 @@
 #ifndef AGENTHOST_UV_H
 #define AGENTHOST_UV_H
 
+#include "agenthost/export.h"
+
 #include "agenthost.h"
 
 #include <uv.h>
@@ -34,14 +36,14 @@ typedef struct ah_uv ah_uv;
  * RNG); borrowed. AH_OK with *out set; else *out = NULL, a message in err (may be NULL)
  * and AH_ERR_INVALID (no uv loop), AH_ERR_INTERNAL (a uv handle cannot be made) or
  * AH_ERR_NOMEM. */
-ah_status ah_uv_new(uv_loop_t *uv, const ah_clock *clock, const ah_rng *rng, ah_uv **out,
-                    char *err, size_t errsize);
+AH_EXPORT ah_status ah_uv_new(uv_loop_t *uv, const ah_clock *clock, const ah_rng *rng, ah_uv **out,
+                              char *err, size_t errsize);
 /* The ah_loop to give to clients, workers and calls; owned by the adapter. */
-ah_loop *ah_uv_loop(ah_uv *a);
+AH_EXPORT ah_loop *ah_uv_loop(ah_uv *a);
 /* Free the ah_loop (everything attached to it must be freed first) and close the libuv
  * handles; their memory is released by libuv's close callbacks, so run the uv loop once
  * more afterwards. NULL is a no-op. */
-void ah_uv_free(ah_uv *a);
+AH_EXPORT void ah_uv_free(ah_uv *a);
 
 #ifdef __cplusplus
 }

@@ -2,6 +2,8 @@
 #ifndef AGENTHOST_WIRE_H
 #define AGENTHOST_WIRE_H
 
+#include "agenthost/export.h"
+
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -23,11 +25,11 @@ typedef enum ah_wire {
         AH_WIRE_COUNT_
 } ah_wire;
 
-const char *ah_wire_name(ah_wire w);      /* "unknown" out of range */
-const char *ah_wire_path(ah_wire w);      /* "" out of range */
-int ah_wire_from_name(const char *name); /* the ah_wire, or -1 */
+AH_EXPORT const char *ah_wire_name(ah_wire w);      /* "unknown" out of range */
+AH_EXPORT const char *ah_wire_path(ah_wire w);      /* "" out of range */
+AH_EXPORT int ah_wire_from_name(const char *name); /* the ah_wire, or -1 */
 /* The provider's public API ("https://api.anthropic.com"), static; NULL out of range. */
-const char *ah_wire_base_url(ah_wire w);
+AH_EXPORT const char *ah_wire_base_url(ah_wire w);
 
 /* Background responses (OpenAI Responses, "background": true): the provider keeps
  * running a response whatever happens to the connection, and its stream can be taken up
@@ -37,10 +39,10 @@ const char *ah_wire_base_url(ah_wire w);
  *   re-attach: GET {request_url}/{id}?stream=true&starting_after={after}, the events
  *              after sequence number `after`;
  *   cancel:    POST {request_url}/{id}/cancel. */
-int ah_wire_has_background(ah_wire w); /* 1 for responses */
-char *ah_wire_reattach_url(ah_wire w, const char *request_url, const char *id,
-                           int64_t after);
-char *ah_wire_cancel_url(ah_wire w, const char *request_url, const char *id);
+AH_EXPORT int ah_wire_has_background(ah_wire w); /* 1 for responses */
+AH_EXPORT char *ah_wire_reattach_url(ah_wire w, const char *request_url, const char *id,
+                                     int64_t after);
+AH_EXPORT char *ah_wire_cancel_url(ah_wire w, const char *request_url, const char *id);
 
 #ifdef __cplusplus
 }

@@ -19,9 +19,11 @@
 #ifndef AGENTHOST_WORKER_H
 #define AGENTHOST_WORKER_H
 
-#include "agenthost/call.h"
+#include "agenthost/export.h"
+
 #include "agenthost/capabilities.h"
 #include "agenthost/conversation.h"
+#include "agenthost/error.h"
 #include "agenthost/event.h"
 #include "agenthost/loop.h"
 #include "agenthost/policy.h"
@@ -34,6 +36,10 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* The HTTP transport a worker's calls use (NULL: libcurl); its ops are in
+ * agenthost/transport.h, which only a program that plugs in its own needs. */
+typedef struct ah_transport ah_transport;
 
 /* ---- client: where and how to reach a provider ------------------------------------------- */
 
@@ -62,15 +68,15 @@ typedef struct ah_client_config {
 /* Copies everything. AH_OK with *out set; else *out = NULL and AH_ERR_INVALID with a
  * message naming the field in err, or AH_ERR_NOMEM. err may be NULL (the constructor
  * convention of every fallible ah_*_new: docs/errors.md). */
-ah_status ah_client_new(const ah_client_config *cfg, ah_client **out, char *err,
-                        size_t errsize);
-void ah_client_free(ah_client *c);
-ah_wire ah_client_wire(const ah_client *c);
-const char *ah_client_url(const ah_client *c); /* the full request URL */
-ah_continuation ah_client_continuation(const ah_client *c); /* the setting */
+AH_EXPORT ah_status ah_client_new(const ah_client_config *cfg, ah_client **out, char *err,
+                                  size_t errsize);
+AH_EXPORT void ah_client_free(ah_client *c);
+AH_EXPORT ah_wire ah_client_wire(const ah_client *c);
+AH_EXPORT const char *ah_client_url(const ah_client *c); /* the full request URL */
+AH_EXPORT ah_continuation ah_client_continuation(const ah_client *c); /* the setting */
 /* The rung the client's next continuation takes: AH_CONT_PREFILL or AH_CONT_PROMPT (from
  * the setting, the table, and whether the provider refused a prefill). Thread-safe. */
-ah_cont_mode ah_client_rung(const ah_client *c);
+AH_EXPORT ah_cont_mode ah_client_rung(const ah_client *c);
 
 /* ---- tools ---------------------------------------------------------------------------------- */
 
@@ -168,45 +174,45 @@ typedef struct ah_worker_stats {
 
 /* AH_OK with *out set; else *out = NULL and AH_ERR_INVALID (a message naming the problem
  * in err) or AH_ERR_NOMEM. err may be NULL. */
-ah_status ah_worker_new(const ah_worker_config *cfg, ah_worker **out, char *err,
-                        size_t errsize);
+AH_EXPORT ah_status ah_worker_new(const ah_worker_config *cfg, ah_worker **out, char *err,
+                                  size_t errsize);
 /* Cancels anything in flight (no events) and frees. NULL is a no-op. Not from inside the
  * worker's own callbacks. */
-void ah_worker_free(ah_worker *w);
+AH_EXPORT void ah_worker_free(ah_worker *w);
 
 /* Add the user's input to history and send the first request (at the loop's next step).
  * AH_ERR_STATE if the run already started. */
-ah_status ah_worker_start(ah_worker *w, const char *input);
+AH_EXPORT ah_status ah_worker_start(ah_worker *w, const char *input);
 /* Blocking driver: start (if input != NULL) and step the loop until the run ends.
  * Returns the outcome. */
-ah_run_outcome ah_worker_run(ah_worker *w, const char *input);
+AH_EXPORT ah_run_outcome ah_worker_run(ah_worker *w, const char *input);
 
 /* The answer to a tool call whose exec returned 1. AH_ERR_STATE if no such call is
  * pending. May be called from inside the exec callback or later, on the loop thread. */
-ah_status ah_worker_tool_done(ah_worker *w, size_t index, const ah_tool_response *res);
+AH_EXPORT ah_status ah_worker_tool_done(ah_worker *w, size_t index, const ah_tool_response *res);
 
 /* Thread-safe, idempotent. Ends the run with outcome cancelled at the loop's next step,
  * wherever it is: an in-flight request or stream is torn down, a backoff wait ends, a
  * continuation is not sent, a round of tools that are still running ends (answers that
  * come later get AH_ERR_STATE; stop the bodies you run). One run_end, no further
  * request. The run_end error is kind `cancelled`, message "cancelled". */
-void ah_worker_cancel(ah_worker *w);
+AH_EXPORT void ah_worker_cancel(ah_worker *w);
 /* The same, with the run_end error message "cancelled: <reason>" (reason NULL or "":
  * "cancelled"). The reason is recorded only by the first cancel; call it on the loop
  * thread (ah_worker_cancel from any thread). */
-void ah_worker_cancel_with(ah_worker *w, const char *reason);
+AH_EXPORT void ah_worker_cancel_with(ah_worker *w, const char *reason);
 
-int ah_worker_finished(const ah_worker *w);
-ah_run_outcome ah_worker_outcome(const ah_worker *w); /* valid once finished */
-const ah_error *ah_worker_error(const ah_worker *w);  /* kind NONE on success */
+AH_EXPORT int ah_worker_finished(const ah_worker *w);
+AH_EXPORT ah_run_outcome ah_worker_outcome(const ah_worker *w); /* valid once finished */
+AH_EXPORT const ah_error *ah_worker_error(const ah_worker *w);  /* kind NONE on success */
 /* The final answer: the text of the assistant messages after the last tool round
  * (a partial message and its continuation together). Borrowed, valid until the worker
  * is freed or its history changes (an answer of one text block is that block of the
  * history, not a copy); "" before the end. */
-const char *ah_worker_text(const ah_worker *w);
-const ah_conversation *ah_worker_history(const ah_worker *w); /* borrowed */
-const char *ah_worker_run_id(const ah_worker *w);
-void ah_worker_get_stats(const ah_worker *w, ah_worker_stats *out);
+AH_EXPORT const char *ah_worker_text(const ah_worker *w);
+AH_EXPORT const ah_conversation *ah_worker_history(const ah_worker *w); /* borrowed */
+AH_EXPORT const char *ah_worker_run_id(const ah_worker *w);
+AH_EXPORT void ah_worker_get_stats(const ah_worker *w, ah_worker_stats *out);
 
 #ifdef __cplusplus
 }
