@@ -25,6 +25,9 @@
  *     "finish_reason":null}],...} where the other top-level keys are ones the Chat
  * decoder does not read (id, object, created, model, ...) with string, integer or null
  * values, and "usage" (if present) is null.
+ *   Responses {"type":"response.output_text.delta","delta":"...",...} in any key order
+ *     (see responses());
+ * and, for Responses' closing events that repeat the answer, ah__fast_parse (below).
  * tests/fuzz/fuzz_decode_fast.c decodes every input both ways and compares everything
  * (statuses, errors, timeline, hook calls); tests/unit/test_decode_fast.c does the same
  * on the recorded provider streams.

@@ -207,7 +207,8 @@ static void same_check_reattach(ah_wire wire, const uint8_t *data, size_t size,
     free(slow.log.p);
 }
 
-static void same_check(ah_wire wire, const uint8_t *data, size_t size, size_t split)
+static inline void same_check(ah_wire wire, const uint8_t *data, size_t size,
+                              size_t split)
 {
     same_check_reattach(wire, data, size, split, 0);
 }
