@@ -396,7 +396,7 @@ static ah_status feed_event(ah_decoder *d, const ah_sse_event *ev, int64_t end)
         return st;
     }
     /* Responses' closing events repeat the answer: a long one is parsed without it. */
-    cJSON *root = !d->slow && d->wire == AH_WIRE_RESPONSES && data_len >= d->skip_min
+    cJSON *root = !d->slow && d->wire == AH_WIRE_RESPONSES
                       ? ah__fast_parse(d, data, data_len)
                       : NULL;
     if (!root)

@@ -669,6 +669,8 @@ cJSON *ah__fast_parse(ah_decoder *d, const char *data, size_t len)
     int depth = 0, n = 0;
     size_t removed = 0;
     const char *p = data, *end = data + len;
+    if (len < d->skip_min)
+        return NULL; /* short: nothing worth leaving out */
     while (p < end) {
         char ch = *p;
         if (ch == '"') {

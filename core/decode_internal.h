@@ -176,8 +176,8 @@ ah_status ah__responses_text_delta(ah_decoder *d, int64_t seq, int64_t oi, int64
  * exactly like the cJSON path. */
 int ah__fast_event(ah_decoder *d, const char *data, size_t len, ah_status *st);
 /* Responses' closing events (output_text.done, content_part.done, output_item.done,
- * response.completed / incomplete / failed) repeat the whole answer. For one of at least
- * d->skip_min bytes: the tree cJSON would build, minus the answer texts the decoder
+ * response.completed / incomplete / failed) repeat the whole answer. For an event of at
+ * least d->skip_min bytes: the tree cJSON would build, minus the answer texts the decoder
  * provably does not read for this event and this timeline (they come out as ""), built
  * from a copy of the data without them; NULL when that does not apply (the caller parses
  * the data itself). */

@@ -240,7 +240,12 @@ static void responses_shapes_taken(void **state)
     assert_string_equal(b->text, "pon\"g!");
     assert_string_equal(b->item_id, "msg_3");
     assert_int_equal(f.d->last_seq, 6);
-    /* the closing events: the repeated text is left out (the block has it) */
+    /* the closing events: the repeated text is left out (the block has it); short ones
+     * are parsed whole unless the threshold says otherwise */
+    static const char done0[] = "{\"type\":\"response.output_text.done\",\"output_index\":0,"
+                                "\"text\":\"pon\\\"g!\"}";
+    assert_null(ah__fast_parse(f.d, done0, strlen(done0)));
+    ah__decoder_set_skip_min(f.d, 0);
     static const char *const closing[] = {
         "{\"type\":\"response.output_text.done\",\"content_index\":0,\"item_id\":"
         "\"msg_3\",\"logprobs\":[],\"output_index\":0,\"sequence_number\":7,\"text\":"
