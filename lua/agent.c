@@ -78,7 +78,7 @@ typedef struct lrun {
     ah_event_fn sink;
     void *sink_ud;
     int self_ref, on_event_ref, status_ref, retry_on_ref, validate_ref, output_ref;
-    int delta_ref[2]; /* on_event_reuse: the text_delta / reasoning_delta tables */
+    lah_event_cache evc; /* on_event's per-run state (lua/events.c) */
     lua_State *const *running; /* lah_running_slot(main): read once per event */
     tool_op *ops; /* tool calls in flight */
     struct lrun *prev_live, *next_live; /* the runs in flight (lah_cancel_runs) */
@@ -222,23 +222,15 @@ static void run_on_event(void *ud, const ah_event *ev)
     if (r->on_event_ref == LUA_NOREF && r->status_ref == LUA_NOREF)
         return;
     lua_State *L = *r->running;
-    if (!lua_checkstack(L, 8))
-        return;
     if (r->on_event_ref != LUA_NOREF) {
-        lua_rawgeti(L, LUA_REGISTRYINDEX, r->on_event_ref);
-        int k = ev->type == AH_EV_TEXT_DELTA ? 0 : ev->type == AH_EV_REASONING_DELTA ? 1 : -1;
-        if (a->reuse_deltas && k >= 0 && r->delta_ref[k] != LUA_NOREF) {
-            lua_rawgeti(L, LUA_REGISTRYINDEX, r->delta_ref[k]);
-            lah_refill_event(L, ev);
-        } else {
-            lah_push_event(L, ev);
-            if (a->reuse_deltas && k >= 0) {
-                lua_pushvalue(L, -1);
-                r->delta_ref[k] = luaL_ref(L, LUA_REGISTRYINDEX);
+        if (lah_event_hook(L, r->on_event_ref, ev, &r->evc, a->reuse_deltas) != LUA_OK) {
+            if (!a->event_failed) {
+                ah__log(AH_LOG_WARN, "%s: %s", r->what_event, lua_tostring(L, -1));
+                a->event_failed = 1;
             }
+            lua_pop(L, 1);
         }
-        lah_pcall_once(L, 1, 0, r->what_event, &a->event_failed);
-    } else {
+    } else if (lua_checkstack(L, 8)) {
         lua_rawgeti(L, LUA_REGISTRYINDEX, r->status_ref);
         lua_getfield(L, -1, "update");
         lua_insert(L, -2);
@@ -602,8 +594,7 @@ static void release_run(lua_State *L, lrun *r, int closing)
     unlist_run(r);
     unref(L, &r->self_ref);
     unref(L, &r->on_event_ref);
-    unref(L, &r->delta_ref[0]);
-    unref(L, &r->delta_ref[1]);
+    lah_event_cache_free(L, &r->evc);
     unref(L, &r->status_ref);
     unref(L, &r->retry_on_ref);
     unref(L, &r->validate_ref);
@@ -726,7 +717,7 @@ static int start_run(lua_State *L, const char *where)
     memset(r, 0, sizeof *r);
     r->self_ref = r->on_event_ref = r->status_ref = r->retry_on_ref = r->validate_ref =
         r->output_ref = LUA_NOREF;
-    r->delta_ref[0] = r->delta_ref[1] = LUA_NOREF;
+    r->evc.run_id_ref = r->evc.reused[0] = r->evc.reused[1] = LUA_NOREF;
     r->running = lah_running_slot(L);
     luaL_setmetatable(L, RUN_MT);
     r->agent = a;
@@ -739,6 +730,7 @@ static int start_run(lua_State *L, const char *where)
 
     /* the hooks, referenced for the run's duration */
     if (a->has_on_event) {
+        lah_event_cache_init(L, &r->evc);
         lua_getiuservalue(L, 1, A_ON_EVENT);
         r->on_event_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     } else if (a->has_status) {
