@@ -57,7 +57,8 @@ typedef struct lagent {
     int max_steps;
     ah_policy policy; /* retry_on is set per run */
     int has_retry_on, has_on_event, has_status;
-    int reuse_deltas; /* on_event_reuse: one delta table per run, refilled */
+    int reuse_deltas; /* one delta table per run, refilled: on_event_reuse = true, or a
+                       * hook that cannot keep it (absent) */
     ah_tool_def *tools;
     int *tool_exclusive; /* per tool (same order as tools) */
     size_t n_tools;
@@ -1151,7 +1152,13 @@ static int l_agent(lua_State *L)
     if (ty != LUA_TNIL && ty != LUA_TBOOLEAN)
         return luaL_error(L, "%s: on_event_reuse must be a boolean, got %s", where,
                           luaL_typename(L, -1));
-    a->reuse_deltas = lua_toboolean(L, -1);
+    /* absent: refill when the hook provably cannot keep its table (lah_hook_keeps_nothing) */
+    if (ty == LUA_TNIL && a->has_on_event) {
+        lua_getiuservalue(L, agent, A_ON_EVENT);
+        a->reuse_deltas = lah_hook_keeps_nothing(L, -1);
+        lua_pop(L, 1);
+    } else
+        a->reuse_deltas = lua_toboolean(L, -1);
     lua_pop(L, 1);
 
     if (lua_getfield(L, 1, "tools") != LUA_TNIL)

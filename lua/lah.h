@@ -169,6 +169,11 @@ void lah_event_cache_free(lua_State *L, lah_event_cache *c);
  * the event is dropped). Never raises (beyond a memory error). */
 int lah_event_hook(lua_State *L, int hook_ref, const ah_event *ev, lah_event_cache *c,
                    int reuse);
+/* 1 if the function at idx provably cannot keep, pass on or change its first argument
+ * (lua/hook_escape.c reads its bytecode; 0 when unsure: a C function, another Lua's
+ * bytecode, anything not known), so a refilled table is indistinguishable from a fresh
+ * one for it. Never raises (beyond a memory error). */
+int lah_hook_keeps_nothing(lua_State *L, int idx);
 /* Push a cJSON tree as a Lua value (protected; a top-level null is nil, a nested null is
  * cjson.null; whole numbers are integers) and free it, also when pushing raises. */
 struct cJSON;

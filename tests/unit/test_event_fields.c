@@ -321,12 +321,70 @@ static void a_failing_hook_reports(void **state)
     lua_close(L);
 }
 
+/* Which hooks get a refilled table (lah_hook_keeps_nothing): only those that cannot keep,
+ * pass on or change it */
+static void only_hooks_that_cannot_keep_the_table_reuse_it(void **state)
+{
+    (void)state;
+    static const struct {
+        int reuse;
+        const char *src;
+    } cases[] = {
+        {1, "return function(ev) end"},
+        {1, "return function() end"},
+        {1, "local n = 0 return function(ev) if ev.type == 'text_delta' then n = n + 1 end end"},
+        {1, "local b = {} return function(ev) b[#b + 1] = ev.text end"},
+        {1, "local n = 0 return function(ev) n = n + #ev.text + ev.block end"},
+        {1, "return function(ev) if ev and not ev.x and ev[1] == nil then return ev end end"},
+        {1, "return function(ev, ...) local t = ev.type return t end"},
+        {0, "return function(...) local ev = ... end"},
+        {0, "local keep = {} return function(ev) keep[#keep + 1] = ev end"},
+        {0, "local keep = {} return function(ev) keep[ev] = true end"},
+        {0, "local keep = {} return function(ev) keep.last = ev end"},
+        {0, "local keep = {} return function(ev) keep[1] = ev end"},
+        {0, "local last return function(ev) last = ev end"},
+        {0, "return function(ev) LAST = ev end"},
+        {0, "return function(ev) print(ev) end"},
+        {0, "return function(ev) table.insert({}, ev) end"},
+        {0, "return function(ev) local e = ev end"},
+        {0, "return function(ev) ev.seen = true end"},
+        {0, "return function(ev) ev[1] = true end"},
+        {0, "return function(ev) return function() return ev end end"},
+        {0, "return function(ev) local f = function() end end"},
+        {0, "local s = {} return function(ev) s:add(ev) end"},
+        {0, "local o = {} return function(ev) return o[ev] end"},
+        {0, "local o = {} return function(ev) return ev == o end"},
+        {0, "return function(ev) local t = {ev} end"},
+        {0, "return function(ev) local t = {e = ev} end"},
+        {0, "return function(ev) local x = ev or 1 end"},
+        {0, "return function(ev) for k in pairs(ev) do end end"},
+        {0, "return function(ev) error(ev) end"},
+        {0, "return function(ev) local s = 'x' .. ev.text .. ev end"},
+        {0, "return function(ev) return ev + 1 end"},
+        {0, "return function(ev) setmetatable(ev, {}) end"},
+    };
+    int keys_ref;
+    lua_State *L = new_state(&keys_ref);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        assert_int_equal(luaL_loadstring(L, cases[i].src), LUA_OK);
+        lua_call(L, 0, 1);
+        if (lah_hook_keeps_nothing(L, -1) != cases[i].reuse)
+            fail_msg("%s: want %s", cases[i].src, cases[i].reuse ? "reuse" : "fresh tables");
+        lua_pop(L, 1);
+    }
+    lua_pushcfunction(L, lah_traceback);
+    assert_int_equal(lah_hook_keeps_nothing(L, -1), 0); /* C: not known */
+    lua_pop(L, 1);
+    lua_close(L);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_type_has_the_same_keys_everywhere),
         cmocka_unit_test(every_generated_type_round_trips),
         cmocka_unit_test(a_failing_hook_reports),
+        cmocka_unit_test(only_hooks_that_cannot_keep_the_table_reuse_it),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
