@@ -719,6 +719,7 @@ static int start_run(lua_State *L, const char *where)
     r->self_ref = r->on_event_ref = r->status_ref = r->retry_on_ref = r->validate_ref =
         r->output_ref = LUA_NOREF;
     r->evc.run_id_ref = r->evc.reused[0] = r->evc.reused[1] = LUA_NOREF;
+    r->evc.bound[0] = r->evc.bound[1] = LUA_NOREF;
     r->running = lah_running_slot(L);
     luaL_setmetatable(L, RUN_MT);
     r->agent = a;
@@ -1155,10 +1156,10 @@ static int l_agent(lua_State *L)
     /* absent: refill when the hook provably cannot keep its table (lah_hook_keeps_nothing) */
     if (ty == LUA_TNIL && a->has_on_event) {
         lua_getiuservalue(L, agent, A_ON_EVENT);
-        a->reuse_deltas = lah_hook_keeps_nothing(L, -1);
+        a->reuse_deltas = lah_hook_keeps_nothing(L, -1) ? LAH_REUSE_READ_ONLY : LAH_REUSE_NONE;
         lua_pop(L, 1);
     } else
-        a->reuse_deltas = lua_toboolean(L, -1);
+        a->reuse_deltas = lua_toboolean(L, -1) ? LAH_REUSE_REFILL : LAH_REUSE_NONE;
     lua_pop(L, 1);
 
     if (lua_getfield(L, 1, "tools") != LUA_TNIL)

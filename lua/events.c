@@ -158,7 +158,14 @@ static const char *const refill_src[] = {AH_EVENT_MAP(SRC, R_FIELD)};
 typedef struct trampolines {
     int fresh[AH_EV_COUNT_];  /* function(h, r, t, ...) return h{...} end */
     int reused[AH_EV_COUNT_]; /* function(h, e, r, t, ...) e.run_id = r ... return h(e) end */
+    int bind_delta; /* function(h, e) return function(t, x) e.ts_ms = t ... end end */
 } trampolines;
+
+/* For a hook that cannot change its table (lah_hook_keeps_nothing): a delta of the same
+ * run, call and block as the last one differs from it only in ts_ms and text */
+static const char BIND_DELTA[] = "return function(ah__h, ah__e) return function(ah__t, ah__x) "
+                                 "ah__e.ts_ms = ah__t ah__e.text = ah__x return ah__h(ah__e) "
+                                 "end end";
 
 static const char TRAMPOLINES_KEY = 'T';
 
@@ -195,6 +202,7 @@ static trampolines *get_trampolines(lua_State *L)
                  params[i], refill_src[i]);
         tr->reused[i] = compile(L, src, "=on_event");
     }
+    tr->bind_delta = compile(L, BIND_DELTA, "=on_event");
     return tr;
 }
 
@@ -246,12 +254,12 @@ void lah_event_cache_init(lua_State *L, lah_event_cache *c)
     c->depth = lah_hook_depth_slot(L);
     c->run_id = NULL;
     c->run_id_ref = LUA_NOREF;
-    c->reused[0] = c->reused[1] = LUA_NOREF;
+    c->reused[0] = c->reused[1] = c->bound[0] = c->bound[1] = LUA_NOREF;
 }
 
 void lah_event_cache_free(lua_State *L, lah_event_cache *c)
 {
-    int *refs[] = {&c->run_id_ref, &c->reused[0], &c->reused[1]};
+    int *refs[] = {&c->run_id_ref, &c->reused[0], &c->reused[1], &c->bound[0], &c->bound[1]};
     for (size_t i = 0; i < sizeof refs / sizeof refs[0]; i++) {
         if (*refs[i] != LUA_NOREF && *refs[i] != LUA_REFNIL)
             luaL_unref(L, LUA_REGISTRYINDEX, *refs[i]);
@@ -289,26 +297,47 @@ int lah_event_hook(lua_State *L, int hook_ref, const ah_event *ev, lah_event_cac
     int msgh = lua_gettop(L);
     int k = ev->type == AH_EV_TEXT_DELTA ? 0 : ev->type == AH_EV_REASONING_DELTA ? 1 : -1;
     int nargs;
-    if (reuse && k >= 0 && c->reused[k] == LUA_NOREF) {
+    if (!reuse || k < 0) {
+        lua_rawgeti(L, LUA_REGISTRYINDEX, tr->fresh[ev->type]);
+        lua_rawgeti(L, LUA_REGISTRYINDEX, hook_ref);
+        push_run_id(L, c, run_id_of(ev));
+        lua_pushinteger(L, (lua_Integer)ev->ts_ms);
+        nargs = 3 + push_args(L, ev);
+    } else if (c->reused[k] == LUA_NOREF) {
         /* the first delta of its type: a table from C, kept for the next ones */
         lua_rawgeti(L, LUA_REGISTRYINDEX, hook_ref);
         lah_push_event(L, ev);
         lua_pushvalue(L, -1);
         c->reused[k] = luaL_ref(L, LUA_REGISTRYINDEX);
+        if (reuse == LAH_REUSE_READ_ONLY) {
+            lua_rawgeti(L, LUA_REGISTRYINDEX, tr->bind_delta);
+            lua_pushvalue(L, -3);
+            lua_pushvalue(L, -3);
+            lua_call(L, 2, 1);
+            c->bound[k] = luaL_ref(L, LUA_REGISTRYINDEX);
+        }
         nargs = 1;
-    } else if (reuse && k >= 0) {
+    } else if (reuse == LAH_REUSE_READ_ONLY && run_id_of(ev) == c->delta_run_id[k] &&
+               ev->u.delta.llm_call == c->delta_call[k] &&
+               ev->u.delta.block == c->delta_block[k]) {
+        /* the table still holds this delta's run, call and block: only ts_ms and text */
+        lua_rawgeti(L, LUA_REGISTRYINDEX, c->bound[k]);
+        lua_pushinteger(L, (lua_Integer)ev->ts_ms);
+        lua_pushlstring(L, ev->u.delta.text ? ev->u.delta.text : "",
+                        ev->u.delta.text ? ev->u.delta.len : 0);
+        nargs = 2;
+    } else {
         lua_rawgeti(L, LUA_REGISTRYINDEX, tr->reused[ev->type]);
         lua_rawgeti(L, LUA_REGISTRYINDEX, hook_ref);
         lua_rawgeti(L, LUA_REGISTRYINDEX, c->reused[k]);
         push_run_id(L, c, run_id_of(ev));
         lua_pushinteger(L, (lua_Integer)ev->ts_ms);
         nargs = 4 + push_args(L, ev);
-    } else {
-        lua_rawgeti(L, LUA_REGISTRYINDEX, tr->fresh[ev->type]);
-        lua_rawgeti(L, LUA_REGISTRYINDEX, hook_ref);
-        push_run_id(L, c, run_id_of(ev));
-        lua_pushinteger(L, (lua_Integer)ev->ts_ms);
-        nargs = 3 + push_args(L, ev);
+    }
+    if (k >= 0) {
+        c->delta_run_id[k] = run_id_of(ev);
+        c->delta_call[k] = ev->u.delta.llm_call;
+        c->delta_block[k] = ev->u.delta.block;
     }
     int st = lah_pcall_hook_at(L, nargs, 0, msgh, c->depth);
     if (st == LUA_OK)

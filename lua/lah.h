@@ -158,7 +158,14 @@ typedef struct lah_event_cache {
     const char *run_id; /* the run id last pushed, and its Lua string */
     int run_id_ref;
     int reused[2]; /* reuse: the text_delta / reasoning_delta tables */
+    int bound[2];  /* LAH_REUSE_READ_ONLY: their ts_ms + text refills */
+    const char *delta_run_id[2]; /* what the reused tables hold */
+    int delta_call[2], delta_block[2];
 } lah_event_cache;
+/* lah_event_hook's reuse: none (a fresh table per event), refill every field of one
+ * table per delta type (on_event_reuse = true: the hook may write into it), or, for a
+ * hook that cannot change it (lah_hook_keeps_nothing), refill only what changed */
+enum { LAH_REUSE_NONE, LAH_REUSE_REFILL, LAH_REUSE_READ_ONLY };
 void lah_event_cache_init(lua_State *L, lah_event_cache *c);
 void lah_event_cache_free(lua_State *L, lah_event_cache *c);
 /* Call the hook (a function, registry reference hook_ref) with ev's table, protected

@@ -224,7 +224,7 @@ static void lua_table_keys(lua_State *L, int keys_ref, keys *k)
 static const char *HOOK = "local keys = ...\n"
                           "return function(ev) last = keys(ev) end\n";
 
-static void check_type(lua_State *L, int keys_ref, int hook_ref, lah_event_cache *c,
+static void check_type(lua_State *L, int keys_ref, int hook_ref, lah_event_cache *c /* [3] */,
                        ah_event_type t, const ah_error *err, int null_them)
 {
     ah_event ev;
@@ -239,11 +239,11 @@ static void check_type(lua_State *L, int keys_ref, int hook_ref, lah_event_cache
     lah_push_event(L, &ev);
     lua_table_keys(L, keys_ref, &lua);
     assert_string_equal(lua.text, want.text);
-    for (int reuse = 0; reuse <= 1; reuse++)
-        for (int rep = 0; rep < 2; rep++) { /* the second reused delta is refilled */
+    for (int reuse = LAH_REUSE_NONE; reuse <= LAH_REUSE_READ_ONLY; reuse++)
+        for (int rep = 0; rep < 3; rep++) { /* the later reused deltas are refilled */
             lua_pushnil(L);
             lua_setglobal(L, "last");
-            assert_int_equal(lah_event_hook(L, hook_ref, &ev, c, reuse), LUA_OK);
+            assert_int_equal(lah_event_hook(L, hook_ref, &ev, &c[reuse], reuse), LUA_OK);
             assert_int_equal(lua_getglobal(L, "last"), LUA_TSTRING);
             if (strcmp(lua_tostring(L, -1), want.text) != 0)
                 fail_msg("%s (reuse %d, %d): hook saw\n%s\nwant\n%s", ah_event_type_name(t),
@@ -262,14 +262,67 @@ static void every_type_has_the_same_keys_everywhere(void **state)
     lua_rawgeti(L, LUA_REGISTRYINDEX, keys_ref);
     lua_call(L, 1, 1);
     int hook_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    lah_event_cache c;
-    lah_event_cache_init(L, &c);
+    lah_event_cache c[3];
+    for (int i = 0; i < 3; i++)
+        lah_event_cache_init(L, &c[i]);
     int top = lua_gettop(L);
     for (int null_them = 0; null_them <= 1; null_them++)
         for (int t = 0; t < AH_EV_COUNT_; t++)
-            check_type(L, keys_ref, hook_ref, &c, (ah_event_type)t, &err, null_them);
+            check_type(L, keys_ref, hook_ref, c, (ah_event_type)t, &err, null_them);
     assert_int_equal(lua_gettop(L), top); /* the hook path leaves the stack as it was */
-    lah_event_cache_free(L, &c);
+    for (int i = 0; i < 3; i++)
+        lah_event_cache_free(L, &c[i]);
+    lua_close(L);
+}
+
+/* A run of deltas whose text, time, block, call and run change: in every reuse mode the
+ * hook sees each delta's own values */
+static void refilled_deltas_carry_their_own_values(void **state)
+{
+    (void)state;
+    int keys_ref;
+    lua_State *L = new_state(&keys_ref);
+    assert_int_equal(luaL_loadstring(L, HOOK), LUA_OK);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, keys_ref);
+    lua_call(L, 1, 1);
+    int hook_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    static const struct {
+        ah_event_type type;
+        const char *run_id, *text;
+        int llm_call, block;
+    } seq[] = {
+        {AH_EV_TEXT_DELTA, "run_a", "one", 1, 0},       {AH_EV_TEXT_DELTA, "run_a", "two", 1, 0},
+        {AH_EV_REASONING_DELTA, "run_a", "hm", 1, 0},   {AH_EV_TEXT_DELTA, "run_a", "", 1, 0},
+        {AH_EV_TEXT_DELTA, "run_a", "three", 1, 1},     {AH_EV_TEXT_DELTA, "run_a", "four", 2, 1},
+        {AH_EV_REASONING_DELTA, "run_a", "hmm", 2, 1},  {AH_EV_TEXT_DELTA, NULL, "five", 2, 1},
+        {AH_EV_TEXT_DELTA, "run_b", "six", 2, 1},       {AH_EV_TEXT_DELTA, "run_b", "seven", 2, 1},
+    };
+    for (int reuse = LAH_REUSE_NONE; reuse <= LAH_REUSE_READ_ONLY; reuse++) {
+        lah_event_cache c;
+        lah_event_cache_init(L, &c);
+        for (size_t i = 0; i < sizeof seq / sizeof seq[0]; i++) {
+            ah_event ev;
+            memset(&ev, 0, sizeof ev);
+            ev.type = seq[i].type;
+            ev.run_id = seq[i].run_id;
+            ev.ts_ms = 1000 + (int64_t)i;
+            ev.u.delta.llm_call = seq[i].llm_call;
+            ev.u.delta.block = seq[i].block;
+            ev.u.delta.text = seq[i].text;
+            ev.u.delta.len = strlen(seq[i].text);
+            keys visit = {{0}, 0, 0}, want;
+            ah_event_visit(&ev, &visit_fields, &visit);
+            drop_nulls(&visit, &want);
+            sort_lines(&want);
+            assert_int_equal(lah_event_hook(L, hook_ref, &ev, &c, reuse), LUA_OK);
+            assert_int_equal(lua_getglobal(L, "last"), LUA_TSTRING);
+            if (strcmp(lua_tostring(L, -1), want.text) != 0)
+                fail_msg("delta %zu (reuse %d): hook saw\n%s\nwant\n%s", i, reuse,
+                         lua_tostring(L, -1), want.text);
+            lua_pop(L, 1);
+        }
+        lah_event_cache_free(L, &c);
+    }
     lua_close(L);
 }
 
@@ -382,6 +435,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_type_has_the_same_keys_everywhere),
+        cmocka_unit_test(refilled_deltas_carry_their_own_values),
         cmocka_unit_test(every_generated_type_round_trips),
         cmocka_unit_test(a_failing_hook_reports),
         cmocka_unit_test(only_hooks_that_cannot_keep_the_table_reuse_it),
