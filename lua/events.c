@@ -23,6 +23,7 @@
 #include "internal.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- lah_push_event / lah_refill_event ----------------------------------------------- */
@@ -345,4 +346,111 @@ int lah_event_hook(lua_State *L, int hook_ref, const ah_event *ev, lah_event_cac
     else
         lua_remove(L, msgh); /* leaves the message */
     return st;
+}
+
+/* ---- coalescing deltas for a display (ah.agent{on_event_coalesce = ...}) ------------ */
+
+struct lah_coalescer {
+    ah_loop *loop;
+    ah_timer *timer;
+    int64_t ms;
+    size_t max_bytes;
+    lah_deliver_fn deliver;
+    void *ud;
+    int pending;
+    int64_t started_ms; /* loop clock at the first buffered delta */
+    ah_event ev;        /* the merged delta: the first one's fields, the text below */
+    char *text;
+    size_t len, cap;
+};
+
+static void flush(lah_coalescer *c)
+{
+    if (!c->pending)
+        return;
+    c->pending = 0;
+    ah_timer_stop(c->timer);
+    c->ev.u.delta.text = c->text ? c->text : "";
+    c->ev.u.delta.len = c->len;
+    c->deliver(c->ud, &c->ev);
+}
+
+static void on_timer(void *ud)
+{
+    flush(ud);
+}
+
+lah_coalescer *lah_coalescer_new(ah_loop *loop, int64_t ms, size_t max_bytes,
+                                 lah_deliver_fn deliver, void *ud)
+{
+    lah_coalescer *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->timer = ah_timer_new(loop, on_timer, c);
+    if (!c->timer) {
+        free(c);
+        return NULL;
+    }
+    c->loop = loop;
+    c->ms = ms;
+    c->max_bytes = max_bytes;
+    c->deliver = deliver;
+    c->ud = ud;
+    return c;
+}
+
+void lah_coalescer_free(lah_coalescer *c)
+{
+    if (!c)
+        return;
+    ah_timer_free(c->timer);
+    free(c->text);
+    free(c);
+}
+
+static int append(lah_coalescer *c, const ah_event *ev)
+{
+    size_t n = ev->u.delta.text ? ev->u.delta.len : 0;
+    if (c->len + n > c->cap) {
+        size_t cap = c->cap ? c->cap : 256;
+        while (cap < c->len + n)
+            cap *= 2;
+        char *t = realloc(c->text, cap);
+        if (!t)
+            return 0;
+        c->text = t;
+        c->cap = cap;
+    }
+    if (n)
+        memcpy(c->text + c->len, ev->u.delta.text, n);
+    c->len += n;
+    return 1;
+}
+
+int lah_coalescer_feed(lah_coalescer *c, const ah_event *ev)
+{
+    if (ev->type != AH_EV_TEXT_DELTA && ev->type != AH_EV_REASONING_DELTA) {
+        flush(c); /* what came before it first */
+        return 0;
+    }
+    if (c->pending && (ev->type != c->ev.type || ev->run_id != c->ev.run_id ||
+                       ev->u.delta.llm_call != c->ev.u.delta.llm_call ||
+                       ev->u.delta.block != c->ev.u.delta.block))
+        flush(c);
+    if (!c->pending) {
+        c->ev = *ev;
+        c->len = 0;
+        c->started_ms = ah_loop_now_ms(c->loop);
+    }
+    if (!append(c, ev)) { /* out of memory: no merging for this one */
+        flush(c);
+        return 0;
+    }
+    c->pending = 1;
+    int64_t waited = ah_loop_now_ms(c->loop) - c->started_ms;
+    if (c->len >= c->max_bytes || waited >= c->ms)
+        flush(c);
+    else if (!ah_timer_active(c->timer))
+        ah_timer_start(c->timer, c->ms - waited);
+    return 1;
 }

@@ -181,6 +181,21 @@ int lah_event_hook(lua_State *L, int hook_ref, const ah_event *ev, lah_event_cac
  * bytecode, anything not known), so a refilled table is indistinguishable from a fresh
  * one for it. Never raises (beyond a memory error). */
 int lah_hook_keeps_nothing(lua_State *L, int idx);
+
+/* Coalescing deltas for a display (ah.agent{on_event_coalesce = ...}, lua/events.c):
+ * adjacent text_delta (or reasoning_delta) events of one run, LLM call and block are
+ * merged into one (the first one's fields, their texts concatenated), delivered when
+ * max_bytes are buffered, ms after the first one (a loop timer: a pause in the stream
+ * does not hold text back), or before any other event. feed returns 1 when it took ev
+ * (deliver will get it, merged, later), 0 when the caller delivers ev itself (anything
+ * pending was delivered first). deliver gets a borrowed event. new returns NULL when out
+ * of memory; free drops what is pending. */
+typedef struct lah_coalescer lah_coalescer;
+typedef void (*lah_deliver_fn)(void *ud, const ah_event *ev);
+lah_coalescer *lah_coalescer_new(ah_loop *loop, int64_t ms, size_t max_bytes,
+                                 lah_deliver_fn deliver, void *ud);
+int lah_coalescer_feed(lah_coalescer *c, const ah_event *ev);
+void lah_coalescer_free(lah_coalescer *c);
 /* Push a cJSON tree as a Lua value (protected; a top-level null is nil, a nested null is
  * cjson.null; whole numbers are integers) and free it, also when pushing raises. */
 struct cJSON;
