@@ -256,6 +256,7 @@ void lah_event_cache_init(lua_State *L, lah_event_cache *c)
     c->run_id = NULL;
     c->run_id_ref = LUA_NOREF;
     c->reused[0] = c->reused[1] = c->bound[0] = c->bound[1] = LUA_NOREF;
+    c->busy[0] = c->busy[1] = 0;
 }
 
 void lah_event_cache_free(lua_State *L, lah_event_cache *c)
@@ -298,6 +299,8 @@ int lah_event_hook(lua_State *L, int hook_ref, const ah_event *ev, lah_event_cac
     int msgh = lua_gettop(L);
     int k = ev->type == AH_EV_TEXT_DELTA ? 0 : ev->type == AH_EV_REASONING_DELTA ? 1 : -1;
     int nargs;
+    if (k >= 0 && c->busy[k])
+        reuse = LAH_REUSE_NONE; /* a delta inside the hook of one: its table is in use */
     if (!reuse || k < 0) {
         lua_rawgeti(L, LUA_REGISTRYINDEX, tr->fresh[ev->type]);
         lua_rawgeti(L, LUA_REGISTRYINDEX, hook_ref);
@@ -340,7 +343,12 @@ int lah_event_hook(lua_State *L, int hook_ref, const ah_event *ev, lah_event_cac
         c->delta_call[k] = ev->u.delta.llm_call;
         c->delta_block[k] = ev->u.delta.block;
     }
+    int held = reuse && k >= 0;
+    if (held)
+        c->busy[k] = 1;
     int st = lah_pcall_hook_at(L, nargs, 0, msgh, c->depth);
+    if (held)
+        c->busy[k] = 0;
     if (st == LUA_OK)
         lua_pop(L, 1); /* msgh */
     else

@@ -161,6 +161,7 @@ typedef struct lah_event_cache {
     int bound[2];  /* LAH_REUSE_READ_ONLY: their ts_ms + text refills */
     const char *delta_run_id[2]; /* what the reused tables hold */
     int delta_call[2], delta_block[2];
+    int busy[2]; /* a hook is running with that table */
 } lah_event_cache;
 /* lah_event_hook's reuse: none (a fresh table per event), refill every field of one
  * table per delta type (on_event_reuse = true: the hook may write into it), or, for a

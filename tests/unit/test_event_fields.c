@@ -326,6 +326,63 @@ static void refilled_deltas_carry_their_own_values(void **state)
     lua_close(L);
 }
 
+/* A delta emitted while the hook of another delta runs (a hook that cancels its run,
+ * say) does not refill the table that hook is reading */
+static lah_event_cache *nested_cache;
+static int nested_hook_ref, nested_mode;
+
+static int emit_nested(lua_State *L)
+{
+    ah_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.type = AH_EV_TEXT_DELTA;
+    ev.run_id = "run_a";
+    ev.u.delta.text = "inner";
+    ev.u.delta.len = 5;
+    lua_pushboolean(L, lah_event_hook(L, nested_hook_ref, &ev, nested_cache, nested_mode) ==
+                           LUA_OK);
+    return 1;
+}
+
+static void a_nested_delta_does_not_refill_the_table_in_use(void **state)
+{
+    (void)state;
+    int keys_ref;
+    lua_State *L = new_state(&keys_ref);
+    lua_register(L, "emit_nested", emit_nested);
+    assert_int_equal(luaL_loadstring(L, "return function(ev) inner = ev.text end"), LUA_OK);
+    lua_call(L, 0, 1);
+    nested_hook_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    assert_int_equal(luaL_loadstring(L, "return function(ev) local a = ev.text "
+                                        "local ok = emit_nested() outer = a .. '|' .. ev.text "
+                                        ".. '|' .. tostring(ok) end"),
+                     LUA_OK);
+    lua_call(L, 0, 1);
+    assert_int_equal(lah_hook_keeps_nothing(L, -1), 1);
+    int outer_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    for (nested_mode = LAH_REUSE_NONE; nested_mode <= LAH_REUSE_READ_ONLY; nested_mode++) {
+        lah_event_cache c;
+        lah_event_cache_init(L, &c);
+        nested_cache = &c;
+        ah_event ev;
+        memset(&ev, 0, sizeof ev);
+        ev.type = AH_EV_TEXT_DELTA;
+        ev.run_id = "run_a";
+        for (int i = 0; i < 3; i++) {
+            ev.u.delta.text = i == 1 ? "two" : "one";
+            ev.u.delta.len = 3;
+            assert_int_equal(lah_event_hook(L, outer_ref, &ev, &c, nested_mode), LUA_OK);
+            lua_getglobal(L, "outer");
+            assert_string_equal(lua_tostring(L, -1), i == 1 ? "two|two|true" : "one|one|true");
+            lua_getglobal(L, "inner");
+            assert_string_equal(lua_tostring(L, -1), "inner");
+            lua_pop(L, 2);
+        }
+        lah_event_cache_free(L, &c);
+    }
+    lua_close(L);
+}
+
 /* A generated event of every type round-trips through JSON to the same bytes */
 static void every_generated_type_round_trips(void **state)
 {
@@ -436,6 +493,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_type_has_the_same_keys_everywhere),
         cmocka_unit_test(refilled_deltas_carry_their_own_values),
+        cmocka_unit_test(a_nested_delta_does_not_refill_the_table_in_use),
         cmocka_unit_test(every_generated_type_round_trips),
         cmocka_unit_test(a_failing_hook_reports),
         cmocka_unit_test(only_hooks_that_cannot_keep_the_table_reuse_it),
