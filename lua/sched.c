@@ -154,15 +154,26 @@ int lah_traceback(lua_State *L)
     return 1;
 }
 
+int lah_pcall_hook_at(lua_State *L, int nargs, int nresults, int msgh, int *depth)
+{
+    ++*depth;
+    int st = lua_pcall(L, nargs, nresults, msgh);
+    --*depth;
+    return st;
+}
+
+int *lah_hook_depth_slot(lua_State *L)
+{
+    return &get_sched(L)->hook_depth;
+}
+
 int lah_pcall_hook(lua_State *L, int nargs, int nresults)
 {
     sched *s = get_sched(L);
     int base = lua_gettop(L) - nargs; /* the function's index */
     lua_pushcfunction(L, lah_traceback);
     lua_insert(L, base);
-    s->hook_depth++;
-    int st = lua_pcall(L, nargs, nresults, base);
-    s->hook_depth--;
+    int st = lah_pcall_hook_at(L, nargs, nresults, base, &s->hook_depth);
     lua_remove(L, base);
     return st;
 }
