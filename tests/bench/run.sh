@@ -216,9 +216,9 @@ for ((i = 1; i <= RUNS; i++)); do
         if [ "$wire" = anthropic ]; then
             measure "$wire.hook.$i" "$AH" "$BENCH/stack.lua" "$wire" "$STREAM_URL" hook || true
             measure "$wire.hookreuse.$i" "$AH" "$BENCH/stack.lua" "$wire" "$STREAM_URL" hookreuse || true
-            measure "big.stack.$i" "$AH" "$BENCH/stack.lua" "$wire" "$BIG_URL" none || true
-            measure "big.count.$i" "$AH" "$BENCH/stack.lua" "$wire" "$BIG_URL" count || true
+            measure "big-$wire.count.$i" "$AH" "$BENCH/stack.lua" "$wire" "$BIG_URL" count || true
         fi
+        measure "big-$wire.stack.$i" "$AH" "$BENCH/stack.lua" "$wire" "$BIG_URL" none || true
         if [ "$node_ok" = 1 ]; then
             measure "start.node-$wire.$i" node "$NODE_DIR/node_sdk.mjs" "$wire" "$STREAM_URL" startup || true
             measure "$wire.node.$i" node "$NODE_DIR/node_sdk.mjs" "$wire" "$STREAM_URL" || true
@@ -482,9 +482,9 @@ for wire in "${WIRES[@]}"; do
 done
 out ""
 st_rss=$(vals start.stack rss_kb | med)
-for m in stack count; do
-    br=$(vals "big.$m" rss_kb | med)
-    out "- 10 MB answer ($(val "big.$m.1" text_bytes) bytes, anthropic, $([ "$m" = stack ] && echo "no hook" || echo "counting hook")): peak RSS $(fmt %.1f "$([ -n "$br" ] && calc "$br / 1024")") MiB, start-up $(fmt %.1f "$([ -n "$st_rss" ] && calc "$st_rss / 1024")") MiB: growth ×$(fmt %.2f "$([ -n "$br" ] && [ -n "$st_rss" ] && calc "($br - $st_rss) * 1024 / $BIG_BYTES")") of the answer."
+for m in anthropic.stack anthropic.count openai.stack responses.stack; do
+    br=$(vals "big-$m" rss_kb | med)
+    out "- 10 MB answer ($(val "big-$m.1" text_bytes) bytes, ${m%.*}, $([ "${m#*.}" = stack ] && echo "no hook" || echo "counting hook")): peak RSS $(fmt %.1f "$([ -n "$br" ] && calc "$br / 1024")") MiB, start-up $(fmt %.1f "$([ -n "$st_rss" ] && calc "$st_rss / 1024")") MiB: growth ×$(fmt %.2f "$([ -n "$br" ] && [ -n "$st_rss" ] && calc "($br - $st_rss) * 1024 / $BIG_BYTES")") of the answer."
 done
 out ""
 # -- 7
