@@ -481,6 +481,31 @@ static int responses(ah_decoder *d, cur *c, ah_status *st)
     return 1;
 }
 
+#define LIT(c, s) bytes_are(c, s, sizeof(s) - 1)
+
+/* The same event in the order OpenAI (and the mock) send it, no whitespace inside:
+ * matched as a few fixed byte runs, a quarter of the key loop's work. Anything else
+ * goes to responses(), which takes every order. */
+static int responses_ordered(ah_decoder *d, cur *c, ah_status *st)
+{
+    const char *text, *id, *s;
+    size_t tn, idn, n;
+    int64_t oi, ci, seq;
+    if (!LIT(c, "{\"type\":\"response.output_text.delta\",\"content_index\":") ||
+        !uint_val(c, &ci) || !LIT(c, ",\"delta\":") || !text_val(d, c, &text, &tn) ||
+        !LIT(c, ",\"item_id\":") || !raw_str(c, &id, &idn) ||
+        !LIT(c, ",\"logprobs\":[],"))
+        return 0;
+    if (LIT(c, "\"obfuscation\":") && !(raw_str(c, &s, &n) && lit(c, ',')))
+        return 0;
+    if (!LIT(c, "\"output_index\":") || !uint_val(c, &oi) ||
+        !LIT(c, ",\"sequence_number\":") || !uint_val(c, &seq) || !lit(c, '}'))
+        return 0;
+    d->ev_type = "response.output_text.delta";
+    *st = ah__responses_text_delta(d, seq, oi, ci, id, idn, text, tn);
+    return 1;
+}
+
 int ah__fast_event(ah_decoder *d, const char *data, size_t len, ah_status *st)
 {
     cur c = {data, data + len, data, NULL, NULL};
@@ -493,6 +518,9 @@ int ah__fast_event(ah_decoder *d, const char *data, size_t len, ah_status *st)
     case AH_WIRE_OPENAI:
         return chat(d, &c, st);
     case AH_WIRE_RESPONSES:
+        if (responses_ordered(d, &c, st))
+            return 1;
+        c.p = data;
         return responses(d, &c, st);
     default:
         return 0;

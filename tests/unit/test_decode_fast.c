@@ -235,11 +235,18 @@ static void responses_shapes_taken(void **state)
     assert_true(takes(&f, R_DELTA("\"logprobs\": null, \"output_index\":0,\"item_id\":"
                                   "\"msg_3\",\"content_index\":0,\"delta\":\"!\","
                                   "\"sequence_number\":6"), &st));
+    /* OpenAI's order without obfuscation (the mock's), and with a space (key loop) */
+    assert_true(takes(&f, R_DELTA("\"content_index\":0,\"delta\":\"?\",\"item_id\":"
+                                  "\"msg_4\",\"logprobs\":[],\"output_index\":0,"
+                                  "\"sequence_number\":7"), &st));
+    assert_true(takes(&f, R_DELTA("\"content_index\":0,\"delta\":\"=\",\"item_id\":"
+                                  "\"msg_5\",\"logprobs\":[], \"obfuscation\":\"q\","
+                                  "\"output_index\":0,\"sequence_number\":8"), &st));
     assert_int_equal(ah_timeline_count(f.tl), 1);
     const ah_block *b = ah_timeline_block(f.tl, 0);
-    assert_string_equal(b->text, "pon\"g!");
-    assert_string_equal(b->item_id, "msg_3");
-    assert_int_equal(f.d->last_seq, 6);
+    assert_string_equal(b->text, "pon\"g!?=");
+    assert_string_equal(b->item_id, "msg_5");
+    assert_int_equal(f.d->last_seq, 8);
     /* the closing events: the repeated text is left out (the block has it); short ones
      * are parsed whole unless the threshold says otherwise */
     static const char done0[] = "{\"type\":\"response.output_text.done\",\"output_index\":0,"
