@@ -270,7 +270,8 @@ for wire in "${WIRES[@]}"; do
             PROF[$wire.$mode.total]=$(cg_ir "$f.err")
             callgrind_annotate --inclusive=yes --threshold=100 "$f.out" >"$f.txt" 2>/dev/null || true
             for fn in cJSON_ParseWithLength cJSON_Delete ah_sse_feed ah_sse_next ah_decoder_feed \
-                ah__fast_event ah__anthropic_delta ah__openai_content run_on_event; do
+                ah__fast_event ah__anthropic_delta ah__openai_content ah__responses_text_delta \
+                run_on_event; do
                 PROF[$wire.$mode.$fn]=$(incl "$f.txt" "$fn")
             done
         else
@@ -443,7 +444,7 @@ for wire in "${WIRES[@]}"; do
         del=${PROF[$wire.$mode.cJSON_Delete]}
         dec=${PROF[$wire.$mode.ah_decoder_feed]}
         hook=${PROF[$wire.$mode.run_on_event]}
-        fast=$((PROF[$wire.$mode.ah__fast_event] - PROF[$wire.$mode.ah__anthropic_delta] - PROF[$wire.$mode.ah__openai_content]))
+        fast=$((PROF[$wire.$mode.ah__fast_event] - PROF[$wire.$mode.ah__anthropic_delta] - PROF[$wire.$mode.ah__openai_content] - PROF[$wire.$mode.ah__responses_text_delta]))
         [ "$fast" -lt 0 ] && fast=0
         cell() { printf '%s (%s%%)' "$(fmt %.0f "$(calc "$1 / $e")")" "$(fmt %.0f "$(calc "$1 / $t * 100")")"; }
         label=$([ "$mode" = none ] && echo "no hook" || echo "counting hook")
