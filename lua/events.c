@@ -13,12 +13,17 @@
  *    constructor (sized, constant keys, the type name a constant of the function) and the
  *    hook is a tail call from Lua, so there is one C->Lua call per event and no string is
  *    made per event but the text and the (cached) run id.
- * A null field (status 0, no error, a NULL string) is absent (nil) either way. Every table
- * is fresh, so a table the script keeps after the hook returns keeps its values; the
- * opt-in reuse (ah.agent{on_event_reuse = true}) refills one table per delta type.
+ * A null field (status 0, no error, a NULL string) is absent (nil) either way. A table
+ * is fresh unless the hook cannot tell: for a hook that provably cannot keep, pass on or
+ * change its table (lah_hook_keeps_nothing, lua/hook_escape.c) one table per run and
+ * delta type is refilled, and a delta of the same run, call and block as the last one
+ * only sets ts_ms and text (a per-run closure over the hook and the table); the opt-in
+ * ah.agent{on_event_reuse = true} refills every field of one table per delta type.
  *
- * Invariant: the trampolines live in a userdata in the registry (one per state), created
- * on first use and never changed; the run-id cache is the caller's (one per run). */
+ * Invariants: the trampolines live in a userdata in the registry (one per state),
+ * created on first use and never changed; the run-id cache and the refilled tables are
+ * the caller's (one lah_event_cache per run); a refilled table is never refilled while a
+ * hook holding it runs (a delta emitted from inside that hook gets a fresh one). */
 #include "lah.h"
 #include "internal.h"
 
