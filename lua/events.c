@@ -31,18 +31,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- lah_push_event / lah_refill_event ----------------------------------------------- */
+/* ---- lah_push_event ---------------------------------------------------------------- */
 
-/* Set field key of the table on top to the value on top; a null value is skipped (push)
- * or set to nil (refill: nothing of the last event stays). */
+/* Set field key of the table on top to the value on top; a null value is left out */
 #define SET(key) lua_setfield(L, -2, key)
-#define NUL(key)                                                                          \
-    do {                                                                                  \
-        if (clear) {                                                                      \
-            lua_pushnil(L);                                                               \
-            SET(key);                                                                     \
-        }                                                                                 \
-    } while (0)
+#define NUL(key) (void)0 /* absent */
 #define T_INT(v, key, arg) (lua_pushinteger(L, (lua_Integer)(v)), SET(key));
 #define T_I64(v, key, arg) T_INT(v, key, arg)
 #define T_BOOL(v, key, arg) (lua_pushboolean(L, (v) != 0), SET(key));
@@ -83,7 +76,7 @@ static const char *run_id_of(const ah_event *ev)
     return ev->run_id;
 }
 
-static void fill(lua_State *L, const ah_event *ev, int clear)
+static void fill(lua_State *L, const ah_event *ev)
 {
     lua_pushstring(L, ah_event_type_name(ev->type));
     SET("type");
@@ -115,12 +108,7 @@ void lah_push_event(lua_State *L, const ah_event *ev)
 {
     unsigned t = (unsigned)ev->type < (unsigned)AH_EV_COUNT_ ? (unsigned)ev->type : AH_EV_COUNT_;
     lua_createtable(L, 0, n_fields[t]);
-    fill(L, ev, 0);
-}
-
-void lah_refill_event(lua_State *L, const ah_event *ev)
-{
-    fill(L, ev, 1);
+    fill(L, ev);
 }
 
 /* ---- the hook call ------------------------------------------------------------------ */
