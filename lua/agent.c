@@ -1202,13 +1202,16 @@ static int l_agent(lua_State *L)
     if (ty != LUA_TNIL && ty != LUA_TBOOLEAN)
         return luaL_error(L, "%s: on_event_reuse must be a boolean, got %s", where,
                           luaL_typename(L, -1));
-    /* absent: refill when the hook provably cannot keep its table (lah_hook_keeps_nothing) */
-    if (ty == LUA_TNIL && a->has_on_event) {
+    /* absent or true: the cheapest refill when the hook provably cannot keep or change
+     * its table (lah_hook_keeps_nothing); true: otherwise every field refilled; false:
+     * fresh tables always */
+    a->reuse_deltas = lua_toboolean(L, -1) ? LAH_REUSE_REFILL : LAH_REUSE_NONE;
+    if ((ty == LUA_TNIL || a->reuse_deltas) && a->has_on_event) {
         lua_getiuservalue(L, agent, A_ON_EVENT);
-        a->reuse_deltas = lah_hook_keeps_nothing(L, -1) ? LAH_REUSE_READ_ONLY : LAH_REUSE_NONE;
+        if (lah_hook_keeps_nothing(L, -1))
+            a->reuse_deltas = LAH_REUSE_READ_ONLY;
         lua_pop(L, 1);
-    } else
-        a->reuse_deltas = lua_toboolean(L, -1) ? LAH_REUSE_REFILL : LAH_REUSE_NONE;
+    }
     lua_pop(L, 1);
     read_coalesce(L, where, a);
 

@@ -13,12 +13,17 @@
  *    constructor (sized, constant keys, the type name a constant of the function) and the
  *    hook is a tail call from Lua, so there is one C->Lua call per event and no string is
  *    made per event but the text and the (cached) run id.
- * A null field (status 0, no error, a NULL string) is absent (nil) either way. Every table
- * is fresh, so a table the script keeps after the hook returns keeps its values; the
- * opt-in reuse (ah.agent{on_event_reuse = true}) refills one table per delta type.
+ * A null field (status 0, no error, a NULL string) is absent (nil) either way. A table
+ * is fresh unless the hook cannot tell: for a hook that provably cannot keep, pass on or
+ * change its table (lah_hook_keeps_nothing, lua/hook_escape.c) one table per run and
+ * delta type is refilled, and a delta of the same run, call and block as the last one
+ * only sets ts_ms and text (a per-run closure over the hook and the table); the opt-in
+ * ah.agent{on_event_reuse = true} refills every field of one table per delta type.
  *
- * Invariant: the trampolines live in a userdata in the registry (one per state), created
- * on first use and never changed; the run-id cache is the caller's (one per run). */
+ * Invariants: the trampolines live in a userdata in the registry (one per state),
+ * created on first use and never changed; the run-id cache and the refilled tables are
+ * the caller's (one lah_event_cache per run); a refilled table is never refilled while a
+ * hook holding it runs (a delta emitted from inside that hook gets a fresh one). */
 #include "lah.h"
 #include "internal.h"
 
@@ -26,18 +31,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- lah_push_event / lah_refill_event ----------------------------------------------- */
+/* ---- lah_push_event ---------------------------------------------------------------- */
 
-/* Set field key of the table on top to the value on top; a null value is skipped (push)
- * or set to nil (refill: nothing of the last event stays). */
+/* Set field key of the table on top to the value on top; a null value is left out */
 #define SET(key) lua_setfield(L, -2, key)
-#define NUL(key)                                                                          \
-    do {                                                                                  \
-        if (clear) {                                                                      \
-            lua_pushnil(L);                                                               \
-            SET(key);                                                                     \
-        }                                                                                 \
-    } while (0)
+#define NUL(key) (void)0 /* absent */
 #define T_INT(v, key, arg) (lua_pushinteger(L, (lua_Integer)(v)), SET(key));
 #define T_I64(v, key, arg) T_INT(v, key, arg)
 #define T_BOOL(v, key, arg) (lua_pushboolean(L, (v) != 0), SET(key));
@@ -78,7 +76,7 @@ static const char *run_id_of(const ah_event *ev)
     return ev->run_id;
 }
 
-static void fill(lua_State *L, const ah_event *ev, int clear)
+static void fill(lua_State *L, const ah_event *ev)
 {
     lua_pushstring(L, ah_event_type_name(ev->type));
     SET("type");
@@ -110,12 +108,7 @@ void lah_push_event(lua_State *L, const ah_event *ev)
 {
     unsigned t = (unsigned)ev->type < (unsigned)AH_EV_COUNT_ ? (unsigned)ev->type : AH_EV_COUNT_;
     lua_createtable(L, 0, n_fields[t]);
-    fill(L, ev, 0);
-}
-
-void lah_refill_event(lua_State *L, const ah_event *ev)
-{
-    fill(L, ev, 1);
+    fill(L, ev);
 }
 
 /* ---- the hook call ------------------------------------------------------------------ */

@@ -206,6 +206,7 @@ static int probe_matches(lua_State *L)
                     ok = OPC(instr(code, i)) == PROBE_OPS[i];
                 /* the operands are where this file reads them */
                 ok = ok && ARG_B(instr(code, 0)) == 0 && ARG_A(instr(code, 15)) == 0 &&
+                     ARG_K(instr(code, 15)) == 0 && ARG_C(instr(code, 15)) == 1 &&
                      ARG_B(instr(code, 16)) == 1 && ARG_K(instr(code, 16)) == 1;
             }
             free(d.p);

@@ -144,10 +144,6 @@ int lah_json_decode(lua_State *L, const char *s, size_t len);
 /* Push an event as a Lua table with the docs/lua.md field names (ah_event_visit); a null
  * field (status 0, no error) is nil; an error is an error value (lah_push_error). */
 void lah_push_event(lua_State *L, const ah_event *ev);
-/* Overwrite the table on top with ev's fields (null fields set to nil): the reused delta
- * table of ah.agent{on_event_reuse = true}. Only for a table pushed for an event of the
- * same type. */
-void lah_refill_event(lua_State *L, const ah_event *ev);
 
 /* The hot path of an on_event hook (lua/events.c): what a caller keeps per run so that an
  * event costs one C->Lua call and no string but its text. Init before the first event

@@ -216,6 +216,7 @@ for ((i = 1; i <= RUNS; i++)); do
         if [ "$wire" = anthropic ]; then
             measure "$wire.hook.$i" "$AH" "$BENCH/stack.lua" "$wire" "$STREAM_URL" hook || true
             measure "$wire.hookreuse.$i" "$AH" "$BENCH/stack.lua" "$wire" "$STREAM_URL" hookreuse || true
+            measure "$wire.coalesce.$i" "$AH" "$BENCH/stack.lua" "$wire" "$STREAM_URL" coalesce || true
             measure "big-$wire.count.$i" "$AH" "$BENCH/stack.lua" "$wire" "$BIG_URL" count || true
         fi
         measure "big-$wire.stack.$i" "$AH" "$BENCH/stack.lua" "$wire" "$BIG_URL" none || true
@@ -368,6 +369,8 @@ if [ -n "${PROF[anthropic.hookreuse.total]:-}" ] && [ -n "${PROF[anthropic.none.
 fi
 out "| CPU s, \`on_event_reuse = true\` | $(fmt %.3f "$(vals anthropic.stack cpu_s | med)") | $(fmt %.3f "$(vals anthropic.hookreuse cpu_s | med)") | $(fmt %.0f "$(printf '%s\n' "$hookr_ns" | med)") ns (per-run pairs: $(printf '%s\n' "$hookr_ns" | sort -g | awk '{ printf "%s%.0f", (NR > 1 ? ", " : ""), $1 }') ns) |"
 out "| instructions, \`on_event_reuse = true\` | $(num "${PROF[anthropic.none.total]:-}") | $(num "${PROF[anthropic.hookreuse.total]:-}") | $(fmt %.0f "$cg_hookr") instructions |"
+hookc_ns=$(pair_diff anthropic.coalesce anthropic.stack cpu_s | awk -v n="$DELTAS" '{ printf "%.3f\n", $1 / n * 1e9 }')
+out "| CPU s, counting hook with \`on_event_coalesce = 50\` (not the goal's path: deltas merged for a display) | $(fmt %.3f "$(vals anthropic.stack cpu_s | med)") | $(fmt %.3f "$(vals anthropic.coalesce cpu_s | med)") | $(fmt %.0f "$(printf '%s\n' "$hookc_ns" | med)") ns per streamed delta |"
 out ""
 
 # -- 3

@@ -6,6 +6,7 @@
 -- `count`: an on_event that counts text_delta events (the measured agent of the goal);
 -- `reuse`: the same with on_event_reuse = true (one delta table per run, refilled);
 -- `hookreuse`: the empty hook with on_event_reuse = true;
+-- `keep`: a hook that keeps the last event (it gets a fresh table per event);
 -- `coalesce`: the counting hook with on_event_coalesce = 50 (deltas merged for a display:
 --   fewer, larger events; not the measured default path);
 -- `startup`: build the client and agent, send nothing (the process's fixed cost).
@@ -14,10 +15,12 @@
 local ah = require "agenthost"
 local wire, url, mode = arg[1], arg[2], arg[3] or "none"
 assert(wire and url,
-       "usage: stack.lua WIRE BASE_URL [none|hook|count|reuse|hookreuse|coalesce|startup]")
+       "usage: stack.lua WIRE BASE_URL [none|hook|count|reuse|hookreuse|keep|coalesce|startup]")
 
 local on_event, deltas = false, 0
 if mode == "hook" or mode == "hookreuse" then on_event = function(ev) end end
+local last
+if mode == "keep" then on_event = function(ev) last = ev end end
 if mode == "count" or mode == "reuse" or mode == "coalesce" then
   on_event = function(ev) if ev.type == "text_delta" then deltas = deltas + 1 end end
 end
