@@ -63,24 +63,28 @@ ah_status ah_retry_budget_check(double max_tokens, double token_ratio, char *err
     return AH_OK;
 }
 
-ah_retry_budget *ah_retry_budget_new(double max_tokens, double token_ratio)
+ah_status ah_retry_budget_new(double max_tokens, double token_ratio, ah_retry_budget **out,
+                              char *err, size_t errsize)
 {
-    char why[128];
-    if (ah_retry_budget_check(max_tokens, token_ratio, why, sizeof why) != AH_OK) {
-        ah__log(AH_LOG_ERROR, "%s", why);
-        return NULL;
+    if (!out) {
+        ah__bufprintf(err, errsize, "ah_retry_budget_new: out is NULL");
+        return AH_ERR_INVALID;
     }
+    *out = NULL;
+    ah_status st = ah_retry_budget_check(max_tokens, token_ratio, err, errsize);
+    if (st != AH_OK)
+        return st;
     ah_retry_budget *b = calloc(1, sizeof *b);
-    if (!b)
-        return NULL;
-    if (pthread_mutex_init(&b->mu, NULL) != 0) {
+    if (!b || pthread_mutex_init(&b->mu, NULL) != 0) {
         free(b);
-        return NULL;
+        ah__bufprintf(err, errsize, "retry_budget: out of memory");
+        return AH_ERR_NOMEM;
     }
     b->max_milli = llround(max_tokens * MILLI);
     b->ratio_milli = llround(token_ratio * MILLI);
     b->milli = b->max_milli;
-    return b;
+    *out = b;
+    return AH_OK;
 }
 
 void ah_retry_budget_free(ah_retry_budget *b)

@@ -13,16 +13,27 @@ struct ah_budget {
     long refs;
 };
 
-ah_budget *ah_budget_new(int64_t limit)
+ah_status ah_budget_new(int64_t limit, ah_budget **out, char *err, size_t errsize)
 {
-    if (limit < 0)
-        return NULL;
+    if (!out) {
+        ah__bufprintf(err, errsize, "ah_budget_new: out is NULL");
+        return AH_ERR_INVALID;
+    }
+    *out = NULL;
+    if (limit < 0) {
+        ah__bufprintf(err, errsize, "budget: limit must be >= 0 (got %lld)",
+                      (long long)limit);
+        return AH_ERR_INVALID;
+    }
     ah_budget *b = calloc(1, sizeof *b);
-    if (!b)
-        return NULL;
+    if (!b) {
+        ah__bufprintf(err, errsize, "budget: out of memory");
+        return AH_ERR_NOMEM;
+    }
     b->limit = limit;
     b->refs = 1;
-    return b;
+    *out = b;
+    return AH_OK;
 }
 
 ah_budget *ah_budget_ref(ah_budget *b)

@@ -228,14 +228,21 @@ static void decoder_init(ah_decoder *d, ah_wire wire, ah_timeline *tl,
     d->chat_open = AH__NONE;
 }
 
-ah_decoder *ah_decoder_new(ah_wire wire, ah_timeline *tl, const ah_decoder_hooks *hooks,
-                           void *ud)
+static ah_decoder *decoder_make(ah_wire wire, ah_timeline *tl, const ah_decoder_hooks *hooks,
+                                void *ud, char *err, size_t errsize, ah_status *st)
 {
-    if ((unsigned)wire >= AH_WIRE_COUNT_ || !tl)
+    if ((unsigned)wire >= AH_WIRE_COUNT_ || !tl) {
+        ah__bufprintf(err, errsize, "decoder: %s", !tl ? "a timeline is required"
+                                                       : "unknown wire format");
+        *st = AH_ERR_INVALID;
         return NULL;
+    }
+    *st = AH_ERR_NOMEM;
     ah_decoder *d = malloc(sizeof *d);
-    if (!d)
+    if (!d) {
+        ah__bufprintf(err, errsize, "decoder: out of memory");
         return NULL;
+    }
     decoder_init(d, wire, tl, hooks, ud);
     /* Responses' closing events (output_text.done, output_item.done, response.completed)
      * each repeat the whole answer on one data line, so a long answer needs lines as
@@ -244,9 +251,24 @@ ah_decoder *ah_decoder_new(ah_wire wire, ah_timeline *tl, const ah_decoder_hooks
     d->sse = ah_sse_new(&limits);
     if (!d->sse) {
         free(d);
+        ah__bufprintf(err, errsize, "decoder: out of memory");
         return NULL;
     }
     return d;
+}
+
+/* The public form (status, out-pointer, error buffer): see the header. */
+ah_status ah_decoder_new(ah_wire wire, ah_timeline *tl, const ah_decoder_hooks *hooks,
+                         void *ud, ah_decoder **out, char *err, size_t errsize)
+{
+    ah_status st = AH_OK;
+    if (!out) {
+        if (err && errsize)
+            ah__bufprintf(err, errsize, "ah_decoder_new: out is NULL");
+        return AH_ERR_INVALID;
+    }
+    *out = decoder_make(wire, tl, hooks, ud, err, errsize, &st);
+    return *out ? AH_OK : st;
 }
 
 void ah_decoder_free(ah_decoder *d)
@@ -490,10 +512,10 @@ ah_status ah_decoder_finish(ah_decoder *d, ah_error *err)
             d->finish_status = d->status;
             d->finish_err = d->err;
         } else if (pe) {
-            d->finish_status = AH_ERR_TRANSPORT;
+            d->finish_status = AH_ERR_PROVIDER;
             d->finish_err = *pe;
         } else if (!ah_timeline_finished(d->tl)) {
-            d->finish_status = AH_ERR_TRANSPORT;
+            d->finish_status = AH_ERR_TRUNCATED;
             ah_error_set(&d->finish_err, AH_EK_STREAM, 0,
                          "%s stream ended before %s (after %llu bytes, %llu events)",
                          ah_wire_name(d->wire), end_marker(d->wire),
@@ -550,7 +572,7 @@ ah_status ah_decode_response(ah_wire wire, const char *body, size_t len, ah_time
         ah_error_clear(&d.err);
         d.err = *ah_timeline_error(tl);
         d.err.kind = AH_EK_HTTP;
-        st = AH_ERR_TRANSPORT;
+        st = AH_ERR_PROVIDER;
     }
     if (err) {
         if (st == AH_OK)

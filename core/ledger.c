@@ -353,7 +353,7 @@ static void mem_close(ah_ledger *l)
 
 static const ledger_ops mem_ops = {
     "memory", mem_claim_key, mem_complete, mem_abandon, NULL,
-    mem_find, mem_count,     mem_claims,   mem_foreach, mem_close,
+    mem_find, mem_count,     mem_claims,   mem_foreach, mem_close, NULL,
 };
 
 ah_ledger *ah_ledger_new_memory(void)
@@ -419,6 +419,14 @@ void ah_ledger_free(ah_ledger *l)
         drop_waiter(l, l->nwaiters - 1);
     free(l->waiters);
     l->ops->close(l);
+}
+
+ah_status ah_ledger_set_loop(ah_ledger *l, ah_loop *loop)
+{
+    if (!l || !loop)
+        return AH_ERR_INVALID;
+    l->err[0] = '\0';
+    return l->ops->set_loop ? l->ops->set_loop(l, loop) : AH_OK;
 }
 
 void ah_ledger_set_clock(ah_ledger *l, const ah_clock *clock)

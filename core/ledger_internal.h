@@ -35,6 +35,7 @@
  *   - find / count / claims / foreach: synchronous reads (AH_OK, AH_ERR_NOT_FOUND for
  *     find, or a storage error with l->err set). find fills *fp with the stored
  *     fingerprint. foreach visits entries in seq order.
+ *   - set_loop(l, loop): optional; see the field.
  *   - close(l): free everything, the handle included. Claims still held by this handle
  *     are dropped first where the storage outlives the process (so a clean exit frees
  *     its keys at once instead of at lease expiry).
@@ -65,6 +66,10 @@ typedef struct ah__ledger_ops {
     ah_status (*claims)(ah_ledger *l, int64_t *n);
     ah_status (*foreach)(ah_ledger *l, ah_ledger_entry_fn fn, void *ud);
     void (*close)(ah_ledger *l);
+    /* Optional (NULL: ah_ledger_set_loop has nothing to do): answer claims, completions
+     * and releases that carry a callback through this loop from now on (SQLite: on a
+     * writer thread, so the loop never waits for a commit). */
+    ah_status (*set_loop)(ah_ledger *l, ah_loop *loop);
 } ah__ledger_ops;
 
 typedef struct ah__ledger_waiter ah__ledger_waiter; /* front end's BUSY waiters */
@@ -92,5 +97,10 @@ void ah__ledger_key_error(ah_ledger *l, const char *fmt_before, const char *key,
 ah_ledger_answer ah__ledger_entry_answer(ah_ledger *l, const char *key, const char *fp,
                                         const char *stored, const ah_ledger_entry *e,
                                         ah_ledger_result *out);
+
+/* Tests (ledger_sqlite.c): call fn(ud) before each receipt's COMMIT, on the thread that
+ * commits it (the writer thread once a loop is set); fn may block to hold the commit in
+ * flight. NULL removes it. No-op on other backends. */
+void ah__ledger_sqlite_hold(ah_ledger *l, void (*fn)(void *ud), void *ud);
 
 #endif

@@ -551,7 +551,7 @@ static void rl_close(ah_ledger *l)
 
 static const ah__ledger_ops redis_ops = {
     "redis",   rl_claim,  rl_complete, rl_abandon, rl_cancel,
-    rl_find,   rl_count,  rl_claims,   rl_foreach, rl_close,
+    rl_find,   rl_count,  rl_claims,   rl_foreach, rl_close, NULL,
 };
 
 /* ---- public ------------------------------------------------------------------------ */
@@ -564,9 +564,10 @@ void ah_ledger_redis_config_init(ah_ledger_redis_config *c)
     c->lease_ms = AH_LEDGER_DEFAULT_LEASE_MS;
 }
 
-ah_ledger *ah_ledger_new_redis(ah_loop *loop, const ah_ledger_redis_config *cfg, char *err,
-                               size_t errsize)
+static ah_ledger *ledger_redis_make(ah_loop *loop, const ah_ledger_redis_config *cfg,
+                                    char *err, size_t errsize, ah_status *st)
 {
+    *st = AH_ERR_INVALID;
     if (!loop || !cfg || !cfg->url) {
         ah__bufprintf(err, errsize, "redis ledger: %s is required", !loop ? "a loop" : "url");
         return NULL;
@@ -579,6 +580,7 @@ ah_ledger *ah_ledger_new_redis(ah_loop *loop, const ah_ledger_redis_config *cfg,
     pthread_once(&scripts_once, scripts_init);
     rl_ledger *s = calloc(1, sizeof *s);
     if (!s) {
+        *st = AH_ERR_NOMEM;
         ah__bufprintf(err, errsize, "out of memory");
         return NULL;
     }
@@ -594,15 +596,32 @@ ah_ledger *ah_ledger_new_redis(ah_loop *loop, const ah_ledger_redis_config *cfg,
     clock_gettime(CLOCK_REALTIME, &ts);
     snprintf(s->holder, sizeof s->holder, "%.60s:%ld:%lx", host, (long)getpid(),
              (unsigned long)(ts.tv_nsec ^ (long)(uintptr_t)s));
-    s->r = s->prefix ? ah_redis_new(loop, cfg->url, cfg->redis, err, errsize) : NULL;
+    if (s->prefix)
+        *st = ah_redis_new(loop, cfg->url, cfg->redis, &s->r, err, errsize);
     if (!s->r) {
-        if (!s->prefix)
+        if (!s->prefix) {
+            *st = AH_ERR_NOMEM;
             ah__bufprintf(err, errsize, "out of memory");
+        }
         free(s->prefix);
         free(s);
         return NULL;
     }
     return &s->base;
+}
+
+/* The public form (status, out-pointer, error buffer): see the header. */
+ah_status ah_ledger_new_redis(ah_loop *loop, const ah_ledger_redis_config *cfg,
+                              ah_ledger **out, char *err, size_t errsize)
+{
+    ah_status st = AH_OK;
+    if (!out) {
+        if (err && errsize)
+            ah__bufprintf(err, errsize, "ah_ledger_new_redis: out is NULL");
+        return AH_ERR_INVALID;
+    }
+    *out = ledger_redis_make(loop, cfg, err, errsize, &st);
+    return *out ? AH_OK : st;
 }
 
 int ah_ledger_is_redis(const ah_ledger *l)

@@ -555,14 +555,27 @@ ah_loop *ah_loop_new(const ah_clock *clock, const ah_rng *rng)
     return loop_new(clock, rng, NULL);
 }
 
-ah_loop *ah_loop_new_hooked(const ah_clock *clock, const ah_rng *rng,
-                            const ah_loop_hooks *hooks)
+ah_status ah_loop_new_hooked(const ah_clock *clock, const ah_rng *rng,
+                             const ah_loop_hooks *hooks, ah_loop **out, char *err,
+                             size_t errsize)
 {
-    if (!hooks || !hooks->watch || !hooks->set_timeout || !hooks->wakeup) {
-        ah__log(AH_LOG_ERROR, "loop: ah_loop_new_hooked needs watch, set_timeout and wakeup");
-        return NULL;
+    if (!out) {
+        ah__bufprintf(err, errsize, "ah_loop_new_hooked: out is NULL");
+        return AH_ERR_INVALID;
     }
-    return loop_new(clock, rng, hooks);
+    *out = NULL;
+    if (!hooks || !hooks->watch || !hooks->set_timeout || !hooks->wakeup) {
+        ah__bufprintf(err, errsize, "loop: ah_loop_new_hooked needs watch, set_timeout and "
+                                    "wakeup");
+        return AH_ERR_INVALID;
+    }
+    *out = loop_new(clock, rng, hooks);
+    if (!*out) {
+        ah__bufprintf(err, errsize, "loop: out of memory (or libcurl cannot be "
+                                    "initialised: logged)");
+        return AH_ERR_NOMEM;
+    }
+    return AH_OK;
 }
 
 void ah_loop_free(ah_loop *loop)

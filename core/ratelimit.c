@@ -92,9 +92,10 @@ struct ah_rate_limit {
     int ignore_headers;
 };
 
-ah_rate_limit *ah_rate_limit_new(const ah_rate_limit_config *cfg, ah_redis *r, char *err,
-                                 size_t errsize)
+static ah_rate_limit *rate_limit_make(const ah_rate_limit_config *cfg, ah_redis *r,
+                                      char *err, size_t errsize, ah_status *st)
 {
+    *st = AH_ERR_INVALID;
     if (!cfg) {
         ah__bufprintf(err, errsize, "rate_limit: no config");
         return NULL;
@@ -128,6 +129,7 @@ ah_rate_limit *ah_rate_limit_new(const ah_rate_limit_config *cfg, ah_redis *r, c
     ah_rate_limit *rl = calloc(1, sizeof *rl);
     if (!rl || pthread_mutex_init(&rl->mu, NULL) != 0) {
         free(rl);
+        *st = AH_ERR_NOMEM;
         ah__bufprintf(err, errsize, "out of memory");
         return NULL;
     }
@@ -147,6 +149,7 @@ ah_rate_limit *ah_rate_limit_new(const ah_rate_limit_config *cfg, ah_redis *r, c
         rl->keys[1] = malloc(n);
         if (!rl->keys[0] || !rl->keys[1]) {
             ah_rate_limit_free(rl);
+            *st = AH_ERR_NOMEM;
             ah__bufprintf(err, errsize, "out of memory");
             return NULL;
         }
@@ -160,6 +163,20 @@ ah_rate_limit *ah_rate_limit_new(const ah_rate_limit_config *cfg, ah_redis *r, c
         pthread_once(&rate_script_once, rate_script_init);
     }
     return rl;
+}
+
+/* The public form (status, out-pointer, error buffer): see the header. */
+ah_status ah_rate_limit_new(const ah_rate_limit_config *cfg, ah_redis *r,
+                            ah_rate_limit **out, char *err, size_t errsize)
+{
+    ah_status st = AH_OK;
+    if (!out) {
+        if (err && errsize)
+            ah__bufprintf(err, errsize, "ah_rate_limit_new: out is NULL");
+        return AH_ERR_INVALID;
+    }
+    *out = rate_limit_make(cfg, r, err, errsize, &st);
+    return *out ? AH_OK : st;
 }
 
 void ah_rate_limit_free(ah_rate_limit *rl)

@@ -569,13 +569,17 @@ static void start_connect(ah_redis *r)
     }
 }
 
-ah_redis *ah_redis_new(ah_loop *loop, const char *url, const ah_redis_options *opts,
-                       char *err, size_t errsize)
+static ah_redis *redis_make(ah_loop *loop, const char *url, const ah_redis_options *opts,
+                            char *err, size_t errsize, ah_status *st)
 {
-    if (!loop)
+    *st = AH_ERR_INVALID;
+    if (!loop) {
+        ah__bufprintf(err, errsize, "redis: a loop is required");
         return NULL;
+    }
     ah_redis *r = calloc(1, sizeof *r);
     if (!r) {
+        *st = AH_ERR_NOMEM;
         ah__bufprintf(err, errsize, "out of memory");
         return NULL;
     }
@@ -601,11 +605,26 @@ ah_redis *ah_redis_new(ah_loop *loop, const char *url, const ah_redis_options *o
     r->connect_timer = ah_timer_new(loop, on_connect_timeout, r);
     if (!r->connect_timer) {
         free(r);
+        *st = AH_ERR_NOMEM;
         ah__bufprintf(err, errsize, "out of memory");
         return NULL;
     }
     start_connect(r);
     return r;
+}
+
+/* The public form (status, out-pointer, error buffer): see the header. */
+ah_status ah_redis_new(ah_loop *loop, const char *url, const ah_redis_options *opts,
+                       ah_redis **out, char *err, size_t errsize)
+{
+    ah_status st = AH_OK;
+    if (!out) {
+        if (err && errsize)
+            ah__bufprintf(err, errsize, "ah_redis_new: out is NULL");
+        return AH_ERR_INVALID;
+    }
+    *out = redis_make(loop, url, opts, err, errsize, &st);
+    return *out ? AH_OK : st;
 }
 
 void ah_redis_free(ah_redis *r)

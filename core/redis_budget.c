@@ -63,9 +63,11 @@ void ah__budget_shared_free(ah__budget_shared *s)
     free(s);
 }
 
-ah_retry_budget *ah_retry_budget_new_redis(ah_redis *r, const char *key, double max_tokens,
-                                           double token_ratio, char *err, size_t errsize)
+static ah_retry_budget *budget_redis_make(ah_redis *r, const char *key, double max_tokens,
+                                          double token_ratio, char *err, size_t errsize,
+                                          ah_status *st)
 {
+    *st = AH_ERR_INVALID;
     if (!r || !key || !*key) {
         ah__bufprintf(err, errsize, "retry_budget: %s is required with redis",
                       !r ? "a connection" : "key");
@@ -73,11 +75,13 @@ ah_retry_budget *ah_retry_budget_new_redis(ah_redis *r, const char *key, double 
     }
     if (ah_retry_budget_check(max_tokens, token_ratio, err, errsize) != AH_OK)
         return NULL;
-    ah_retry_budget *b = ah_retry_budget_new(max_tokens, token_ratio);
+    ah_retry_budget *b = NULL;
+    ah_retry_budget_new(max_tokens, token_ratio, &b, NULL, 0);
     ah__budget_shared *s = calloc(1, sizeof *s);
     if (!b || !s || !(s->key = ah__strdup(key))) {
         ah_retry_budget_free(b);
         free(s);
+        *st = AH_ERR_NOMEM;
         ah__bufprintf(err, errsize, "out of memory");
         return NULL;
     }
@@ -88,6 +92,21 @@ ah_retry_budget *ah_retry_budget_new_redis(ah_redis *r, const char *key, double 
     ah__retry_budget_attach(b, s);
     (void)script();
     return b;
+}
+
+/* The public form (status, out-pointer, error buffer): see the header. */
+ah_status ah_retry_budget_new_redis(ah_redis *r, const char *key, double max_tokens,
+                                    double token_ratio, ah_retry_budget **out, char *err,
+                                    size_t errsize)
+{
+    ah_status st = AH_OK;
+    if (!out) {
+        if (err && errsize)
+            ah__bufprintf(err, errsize, "ah_retry_budget_new_redis: out is NULL");
+        return AH_ERR_INVALID;
+    }
+    *out = budget_redis_make(r, key, max_tokens, token_ratio, err, errsize, &st);
+    return *out ? AH_OK : st;
 }
 
 int ah_retry_budget_is_shared(const ah_retry_budget *b)

@@ -119,16 +119,24 @@ static int uses_ledger(const ah_tool_call *c)
     return c->ledger && c->key;
 }
 
-ah_tool_call *ah_tool_call_new(const ah_tool_policy *policy, ah_ledger *ledger,
-                               ah_budget *budget, const char *key,
-                               const char *args_canonical)
+static ah_tool_call *tool_call_make(const ah_tool_policy *policy, ah_ledger *ledger,
+                                    ah_budget *budget, const char *key,
+                                    const char *args_canonical, char *err, size_t errsize,
+                                    ah_status *st)
 {
     ah_tool_call *c = NULL;
-    if (policy && policy->max_attempts < 1)
+    if (policy && policy->max_attempts < 1) {
+        ah__bufprintf(err, errsize, "tool policy: max_attempts must be >= 1 (got %d)",
+                      policy->max_attempts);
+        *st = AH_ERR_INVALID;
         return NULL;
+    }
+    *st = AH_ERR_NOMEM;
     c = calloc(1, sizeof *c);
-    if (!c)
+    if (!c) {
+        ah__bufprintf(err, errsize, "tool call: out of memory");
         return NULL;
+    }
     if (policy)
         c->policy = *policy;
     else
@@ -139,6 +147,7 @@ ah_tool_call *ah_tool_call_new(const ah_tool_policy *policy, ah_ledger *ledger,
         free(c->key);
         free(c->args);
         free(c);
+        ah__bufprintf(err, errsize, "tool call: out of memory");
         return NULL;
     }
     c->ledger = ledger;
@@ -147,6 +156,21 @@ ah_tool_call *ah_tool_call_new(const ah_tool_policy *policy, ah_ledger *ledger,
     c->outcome = AH_TOOL_ERROR;
     ah_error_clear(&c->error);
     return c;
+}
+
+/* The public form (status, out-pointer, error buffer): see the header. */
+ah_status ah_tool_call_new(const ah_tool_policy *policy, ah_ledger *ledger, ah_budget *budget,
+                           const char *key, const char *args_canonical, ah_tool_call **out,
+                           char *err, size_t errsize)
+{
+    ah_status st = AH_OK;
+    if (!out) {
+        if (err && errsize)
+            ah__bufprintf(err, errsize, "ah_tool_call_new: out is NULL");
+        return AH_ERR_INVALID;
+    }
+    *out = tool_call_make(policy, ledger, budget, key, args_canonical, err, errsize, &st);
+    return *out ? AH_OK : st;
 }
 
 void ah_tool_call_free(ah_tool_call *c)

@@ -64,8 +64,10 @@ static int ends_with(const char *s, const char *suffix)
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
-ah_client *ah_client_new(const ah_client_config *cfg, char *err, size_t errsize)
+static ah_client *client_make(const ah_client_config *cfg, char *err, size_t errsize,
+                              ah_status *st)
 {
+    *st = AH_ERR_INVALID;
     char dummy[8];
     if (!err) {
         err = dummy;
@@ -152,9 +154,25 @@ ah_client *ah_client_new(const ah_client_config *cfg, char *err, size_t errsize)
         goto nomem;
     return c;
 nomem:
+    *st = AH_ERR_NOMEM;
+    *st = AH_ERR_NOMEM;
     ah__bufprintf(err, errsize, "client: out of memory");
     ah_client_free(c);
     return NULL;
+}
+
+/* The public form (status, out-pointer, error buffer): see the header. */
+ah_status ah_client_new(const ah_client_config *cfg, ah_client **out, char *err,
+                        size_t errsize)
+{
+    ah_status st = AH_OK;
+    if (!out) {
+        if (err && errsize)
+            ah__bufprintf(err, errsize, "ah_client_new: out is NULL");
+        return AH_ERR_INVALID;
+    }
+    *out = client_make(cfg, err, errsize, &st);
+    return *out ? AH_OK : st;
 }
 
 void ah_client_free(ah_client *c)
@@ -726,7 +744,7 @@ static void send_request(ah_worker *w)
     }
     ah_decoder_free(w->dec);
     ah_decoder_hooks hooks = {.delta = hook_delta, .block_end = hook_block_end};
-    w->dec = ah_decoder_new(w->client->wire, w->tl, &hooks, w);
+    ah_decoder_new(w->client->wire, w->tl, &hooks, w, &w->dec, NULL, 0);
     ah_call_free(w->call);
     w->call = NULL;
     if (!w->dec) {
@@ -1271,8 +1289,10 @@ static void on_cancel(void *ud)
     finish_cancelled(w);
 }
 
-ah_worker *ah_worker_new(const ah_worker_config *cfg, char *err, size_t errsize)
+static ah_worker *worker_make(const ah_worker_config *cfg, char *err, size_t errsize,
+                              ah_status *st)
 {
+    *st = AH_ERR_INVALID;
     char dummy[8];
     if (!err) {
         err = dummy;
@@ -1367,10 +1387,26 @@ ah_worker *ah_worker_new(const ah_worker_config *cfg, char *err, size_t errsize)
     }
     return w;
 nomem:
+    *st = AH_ERR_NOMEM;
+    *st = AH_ERR_NOMEM;
     ah__bufprintf(err, errsize, "worker: out of memory");
 fail:
     ah_worker_free(w);
     return NULL;
+}
+
+/* The public form (status, out-pointer, error buffer): see the header. */
+ah_status ah_worker_new(const ah_worker_config *cfg, ah_worker **out, char *err,
+                        size_t errsize)
+{
+    ah_status st = AH_OK;
+    if (!out) {
+        if (err && errsize)
+            ah__bufprintf(err, errsize, "ah_worker_new: out is NULL");
+        return AH_ERR_INVALID;
+    }
+    *out = worker_make(cfg, err, errsize, &st);
+    return *out ? AH_OK : st;
 }
 
 void ah_worker_free(ah_worker *w)

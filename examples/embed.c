@@ -107,7 +107,7 @@ int main(void)
     ah_mock_config mc;
     ah_mock_config_init(&mc);
     mc.plan_json = PLAN;
-    mock = ah_mock_new(&mc, err, sizeof err);
+    ah_mock_new(&mc, &mock, err, sizeof err);
     if (!mock) {
         fprintf(stderr, "embed: mock: %s\n", err);
         goto cleanup;
@@ -123,7 +123,7 @@ int main(void)
                            .base_url = ah_mock_url(mock),
                            .model = "mock-model",
                            .max_tokens = 256};
-    client = ah_client_new(&cc, err, sizeof err);
+    ah_client_new(&cc, &client, err, sizeof err);
     if (!client) {
         fprintf(stderr, "embed: client: %s\n", err);
         goto cleanup;
@@ -150,7 +150,7 @@ int main(void)
                            .tool_exec = run_tool,
                            .tool_ud = tool_out,
                            .on_event = on_event};
-    worker = ah_worker_new(&wc, err, sizeof err);
+    ah_worker_new(&wc, &worker, err, sizeof err);
     if (!worker) {
         fprintf(stderr, "embed: worker: %s\n", err);
         goto cleanup;

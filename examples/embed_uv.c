@@ -66,13 +66,18 @@ int main(void)
     ah_mock_config mc;
     ah_mock_config_init(&mc);
     mc.plan_json = PLAN;
-    ah_mock *mock = ah_mock_new(&mc, err, sizeof err);
-    ah_uv *adapter = mock ? ah_uv_new(uv, NULL, NULL) : NULL;
+    ah_mock *mock = NULL;
+    ah_mock_new(&mc, &mock, err, sizeof err);
+    ah_uv *adapter = NULL;
+    if (mock)
+        ah_uv_new(uv, NULL, NULL, &adapter, err, sizeof err);
     ah_client_config cc = {.wire = AH_WIRE_ANTHROPIC,
                            .base_url = mock ? ah_mock_url(mock) : "",
                            .model = "mock-model",
                            .max_tokens = 256};
-    ah_client *client = adapter ? ah_client_new(&cc, err, sizeof err) : NULL;
+    ah_client *client = NULL;
+    if (adapter)
+        ah_client_new(&cc, &client, err, sizeof err);
     if (!client) {
         fprintf(stderr, "embed_uv: %s\n", err);
         goto cleanup;
@@ -84,7 +89,7 @@ int main(void)
         ah_worker_config wc = {.loop = ah_uv_loop(adapter), .client = client,
                                .policy = &policy, .on_event = on_event,
                                .event_ud = (void *)(intptr_t)i};
-        a.w[i] = ah_worker_new(&wc, err, sizeof err);
+        ah_worker_new(&wc, &a.w[i], err, sizeof err);
         if (!a.w[i] || ah_worker_start(a.w[i], "What is a retry budget?") != AH_OK) {
             fprintf(stderr, "embed_uv: agent %d: %s\n", i, err);
             goto cleanup;

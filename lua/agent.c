@@ -817,7 +817,7 @@ static int start_run(lua_State *L, const char *where)
         wc.max_output_retries = max_output_retries;
     }
     char err[256];
-    r->w = ah_worker_new(&wc, err, sizeof err);
+    ah_worker_new(&wc, &r->w, err, sizeof err);
     ah_conversation_free(history);
     if (!r->w) {
         release_run(L, r, 0);

@@ -226,11 +226,11 @@ static int l_retry_budget(lua_State *L)
     luaL_setmetatable(L, RB_MT);
     if (url) {
         box->r = lah_redis_open(L, url, "ah.retry_budget");
-        box->b = ah_retry_budget_new_redis(box->r, key, max_tokens, ratio, err, sizeof err);
+        ah_retry_budget_new_redis(box->r, key, max_tokens, ratio, &box->b, err, sizeof err);
         if (!box->b)
             return luaL_error(L, "ah.retry_budget: %s", err);
     } else {
-        box->b = ah_retry_budget_new(max_tokens, ratio);
+        ah_retry_budget_new(max_tokens, ratio, &box->b, NULL, 0);
     }
     if (!box->b)
         return luaL_error(L, "ah.retry_budget: out of memory");

@@ -165,7 +165,7 @@ static int l_client(lua_State *L)
     lua_pushvalue(L, -2);
     lua_setiuservalue(L, -2, 1);
     char err[256];
-    lc->c = ah_client_new(&cfg, err, sizeof err);
+    ah_client_new(&cfg, &lc->c, err, sizeof err);
     if (!lc->c) {
         const char *msg = strncmp(err, "client.", 7) == 0 ? err + 7 : err;
         return luaL_error(L, "%s: %s", where, msg);

@@ -179,7 +179,8 @@ static int run_mock(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     ah_log_set_handler(log_to_stderr, NULL, AH_LOG_WARN);
-    ah_mock *m = ah_mock_new(&cfg, err, sizeof err);
+    ah_mock *m = NULL;
+    ah_mock_new(&cfg, &m, err, sizeof err);
     free(plan);
     if (!m) {
         fprintf(stderr, "agenthost: %s\n", err);

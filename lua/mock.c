@@ -99,7 +99,7 @@ static int l_mock(lua_State *L)
     lm->m = NULL;
     luaL_setmetatable(L, MOCK_MT);
     char err[512];
-    lm->m = ah_mock_new(&cfg, err, sizeof err);
+    ah_mock_new(&cfg, &lm->m, err, sizeof err);
     if (!lm->m)
         return luaL_error(L, "%s: %s", where, err);
     return 1;

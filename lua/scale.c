@@ -21,7 +21,8 @@ typedef struct lrl {
 ah_redis *lah_redis_open(lua_State *L, const char *url, const char *where)
 {
     char err[300];
-    ah_redis *r = ah_redis_new(lah_loop(L), url, NULL, err, sizeof err);
+    ah_redis *r = NULL;
+    ah_redis_new(lah_loop(L), url, NULL, &r, err, sizeof err);
     if (!r)
         luaL_error(L, "%s: redis: %s", where, err);
     return r;
@@ -106,14 +107,15 @@ static int l_rate_limit(lua_State *L)
         return luaL_error(L, "%s: key is required with redis (every process that shares "
                           "the limit names the same key)", where);
     if (!url) {
-        b->rl = ah_rate_limit_new(&cfg, NULL, err, sizeof err);
+        ah_rate_limit_new(&cfg, NULL, &b->rl, err, sizeof err);
     } else {
         /* Check the config before connecting, so a bad field does not open a socket. */
-        ah_rate_limit *probe = ah_rate_limit_new(&cfg, NULL, err, sizeof err);
+        ah_rate_limit *probe = NULL;
+        ah_rate_limit_new(&cfg, NULL, &probe, err, sizeof err);
         if (probe) {
             ah_rate_limit_free(probe);
             b->r = lah_redis_open(L, url, where);
-            b->rl = ah_rate_limit_new(&cfg, b->r, err, sizeof err);
+            ah_rate_limit_new(&cfg, b->r, &b->rl, err, sizeof err);
         }
     }
     if (!b->rl)
@@ -159,7 +161,7 @@ int lah_ledger_push_redis(lua_State *L, int idx)
     memset(u, 0, sizeof *u);
     luaL_setmetatable(L, LAH_LEDGER_MT);
     char err[300];
-    u->l = ah_ledger_new_redis(lah_loop(L), &cfg, err, sizeof err);
+    ah_ledger_new_redis(lah_loop(L), &cfg, &u->l, err, sizeof err);
     if (!u->l)
         return luaL_error(L, "ah.ledger: %s", err);
     return 1;

@@ -47,6 +47,8 @@ typedef struct tool_ud {
 } tool_ud;
 
 #define CALL_MT "agenthost.toolcall"
+/* Waiting for our own receipt's commit past the call's deadline: re-check this often. */
+#define RECORD_RECHECK_MS 1000
 
 /* Stack slots of one call (tool:call is a lua_CFunction: 1..3 are its arguments). */
 enum {
@@ -494,8 +496,12 @@ static int drive(lua_State *L)
              * this call's deadline. */
             int64_t left = st->claim_until_ms - ah_loop_now_ms(st->loop);
             if (left <= 0) {
-                ah_tool_call_stop_waiting(st->call);
-                continue;
+                if (ah_tool_call_stop_waiting(st->call) == AH_OK)
+                    continue;
+                /* Not waiting for a claim but for our own receipt to be committed: that
+                 * is waited for past any deadline (the effect happened); the ledger's
+                 * answer wakes us, the timer only re-checks. */
+                left = RECORD_RECHECK_MS;
             }
             if (ms < 0 || ms > left)
                 ms = left;
@@ -757,9 +763,9 @@ static int l_tool_call(lua_State *L)
     lua_pushvalue(L, ST);
     luaL_setmetatable(L, CALL_MT);
     lua_pop(L, 1);
-    st->call = ah_tool_call_new(&tp, lu ? lu->l : NULL, bu ? bu->b : NULL,
+    ah_tool_call_new(&tp, lu ? lu->l : NULL, bu ? bu->b : NULL,
                                 lua_isnil(L, KEY) ? NULL : lua_tostring(L, KEY),
-                                lua_tostring(L, -1));
+                                lua_tostring(L, -1), &st->call, NULL, 0);
     if (!st->call)
         return luaL_error(L, "out of memory");
     if (lu) {

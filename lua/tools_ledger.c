@@ -46,9 +46,13 @@ lah_ledger_ud *lah_ledger_push_new(lua_State *L, const char *path)
         u->path = ah__strdup(path);
         if (!u->path)
             luaL_error(L, "out of memory");
-        u->l = ah_ledger_open(path, err, sizeof err);
+        ah_ledger_open(path, &u->l, err, sizeof err);
         if (!u->l)
             luaL_error(L, "ah.ledger: %s", err);
+        /* Commits (an fsync each) run on the ledger's writer thread, never stalling the
+         * scheduler's loop; answers come back through it. */
+        if (ah_ledger_set_loop(u->l, lah_loop(L)) != AH_OK)
+            luaL_error(L, "ah.ledger: %s", ah_ledger_errmsg(u->l));
     } else {
         u->l = ah_ledger_new_memory();
         if (!u->l)
@@ -316,7 +320,7 @@ lah_budget_ud *lah_budget_push_new(lua_State *L, lua_Integer limit)
     lah_budget_ud *u = lua_newuserdatauv(L, sizeof *u, 0);
     u->b = NULL;
     luaL_setmetatable(L, LAH_BUDGET_MT);
-    u->b = ah_budget_new((int64_t)limit);
+    ah_budget_new((int64_t)limit, &u->b, NULL, 0);
     if (!u->b)
         luaL_error(L, "out of memory");
     return u;

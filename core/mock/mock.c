@@ -1204,8 +1204,10 @@ ah_status ah_mock_plan_validate(const char *plan_json, char *err, size_t errsize
     return st;
 }
 
-ah_mock *ah_mock_new(const ah_mock_config *cfg, char *err, size_t errsize)
+static ah_mock *mock_make(const ah_mock_config *cfg, char *err, size_t errsize,
+                          ah_status *st)
 {
+    *st = AH_ERR_INVALID;
     ah_mock_config defaults;
     char *file_text = NULL;
     char perr[256];
@@ -1226,8 +1228,10 @@ ah_mock *ah_mock_new(const ah_mock_config *cfg, char *err, size_t errsize)
     const char *plan_json = cfg->plan_json;
     if (!plan_json && cfg->plan_path) {
         file_text = read_file(cfg->plan_path, err, errsize);
-        if (!file_text)
+        if (!file_text) {
+            *st = AH_ERR_IO;
             goto fail;
+        }
         plan_json = file_text;
     }
     if (make_box(plan_json, &m->box, perr, sizeof perr) != AH_OK) {
@@ -1279,6 +1283,7 @@ ah_mock *ah_mock_new(const ah_mock_config *cfg, char *err, size_t errsize)
         int e = errno;
         ah__bufprintf(err, errsize, "mock: cannot listen on 127.0.0.1:%d%s%s", cfg->port,
                       e ? ": " : "", e ? strerror(e) : "");
+        *st = AH_ERR_IO;
         goto fail;
     }
     const union MHD_DaemonInfo *di =
@@ -1290,6 +1295,8 @@ ah_mock *ah_mock_new(const ah_mock_config *cfg, char *err, size_t errsize)
     return m;
 
 nomem:
+    *st = AH_ERR_NOMEM;
+    *st = AH_ERR_NOMEM;
     ah__bufprintf(err, errsize, "mock: out of memory");
 fail:
     free(file_text);
@@ -1306,6 +1313,19 @@ fail:
         free(m);
     }
     return NULL;
+}
+
+/* The public form (status, out-pointer, error buffer): see the header. */
+ah_status ah_mock_new(const ah_mock_config *cfg, ah_mock **out, char *err, size_t errsize)
+{
+    ah_status st = AH_OK;
+    if (!out) {
+        if (err && errsize)
+            ah__bufprintf(err, errsize, "ah_mock_new: out is NULL");
+        return AH_ERR_INVALID;
+    }
+    *out = mock_make(cfg, err, errsize, &st);
+    return *out ? AH_OK : st;
 }
 
 void ah_mock_free(ah_mock *m)

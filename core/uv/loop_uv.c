@@ -7,6 +7,7 @@
  */
 #include "agenthost/uv.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 typedef struct poll_entry {
@@ -125,16 +126,31 @@ static void hook_wakeup(void *ud)
     uv_async_send(&a->wake);
 }
 
-ah_uv *ah_uv_new(uv_loop_t *uv, const ah_clock *clock, const ah_rng *rng)
+static void say(char *err, size_t errsize, const char *msg)
 {
-    if (!uv)
+    if (err && errsize)
+        snprintf(err, errsize, "%s", msg);
+}
+
+static ah_uv *uv_make(uv_loop_t *uv, const ah_clock *clock, const ah_rng *rng, char *err,
+                      size_t errsize, ah_status *st)
+{
+    *st = AH_ERR_INVALID;
+    if (!uv) {
+        say(err, errsize, "uv: a uv_loop_t is required");
         return NULL;
+    }
+    *st = AH_ERR_NOMEM;
     ah_uv *a = calloc(1, sizeof *a);
-    if (!a)
+    if (!a) {
+        say(err, errsize, "uv: out of memory");
         return NULL;
+    }
     a->uv = uv;
     if (uv_timer_init(uv, &a->timer) != 0) {
         free(a);
+        *st = AH_ERR_INTERNAL;
+        say(err, errsize, "uv: uv_timer_init failed");
         return NULL;
     }
     a->timer.data = a;
@@ -142,18 +158,33 @@ ah_uv *ah_uv_new(uv_loop_t *uv, const ah_clock *clock, const ah_rng *rng)
         a->freed = 1;
         a->closing = 1;
         uv_close((uv_handle_t *)&a->timer, own_closed);
+        *st = AH_ERR_INTERNAL;
+        say(err, errsize, "uv: uv_async_init failed");
         return NULL;
     }
     a->wake.data = a;
     uv_unref((uv_handle_t *)&a->wake); /* a wake-up handle alone keeps nothing running */
     ah_loop_hooks hooks = {.ud = a, .watch = hook_watch, .set_timeout = hook_set_timeout,
                            .wakeup = hook_wakeup};
-    a->loop = ah_loop_new_hooked(clock, rng, &hooks);
+    *st = ah_loop_new_hooked(clock, rng, &hooks, &a->loop, err, errsize);
     if (!a->loop) {
         ah_uv_free(a);
         return NULL;
     }
     return a;
+}
+
+/* The public form (status, out-pointer, error buffer): see the header. */
+ah_status ah_uv_new(uv_loop_t *uv, const ah_clock *clock, const ah_rng *rng, ah_uv **out,
+                    char *err, size_t errsize)
+{
+    ah_status st = AH_OK;
+    if (!out) {
+        say(err, errsize, "ah_uv_new: out is NULL");
+        return AH_ERR_INVALID;
+    }
+    *out = uv_make(uv, clock, rng, err, errsize, &st);
+    return *out ? AH_OK : st;
 }
 
 ah_loop *ah_uv_loop(ah_uv *a)

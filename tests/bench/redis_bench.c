@@ -65,7 +65,8 @@ int main(int argc, char **argv)
     }
     ah_loop *loop = ah_loop_new(NULL, NULL);
     char err[256];
-    ah_redis *r = ah_redis_new(loop, f.url, NULL, err, sizeof err);
+    ah_redis *r = NULL;
+    ah_redis_new(loop, f.url, NULL, &r, err, sizeof err);
     while (!ah_redis_ready(r))
         ah_loop_run_once(loop, 10);
 
@@ -84,13 +85,15 @@ int main(int argc, char **argv)
         redisFree(sync);
 
     /* retry budget */
-    ah_retry_budget *lb = ah_retry_budget_new(1e6, 1);
+    ah_retry_budget *lb = NULL;
+    ah_retry_budget_new(1e6, 1, &lb, NULL, 0);
     int local_n = 1000000;
     double t0 = now_us();
     for (int i = 0; i < local_n; i++)
         ah_retry_budget_try_spend(lb);
     double local_us = (now_us() - t0) / local_n;
-    ah_retry_budget *sb = ah_retry_budget_new_redis(r, "bench:budget", 1e6, 1, err, sizeof err);
+    ah_retry_budget *sb = NULL;
+    ah_retry_budget_new_redis(r, "bench:budget", 1e6, 1, &sb, err, sizeof err);
     t0 = now_us();
     for (int i = 0; i < n; i++) {
         ah_redis_req *q;
@@ -117,8 +120,10 @@ int main(int argc, char **argv)
 
     /* pacing */
     ah_rate_limit_config rc = {.requests_per_minute = 6e6, .burst = 1000000, .key = "bench:rl"};
-    ah_rate_limit *lr = ah_rate_limit_new(&rc, NULL, err, sizeof err);
-    ah_rate_limit *sr = ah_rate_limit_new(&rc, r, err, sizeof err);
+    ah_rate_limit *lr = NULL;
+    ah_rate_limit_new(&rc, NULL, &lr, err, sizeof err);
+    ah_rate_limit *sr = NULL;
+    ah_rate_limit_new(&rc, r, &sr, err, sizeof err);
     int64_t w;
     const char *lim;
     ah_redis_req *q;
@@ -152,7 +157,8 @@ int main(int argc, char **argv)
     ah_ledger_redis_config_init(&lc);
     lc.url = f.url;
     lc.prefix = "bench:";
-    ah_ledger *rl = ah_ledger_new_redis(loop, &lc, err, sizeof err);
+    ah_ledger *rl = NULL;
+    ah_ledger_new_redis(loop, &lc, &rl, err, sizeof err);
     while (!ah_redis_ready(ah_ledger_redis_connection(rl)))
         ah_loop_run_once(loop, 10);
     t0 = now_us();

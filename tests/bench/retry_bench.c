@@ -35,7 +35,8 @@ static int one_call(const bench *b, size_t *text_bytes)
     wc.client = b->client;
     wc.policy = &b->policy;
     char err[256];
-    ah_worker *w = ah_worker_new(&wc, err, sizeof err);
+    ah_worker *w = NULL;
+    ah_worker_new(&wc, &w, err, sizeof err);
     if (!w) {
         fprintf(stderr, "retry_bench: %s\n", err);
         return 0;
@@ -96,7 +97,7 @@ int main(int argc, char **argv)
     cc.wire = (ah_wire)wire;
     cc.base_url = argv[1];
     cc.model = "mock-bench";
-    b.client = ah_client_new(&cc, err, sizeof err);
+    ah_client_new(&cc, &b.client, err, sizeof err);
     b.loop = ah_loop_new(NULL, NULL);
     if (!b.client || !b.loop) {
         fprintf(stderr, "retry_bench: %s\n", b.client ? "cannot create the loop" : err);

@@ -88,7 +88,8 @@ static void same_decode(same_run *r, ah_wire wire, int slow, const uint8_t *data
     memset(r, 0, sizeof *r);
     r->tl = ah_timeline_new();
     SAME(r->tl != NULL, "out of memory");
-    ah_decoder *d = ah_decoder_new(wire, r->tl, &hooks, &r->log);
+    ah_decoder *d = NULL;
+    ah_decoder_new(wire, r->tl, &hooks, &r->log, &d, NULL, 0);
     SAME(d != NULL, "out of memory");
     ah__decoder_set_slow(d, slow);
     r->feed[0] = ah_decoder_feed(d, data, split);

@@ -199,7 +199,8 @@ static fz_run fz_decode(ah_wire wire, const uint8_t *data, size_t size,
     fz_rec rec = {0};
     static const ah_decoder_hooks hooks = {fz_start, fz_delta, fz_end};
     CHECK(r.tl);
-    ah_decoder *d = ah_decoder_new(wire, r.tl, &hooks, &rec);
+    ah_decoder *d = NULL;
+    ah_decoder_new(wire, r.tl, &hooks, &rec, &d, NULL, 0);
     CHECK(d);
     size_t off = 0;
     if (bytewise) {
@@ -267,7 +268,8 @@ static void fz_resume(const uint8_t *data, size_t size, size_t split, const fz_r
     fz_rec rec = {0};
     static const ah_decoder_hooks hooks = {fz_start, fz_delta, fz_end};
     CHECK(tl);
-    ah_decoder *d = ah_decoder_new(AH_WIRE_RESPONSES, tl, &hooks, &rec);
+    ah_decoder *d = NULL;
+    ah_decoder_new(AH_WIRE_RESPONSES, tl, &hooks, &rec, &d, NULL, 0);
     CHECK(d);
     ah_status feed = ah_decoder_feed(d, data, split);
     ah_error err;
@@ -303,10 +305,10 @@ static int fz_decode_input(ah_wire wire, const uint8_t *data, size_t size)
             for (size_t i = 0; i < ah_timeline_count(tl); i++)
                 CHECK(ah_timeline_block(tl, i)->closed);
         } else {
-            CHECK(st == AH_ERR_PARSE || st == AH_ERR_TRANSPORT || st == AH_ERR_NOMEM);
+            CHECK(st == AH_ERR_PARSE || st == AH_ERR_PROVIDER || st == AH_ERR_NOMEM);
             CHECK(err.message[0] != '\0');
-            CHECK(st == AH_ERR_TRANSPORT ? err.kind == AH_EK_HTTP
-                                         : err.kind == AH_EK_DECODE);
+            CHECK(st == AH_ERR_PROVIDER ? err.kind == AH_EK_HTTP
+                                        : err.kind == AH_EK_DECODE);
         }
         fz_check_timeline(tl, NULL);
         ah_timeline_free(tl);

@@ -78,7 +78,7 @@ static void harness_start(harness *h, const opts *o)
     mc.plan_json = o->plan;
     mc.text = o->text ? o->text : TEXT;
     char err[256];
-    h->mock = ah_mock_new(&mc, err, sizeof err);
+    ah_mock_new(&mc, &h->mock, err, sizeof err);
     if (!h->mock)
         fail_msg("mock: %s", err);
     h->loop = ah_loop_new(ah_clock_real(), NULL);
@@ -89,7 +89,7 @@ static void harness_start(harness *h, const opts *o)
                            .max_tokens = 256,
                            .extra_json = o->extra_json,
                            .continuation = o->continuation};
-    h->client = ah_client_new(&cc, err, sizeof err);
+    ah_client_new(&cc, &h->client, err, sizeof err);
     if (!h->client)
         fail_msg("client: %s", err);
     ah_policy pol;
@@ -109,7 +109,7 @@ static void harness_start(harness *h, const opts *o)
                            .on_event = record_event,
                            .event_ud = h,
                            .continue_prompt = o->continue_prompt};
-    h->worker = ah_worker_new(&wc, err, sizeof err);
+    ah_worker_new(&wc, &h->worker, err, sizeof err);
     if (!h->worker)
         fail_msg("worker: %s", err);
 }
@@ -347,7 +347,7 @@ static void refused_prefill_switches_the_client_to_prompt(void **state)
     ah_tool_def tool = {.name = "add", .description = "Add", .schema_json = ADD_SCHEMA};
     ah_worker_config wc = {.loop = h.loop, .client = h.client, .tools = &tool, .n_tools = 1,
                            .tool_exec = add_tool, .tool_ud = &h};
-    h.worker = ah_worker_new(&wc, NULL, 0);
+    ah_worker_new(&wc, &h.worker, NULL, 0);
     assert_non_null(h.worker);
     assert_int_equal(ah_worker_run(h.worker, "What is 42 + 42?"), AH_OUTCOME_COMPLETED);
     assert_int_equal(ah_mock_request_count(h.mock) - before, 3);

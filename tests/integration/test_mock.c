@@ -283,7 +283,8 @@ static ah_mock *start(const char *plan)
     ah_mock_config_init(&cfg);
     cfg.plan_json = plan;
     char err[256] = "";
-    ah_mock *m = ah_mock_new(&cfg, err, sizeof err);
+    ah_mock *m = NULL;
+    ah_mock_new(&cfg, &m, err, sizeof err);
     if (!m)
         fprintf(stderr, "ah_mock_new: %s\n", err);
     assert_non_null(m);
@@ -896,7 +897,8 @@ static void long_reply_many_deltas(void **state)
     ah_mock_config_init(&cfg);
     cfg.text_deltas = 50000;
     char err[128];
-    ah_mock *m = ah_mock_new(&cfg, err, sizeof err);
+    ah_mock *m = NULL;
+    ah_mock_new(&cfg, &m, err, sizeof err);
     assert_non_null(m);
     char body[512];
     resp r;
@@ -1104,7 +1106,8 @@ static void plan_file_and_start_errors(void **state)
     ah_mock_config_init(&cfg);
     cfg.plan_path = path;
     char err[512] = "";
-    ah_mock *m = ah_mock_new(&cfg, err, sizeof err);
+    ah_mock *m = NULL;
+    ah_mock_new(&cfg, &m, err, sizeof err);
     assert_non_null(m);
     char body[512];
     resp r;
@@ -1117,7 +1120,9 @@ static void plan_file_and_start_errors(void **state)
     ah_mock_config busy;
     ah_mock_config_init(&busy);
     busy.port = ah_mock_port(m);
-    assert_null(ah_mock_new(&busy, err, sizeof err));
+    ah_mock *second = (ah_mock *)&second;
+    assert_int_equal(ah_mock_new(&busy, &second, err, sizeof err), AH_ERR_IO);
+    assert_null(second);
     assert_non_null(strstr(err, "cannot listen on 127.0.0.1:"));
     ah_mock_free(m);
 
@@ -1126,23 +1131,23 @@ static void plan_file_and_start_errors(void **state)
     assert_non_null(f);
     fputs("[{\"ok\": true}, {\"cut_after_events\": -3}]", f);
     fclose(f);
-    assert_null(ah_mock_new(&cfg, err, sizeof err));
+    assert_int_equal(ah_mock_new(&cfg, &(ah_mock *){NULL}, err, sizeof err), AH_ERR_INVALID);
     char want[600];
     snprintf(want, sizeof want, "%s: plan step 2: field 'cut_after_events' must be >= 0",
              path);
     assert_string_equal(err, want);
     unlink(path);
-    assert_null(ah_mock_new(&cfg, err, sizeof err));
+    assert_int_equal(ah_mock_new(&cfg, &(ah_mock *){NULL}, err, sizeof err), AH_ERR_IO);
     assert_non_null(strstr(err, "cannot open plan file"));
 
     ah_mock_config bad;
     ah_mock_config_init(&bad);
     bad.plan_json = "[{\"reset\": false}]";
-    assert_null(ah_mock_new(&bad, err, sizeof err));
+    assert_int_not_equal(ah_mock_new(&bad, &(ah_mock *){NULL}, err, sizeof err), AH_OK);
     assert_string_equal(err, "plan step 1: field 'reset' must be true");
     bad.plan_json = NULL;
     bad.port = 70000;
-    assert_null(ah_mock_new(&bad, err, sizeof err));
+    assert_int_not_equal(ah_mock_new(&bad, &(ah_mock *){NULL}, err, sizeof err), AH_OK);
     ah_mock_free(NULL);
 }
 

@@ -136,8 +136,10 @@ static void shared_budget_is_one_bucket(void **state)
     assert_int_equal(redis_fixture_start(&f, 1, "pw-hunter2"), 0);
     ah_loop *loop = ah_loop_new(NULL, NULL);
     char err[256];
-    ah_redis *r1 = ah_redis_new(loop, f.url, NULL, err, sizeof err);
-    ah_redis *r2 = ah_redis_new(loop, f.url, NULL, err, sizeof err);
+    ah_redis *r1 = NULL;
+    ah_redis_new(loop, f.url, NULL, &r1, err, sizeof err);
+    ah_redis *r2 = NULL;
+    ah_redis_new(loop, f.url, NULL, &r2, err, sizeof err);
     assert_non_null(r1);
     assert_non_null(r2);
     assert_non_null(strstr(ah_redis_name(r1), ":***@127.0.0.1:"));
@@ -145,8 +147,10 @@ static void shared_budget_is_one_bucket(void **state)
     wait_ready(loop, r2);
     /* max 10: a retry is allowed while more than 5 tokens remain after taking one, so
      * with no success 4 are allowed, whichever process asks. */
-    ah_retry_budget *a = ah_retry_budget_new_redis(r1, "t:budget", 10, 0.5, err, sizeof err);
-    ah_retry_budget *b = ah_retry_budget_new_redis(r2, "t:budget", 10, 0.5, err, sizeof err);
+    ah_retry_budget *a = NULL;
+    ah_retry_budget_new_redis(r1, "t:budget", 10, 0.5, &a, err, sizeof err);
+    ah_retry_budget *b = NULL;
+    ah_retry_budget_new_redis(r2, "t:budget", 10, 0.5, &b, err, sizeof err);
     assert_non_null(a);
     assert_true(ah_retry_budget_is_shared(a));
     int allowed = 0, async;
@@ -192,10 +196,12 @@ static void budget_falls_back_once_and_comes_back(void **state)
     ah_redis_options_init(&o);
     o.reconnect_min_ms = 20;
     o.reconnect_max_ms = 40;
-    ah_redis *r = ah_redis_new(loop, f.url, &o, err, sizeof err);
+    ah_redis *r = NULL;
+    ah_redis_new(loop, f.url, &o, &r, err, sizeof err);
     assert_non_null(r);
     wait_ready(loop, r);
-    ah_retry_budget *b = ah_retry_budget_new_redis(r, "t:fb", 100, 0.1, err, sizeof err);
+    ah_retry_budget *b = NULL;
+    ah_retry_budget_new_redis(r, "t:fb", 100, 0.1, &b, err, sizeof err);
     int async;
     assert_int_equal(spend(loop, b, &async), 1);
     assert_true(async);
@@ -232,9 +238,9 @@ static void budget_falls_back_once_and_comes_back(void **state)
     ah_retry_budget_free(b);
     ah_redis_free(r);
     o.command_timeout_ms = 150;
-    r = ah_redis_new(loop, f.url, &o, err, sizeof err);
+    ah_redis_new(loop, f.url, &o, &r, err, sizeof err);
     wait_ready(loop, r);
-    b = ah_retry_budget_new_redis(r, "t:fb", 100, 0.1, err, sizeof err);
+    ah_retry_budget_new_redis(r, "t:fb", 100, 0.1, &b, err, sizeof err);
     redis_fixture_kill(&f, SIGSTOP);
     log_reset();
     double before = ah_retry_budget_tokens(b);
@@ -255,9 +261,11 @@ static void unreachable_from_the_start(void **state)
 {
     ah_loop *loop = ah_loop_new(NULL, NULL);
     char err[256];
-    ah_redis *r = ah_redis_new(loop, "unix:/nonexistent/ah-redis.sock", NULL, err, sizeof err);
+    ah_redis *r = NULL;
+    ah_redis_new(loop, "unix:/nonexistent/ah-redis.sock", NULL, &r, err, sizeof err);
     assert_non_null(r); /* not an error: the budget falls back */
-    ah_retry_budget *b = ah_retry_budget_new_redis(r, "k", 4, 0.1, err, sizeof err);
+    ah_retry_budget *b = NULL;
+    ah_retry_budget_new_redis(r, "k", 4, 0.1, &b, err, sizeof err);
     int async, allowed = 0;
     for (int i = 0; i < 5; i++) {
         allowed += spend(loop, b, &async);
@@ -267,7 +275,8 @@ static void unreachable_from_the_start(void **state)
     assert_int_equal(count_in_log("falls back to a local one"), 1);
 
     ah_rate_limit_config rc = {.requests_per_minute = 600, .key = "k"};
-    ah_rate_limit *rl = ah_rate_limit_new(&rc, r, err, sizeof err);
+    ah_rate_limit *rl = NULL;
+    ah_rate_limit_new(&rc, r, &rl, err, sizeof err);
     assert_non_null(rl);
     int64_t w;
     const char *lim;
@@ -294,8 +303,10 @@ static void bad_password_is_named_not_shown(void **state)
     snprintf(url, sizeof url, "redis://:wrong-pass-xyz@127.0.0.1:%d/0", f.port);
     ah_loop *loop = ah_loop_new(NULL, NULL);
     char err[256];
-    ah_redis *r = ah_redis_new(loop, url, NULL, err, sizeof err);
-    ah_retry_budget *b = ah_retry_budget_new_redis(r, "k", 10, 0.1, err, sizeof err);
+    ah_redis *r = NULL;
+    ah_redis_new(loop, url, NULL, &r, err, sizeof err);
+    ah_retry_budget *b = NULL;
+    ah_retry_budget_new_redis(r, "k", 10, 0.1, &b, err, sizeof err);
     int async;
     for (int i = 0; i < 100 && !ah_redis_ready(r); i++)
         ah_loop_run_once(loop, 10);
@@ -318,14 +329,18 @@ static void shared_pacing_spaces_requests(void **state)
     assert_int_equal(redis_fixture_start(&f, 0, NULL), 0);
     ah_loop *loop = ah_loop_new(NULL, NULL);
     char err[256];
-    ah_redis *r1 = ah_redis_new(loop, f.url, NULL, err, sizeof err);
-    ah_redis *r2 = ah_redis_new(loop, f.url, NULL, err, sizeof err);
+    ah_redis *r1 = NULL;
+    ah_redis_new(loop, f.url, NULL, &r1, err, sizeof err);
+    ah_redis *r2 = NULL;
+    ah_redis_new(loop, f.url, NULL, &r2, err, sizeof err);
     wait_ready(loop, r1);
     wait_ready(loop, r2);
     /* 600/min = one slot per 100 ms, burst 2: two go at once, then 100 ms apart */
     ah_rate_limit_config rc = {.requests_per_minute = 600, .burst = 2, .key = "t:rl"};
-    ah_rate_limit *a = ah_rate_limit_new(&rc, r1, err, sizeof err);
-    ah_rate_limit *b = ah_rate_limit_new(&rc, r2, err, sizeof err);
+    ah_rate_limit *a = NULL;
+    ah_rate_limit_new(&rc, r1, &a, err, sizeof err);
+    ah_rate_limit *b = NULL;
+    ah_rate_limit_new(&rc, r2, &b, err, sizeof err);
     assert_non_null(a);
     assert_true(ah_rate_limit_is_shared(a));
     int64_t waits[6];
@@ -350,7 +365,8 @@ static void shared_pacing_spaces_requests(void **state)
     }
     /* tokens: 6000/min, charged 6000 -> a minute ahead at once: the next waits */
     ah_rate_limit_config tc = {.tokens_per_minute = 6000, .key = "t:tok"};
-    ah_rate_limit *t = ah_rate_limit_new(&tc, r1, err, sizeof err);
+    ah_rate_limit *t = NULL;
+    ah_rate_limit_new(&tc, r1, &t, err, sizeof err);
     ah_rate_limit_charge(t, loop, 6000 + 600);
     verdict v = {0};
     int64_t w;
@@ -375,9 +391,11 @@ static void cancelled_request_never_calls_back(void **state)
     assert_int_equal(redis_fixture_start(&f, 0, NULL), 0);
     ah_loop *loop = ah_loop_new(NULL, NULL);
     char err[256];
-    ah_redis *r = ah_redis_new(loop, f.url, NULL, err, sizeof err);
+    ah_redis *r = NULL;
+    ah_redis_new(loop, f.url, NULL, &r, err, sizeof err);
     wait_ready(loop, r);
-    ah_retry_budget *b = ah_retry_budget_new_redis(r, "t:c", 10, 0.1, err, sizeof err);
+    ah_retry_budget *b = NULL;
+    ah_retry_budget_new_redis(r, "t:c", 10, 0.1, &b, err, sizeof err);
     verdict v = {0};
     ah_redis_req *q;
     assert_int_equal(ah_retry_budget_spend_async(b, on_verdict, &v, &q), -1);
@@ -451,8 +469,10 @@ static void ledger_claims_leases_and_fencing(void **state)
     c.url = f.url;
     c.prefix = "lt:";
     c.lease_ms = 150;
-    ah_ledger *a = ah_ledger_new_redis(loop, &c, err, sizeof err);
-    ah_ledger *b = ah_ledger_new_redis(loop, &c, err, sizeof err);
+    ah_ledger *a = NULL;
+    ah_ledger_new_redis(loop, &c, &a, err, sizeof err);
+    ah_ledger *b = NULL;
+    ah_ledger_new_redis(loop, &c, &b, err, sizeof err);
     assert_non_null(a);
     assert_true(ah_ledger_is_redis(a));
     assert_string_equal(ah_ledger_backend(a), "redis");

@@ -59,7 +59,7 @@ static int setup(void **state)
     assert_int_equal(redis_fixture_start(&h->f, 0, NULL), 0);
     h->loop = ah_loop_new(NULL, NULL);
     char err[256];
-    h->r = ah_redis_new(h->loop, h->f.url, NULL, err, sizeof err);
+    ah_redis_new(h->loop, h->f.url, NULL, &h->r, err, sizeof err);
     assert_non_null(h->r);
     for (int i = 0; i < 500 && !ah_redis_ready(h->r); i++)
         ah_loop_run_once(h->loop, 10);
@@ -90,7 +90,7 @@ static void start_mock(harness *h, const char *plan)
     ah_mock_config cfg;
     ah_mock_config_init(&cfg);
     cfg.plan_json = plan;
-    h->mock = ah_mock_new(&cfg, err, sizeof err);
+    ah_mock_new(&cfg, &h->mock, err, sizeof err);
     if (!h->mock)
         fail_msg("mock: %s", err);
     snprintf(h->url, sizeof h->url, "%s/v1/messages", ah_mock_url(h->mock));
@@ -144,7 +144,8 @@ static void shared_budget_bounds_failing_calls(void **state)
     char err[256];
     /* 10 tokens, no success: 4 retries in all, then every call stops after its first
      * attempt. 8 calls x 6 attempts would be 48 without a budget. */
-    ah_retry_budget *b = ah_retry_budget_new_redis(h->r, "call:budget", 10, 0.1, err,
+    ah_retry_budget *b = NULL;
+    ah_retry_budget_new_redis(h->r, "call:budget", 10, 0.1, &b, err,
                                                    sizeof err);
     int refusals;
     int attempts = run_calls(h, b, 8, &refusals);
@@ -154,14 +155,16 @@ static void shared_budget_bounds_failing_calls(void **state)
     assert_true(ah_retry_budget_using_redis(b));
     assert_true(ah_retry_budget_tokens(b) == 10.0); /* the local bucket was not used */
     /* A second budget on the same key sees the spent bucket: no retry at all. */
-    ah_retry_budget *b2 = ah_retry_budget_new_redis(h->r, "call:budget", 10, 0.1, err,
+    ah_retry_budget *b2 = NULL;
+    ah_retry_budget_new_redis(h->r, "call:budget", 10, 0.1, &b2, err,
                                                     sizeof err);
     assert_int_equal(run_calls(h, b2, 2, &refusals), 2);
     assert_int_equal(refusals, 2);
 
     /* Redis gone: the same calls decide on the local bucket (full: 4 retries again). */
     redis_fixture_kill(&h->f, SIGKILL);
-    ah_retry_budget *b3 = ah_retry_budget_new_redis(h->r, "call:budget", 10, 0.1, err,
+    ah_retry_budget *b3 = NULL;
+    ah_retry_budget_new_redis(h->r, "call:budget", 10, 0.1, &b3, err,
                                                     sizeof err);
     int a3 = run_calls(h, b3, 4, &refusals);
     assert_true(a3 >= 4 + 3 && a3 <= 4 + 4);
@@ -178,8 +181,10 @@ static void paced_attempt_says_so_first(void **state)
     char err[256];
     /* 60/min: one slot per second; the second call is paced close to a second. */
     ah_rate_limit_config rc = {.requests_per_minute = 120, .key = "call:rl"};
-    ah_rate_limit *shared = ah_rate_limit_new(&rc, h->r, err, sizeof err);
-    ah_rate_limit *local = ah_rate_limit_new(&rc, NULL, err, sizeof err);
+    ah_rate_limit *shared = NULL;
+    ah_rate_limit_new(&rc, h->r, &shared, err, sizeof err);
+    ah_rate_limit *local = NULL;
+    ah_rate_limit_new(&rc, NULL, &local, err, sizeof err);
     ah_rate_limit *both[] = {local, shared};
     for (int k = 0; k < 2; k++) {
         ah_call *c = make_call(h, NULL, both[k]);
@@ -222,8 +227,10 @@ static void provider_headers_slow_the_fleet(void **state)
                   "\"0\", \"x-ratelimit-reset-requests\": \"300ms\"}}, {\"ok\": true}]");
     char err[256];
     ah_rate_limit_config rc = {.requests_per_minute = 600000, .key = "call:hdr"};
-    ah_rate_limit *shared = ah_rate_limit_new(&rc, h->r, err, sizeof err);
-    ah_rate_limit *local = ah_rate_limit_new(&rc, NULL, err, sizeof err);
+    ah_rate_limit *shared = NULL;
+    ah_rate_limit_new(&rc, h->r, &shared, err, sizeof err);
+    ah_rate_limit *local = NULL;
+    ah_rate_limit_new(&rc, NULL, &local, err, sizeof err);
     ah_rate_limit *both[] = {local, shared};
     for (int k = 0; k < 2; k++) {
         ah_call *c = make_call(h, NULL, both[k]);
@@ -247,7 +254,8 @@ static void cancel_while_the_verdict_is_awaited(void **state)
     harness *h = *state;
     start_mock(h, "{\"steps\": [], \"then\": {\"status\": 503}}");
     char err[256];
-    ah_retry_budget *b = ah_retry_budget_new_redis(h->r, "call:cancel", 10, 0.1, err,
+    ah_retry_budget *b = NULL;
+    ah_retry_budget_new_redis(h->r, "call:cancel", 10, 0.1, &b, err,
                                                    sizeof err);
     ah_call *c = make_call(h, b, NULL);
     assert_int_equal(ah_call_start(c), AH_OK);

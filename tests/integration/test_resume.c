@@ -98,7 +98,7 @@ static void harness_start(harness *h, const opts *o)
     mc.text = o->text;
     mc.text_deltas = o->text_deltas;
     char err[256];
-    h->mock = ah_mock_new(&mc, err, sizeof err);
+    ah_mock_new(&mc, &h->mock, err, sizeof err);
     if (!h->mock)
         fail_msg("mock: %s", err);
     h->loop = ah_loop_new(ah_clock_real(), NULL);
@@ -110,7 +110,7 @@ static void harness_start(harness *h, const opts *o)
                            .max_tokens = 256,
                            .extra_json = o->extra_json,
                            .background = o->background};
-    h->client = ah_client_new(&cc, err, sizeof err);
+    ah_client_new(&cc, &h->client, err, sizeof err);
     if (!h->client)
         fail_msg("client: %s", err);
     ah_policy pol;
@@ -133,7 +133,7 @@ static void harness_start(harness *h, const opts *o)
                            .on_event = record_event,
                            .event_ud = h,
                            .continue_prompt = o->continue_prompt};
-    h->worker = ah_worker_new(&wc, err, sizeof err);
+    ah_worker_new(&wc, &h->worker, err, sizeof err);
     if (!h->worker)
         fail_msg("worker: %s", err);
 }
@@ -272,7 +272,7 @@ static void background_needs_the_responses_provider(void **state)
     char err[256];
     ah_client_config cc = {.wire = AH_WIRE_ANTHROPIC, .base_url = "http://127.0.0.1:1",
                            .model = "m", .background = 1};
-    assert_null(ah_client_new(&cc, err, sizeof err));
+    assert_int_not_equal(ah_client_new(&cc, &(ah_client *){NULL}, err, sizeof err), AH_OK);
     assert_non_null(strstr(err, "client.background"));
 }
 

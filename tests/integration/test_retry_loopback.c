@@ -139,7 +139,7 @@ static void start_mock(harness *h, const char *plan)
     ah_mock_config cfg;
     ah_mock_config_init(&cfg);
     cfg.plan_json = plan;
-    h->mock = ah_mock_new(&cfg, err, sizeof err);
+    ah_mock_new(&cfg, &h->mock, err, sizeof err);
     if (!h->mock)
         fail_msg("mock: %s", err);
     snprintf(h->url, sizeof h->url, "%s/v1/messages", ah_mock_url(h->mock));

@@ -72,7 +72,7 @@ static void round_trip(ah_mock *m, ah_wire wire, int stream, const ah_conversati
     ah_loop *loop = ah_loop_new(ah_clock_real(), NULL);
     rt r = {0};
     if (stream)
-        r.dec = ah_decoder_new(wire, tl, NULL, NULL);
+        ah_decoder_new(wire, tl, NULL, NULL, &r.dec, NULL, 0);
     ah_call_config cc = {0};
     cc.loop = loop;
     cc.request.url = url;
@@ -114,7 +114,8 @@ static void every_format_round_trips(void **state)
 {
     (void)state;
     char err[256];
-    ah_mock *m = ah_mock_new(NULL, err, sizeof err);
+    ah_mock *m = NULL;
+    ah_mock_new(NULL, &m, err, sizeof err);
     assert_non_null(m);
     for (int wire = 0; wire < AH_WIRE_COUNT_; wire++) {
         for (int stream = 0; stream <= 1; stream++) {

@@ -90,7 +90,7 @@ static ah_run_outcome run(harness *h, const opts *o)
     ah_mock_config_init(&mc);
     mc.plan_json = o->plan;
     char err[256];
-    h->mock = ah_mock_new(&mc, err, sizeof err);
+    ah_mock_new(&mc, &h->mock, err, sizeof err);
     if (!h->mock)
         fail_msg("mock: %s", err);
     h->loop = ah_loop_new(ah_clock_real(), NULL);
@@ -98,7 +98,7 @@ static ah_run_outcome run(harness *h, const opts *o)
                            .base_url = ah_mock_url(h->mock),
                            .model = "mock-model",
                            .max_tokens = 256};
-    h->client = ah_client_new(&cc, err, sizeof err);
+    ah_client_new(&cc, &h->client, err, sizeof err);
     assert_non_null(h->client);
     ah_policy pol;
     ah_policy_init(&pol);
@@ -118,7 +118,7 @@ static ah_run_outcome run(harness *h, const opts *o)
                            .tool_ud = h,
                            .on_event = on_event,
                            .event_ud = h};
-    h->worker = ah_worker_new(&wc, err, sizeof err);
+    ah_worker_new(&wc, &h->worker, err, sizeof err);
     if (!h->worker)
         fail_msg("worker: %s", err);
     return ah_worker_run(h->worker, "Add 2 and 3 please.");

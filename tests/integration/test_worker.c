@@ -83,7 +83,7 @@ static void harness_start(harness *h, const opts *o)
     mc.plan_json = o->plan;
     mc.text = o->text;
     char err[256];
-    h->mock = ah_mock_new(&mc, err, sizeof err);
+    ah_mock_new(&mc, &h->mock, err, sizeof err);
     if (!h->mock)
         fail_msg("mock: %s", err);
     h->loop = ah_loop_new(ah_clock_real(), NULL);
@@ -93,7 +93,7 @@ static void harness_start(harness *h, const opts *o)
                            .api_key = KEY,
                            .model = "mock-model",
                            .max_tokens = 256};
-    h->client = ah_client_new(&cc, err, sizeof err);
+    ah_client_new(&cc, &h->client, err, sizeof err);
     if (!h->client)
         fail_msg("client: %s", err);
     ah_policy pol;
@@ -118,7 +118,7 @@ static void harness_start(harness *h, const opts *o)
                            .event_ud = h,
                            .continue_prompt = o->continue_prompt,
                            .history = o->history};
-    h->worker = ah_worker_new(&wc, err, sizeof err);
+    ah_worker_new(&wc, &h->worker, err, sizeof err);
     if (!h->worker)
         fail_msg("worker: %s", err);
 }

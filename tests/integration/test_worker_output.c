@@ -57,7 +57,7 @@ static void rig_start(rig *r, checker *c, int max_retries, int max_steps)
     ah_mock_config_init(&mc);
     mc.text = "{\"answer\": 42}";
     char err[256];
-    r->mock = ah_mock_new(&mc, err, sizeof err);
+    ah_mock_new(&mc, &r->mock, err, sizeof err);
     if (!r->mock)
         fail_msg("mock: %s", err);
     r->loop = ah_loop_new(NULL, NULL);
@@ -65,7 +65,7 @@ static void rig_start(rig *r, checker *c, int max_retries, int max_steps)
     ah_client_config cc = {.wire = AH_WIRE_ANTHROPIC,
                            .base_url = ah_mock_url(r->mock),
                            .model = "mock-model"};
-    r->client = ah_client_new(&cc, err, sizeof err);
+    ah_client_new(&cc, &r->client, err, sizeof err);
     assert_non_null(r->client);
     ah_worker_config wc = {.loop = r->loop,
                            .client = r->client,
@@ -75,7 +75,7 @@ static void rig_start(rig *r, checker *c, int max_retries, int max_steps)
                            .check_output = check,
                            .check_ud = c,
                            .max_output_retries = max_retries};
-    r->worker = ah_worker_new(&wc, err, sizeof err);
+    ah_worker_new(&wc, &r->worker, err, sizeof err);
     if (!r->worker)
         fail_msg("worker: %s", err);
 }
@@ -188,10 +188,11 @@ static void test_negative_max_output_retries_is_refused(void **state)
     ah_client_config cc = {
         .wire = AH_WIRE_OPENAI, .base_url = "http://127.0.0.1:1", .model = "m"};
     char err[256];
-    ah_client *client = ah_client_new(&cc, err, sizeof err);
+    ah_client *client = NULL;
+    ah_client_new(&cc, &client, err, sizeof err);
     assert_non_null(client);
     ah_worker_config wc = {.loop = loop, .client = client, .max_output_retries = -1};
-    assert_null(ah_worker_new(&wc, err, sizeof err));
+    assert_int_not_equal(ah_worker_new(&wc, &(ah_worker *){NULL}, err, sizeof err), AH_OK);
     assert_non_null(strstr(err, "max_output_retries"));
     ah_client_free(client);
     ah_loop_free(loop);

@@ -180,7 +180,7 @@ static void world_start(world *x, const char *const *names, size_t n, int max_co
     ah_client_config cc = {.wire = AH_WIRE_ANTHROPIC,
                            .base_url = "http://127.0.0.1:9",
                            .model = "m"};
-    x->client = ah_client_new(&cc, err, sizeof err);
+    ah_client_new(&cc, &x->client, err, sizeof err);
     assert_non_null(x->client);
     x->s.names = names;
     x->s.n = n;
@@ -196,7 +196,7 @@ static void world_start(world *x, const char *const *names, size_t n, int max_co
                            .transport = &x->tr,
                            .max_tool_concurrency = max_conc,
                            .tool_exclusive = exclusive};
-    x->w = ah_worker_new(&wc, err, sizeof err);
+    ah_worker_new(&wc, &x->w, err, sizeof err);
     if (!x->w)
         fail_msg("worker: %s", err);
     assert_int_equal(ah_worker_start(x->w, "go"), AH_OK);

@@ -428,7 +428,8 @@ static int add_exec(void *ud, ah_worker *w, const ah_tool_request *req,
     (void)w;
     r->exec_calls++;
     snprintf(r->key, sizeof r->key, "%s", req->key);
-    ah_tool_call *c = ah_tool_call_new(NULL, r->ledger, NULL, req->key, req->arguments);
+    ah_tool_call *c = NULL;
+    ah_tool_call_new(NULL, r->ledger, NULL, req->key, req->arguments, &c, NULL, 0);
     ah_tool_driver d = {.body = add_body, .body_ud = r};
     static char content[64];
     if (!c) {
@@ -440,7 +441,8 @@ static int add_exec(void *ud, ah_worker *w, const ah_tool_request *req,
     if (r->p->same_key_twice) {
         /* A second delivery of this call (one key) arrives while the first's body is in
          * flight: step both by hand, as a loop driver would. */
-        ah_tool_call *c2 = ah_tool_call_new(NULL, r->ledger, NULL, req->key, req->arguments);
+        ah_tool_call *c2 = NULL;
+        ah_tool_call_new(NULL, r->ledger, NULL, req->key, req->arguments, &c2, NULL, 0);
         if (!c2 || ah_tool_step(c) != AH_TOOL_DO_RUN_BODY ||
             ah_tool_step(c2) != AH_TOOL_DO_WAIT_CLAIM) {
             r->oom = !c2;
@@ -735,10 +737,11 @@ static int one_run(ah_loop *loop, const params *p, const reference *ref,
      * expire after 60 s), growth the memory check would wrongly blame on the core. If
      * something else took the port meanwhile, any free port will do. */
     mc.port = g_port;
-    ah_mock *mock = ah_mock_new(&mc, err, sizeof err);
+    ah_mock *mock = NULL;
+    ah_mock_new(&mc, &mock, err, sizeof err);
     if (!mock && g_port) {
         mc.port = 0;
-        mock = ah_mock_new(&mc, err, sizeof err);
+        ah_mock_new(&mc, &mock, err, sizeof err);
     }
     if (!mock) {
         fail("mock: %s", err);
@@ -750,7 +753,7 @@ static int one_run(ah_loop *loop, const params *p, const reference *ref,
                            .api_key = KEY,
                            .model = "mock-model",
                            .max_tokens = 256};
-    if (!(client = ah_client_new(&cc, err, sizeof err))) {
+    if (ah_client_new(&cc, &client, err, sizeof err) != AH_OK) {
         fail("client: %s", err);
         goto cleanup;
     }
@@ -779,7 +782,7 @@ static int one_run(ah_loop *loop, const params *p, const reference *ref,
                            .tool_ud = &r,
                            .on_event = on_event,
                            .event_ud = &r};
-    if (!(r.worker = ah_worker_new(&wc, err, sizeof err))) {
+    if (ah_worker_new(&wc, &r.worker, err, sizeof err) != AH_OK) {
         fail("worker: %s", err);
         goto cleanup;
     }

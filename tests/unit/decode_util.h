@@ -163,7 +163,8 @@ static ah_timeline *du_decode(ah_wire wire, const char *data, size_t len, uint64
 {
     ah_timeline *tl = ah_timeline_new();
     assert_non_null(tl);
-    ah_decoder *d = ah_decoder_new(wire, tl, rec ? &du_hooks : NULL, rec);
+    ah_decoder *d = NULL;
+    ah_decoder_new(wire, tl, rec ? &du_hooks : NULL, rec, &d, NULL, 0);
     assert_non_null(d);
     ah_status st = AH_OK;
     if (mode == DU_WHOLE) {
@@ -437,7 +438,7 @@ static void du_check_decode(const du_stream *l, uint64_t mode)
     cJSON_Delete(got);
     du_rec_check(&rec, tl);
     if (l->provider_type) {
-        assert_int_equal(fin, AH_ERR_TRANSPORT);
+        assert_int_equal(fin, AH_ERR_PROVIDER);
         assert_int_equal(err.kind, AH_EK_STREAM);
         assert_string_equal(err.provider_type, l->provider_type);
         assert_non_null(ah_timeline_error(tl));
@@ -469,7 +470,8 @@ static void du_check_all_splits(const du_stream *l, int seeds)
 static void du_check_feed_event(const du_stream *l)
 {
     ah_timeline *tl = ah_timeline_new();
-    ah_decoder *d = ah_decoder_new(l->wire, tl, NULL, NULL);
+    ah_decoder *d = NULL;
+    ah_decoder_new(l->wire, tl, NULL, NULL, &d, NULL, 0);
     ah_sse *sse = ah_sse_new(NULL);
     assert_true(tl && d && sse);
     assert_int_equal(ah_sse_feed(sse, l->sse, l->len), AH_OK);

@@ -808,7 +808,8 @@ static void checks_run_in_the_documented_order(void **state)
     (void)state;
     ah_policy p = policy_with(AH_JITTER_NONE, 3);
     p.deadline_ms = 1000;
-    ah_retry_budget *b = ah_retry_budget_new(2, 0.1); /* spend -> 1 <= 1: throttled */
+    ah_retry_budget *b = NULL;
+    ah_retry_budget_new(2, 0.1, &b, NULL, 0); /* spend -> 1 <= 1: throttled */
     /* Not retryable beats attempts, hint, deadline and budget. */
     ah_error e = http(400, 999999);
     ah_decision d = ah_backoff_decide(&p, &e, 99, 99999, 0, NULL, b);
@@ -845,7 +846,8 @@ static void checks_run_in_the_documented_order(void **state)
 static void budget_throttles_after_failures_and_recovers_after_successes(void **state)
 {
     (void)state;
-    ah_retry_budget *b = ah_retry_budget_new(10, 0.1);
+    ah_retry_budget *b = NULL;
+    ah_retry_budget_new(10, 0.1, &b, NULL, 0);
     assert_non_null(b);
     assert_true(ah_retry_budget_tokens(b) == 10.0);
     /* Tokens 9, 8, 7, 6 stay above 10/2; the fifth retry brings it to 5: throttled. */
@@ -881,7 +883,8 @@ static void budget_shared_by_loops_throttles_an_outage(void **state)
     (void)state;
     /* Ten calls in a row against a dead provider, max_attempts 4: without a budget that
      * is 40 attempts; with max_tokens 10 only the first retries get through. */
-    ah_retry_budget *b = ah_retry_budget_new(10, 0.1);
+    ah_retry_budget *b = NULL;
+    ah_retry_budget_new(10, 0.1, &b, NULL, 0);
     ah_manual_clock *mc = ah_manual_clock_new(0, 0);
     ah_seeded_rng *r = ah_seeded_rng_new(4);
     ah_error fail = http(503, -1);
@@ -924,8 +927,10 @@ static void budget_parameters_are_checked(void **state)
     assert_non_null(strstr(err, "retry_budget.token_ratio"));
     assert_int_equal(ah_retry_budget_check(10, 0.0001, err, sizeof err), AH_ERR_INVALID);
     assert_int_equal(ah_retry_budget_check(10, 11, err, sizeof err), AH_ERR_INVALID);
-    assert_null(ah_retry_budget_new(0, 0.1));
-    assert_null(ah_retry_budget_new(10, -1));
+    assert_int_equal(ah_retry_budget_new(0, 0.1, &(ah_retry_budget *){NULL}, NULL, 0),
+                     AH_ERR_INVALID);
+    assert_int_equal(ah_retry_budget_new(10, -1, &(ah_retry_budget *){NULL}, NULL, 0),
+                     AH_ERR_INVALID);
 }
 
 typedef struct spender {
@@ -949,7 +954,8 @@ static void budget_is_consistent_under_concurrent_runs(void **state)
     (void)state;
     /* Far from both bounds, so each spend takes exactly 1 and each refund adds 0.5:
      * any lost update would show in the final count. */
-    ah_retry_budget *b = ah_retry_budget_new(1000000, 0.5);
+    ah_retry_budget *b = NULL;
+    ah_retry_budget_new(1000000, 0.5, &b, NULL, 0);
     enum { THREADS = 4, N = 100000 };
     pthread_t t[THREADS];
     spender s = {b, N};

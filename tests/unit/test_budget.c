@@ -16,7 +16,8 @@
 static void zero_grants_nothing(void **state)
 {
     (void)state;
-    ah_budget *b = ah_budget_new(0);
+    ah_budget *b = NULL;
+    ah_budget_new(0, &b, NULL, 0);
     assert_non_null(b);
     assert_int_equal(ah_budget_try_take(b), 0);
     assert_int_equal(ah_budget_used(b), 0);
@@ -29,7 +30,8 @@ static void zero_grants_nothing(void **state)
 static void takes_stop_at_the_limit(void **state)
 {
     (void)state;
-    ah_budget *b = ah_budget_new(3);
+    ah_budget *b = NULL;
+    ah_budget_new(3, &b, NULL, 0);
     assert_non_null(b);
     for (int i = 0; i < 3; i++) {
         assert_int_equal(ah_budget_remaining(b), 3 - i);
@@ -46,7 +48,7 @@ static void takes_stop_at_the_limit(void **state)
 static void negative_limit_is_refused(void **state)
 {
     (void)state;
-    assert_null(ah_budget_new(-1));
+    assert_int_equal(ah_budget_new(-1, &(ah_budget *){NULL}, NULL, 0), AH_ERR_INVALID);
     ah_budget_free(NULL);
     assert_null(ah_budget_ref(NULL));
 }
@@ -66,7 +68,8 @@ static void null_budget_is_unlimited(void **state)
 static void references_share_one_budget(void **state)
 {
     (void)state;
-    ah_budget *a = ah_budget_new(2);
+    ah_budget *a = NULL;
+    ah_budget_new(2, &a, NULL, 0);
     ah_budget *b = ah_budget_ref(a);
     assert_ptr_equal(a, b);
     assert_int_equal(ah_budget_try_take(a), 1);
@@ -81,7 +84,8 @@ static void exhausted_event_fields(void **state)
 {
     (void)state;
     ah_event ev;
-    ah_budget *b = ah_budget_new(2);
+    ah_budget *b = NULL;
+    ah_budget_new(2, &b, NULL, 0);
     ah_budget_try_take(b);
     ah_budget_try_take(b);
     ah_budget_exhausted_event(b, "batch", &ev);
@@ -147,7 +151,8 @@ static ah_tool_outcome run_item(ah_ledger *ledger, ah_budget *b, int i, items_bo
     d.event_ud = log;
     d.name = "charge";
     snprintf(key, sizeof key, "item-%d", i);
-    ah_tool_call *c = ah_tool_call_new(NULL, ledger, b, key, "{}");
+    ah_tool_call *c = NULL;
+    ah_tool_call_new(NULL, ledger, b, key, "{}", &c, NULL, 0);
     assert_non_null(c);
     ib->failed_this_call = 0;
     ah_tool_outcome o = ah_tool_call_run(c, &d);
@@ -165,7 +170,8 @@ static void budget_of_zero_calls_nothing(void **state)
     event_log log;
     int attempts = -1;
     memset(&log, 0, sizeof log);
-    ah_budget *b = ah_budget_new(0);
+    ah_budget *b = NULL;
+    ah_budget_new(0, &b, NULL, 0);
     for (int i = 0; i < 3; i++)
         assert_int_equal(run_item(NULL, b, i, &ib, &log, &attempts),
                          AH_TOOL_BUDGET_EXHAUSTED);
@@ -186,7 +192,8 @@ static void shared_across_items(void **state)
     event_log log;
     int attempts = 0, ok = 0, refused = 0;
     memset(&log, 0, sizeof log);
-    ah_budget *b = ah_budget_new(4);
+    ah_budget *b = NULL;
+    ah_budget_new(4, &b, NULL, 0);
     ah_ledger *l = ah_ledger_new_memory();
     for (int i = 0; i < 6; i++) {
         ah_tool_outcome o = run_item(l, b, i, &ib, &log, &attempts);
@@ -219,7 +226,8 @@ static void counts_executions_not_items(void **state)
     event_log log;
     int attempts = 0;
     memset(&log, 0, sizeof log);
-    ah_budget *b = ah_budget_new(4);
+    ah_budget *b = NULL;
+    ah_budget_new(4, &b, NULL, 0);
     assert_int_equal(run_item(NULL, b, 0, &ib, &log, &attempts), AH_TOOL_OK);
     assert_int_equal(attempts, 3);
     assert_int_equal(ah_budget_used(b), 3);

@@ -636,7 +636,8 @@ static void retry_budget_is_shared_and_throttles(void **state)
     harness *h = *state;
     h->policy.max_attempts = 10;
     /* 4 tokens: a retry may go ahead while more than 2 remain after taking one. */
-    ah_retry_budget *b = ah_retry_budget_new(4, 0.5);
+    ah_retry_budget *b = NULL;
+    ah_retry_budget_new(4, 0.5, &b, NULL, 0);
     const fake_step steps[] = {S503, S503, S503};
     make_call(h, steps, 3, b);
     assert_int_equal(drive(h), AH_CALL_GAVE_UP);

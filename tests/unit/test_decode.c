@@ -266,7 +266,8 @@ static void anthropic_args_split_inside_escapes_parse_once_at_stop(void **state)
         A_JSON(0, "\\\"x\\\\\\\"\\\"}");
     ah_timeline *tl = ah_timeline_new();
     du_rec rec = {0};
-    ah_decoder *d = ah_decoder_new(AH_WIRE_ANTHROPIC, tl, &du_hooks, &rec);
+    ah_decoder *d = NULL;
+    ah_decoder_new(AH_WIRE_ANTHROPIC, tl, &du_hooks, &rec, &d, NULL, 0);
     assert_int_equal(ah_decoder_feed(d, A_START, strlen(A_START)), AH_OK);
     assert_int_equal(ah_decoder_feed(d, head, strlen(head)), AH_OK);
     assert_int_equal(ah_decoder_feed(d, frags, strlen(frags)), AH_OK);
@@ -600,7 +601,7 @@ static void chat_reasoning_content_and_missing_finish_key(void **state)
             C_CHUNK("[{\"index\":0,\"delta\":{\"content\":\"Ans\"}}]");
     ah_status fin;
     tl = decode(AH_WIRE_OPENAI, cut, &fin, NULL);
-    assert_int_equal(fin, AH_ERR_TRANSPORT);
+    assert_int_equal(fin, AH_ERR_TRUNCATED);
     assert_true(blk(tl, 0)->closed);
     assert_false(blk(tl, 1)->closed);
     ah_timeline_free(tl);
@@ -714,7 +715,8 @@ static void responses_encrypted_content_last_one_wins(void **state)
     };
     const char *want[] = {"one", "two", "three"};
     ah_timeline *tl = ah_timeline_new();
-    ah_decoder *d = ah_decoder_new(AH_WIRE_RESPONSES, tl, NULL, NULL);
+    ah_decoder *d = NULL;
+    ah_decoder_new(AH_WIRE_RESPONSES, tl, NULL, NULL, &d, NULL, 0);
     for (size_t k = 0; k < 3; k++) {
         assert_int_equal(ah_decoder_feed(d, steps[k], strlen(steps[k])), AH_OK);
         assert_string_equal(blk(tl, 0)->encrypted, want[k]);
@@ -822,7 +824,7 @@ static void responses_error_then_failed(void **state)
     ah_status fin;
     ah_error err;
     ah_timeline *tl = decode(AH_WIRE_RESPONSES, s, &fin, &err);
-    assert_int_equal(fin, AH_ERR_TRANSPORT);
+    assert_int_equal(fin, AH_ERR_PROVIDER);
     assert_int_equal(err.kind, AH_EK_STREAM);
     assert_string_equal(err.provider_type, "insufficient_quota");
     assert_non_null(strstr(err.message, "You exceeded your quota."));
@@ -836,7 +838,7 @@ static void responses_error_then_failed(void **state)
         DATA("{\"type\":\"response.failed\",\"response\":{\"status\":\"failed\","
              "\"error\":{\"code\":\"server_error\",\"message\":\"boom\"}}}");
     tl = decode(AH_WIRE_RESPONSES, alone, &fin, &err);
-    assert_int_equal(fin, AH_ERR_TRANSPORT);
+    assert_int_equal(fin, AH_ERR_PROVIDER);
     assert_string_equal(err.provider_type, "server_error");
     ah_timeline_free(tl);
 }
@@ -877,7 +879,7 @@ static void responses_raw_reasoning_done_after_later_items(void **state)
         cut--;
     ah_status fin;
     tl = du_decode(AH_WIRE_RESPONSES, s, cut, DU_WHOLE, NULL, &fin, NULL);
-    assert_int_equal(fin, AH_ERR_TRANSPORT);
+    assert_int_equal(fin, AH_ERR_TRUNCATED);
     assert_false(blk(tl, 0)->closed);
     assert_true(blk(tl, 1)->closed);
     ah_partial p;
@@ -962,7 +964,8 @@ static void hook_order(ah_wire wire, const char *s, const char *want)
 {
     order_log log = {{0}};
     ah_timeline *tl = ah_timeline_new();
-    ah_decoder *d = ah_decoder_new(wire, tl, &order_hooks, &log);
+    ah_decoder *d = NULL;
+    ah_decoder_new(wire, tl, &order_hooks, &log, &d, NULL, 0);
     assert_int_equal(ah_decoder_feed(d, s, strlen(s)), AH_OK);
     ah_decoder_finish(d, NULL);
     assert_string_equal(log.s, want);
@@ -1055,7 +1058,7 @@ static void drain_keeps_closed_text_drops_tools(void **state)
     ah_status fin;
     ah_error err;
     ah_timeline *tl = decode(AH_WIRE_ANTHROPIC, s, &fin, &err);
-    assert_int_equal(fin, AH_ERR_TRANSPORT);
+    assert_int_equal(fin, AH_ERR_TRUNCATED);
     assert_int_equal(err.kind, AH_EK_STREAM);
     assert_non_null(strstr(err.message, "ended before message_stop"));
     ah_partial p;
@@ -1110,7 +1113,8 @@ static void timeline_reset_and_reuse(void **state)
         assert_null(ah_timeline_stop_reason(tl));
         assert_int_equal(ah_timeline_input_tokens(tl), -1);
         assert_false(ah_timeline_finished(tl));
-        ah_decoder *d = ah_decoder_new(AH_WIRE_OPENAI, tl, NULL, NULL);
+        ah_decoder *d = NULL;
+        ah_decoder_new(AH_WIRE_OPENAI, tl, NULL, NULL, &d, NULL, 0);
         assert_int_equal(ah_decoder_feed(d, l.sse, l.len), AH_OK);
         assert_int_equal(ah_decoder_finish(d, NULL), AH_OK);
         ah_decoder_free(d);
@@ -1154,7 +1158,8 @@ static void bad_json_names_event_and_offset(void **state)
         char s[2048];
         snprintf(s, sizeof s, "%s%s", cases[k].good, cases[k].bad);
         ah_timeline *tl = ah_timeline_new();
-        ah_decoder *d = ah_decoder_new(cases[k].wire, tl, NULL, NULL);
+        ah_decoder *d = NULL;
+        ah_decoder_new(cases[k].wire, tl, NULL, NULL, &d, NULL, 0);
         assert_int_equal(ah_decoder_feed(d, s, strlen(s)), AH_ERR_PARSE);
         const ah_error *e = ah_decoder_error(d);
         assert_non_null(e);
@@ -1389,7 +1394,7 @@ static void done_sentinel_handling(void **state)
     ah_error err;
     assert_int_equal(
         decode_status(AH_WIRE_OPENAI, C_DELTA("{\"content\":\"x\"}") C_DONE, &err),
-        AH_ERR_TRANSPORT);
+        AH_ERR_TRUNCATED);
     assert_non_null(strstr(err.message, "ended before a finish_reason"));
     /* a finish_reason and then the end of the stream without [DONE] is a clean end */
     ah_timeline *tl =
@@ -1405,9 +1410,9 @@ static void done_sentinel_handling(void **state)
     char s[2048];
     snprintf(s, sizeof s, "%s%s%s%s%s", A_START, A_TEXT_START(0), A_TEXT(0, "x"),
              A_STOP(0), C_DONE);
-    assert_int_equal(decode_status(AH_WIRE_ANTHROPIC, s, &err), AH_ERR_TRANSPORT);
+    assert_int_equal(decode_status(AH_WIRE_ANTHROPIC, s, &err), AH_ERR_TRUNCATED);
     assert_non_null(strstr(err.message, "ended before message_stop"));
-    assert_int_equal(decode_status(AH_WIRE_RESPONSES, C_DONE, &err), AH_ERR_TRANSPORT);
+    assert_int_equal(decode_status(AH_WIRE_RESPONSES, C_DONE, &err), AH_ERR_TRUNCATED);
     assert_non_null(strstr(err.message, "response.completed"));
 }
 
@@ -1471,7 +1476,8 @@ static void oversized_line_is_too_large(void **state)
     memcpy(s, "data: ", 6);
     memset(s + 6, 'x', n - 6);
     ah_timeline *tl = ah_timeline_new();
-    ah_decoder *d = ah_decoder_new(AH_WIRE_OPENAI, tl, NULL, NULL);
+    ah_decoder *d = NULL;
+    ah_decoder_new(AH_WIRE_OPENAI, tl, NULL, NULL, &d, NULL, 0);
     ah_status st = AH_OK;
     for (size_t off = 0; off < n && st == AH_OK; off += 65536)
         st = ah_decoder_feed(d, s + off, n - off < 65536 ? n - off : 65536);
@@ -1490,8 +1496,12 @@ static void api_edges(void **state)
 {
     (void)state;
     ah_timeline *tl = ah_timeline_new();
-    assert_null(ah_decoder_new((ah_wire)99, tl, NULL, NULL));
-    assert_null(ah_decoder_new(AH_WIRE_OPENAI, NULL, NULL, NULL));
+    assert_int_equal(
+        ah_decoder_new((ah_wire)99, tl, NULL, NULL, &(ah_decoder *){NULL}, NULL, 0),
+        AH_ERR_INVALID);
+    assert_int_equal(
+        ah_decoder_new(AH_WIRE_OPENAI, NULL, NULL, NULL, &(ah_decoder *){NULL}, NULL, 0),
+        AH_ERR_INVALID);
     ah_decoder_free(NULL);
     ah_timeline_free(NULL);
     ah_timeline_reset(NULL);
@@ -1501,15 +1511,16 @@ static void api_edges(void **state)
     assert_null(ah_timeline_error_json(tl));
     assert_string_equal(ah_block_kind_name(AH_BLOCK_SERVER_TOOL_USE), "server_tool_use");
     assert_string_equal(ah_block_kind_name((ah_block_kind)77), "unknown");
-    ah_decoder *d = ah_decoder_new(AH_WIRE_ANTHROPIC, tl, NULL, NULL);
+    ah_decoder *d = NULL;
+    ah_decoder_new(AH_WIRE_ANTHROPIC, tl, NULL, NULL, &d, NULL, 0);
     assert_int_equal(ah_decoder_feed(NULL, "x", 1), AH_ERR_INVALID);
     assert_int_equal(ah_decoder_feed(d, NULL, 1), AH_ERR_INVALID);
     assert_int_equal(ah_decoder_feed(d, NULL, 0), AH_OK);
     assert_int_equal(ah_decoder_feed_event(d, NULL), AH_ERR_INVALID);
     assert_null(ah_decoder_error(d));
     ah_error e1, e2;
-    assert_int_equal(ah_decoder_finish(d, &e1), AH_ERR_TRANSPORT);
-    assert_int_equal(ah_decoder_finish(d, &e2), AH_ERR_TRANSPORT); /* idempotent */
+    assert_int_equal(ah_decoder_finish(d, &e1), AH_ERR_TRUNCATED);
+    assert_int_equal(ah_decoder_finish(d, &e2), AH_ERR_TRUNCATED); /* idempotent */
     assert_string_equal(e1.message, e2.message);
     assert_int_equal(ah_decoder_feed(d, A_START, strlen(A_START)), AH_ERR_STATE);
     assert_int_equal(ah_decoder_finish(NULL, NULL), AH_ERR_INVALID);
@@ -1529,7 +1540,7 @@ static void anthropic_overloaded_error_event(void **state)
     ah_error err;
     ah_timeline *tl =
         du_decode(AH_WIRE_ANTHROPIC, l.sse, l.len, DU_WHOLE, NULL, &fin, &err);
-    assert_int_equal(fin, AH_ERR_TRANSPORT);
+    assert_int_equal(fin, AH_ERR_PROVIDER);
     assert_int_equal(err.kind, AH_EK_STREAM);
     assert_string_equal(err.provider_type, "overloaded_error");
     assert_non_null(strstr(err.message, "Overloaded"));
@@ -1562,7 +1573,7 @@ static void provider_error_text_is_redacted(void **state)
     ah_error err;
     ah_timeline *tl =
         du_decode(AH_WIRE_ANTHROPIC, s, strlen(s), DU_WHOLE, NULL, &fin, &err);
-    assert_int_equal(fin, AH_ERR_TRANSPORT);
+    assert_int_equal(fin, AH_ERR_PROVIDER);
     assert_string_equal(err.provider_type, "authentication_error");
     assert_null(strstr(err.message, "abcdefghijklmnop"));
     assert_non_null(strstr(err.message, "Incorrect API key provided"));
@@ -1764,7 +1775,7 @@ static void body_errors(void **state)
         ah_error err;
         assert_int_equal(ah_decode_response(provider[k].wire, provider[k].body,
                                             strlen(provider[k].body), tl, &err),
-                         AH_ERR_TRANSPORT);
+                         AH_ERR_PROVIDER);
         assert_int_equal(err.kind, AH_EK_HTTP);
         assert_string_equal(err.provider_type, provider[k].type);
         assert_non_null(ah_timeline_error(tl));

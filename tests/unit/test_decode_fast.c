@@ -53,7 +53,7 @@ static void fx_init(fx *f, ah_wire wire, const char *start)
     memset(f, 0, sizeof *f);
     f->tl = ah_timeline_new();
     assert_non_null(f->tl);
-    f->d = ah_decoder_new(wire, f->tl, &hooks, &f->log);
+    ah_decoder_new(wire, f->tl, &hooks, &f->log, &f->d, NULL, 0);
     assert_non_null(f->d);
     if (start)
         assert_int_equal(ah_decoder_feed(f->d, start, strlen(start)), AH_OK);

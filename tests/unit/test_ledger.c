@@ -83,7 +83,7 @@ static int setup_sqlite(void **state)
     *state = f;
     make_tmpdir(f);
     f->sqlite = 1;
-    f->l = ah_ledger_open(f->path, err, sizeof err);
+    ah_ledger_open(f->path, &f->l, err, sizeof err);
     if (!f->l)
         print_error("open: %s\n", err);
     return f->l ? 0 : -1;
@@ -370,7 +370,7 @@ static void reopen_keeps_entries(void **state)
     assert_int_equal(ah_ledger_record(f->l, "A-2", "{\"a\":2}", "{\"id\":2}", NULL, NULL),
                      AH_OK);
     ah_ledger_free(f->l);
-    f->l = ah_ledger_open(f->path, err, sizeof err);
+    ah_ledger_open(f->path, &f->l, err, sizeof err);
     assert_non_null(f->l);
     assert_int_equal(ah_ledger_count(f->l), 2);
     assert_int_equal(ah_ledger_lookup(f->l, "A-2", "{\"a\":2}", &e), AH_OK);
@@ -409,7 +409,8 @@ static void two_handles_agree(void **state)
     ah_ledger_entry e;
     int64_t seq = 0;
     int dup = 0;
-    ah_ledger *other = ah_ledger_open(f->path, err, sizeof err);
+    ah_ledger *other = NULL;
+    ah_ledger_open(f->path, &other, err, sizeof err);
     assert_non_null(other);
     assert_int_equal(ah_ledger_record(f->l, "A-1", "{}", "\"from one\"", &seq, &dup),
                      AH_OK);
@@ -462,7 +463,8 @@ static void kill_key(int i, char *key, size_t size, char *args, size_t asize)
 static void kill_child_records_then_dies(const char *path, int ack_fd)
 {
     char err[512], key[32], args[48], receipt[48];
-    ah_ledger *l = ah_ledger_open(path, err, sizeof err);
+    ah_ledger *l = NULL;
+    ah_ledger_open(path, &l, err, sizeof err);
     if (!l)
         _exit(2);
     for (int i = 0; i < KILL_N; i++) {
@@ -512,7 +514,8 @@ static void killed_after_record_loses_nothing(void **state)
     assert_int_equal(WTERMSIG(status), SIGKILL);
     assert_int_equal(acked, KILL_N);
 
-    ah_ledger *l = ah_ledger_open(path, err, sizeof err);
+    ah_ledger *l = NULL;
+    ah_ledger_open(path, &l, err, sizeof err);
     assert_non_null(l);
     assert_int_equal(ah_ledger_count(l), KILL_N);
 
@@ -525,7 +528,8 @@ static void killed_after_record_loses_nothing(void **state)
     for (int i = 0; i < KILL_N; i++) {
         kill_key(i, key, sizeof key, args, sizeof args);
         snprintf(receipt, sizeof receipt, "{\"charge\":\"ch_%d\"}", i);
-        ah_tool_call *c = ah_tool_call_new(NULL, l, NULL, key, args);
+        ah_tool_call *c = NULL;
+        ah_tool_call_new(NULL, l, NULL, key, args, &c, NULL, 0);
         assert_non_null(c);
         assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_OK);
         assert_int_equal(ah_tool_call_duplicate(c), 1);
@@ -554,7 +558,8 @@ static void killed_mid_stream_keeps_every_acknowledged_entry(void **state)
     assert_true(pid >= 0);
     if (pid == 0) {
         close(fds[0]);
-        ah_ledger *l = ah_ledger_open(path, err, sizeof err);
+        ah_ledger *l = NULL;
+        ah_ledger_open(path, &l, err, sizeof err);
         if (!l)
             _exit(2);
         for (int i = 0;; i++) {
@@ -575,7 +580,8 @@ static void killed_mid_stream_keeps_every_acknowledged_entry(void **state)
     assert_int_equal(waitpid(pid, &status, 0), pid);
     assert_true(WIFSIGNALED(status));
 
-    ah_ledger *l = ah_ledger_open(path, err, sizeof err);
+    ah_ledger *l = NULL;
+    ah_ledger_open(path, &l, err, sizeof err);
     assert_non_null(l);
     int64_t n = ah_ledger_count(l);
     assert_true(n >= acked);
@@ -597,14 +603,14 @@ static void open_errors_are_clear(void **state)
 
     /* A directory that does not exist. */
     tmp_path(f, "no/such/dir/x.db", p, sizeof p);
-    assert_null(ah_ledger_open(p, err, sizeof err));
+    assert_int_not_equal(ah_ledger_open(p, &(ah_ledger *){NULL}, err, sizeof err), AH_OK);
     assert_non_null(strstr(err, "cannot open ledger"));
     assert_non_null(strstr(err, p));
 
     /* A directory where the file should be. */
     tmp_path(f, "adir", p, sizeof p);
     assert_int_equal(mkdir(p, 0700), 0);
-    assert_null(ah_ledger_open(p, err, sizeof err));
+    assert_int_not_equal(ah_ledger_open(p, &(ah_ledger *){NULL}, err, sizeof err), AH_OK);
     assert_non_null(strstr(err, p));
     assert_true(strlen(err) > strlen(p) + 10);
 
@@ -615,14 +621,20 @@ static void open_errors_are_clear(void **state)
     for (int i = 0; i < 200; i++)
         fputs("this is not a database, only text\n", fp);
     fclose(fp);
-    assert_null(ah_ledger_open(p, err, sizeof err));
+    /* The constructor convention: a status saying what kind of failure, *out NULL. */
+    ah_ledger *out = (ah_ledger *)&out;
+    assert_int_equal(ah_ledger_open(p, &out, err, sizeof err), AH_ERR_IO);
+    assert_null(out);
     assert_non_null(strstr(err, "is not a ledger: not an SQLite database"));
 
     /* Empty path, and no error buffer at all. */
-    assert_null(ah_ledger_open("", err, sizeof err));
+    out = (ah_ledger *)&out;
+    assert_int_equal(ah_ledger_open("", &out, err, sizeof err), AH_ERR_INVALID);
+    assert_null(out);
     assert_non_null(strstr(err, "empty"));
-    assert_null(ah_ledger_open(NULL, NULL, 0));
-    assert_null(ah_ledger_open(p, NULL, 0));
+    assert_int_equal(ah_ledger_open(p, NULL, err, sizeof err), AH_ERR_INVALID);
+    assert_int_not_equal(ah_ledger_open(NULL, &(ah_ledger *){NULL}, NULL, 0), AH_OK);
+    assert_int_not_equal(ah_ledger_open(p, &(ah_ledger *){NULL}, NULL, 0), AH_OK);
 }
 
 static int sql_exec_file(const char *path, const char *sql)
@@ -645,7 +657,7 @@ static void foreign_database_is_refused_and_left_alone(void **state)
     assert_int_equal(sql_exec_file(p, "CREATE TABLE notes(body TEXT);"
                                       "INSERT INTO notes VALUES('keep me');"),
                      SQLITE_OK);
-    assert_null(ah_ledger_open(p, err, sizeof err));
+    assert_int_not_equal(ah_ledger_open(p, &(ah_ledger *){NULL}, err, sizeof err), AH_OK);
     assert_non_null(strstr(err, "is not a ledger: an SQLite database of another"));
     /* Not converted to WAL, not given our schema. */
     assert_int_equal(sqlite3_open(p, &db), SQLITE_OK);
@@ -670,7 +682,8 @@ static void newer_format_is_refused(void **state)
     ah_ledger_free(f->l);
     f->l = NULL;
     assert_int_equal(sql_exec_file(f->path, "PRAGMA user_version = 7;"), SQLITE_OK);
-    assert_null(ah_ledger_open(f->path, err, sizeof err));
+    assert_int_not_equal(ah_ledger_open(f->path, &(ah_ledger *){NULL}, err, sizeof err),
+                         AH_OK);
     assert_non_null(strstr(err, "format version 7"));
 }
 
@@ -771,7 +784,8 @@ static void expired_lease_is_reclaimed(void **state)
     memset(&clk, 0, sizeof clk);
     clk.wall_ms = now_of;
     clk.ud = &now;
-    ah_ledger *other = ah_ledger_open(f->path, err, sizeof err);
+    ah_ledger *other = NULL;
+    ah_ledger_open(f->path, &other, err, sizeof err);
     assert_non_null(other);
     ah_ledger_set_clock(f->l, &clk);
     ah_ledger_set_clock(other, &clk);
@@ -850,7 +864,7 @@ static void dead_holder_is_reclaimed_at_once(void **state)
     /* A clean close releases this handle's claims, not anyone else's. */
     ah_ledger_free(f->l);
     char err[512];
-    f->l = ah_ledger_open(f->path, err, sizeof err);
+    ah_ledger_open(f->path, &f->l, err, sizeof err);
     assert_non_null(f->l);
     assert_int_equal(ah_ledger_claims(f->l), 2);
 }
@@ -867,7 +881,7 @@ static void format_1_is_upgraded(void **state)
     assert_int_equal(sql_exec_file(f->path, "DROP TABLE ah_ledger_claims;"
                                             "PRAGMA user_version = 1;"),
                      SQLITE_OK);
-    f->l = ah_ledger_open(f->path, err, sizeof err);
+    ah_ledger_open(f->path, &f->l, err, sizeof err);
     assert_non_null(f->l);
     assert_int_equal(ah_ledger_lookup(f->l, "old", "{}", &e), AH_OK);
     assert_string_equal(e.receipt, "\"kept\"");

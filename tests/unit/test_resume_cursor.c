@@ -122,7 +122,8 @@ static void cursor_tracks_id_and_last_sequence(void **state)
     stream st;
     build(&st, 4);
     ah_timeline *tl = ah_timeline_new();
-    ah_decoder *d = ah_decoder_new(AH_WIRE_RESPONSES, tl, NULL, NULL);
+    ah_decoder *d = NULL;
+    ah_decoder_new(AH_WIRE_RESPONSES, tl, NULL, NULL, &d, NULL, 0);
     const char *id = "untouched";
     int64_t seq = -7;
     assert_int_equal(ah_decoder_cursor(d, &id, &seq), 0); /* nothing yet */
@@ -159,7 +160,8 @@ static void reattach_after_a_break_at_every_byte(void **state)
             for (size_t repeat = 0; repeat <= 3; repeat += 3) {
                 ah_timeline *tl = ah_timeline_new();
                 seen sn = {0};
-                ah_decoder *d = ah_decoder_new(AH_WIRE_RESPONSES, tl, &hooks, &sn);
+                ah_decoder *d = NULL;
+                ah_decoder_new(AH_WIRE_RESPONSES, tl, &hooks, &sn, &d, NULL, 0);
                 for (size_t i = 0; i < k; i++)
                     feed(d, st.ev[i], strlen(st.ev[i]));
                 feed(d, st.ev[k], b);
@@ -190,7 +192,8 @@ static void no_cursor_without_id_or_after_errors(void **state)
     (void)state;
     /* No response.created: sequence numbers alone are not enough. */
     ah_timeline *tl = ah_timeline_new();
-    ah_decoder *d = ah_decoder_new(AH_WIRE_RESPONSES, tl, NULL, NULL);
+    ah_decoder *d = NULL;
+    ah_decoder_new(AH_WIRE_RESPONSES, tl, NULL, NULL, &d, NULL, 0);
     const char *ev = "data: {\"type\":\"response.output_item.added\",\"output_index\":0,"
                      "\"item\":{\"type\":\"message\",\"id\":\"m\"},\"sequence_number\":4}\n\n";
     feed(d, ev, strlen(ev));
@@ -202,7 +205,7 @@ static void no_cursor_without_id_or_after_errors(void **state)
     stream st;
     build(&st, 2);
     tl = ah_timeline_new();
-    d = ah_decoder_new(AH_WIRE_RESPONSES, tl, NULL, NULL);
+    ah_decoder_new(AH_WIRE_RESPONSES, tl, NULL, NULL, &d, NULL, 0);
     feed(d, st.ev[0], strlen(st.ev[0]));
     const char *err = "data: {\"type\":\"error\",\"code\":\"server_error\",\"message\":\"x\","
                       "\"sequence_number\":1}\n\n";
@@ -213,7 +216,7 @@ static void no_cursor_without_id_or_after_errors(void **state)
 
     /* A malformed event: the decoder's error is sticky; re-attach refuses. */
     tl = ah_timeline_new();
-    d = ah_decoder_new(AH_WIRE_RESPONSES, tl, NULL, NULL);
+    ah_decoder_new(AH_WIRE_RESPONSES, tl, NULL, NULL, &d, NULL, 0);
     feed(d, st.ev[0], strlen(st.ev[0]));
     const char *bad = "data: {\"type\":\n\n";
     assert_int_not_equal(ah_decoder_feed(d, bad, strlen(bad)), AH_OK);
@@ -234,7 +237,8 @@ static void loose_numbering_within_one_stream_is_not_deduped(void **state)
     build(&st, 3);
     ah_timeline *tl = ah_timeline_new();
     seen sn = {0};
-    ah_decoder *d = ah_decoder_new(AH_WIRE_RESPONSES, tl, &hooks, &sn);
+    ah_decoder *d = NULL;
+    ah_decoder_new(AH_WIRE_RESPONSES, tl, &hooks, &sn, &d, NULL, 0);
     for (size_t i = 0; i < st.n; i++) {
         char *e = st.ev[i];
         char *num = strstr(e, "\"sequence_number\":") + strlen("\"sequence_number\":");

@@ -156,7 +156,8 @@ static void manual_steps_success(void **state)
 {
     (void)state;
     ah_ledger *l = ah_ledger_new_memory();
-    ah_tool_call *c = ah_tool_call_new(NULL, l, NULL, "A-1", "{\"amount\":1500}");
+    ah_tool_call *c = NULL;
+    ah_tool_call_new(NULL, l, NULL, "A-1", "{\"amount\":1500}", &c, NULL, 0);
     assert_non_null(c);
     assert_string_equal(ah_tool_call_key(c), "A-1");
     assert_string_equal(ah_tool_call_args(c), "{\"amount\":1500}");
@@ -192,7 +193,8 @@ static void manual_steps_retry_then_cancel(void **state)
     h.wait_answer = 250;
     ah_tool_policy p = policy_of(3, &h, 0);
     ah_error e = make_error(AH_EK_TRANSIENT, "503 upstream");
-    ah_tool_call *c = ah_tool_call_new(&p, NULL, NULL, "k", "{}");
+    ah_tool_call *c = NULL;
+    ah_tool_call_new(&p, NULL, NULL, "k", "{}", &c, NULL, 0);
     assert_int_equal(ah_tool_step(c), AH_TOOL_DO_RUN_BODY);
     assert_int_equal(ah_tool_call_cancel(c), AH_ERR_STATE); /* a body is running */
     assert_int_equal(ah_tool_call_body_failed(c, &e), AH_OK);
@@ -214,7 +216,12 @@ static void invalid_policy_and_names(void **state)
     ah_tool_policy_init(&p);
     assert_int_equal(p.max_attempts, AH_TOOL_DEFAULT_MAX_ATTEMPTS);
     p.max_attempts = 0;
-    assert_null(ah_tool_call_new(&p, NULL, NULL, "k", "{}"));
+    ah_tool_call *none = (ah_tool_call *)&none;
+    char err[128];
+    assert_int_equal(ah_tool_call_new(&p, NULL, NULL, "k", "{}", &none, err, sizeof err),
+                     AH_ERR_INVALID);
+    assert_null(none);
+    assert_non_null(strstr(err, "max_attempts"));
     assert_string_equal(ah_tool_action_name(AH_TOOL_DO_RUN_BODY), "run_body");
     assert_string_equal(ah_tool_action_name(AH_TOOL_DO_RETURN_BUDGET_EXHAUSTED),
                         "return_budget_exhausted");
@@ -237,7 +244,8 @@ static void transient_twice_then_success_takes_three(void **state)
     scripted s = script_of(3, AH_EK_TRANSIENT, AH_EK_TRANSIENT, AH_EK_NONE);
     ah_tool_policy p = policy_of(3, &h, 0);
     ah_tool_driver d = driver(&s, &sl);
-    ah_tool_call *c = ah_tool_call_new(&p, NULL, NULL, "k", "{}");
+    ah_tool_call *c = NULL;
+    ah_tool_call_new(&p, NULL, NULL, "k", "{}", &c, NULL, 0);
     assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_OK);
     assert_int_equal(ah_tool_call_attempts(c), 3);
     assert_int_equal(s.runs, 3);
@@ -262,7 +270,8 @@ static void transient_forever_stops_at_max_attempts(void **state)
     scripted s = script_of(1, AH_EK_TRANSIENT);
     ah_tool_policy p = policy_of(3, NULL, 0);
     ah_tool_driver d = driver(&s, &sl);
-    ah_tool_call *c = ah_tool_call_new(&p, NULL, NULL, "k", "{}");
+    ah_tool_call *c = NULL;
+    ah_tool_call_new(&p, NULL, NULL, "k", "{}", &c, NULL, 0);
     assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_ERROR);
     assert_int_equal(ah_tool_call_attempts(c), 3);
     assert_int_equal(s.runs, 3);
@@ -281,7 +290,8 @@ static void permanent_runs_once_by_default(void **state)
     scripted s = script_of(1, AH_EK_PERMANENT);
     ah_tool_policy p = policy_of(5, NULL, 0);
     ah_tool_driver d = driver(&s, &sl);
-    ah_tool_call *c = ah_tool_call_new(&p, NULL, NULL, "k", "{}");
+    ah_tool_call *c = NULL;
+    ah_tool_call_new(&p, NULL, NULL, "k", "{}", &c, NULL, 0);
     assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_ERROR);
     assert_int_equal(s.runs, 1);
     assert_int_equal(ah_tool_call_error(c)->kind, AH_EK_PERMANENT);
@@ -298,7 +308,8 @@ static void unknown_kind_is_not_retried_by_default(void **state)
     scripted s = script_of(1, AH_EK_HTTP);
     ah_tool_policy p = policy_of(5, NULL, 0);
     ah_tool_driver d = driver(&s, &sl);
-    ah_tool_call *c = ah_tool_call_new(&p, NULL, NULL, "k", "{}");
+    ah_tool_call *c = NULL;
+    ah_tool_call_new(&p, NULL, NULL, "k", "{}", &c, NULL, 0);
     assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_ERROR);
     assert_int_equal(s.runs, 1);
     assert_int_equal(ah_tool_call_error(c)->kind, AH_EK_HTTP);
@@ -318,7 +329,8 @@ static void permanent_under_retry_everything_takes_max_attempts(void **state)
     scripted s = script_of(1, AH_EK_PERMANENT);
     ah_tool_policy p = policy_of(4, &h, 1);
     ah_tool_driver d = driver(&s, &sl);
-    ah_tool_call *c = ah_tool_call_new(&p, NULL, NULL, "k", "{}");
+    ah_tool_call *c = NULL;
+    ah_tool_call_new(&p, NULL, NULL, "k", "{}", &c, NULL, 0);
     assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_ERROR);
     assert_int_equal(s.runs, 4);
     assert_int_equal(ah_tool_call_attempts(c), 4);
@@ -342,7 +354,8 @@ static void retry_on_can_refuse_a_transient(void **state)
     scripted s = script_of(2, AH_EK_TRANSIENT, AH_EK_NONE);
     ah_tool_policy p = policy_of(4, &h, 1);
     ah_tool_driver d = driver(&s, &sl);
-    ah_tool_call *c = ah_tool_call_new(&p, NULL, NULL, "k", "{}");
+    ah_tool_call *c = NULL;
+    ah_tool_call_new(&p, NULL, NULL, "k", "{}", &c, NULL, 0);
     assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_ERROR);
     assert_int_equal(s.runs, 1);
     assert_int_equal(h.calls, 1);
@@ -362,7 +375,8 @@ static void failing_retry_on_falls_back_to_default(void **state)
     scripted s = script_of(3, AH_EK_TRANSIENT, AH_EK_PERMANENT, AH_EK_NONE);
     ah_tool_policy p = policy_of(4, &h, 1);
     ah_tool_driver d = driver(&s, &sl);
-    ah_tool_call *c = ah_tool_call_new(&p, NULL, NULL, "k", "{}");
+    ah_tool_call *c = NULL;
+    ah_tool_call_new(&p, NULL, NULL, "k", "{}", &c, NULL, 0);
     assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_ERROR);
     assert_int_equal(s.runs, 2); /* transient retried, permanent not */
     assert_int_equal(ah_tool_call_error(c)->kind, AH_EK_PERMANENT);
@@ -371,7 +385,7 @@ static void failing_retry_on_falls_back_to_default(void **state)
     h.answer = 7;
     memset(&s, 0, sizeof s);
     s = script_of(2, AH_EK_TRANSIENT, AH_EK_NONE);
-    c = ah_tool_call_new(&p, NULL, NULL, "k", "{}");
+    ah_tool_call_new(&p, NULL, NULL, "k", "{}", &c, NULL, 0);
     assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_OK);
     assert_int_equal(s.runs, 2);
     ah_tool_call_free(c);
@@ -390,7 +404,8 @@ static void budget_and_cancelled_errors_never_retry(void **state)
     scripted s = script_of(1, AH_EK_BUDGET);
     ah_tool_policy p = policy_of(5, &h, 1);
     ah_tool_driver d = driver(&s, &sl);
-    ah_tool_call *c = ah_tool_call_new(&p, NULL, NULL, "k", "{}");
+    ah_tool_call *c = NULL;
+    ah_tool_call_new(&p, NULL, NULL, "k", "{}", &c, NULL, 0);
     assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_ERROR);
     assert_int_equal(s.runs, 1);
     assert_int_equal(h.calls, 1);
@@ -402,7 +417,7 @@ static void budget_and_cancelled_errors_never_retry(void **state)
     memset(&h, 0, sizeof h);
     h.answer = 1;
     s = script_of(1, AH_EK_CANCELLED);
-    c = ah_tool_call_new(&p, NULL, NULL, "k", "{}");
+    ah_tool_call_new(&p, NULL, NULL, "k", "{}", &c, NULL, 0);
     assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_ERROR);
     assert_int_equal(s.runs, 1);
     assert_int_equal(h.calls, 0);
@@ -423,8 +438,10 @@ static void budget_checked_before_each_attempt(void **state)
     scripted s = script_of(1, AH_EK_TRANSIENT);
     ah_tool_policy p = policy_of(5, &h, 0);
     ah_tool_driver d = driver(&s, &sl);
-    ah_budget *b = ah_budget_new(2);
-    ah_tool_call *c = ah_tool_call_new(&p, NULL, b, "k", "{}");
+    ah_budget *b = NULL;
+    ah_budget_new(2, &b, NULL, 0);
+    ah_tool_call *c = NULL;
+    ah_tool_call_new(&p, NULL, b, "k", "{}", &c, NULL, 0);
     ah_budget_free(b); /* the call holds its own reference */
     assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_BUDGET_EXHAUSTED);
     assert_int_equal(s.runs, 2);
@@ -448,7 +465,8 @@ static void wait_seam_can_give_up(void **state)
     scripted s = script_of(2, AH_EK_TRANSIENT, AH_EK_NONE);
     ah_tool_policy p = policy_of(5, &h, 0);
     ah_tool_driver d = driver(&s, &sl);
-    ah_tool_call *c = ah_tool_call_new(&p, NULL, NULL, "k", "{}");
+    ah_tool_call *c = NULL;
+    ah_tool_call_new(&p, NULL, NULL, "k", "{}", &c, NULL, 0);
     assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_ERROR);
     assert_int_equal(s.runs, 1);
     assert_int_equal(h.waits, 1);
@@ -465,7 +483,8 @@ static void silent_body_is_a_permanent_failure(void **state)
     scripted s = script_of(1, AH_EK_NONE);
     s.silent = 1;
     ah_tool_driver d = driver(&s, &sl);
-    ah_tool_call *c = ah_tool_call_new(NULL, NULL, NULL, "k", "{}");
+    ah_tool_call *c = NULL;
+    ah_tool_call_new(NULL, NULL, NULL, "k", "{}", &c, NULL, 0);
     assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_ERROR);
     assert_int_equal(s.runs, 1);
     assert_int_equal(ah_tool_call_error(c)->kind, AH_EK_PERMANENT);
@@ -485,12 +504,14 @@ static void duplicate_delivery_runs_once(void **state)
     scripted s = script_of(1, AH_EK_NONE);
     ah_tool_driver d = driver(&s, &sl);
     ah_ledger *l = ah_ledger_new_memory();
-    ah_budget *b = ah_budget_new(10);
+    ah_budget *b = NULL;
+    ah_budget_new(10, &b, NULL, 0);
     int64_t seqs[2];
     char receipts[2][64];
     assert_int_equal(ah_ledger_record(l, "earlier", "{}", "\"e\"", NULL, NULL), AH_OK);
     for (int i = 0; i < 2; i++) {
-        ah_tool_call *c = ah_tool_call_new(NULL, l, b, "A-1", "{\"amount\":1500}");
+        ah_tool_call *c = NULL;
+        ah_tool_call_new(NULL, l, b, "A-1", "{\"amount\":1500}", &c, NULL, 0);
         assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_OK);
         assert_int_equal(ah_tool_call_duplicate(c), i == 1);
         assert_int_equal(ah_tool_call_attempts(c), i == 0 ? 1 : 0);
@@ -514,9 +535,11 @@ static void duplicate_needs_no_budget(void **state)
 {
     (void)state;
     ah_ledger *l = ah_ledger_new_memory();
-    ah_budget *b = ah_budget_new(0);
+    ah_budget *b = NULL;
+    ah_budget_new(0, &b, NULL, 0);
     assert_int_equal(ah_ledger_record(l, "A-1", "{}", "\"orig\"", NULL, NULL), AH_OK);
-    ah_tool_call *c = ah_tool_call_new(NULL, l, b, "A-1", "{}");
+    ah_tool_call *c = NULL;
+    ah_tool_call_new(NULL, l, b, "A-1", "{}", &c, NULL, 0);
     assert_int_equal(ah_tool_step(c), AH_TOOL_DO_RETURN_DUPLICATE);
     assert_string_equal(ah_tool_call_receipt(c), "\"orig\"");
     assert_int_equal(ah_tool_call_seq(c), 1);
@@ -534,10 +557,12 @@ static void same_key_other_args_fails_without_running(void **state)
     scripted s = script_of(1, AH_EK_NONE);
     ah_tool_driver d = driver(&s, &sl);
     ah_ledger *l = ah_ledger_new_memory();
-    ah_budget *b = ah_budget_new(5);
+    ah_budget *b = NULL;
+    ah_budget_new(5, &b, NULL, 0);
     assert_int_equal(ah_ledger_record(l, "A-1", "{\"amount\":1500}", "\"r\"", NULL, NULL),
                      AH_OK);
-    ah_tool_call *c = ah_tool_call_new(NULL, l, b, "A-1", "{\"amount\":9999}");
+    ah_tool_call *c = NULL;
+    ah_tool_call_new(NULL, l, b, "A-1", "{\"amount\":9999}", &c, NULL, 0);
     assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_ERROR);
     assert_int_equal(s.runs, 0);
     assert_int_equal(ah_budget_used(b), 0);
@@ -559,7 +584,8 @@ static void racing_record_returns_the_winner(void **state)
     ah_tool_driver d = driver(&s, &sl);
     ah_ledger *l = ah_ledger_new_memory();
     s.record_behind_our_back = l;
-    ah_tool_call *c = ah_tool_call_new(NULL, l, NULL, "A-1", "{}");
+    ah_tool_call *c = NULL;
+    ah_tool_call_new(NULL, l, NULL, "A-1", "{}", &c, NULL, 0);
     assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_OK);
     assert_int_equal(s.runs, 1);
     assert_int_equal(ah_tool_call_duplicate(c), 1);
@@ -588,8 +614,10 @@ static void concurrent_same_key_runs_once(void **state)
     p.max_attempts = 1;
     p.notify = notified;
     p.notify_ud = &notes;
-    ah_tool_call *a = ah_tool_call_new(&p, l, NULL, "K", "{}");
-    ah_tool_call *b = ah_tool_call_new(&p, l, NULL, "K", "{}");
+    ah_tool_call *a = NULL;
+    ah_tool_call_new(&p, l, NULL, "K", "{}", &a, NULL, 0);
+    ah_tool_call *b = NULL;
+    ah_tool_call_new(&p, l, NULL, "K", "{}", &b, NULL, 0);
     assert_int_equal(ah_tool_step(a), AH_TOOL_DO_RUN_BODY);
     assert_int_equal(ah_tool_step(b), AH_TOOL_DO_WAIT_CLAIM);
     assert_true(ah_tool_call_wait_ms(b) > 0);
@@ -607,8 +635,8 @@ static void concurrent_same_key_runs_once(void **state)
     ah_tool_call_free(b);
 
     /* The holder fails: the waiter is woken and runs the body. */
-    a = ah_tool_call_new(&p, l, NULL, "K2", "{}");
-    b = ah_tool_call_new(&p, l, NULL, "K2", "{}");
+    ah_tool_call_new(&p, l, NULL, "K2", "{}", &a, NULL, 0);
+    ah_tool_call_new(&p, l, NULL, "K2", "{}", &b, NULL, 0);
     assert_int_equal(ah_tool_step(a), AH_TOOL_DO_RUN_BODY);
     assert_int_equal(ah_tool_step(b), AH_TOOL_DO_WAIT_CLAIM);
     ah_error e = make_error(AH_EK_PERMANENT, "declined");
@@ -624,8 +652,8 @@ static void concurrent_same_key_runs_once(void **state)
 
     /* A waiter that gives up: outcome in_progress, nothing run; a holder freed
      * mid-body (its coroutine dropped) releases the key. */
-    a = ah_tool_call_new(&p, l, NULL, "K3", "{}");
-    b = ah_tool_call_new(&p, l, NULL, "K3", "{}");
+    ah_tool_call_new(&p, l, NULL, "K3", "{}", &a, NULL, 0);
+    ah_tool_call_new(&p, l, NULL, "K3", "{}", &b, NULL, 0);
     assert_int_equal(ah_tool_step(a), AH_TOOL_DO_RUN_BODY);
     assert_int_equal(ah_tool_step(b), AH_TOOL_DO_WAIT_CLAIM);
     assert_int_equal(ah_tool_call_stop_waiting(a), AH_ERR_STATE);
@@ -653,7 +681,8 @@ static void blocking_driver_gives_up_with_in_progress(void **state)
     ah_ledger *l = ah_ledger_new_memory();
     ah_ledger_result r;
     assert_int_equal(ah_ledger_claim(l, "K", "{}", &r, NULL, NULL), AH_LEDGER_OWNED);
-    ah_tool_call *c = ah_tool_call_new(NULL, l, NULL, "K", "{}");
+    ah_tool_call *c = NULL;
+    ah_tool_call_new(NULL, l, NULL, "K", "{}", &c, NULL, 0);
     assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_IN_PROGRESS);
     assert_int_equal(s.runs, 0);
     assert_true(sl.n >= 1);
@@ -671,7 +700,8 @@ static void no_key_means_no_idempotency(void **state)
     ah_tool_driver d = driver(&s, &sl);
     ah_ledger *l = ah_ledger_new_memory();
     for (int i = 0; i < 2; i++) {
-        ah_tool_call *c = ah_tool_call_new(NULL, l, NULL, NULL, "{}");
+        ah_tool_call *c = NULL;
+        ah_tool_call_new(NULL, l, NULL, NULL, "{}", &c, NULL, 0);
         assert_null(ah_tool_call_key(c));
         assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_OK);
         assert_int_equal(ah_tool_call_seq(c), 0);
@@ -721,7 +751,8 @@ static void tool_call_end_event_fields(void **state)
     d.id = "toolu_1";
     d.name = "charge";
     ah_ledger *l = ah_ledger_new_memory();
-    ah_tool_call *c = ah_tool_call_new(NULL, l, NULL, "A-1", "{}");
+    ah_tool_call *c = NULL;
+    ah_tool_call_new(NULL, l, NULL, "A-1", "{}", &c, NULL, 0);
     assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_OK);
     ah_tool_call_free(c);
     assert_int_equal(se.n, 1);
@@ -732,7 +763,7 @@ static void tool_call_end_event_fields(void **state)
     assert_int_equal(se.duplicate, 0);
     assert_int_equal(se.attempts, 2);
 
-    c = ah_tool_call_new(NULL, l, NULL, "A-1", "{}");
+    ah_tool_call_new(NULL, l, NULL, "A-1", "{}", &c, NULL, 0);
     assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_OK);
     ah_tool_call_free(c);
     assert_int_equal(se.n, 2);
@@ -740,8 +771,9 @@ static void tool_call_end_event_fields(void **state)
     assert_int_equal(se.attempts, 0);
 
     /* budget_exhausted comes before tool_call_end */
-    ah_budget *b = ah_budget_new(0);
-    c = ah_tool_call_new(NULL, l, b, "A-2", "{}");
+    ah_budget *b = NULL;
+    ah_budget_new(0, &b, NULL, 0);
+    ah_tool_call_new(NULL, l, b, "A-2", "{}", &c, NULL, 0);
     assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_BUDGET_EXHAUSTED);
     ah_tool_call_free(c);
     ah_budget_free(b);

@@ -195,7 +195,7 @@ static harness *new_harness(int real_clock, ah_wire wire)
     h->policy.cap_ms = 1000;
     ah_client_config cc = {.wire = wire, .base_url = "http://fake.invalid", .model = "m"};
     char err[128];
-    h->client = ah_client_new(&cc, err, sizeof err);
+    ah_client_new(&cc, &h->client, err, sizeof err);
     assert_non_null(h->client);
     return h;
 }
@@ -219,7 +219,7 @@ static void make_worker(harness *h, const step *steps, int n)
         wc.tool_ud = h;
     }
     char err[256];
-    h->w = ah_worker_new(&wc, err, sizeof err);
+    ah_worker_new(&wc, &h->w, err, sizeof err);
     assert_non_null(h->w);
 }
 
@@ -289,7 +289,7 @@ static void start_failure_does_not_hang(void **state)
         for (int i = 1; i < 4; i++)
             steps[i] = steps[0];
         if (variant == 1) {
-            h->budget = ah_retry_budget_new(2, 0.1);
+            ah_retry_budget_new(2, 0.1, &h->budget, NULL, 0);
             for (int i = 0; i < 4; i++) /* drain it: no retry is allowed */
                 ah_retry_budget_try_spend(h->budget);
         }

@@ -173,7 +173,8 @@ static ah_run_outcome run_scripts(const script *s, size_t n, run *r, char *text,
     ah_client_config cc = {.wire = AH_WIRE_ANTHROPIC, .base_url = "http://fake.invalid",
                            .model = "claude-opus-4-6"};
     char err[256];
-    ah_client *client = ah_client_new(&cc, err, sizeof err);
+    ah_client *client = NULL;
+    ah_client_new(&cc, &client, err, sizeof err);
     assert_non_null(client);
     ah_policy pol;
     ah_policy_init(&pol);
@@ -181,7 +182,8 @@ static ah_run_outcome run_scripts(const script *s, size_t n, run *r, char *text,
     pol.cap_ms = 2;
     ah_worker_config wc = {.loop = loop, .client = client, .policy = &pol,
                            .on_event = on_event, .event_ud = r, .transport = &tr};
-    ah_worker *w = ah_worker_new(&wc, err, sizeof err);
+    ah_worker *w = NULL;
+    ah_worker_new(&wc, &w, err, sizeof err);
     assert_non_null(w);
     ah_run_outcome out = ah_worker_run(w, "hello");
     snprintf(text, size, "%s", ah_worker_text(w));

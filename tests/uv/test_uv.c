@@ -75,7 +75,8 @@ static void hooks_are_told_fds_and_timeouts(void **state)
     ah_manual_clock *clock = ah_manual_clock_new(1000, 1700000000000);
     ah_loop_hooks hooks = {.ud = &a, .watch = rec_watch, .set_timeout = rec_timeout,
                            .wakeup = rec_wakeup};
-    ah_loop *loop = ah_loop_new_hooked(ah_manual_clock_get(clock), NULL, &hooks);
+    ah_loop *loop = NULL;
+    ah_loop_new_hooked(ah_manual_clock_get(clock), NULL, &hooks, &loop, NULL, 0);
     assert_non_null(loop);
     assert_int_equal(ah_loop_run_once(loop, 0), AH_ERR_STATE);
 
@@ -202,16 +203,19 @@ static void run_agents_on_uv(const char *plan, int n, int *completed, int *iters
     ah_mock_config mc;
     ah_mock_config_init(&mc);
     mc.plan_json = plan;
-    ah_mock *mock = ah_mock_new(&mc, err, sizeof err);
+    ah_mock *mock = NULL;
+    ah_mock_new(&mc, &mock, err, sizeof err);
     assert_non_null(mock);
 
     uv_loop_t uv;
     assert_int_equal(uv_loop_init(&uv), 0);
-    ah_uv *a = ah_uv_new(&uv, NULL, NULL);
+    ah_uv *a = NULL;
+    ah_uv_new(&uv, NULL, NULL, &a, NULL, 0);
     assert_non_null(a);
     ah_client_config cc = {.wire = AH_WIRE_ANTHROPIC, .base_url = ah_mock_url(mock),
                            .model = "mock-model", .max_tokens = 256};
-    ah_client *client = ah_client_new(&cc, err, sizeof err);
+    ah_client *client = NULL;
+    ah_client_new(&cc, &client, err, sizeof err);
     assert_non_null(client);
     ah_policy policy;
     ah_policy_init(&policy);
@@ -221,7 +225,7 @@ static void run_agents_on_uv(const char *plan, int n, int *completed, int *iters
     assert_true(n <= 8);
     for (int i = 0; i < n; i++) {
         ah_worker_config wc = {.loop = ah_uv_loop(a), .client = client, .policy = &policy};
-        w[i] = ah_worker_new(&wc, err, sizeof err);
+        ah_worker_new(&wc, &w[i], err, sizeof err);
         assert_non_null(w[i]);
         char input[32];
         snprintf(input, sizeof input, "question %d", i);

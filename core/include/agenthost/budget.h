@@ -22,9 +22,10 @@ extern "C" {
 
 typedef struct ah_budget ah_budget;
 
-/* A budget of `limit` executions (0 = nothing may run). NULL when limit < 0 or on
- * allocation failure. */
-ah_budget *ah_budget_new(int64_t limit);
+/* A budget of `limit` executions (0 = nothing may run): AH_OK with *out set; else
+ * *out = NULL and AH_ERR_INVALID (limit < 0, said in err) or AH_ERR_NOMEM. err may be
+ * NULL. */
+ah_status ah_budget_new(int64_t limit, ah_budget **out, char *err, size_t errsize);
 /* Add a reference; returns b (NULL stays NULL). */
 ah_budget *ah_budget_ref(ah_budget *b);
 /* Drop a reference; frees on the last one. NULL is a no-op. */

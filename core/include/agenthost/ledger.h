@@ -5,8 +5,10 @@
  * running the effect again. Two backends sit behind one handle:
  *   - memory (ah_ledger_new_memory): lives as long as the handle;
  *   - SQLite (ah_ledger_open): persistent; every record is COMMITTED (WAL journal,
- *     synchronous=FULL) before ah_ledger_record() returns, so a crash, a kill or a power
- *     loss after it returns never re-runs that effect. See docs/tools-and-ledger.md.
+ *     synchronous=FULL) before ah_ledger_record() returns or DONE is answered, so a
+ *     crash, a kill or a power loss after that never re-runs that effect. Given a loop
+ *     (ah_ledger_set_loop), it writes on a thread of its own so the fsync of a commit
+ *     never stalls the loop. See docs/tools-and-ledger.md.
  *
  * An entry is: key (caller-chosen string), a fingerprint of the caller's canonical
  * arguments string (the arguments themselves are not stored), the receipt (an opaque
@@ -15,7 +17,8 @@
  * removed. Besides entries, a ledger holds CLAIMS: keys whose body is running right now
  * (claim-then-execute, below).
  *
- * Threading: a handle is used from one thread at a time. Two processes may open the same
+ * Threading: a handle is used from one thread at a time (with a loop set: the loop's
+ * thread; the handle's own writer thread is internal). Two processes may open the same
  * SQLite file, one after the other or at once (writers wait on SQLite's lock).
  * Strings in an ah_ledger_entry filled by the ledger are BORROWED: valid until the next
  * call on the same ledger (or ah_ledger_free); copy what you keep.
@@ -34,6 +37,7 @@ extern "C" {
 #endif
 
 typedef struct ah_ledger ah_ledger;
+typedef struct ah_loop ah_loop; /* agenthost/loop.h */
 
 typedef struct ah_ledger_entry {
     const char *key;     /* borrowed, see above */
@@ -48,15 +52,32 @@ enum { AH_LEDGER_FINGERPRINT_SIZE = 25 };
 /* A new, empty in-memory ledger. NULL on allocation failure. */
 ah_ledger *ah_ledger_new_memory(void);
 
-/* Open (creating when absent) the SQLite ledger at `path`. On failure returns NULL and,
- * when err is not NULL, writes a message naming the path and the cause to err: the file
- * cannot be created or opened, is read-only, is not an SQLite database, is an SQLite
- * database that is not an agenthost ledger, or has a newer ledger format. */
-ah_ledger *ah_ledger_open(const char *path, char *err, size_t errsize);
+/* Open (creating when absent) the SQLite ledger at `path`: AH_OK with *out set. On
+ * failure *out = NULL and, when err is not NULL, err gets a message naming the path and
+ * the cause: AH_ERR_INVALID (empty path), AH_ERR_IO (the file cannot be created or
+ * opened, is read-only, is not an SQLite database, is an SQLite database that is not an
+ * agenthost ledger, or has a newer ledger format), AH_ERR_NOMEM. */
+ah_status ah_ledger_open(const char *path, ah_ledger **out, char *err, size_t errsize);
 
 /* Close and free. Every recorded entry is already durable; nothing is lost here.
  * NULL is a no-op. */
 void ah_ledger_free(ah_ledger *l);
+
+/* Answer claims, completions and releases through `loop` from now on (borrowed; it must
+ * outlive the ledger; call on the loop's thread before the first claim). SQLite: a
+ * writer thread with a connection of its own runs them, one at a time in the order they
+ * were asked, so the loop goes on running (streams, timers) while a commit waits for its
+ * fsync; ah_ledger_claim and ah_ledger_complete WITH a callback then answer
+ * AH_LEDGER_PENDING and the answer comes through the callback on the loop thread, after
+ * the transaction committed (DONE means the receipt is on disk). Calls without a
+ * callback (ah_ledger_record, a claim with cb NULL) and the reads still run on the
+ * caller's thread. ah_ledger_free waits for the writes already asked for. Memory and
+ * Redis ledgers: AH_OK, nothing changes (memory never waits; Redis answers through its
+ * own loop). AH_OK; AH_ERR_INVALID (NULL); AH_ERR_STATE (another loop was set, or
+ * claims are waiting); AH_ERR_IO (the second connection cannot be opened: errmsg);
+ * AH_ERR_NOMEM; AH_ERR_INTERNAL (no thread). A blocking driver that does not step the
+ * loop (ah_tool_call_run) needs a ledger without a loop. */
+ah_status ah_ledger_set_loop(ah_ledger *l, ah_loop *loop);
 
 /* Use this clock's wall_ms for created_ms (borrowed; must outlive the ledger).
  * NULL restores the real clock. */

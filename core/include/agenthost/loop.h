@@ -60,12 +60,14 @@ typedef struct ah_loop_hooks {
     void (*wakeup)(void *ud);
 } ah_loop_hooks;
 
-/* A loop driven by the application's loop through hooks (copied). NULL if a hook is
- * missing or on allocation failure. ah_loop_run_once() and ah_loop_run() refuse such a loop
- * (AH_ERR_STATE), and so the blocking ah_call_run / ah_worker_run do: start the work and
- * let the application's loop run. */
-ah_loop *ah_loop_new_hooked(const ah_clock *clock, const ah_rng *rng,
-                            const ah_loop_hooks *hooks);
+/* A loop driven by the application's loop through hooks (copied). AH_OK with *out set;
+ * else *out = NULL and AH_ERR_INVALID (a hook is missing: said in err) or AH_ERR_NOMEM
+ * (or libcurl cannot be initialised); err may be NULL. ah_loop_run_once() and
+ * ah_loop_run() refuse such a loop (AH_ERR_STATE), and so the blocking ah_call_run /
+ * ah_worker_run do: start the work and let the application's loop run. */
+ah_status ah_loop_new_hooked(const ah_clock *clock, const ah_rng *rng,
+                             const ah_loop_hooks *hooks, ah_loop **out, char *err,
+                             size_t errsize);
 /* The application's loop saw fd ready for events (AH_IO_*; report an error or hang-up as
  * AH_IO_READ | AH_IO_WRITE). Runs what is due, then updates the hooks. */
 void ah_loop_fd_ready(ah_loop *loop, int fd, int events);

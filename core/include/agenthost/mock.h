@@ -36,10 +36,11 @@ typedef struct ah_mock_config {
 /* Zero the config: port 0, no plan, model defaults. */
 void ah_mock_config_init(ah_mock_config *cfg);
 
-/* Start a mock on 127.0.0.1. cfg may be NULL (defaults). Returns NULL on failure with a
- * message in err (a bad plan names its step and field: "plan step 3: unknown field
- * 'cut_after_event'"; a port in use names the port). err may be NULL. */
-ah_mock *ah_mock_new(const ah_mock_config *cfg, char *err, size_t errsize);
+/* Start a mock on 127.0.0.1. cfg may be NULL (defaults). AH_OK with *out set; on failure
+ * *out = NULL, a message in err and AH_ERR_INVALID (a bad plan names its step and field:
+ * "plan step 3: unknown field 'cut_after_event'"), AH_ERR_IO (a plan file that cannot be
+ * read; a port in use, named) or AH_ERR_NOMEM. err may be NULL. */
+ah_status ah_mock_new(const ah_mock_config *cfg, ah_mock **out, char *err, size_t errsize);
 
 /* Stop serving, wake every delayed or stalled connection, join all threads, free
  * everything. Returns promptly even while a connection is stalled. NULL is a no-op.

@@ -138,8 +138,10 @@ typedef struct ah_retry_budget ah_retry_budget;
  * AH_ERR_INVALID with a message naming the parameter, like ah_policy_validate. */
 ah_status ah_retry_budget_check(double max_tokens, double token_ratio, char *err,
                                 size_t errsize);
-/* NULL on invalid parameters (see _check) or allocation failure. Starts full. */
-ah_retry_budget *ah_retry_budget_new(double max_tokens, double token_ratio);
+/* Starts full. AH_OK with *out set; else *out = NULL and AH_ERR_INVALID (the message of
+ * ah_retry_budget_check in err) or AH_ERR_NOMEM. err may be NULL. */
+ah_status ah_retry_budget_new(double max_tokens, double token_ratio, ah_retry_budget **out,
+                              char *err, size_t errsize);
 void ah_retry_budget_free(ah_retry_budget *b);
 /* Take one token for a retry (never below 0). Returns 1 when the retry may go ahead, 0
  * when retries are throttled. A throttled call still takes its token, as in A6: while

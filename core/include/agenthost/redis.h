@@ -57,11 +57,11 @@ typedef struct ah_redis_options {
 
 void ah_redis_options_init(ah_redis_options *o);
 
-/* Parse the URL and start connecting (non-blocking). NULL with a message on a bad URL or
- * allocation failure; an unreachable server is not an error here (see ah_redis_ready).
- * opts NULL = defaults. */
-ah_redis *ah_redis_new(ah_loop *loop, const char *url, const ah_redis_options *opts,
-                       char *err, size_t errsize);
+/* Parse the URL and start connecting (non-blocking). AH_OK with *out set; AH_ERR_INVALID
+ * (*out = NULL) with a message on a bad URL or no loop, or AH_ERR_NOMEM; an unreachable
+ * server is not an error here (see ah_redis_ready). opts NULL = defaults. */
+ah_status ah_redis_new(ah_loop *loop, const char *url, const ah_redis_options *opts,
+                       ah_redis **out, char *err, size_t errsize);
 /* Close the connection. Pending commands are dropped without their callbacks: cancel
  * what you wait for first (the budget, pacer and ledger do). Not from inside a callback
  * of this connection. NULL is a no-op. */
@@ -87,9 +87,11 @@ void ah_redis_req_cancel(ah_redis_req *q); /* NULL is a no-op */
  * on first use and again on NOSCRIPT), atomic on the server. When Redis cannot be
  * reached, the budget falls back to a local bucket with the same numbers (logged once
  * per outage) and goes back to Redis when it returns. The budget borrows r, which must
- * outlive it; it then belongs to r's loop thread. */
-ah_retry_budget *ah_retry_budget_new_redis(ah_redis *r, const char *key, double max_tokens,
-                                           double token_ratio, char *err, size_t errsize);
+ * outlive it; it then belongs to r's loop thread. AH_OK with *out set; AH_ERR_INVALID
+ * (*out = NULL, message in err) for a missing key or bad numbers; AH_ERR_NOMEM. */
+ah_status ah_retry_budget_new_redis(ah_redis *r, const char *key, double max_tokens,
+                                    double token_ratio, ah_retry_budget **out, char *err,
+                                    size_t errsize);
 /* 1 for a budget made by ah_retry_budget_new_redis. */
 int ah_retry_budget_is_shared(const ah_retry_budget *b);
 /* 1 while its decisions go to Redis, 0 while on the local fallback (or not shared). */
@@ -123,10 +125,11 @@ typedef struct ah_rate_limit_config {
     int ignore_headers;         /* 1: do not follow the providers' rate-limit headers */
 } ah_rate_limit_config;
 
-/* NULL with a message naming the field on a bad config (both limits 0, a negative one,
- * shared without key). r borrowed (NULL = local). */
-ah_rate_limit *ah_rate_limit_new(const ah_rate_limit_config *cfg, ah_redis *r, char *err,
-                                 size_t errsize);
+/* AH_OK with *out set; AH_ERR_INVALID (*out = NULL) with a message naming the field on a
+ * bad config (both limits 0, a negative one, shared without key); AH_ERR_NOMEM. r
+ * borrowed (NULL = local). */
+ah_status ah_rate_limit_new(const ah_rate_limit_config *cfg, ah_redis *r,
+                            ah_rate_limit **out, char *err, size_t errsize);
 void ah_rate_limit_free(ah_rate_limit *rl);
 int ah_rate_limit_is_shared(const ah_rate_limit *rl);
 
@@ -171,10 +174,11 @@ typedef struct ah_ledger_redis_config {
 } ah_ledger_redis_config;
 
 void ah_ledger_redis_config_init(ah_ledger_redis_config *c);
-/* The ledger owns its connection (on loop). NULL with a message on a bad URL or config;
- * an unreachable server is not an error here (calls then fail closed). */
-ah_ledger *ah_ledger_new_redis(ah_loop *loop, const ah_ledger_redis_config *cfg, char *err,
-                               size_t errsize);
+/* The ledger owns its connection (on loop). AH_OK with *out set; AH_ERR_INVALID
+ * (*out = NULL) with a message on a bad URL or config, or AH_ERR_NOMEM; an unreachable
+ * server is not an error here (calls then fail closed). */
+ah_status ah_ledger_new_redis(ah_loop *loop, const ah_ledger_redis_config *cfg,
+                              ah_ledger **out, char *err, size_t errsize);
 int ah_ledger_is_redis(const ah_ledger *l);
 ah_redis *ah_ledger_redis_connection(const ah_ledger *l); /* borrowed, or NULL */
 /* Take a snapshot of the entries (seq order) and the live claims for the synchronous

@@ -15,7 +15,14 @@ extern "C" {
 /* 0xMMmmpp: major, minor and patch in one comparable integer. */
 #define AH_VERSION_NUM ((AH_VERSION_MAJOR << 16) | (AH_VERSION_MINOR << 8) | AH_VERSION_PATCH)
 
-/* X(name, "short_name", "message") */
+/* X(name, "short_name", "message"). Each status means one thing:
+ *   TRANSPORT  the machinery that moves bytes failed (the loop's curl multi handle, a
+ *              transport that cannot start a request);
+ *   PROVIDER   the provider answered, with an error (its error object in a body or in
+ *              the stream; the ah_error says which, with provider_type);
+ *   TRUNCATED  a stream ended before its format's end marker.
+ * How a failure is classified for retrying is the ah_error's kind (error.h), never the
+ * status. New statuses are appended, so the numbers of the old ones stay. */
 #define AH_STATUS_MAP(X)                                                                  \
     X(OK, "ok", "success")                                                                \
     X(ERR_NOMEM, "nomem", "out of memory")                                                \
@@ -27,7 +34,9 @@ extern "C" {
     X(ERR_IO, "io", "input/output error")                                                 \
     X(ERR_CANCELLED, "cancelled", "cancelled")                                            \
     X(ERR_TRANSPORT, "transport", "transport failure")                                    \
-    X(ERR_INTERNAL, "internal", "internal error")
+    X(ERR_INTERNAL, "internal", "internal error")                                         \
+    X(ERR_PROVIDER, "provider", "the provider answered with an error")                    \
+    X(ERR_TRUNCATED, "truncated", "the stream ended before its end marker")
 
 typedef enum ah_status {
 #define AH__STATUS_ENUM(name, s, m) AH_##name,

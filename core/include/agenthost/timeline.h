@@ -174,10 +174,11 @@ typedef struct ah_decoder_hooks {
 typedef struct ah_decoder ah_decoder;
 
 /* A streaming decoder for `wire` that fills `tl` (borrowed: it must outlive the decoder).
- * hooks may be NULL (copied; ud passed to every hook). Returns NULL on allocation failure
- * or an unknown wire. The timeline is not reset: pass a fresh or reset one. */
-ah_decoder *ah_decoder_new(ah_wire wire, ah_timeline *tl, const ah_decoder_hooks *hooks,
-                           void *ud);
+ * hooks may be NULL (copied; ud passed to every hook). AH_OK with *out set; else
+ * *out = NULL and AH_ERR_INVALID (an unknown wire, no timeline: said in err) or
+ * AH_ERR_NOMEM; err may be NULL. The timeline is not reset: pass a fresh or reset one. */
+ah_status ah_decoder_new(ah_wire wire, ah_timeline *tl, const ah_decoder_hooks *hooks,
+                         void *ud, ah_decoder **out, char *err, size_t errsize);
 void ah_decoder_free(ah_decoder *d);
 
 /* Feed raw stream bytes in any split (the decoder owns an SSE parser). Returns AH_OK, or
@@ -197,8 +198,9 @@ ah_status ah_decoder_feed_event(ah_decoder *d, const ah_sse_event *ev);
 /* The end of the stream (EOF from the transport). Returns AH_OK when the stream ended
  * cleanly: the format's end arrived and no error, of the decoder or of the provider, was
  * seen. Otherwise fills *err (if not NULL) with an AH_EK_STREAM error and returns:
- * the sticky decoder error (AH_ERR_PARSE ...), or AH_ERR_TRANSPORT for a provider's
- * in-stream error (provider_type set) or a stream that ended before its format's end.
+ * the sticky decoder error (AH_ERR_PARSE ...), AH_ERR_PROVIDER for a provider's
+ * in-stream error (provider_type set) or AH_ERR_TRUNCATED for a stream that ended before
+ * its format's end.
  * Open blocks stay open. After it, feeding returns AH_ERR_STATE; calling it again returns
  * the same answer. */
 ah_status ah_decoder_finish(ah_decoder *d, ah_error *err);
@@ -240,7 +242,7 @@ int ah_decoder_ended(const ah_decoder *d);
 /* Decode a complete NON-stream response body of `wire` into `tl` (fresh or reset). Every
  * block is closed and the timeline is finished. Returns AH_OK; AH_ERR_PARSE with err kind
  * AH_EK_DECODE for invalid JSON, a body that is not a response object of the format, or
- * tool arguments that are not valid JSON; AH_ERR_TRANSPORT with err kind AH_EK_HTTP and
+ * tool arguments that are not valid JSON; AH_ERR_PROVIDER with err kind AH_EK_HTTP and
  * provider_type set when the body is the provider's error object (also recorded in the
  * timeline). err may be NULL. */
 ah_status ah_decode_response(ah_wire wire, const char *body, size_t len, ah_timeline *tl,

@@ -114,11 +114,12 @@ typedef struct ah_tool_call ah_tool_call;
 
 /* Start one call. policy is copied (NULL = defaults). ledger is BORROWED and must outlive
  * the call (NULL = no idempotency); budget gets its own reference (NULL = unlimited).
- * key and args_canonical are copied; with key NULL the ledger is not used. Returns NULL
- * when policy->max_attempts < 1 or on allocation failure. */
-ah_tool_call *ah_tool_call_new(const ah_tool_policy *policy, ah_ledger *ledger,
-                               ah_budget *budget, const char *key,
-                               const char *args_canonical);
+ * key and args_canonical are copied; with key NULL the ledger is not used. AH_OK with
+ * *out set; else *out = NULL and AH_ERR_INVALID (policy->max_attempts < 1, said in err)
+ * or AH_ERR_NOMEM. err may be NULL. */
+ah_status ah_tool_call_new(const ah_tool_policy *policy, ah_ledger *ledger, ah_budget *budget,
+                           const char *key, const char *args_canonical, ah_tool_call **out,
+                           char *err, size_t errsize);
 /* Free the call and drop its budget reference. NULL is a no-op. */
 void ah_tool_call_free(ah_tool_call *c);
 

@@ -31,8 +31,11 @@ extern "C" {
 typedef struct ah_uv ah_uv;
 
 /* An agenthost loop on uv. clock / rng as for ah_loop_new (NULL: real clock, OS-seeded
- * RNG); borrowed. NULL on failure (logged). */
-ah_uv *ah_uv_new(uv_loop_t *uv, const ah_clock *clock, const ah_rng *rng);
+ * RNG); borrowed. AH_OK with *out set; else *out = NULL, a message in err (may be NULL)
+ * and AH_ERR_INVALID (no uv loop), AH_ERR_INTERNAL (a uv handle cannot be made) or
+ * AH_ERR_NOMEM. */
+ah_status ah_uv_new(uv_loop_t *uv, const ah_clock *clock, const ah_rng *rng, ah_uv **out,
+                    char *err, size_t errsize);
 /* The ah_loop to give to clients, workers and calls; owned by the adapter. */
 ah_loop *ah_uv_loop(ah_uv *a);
 /* Free the ah_loop (everything attached to it must be freed first) and close the libuv

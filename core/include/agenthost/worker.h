@@ -59,8 +59,11 @@ typedef struct ah_client_config {
     int background;
 } ah_client_config;
 
-/* Copies everything. NULL with a message naming the field on invalid input. */
-ah_client *ah_client_new(const ah_client_config *cfg, char *err, size_t errsize);
+/* Copies everything. AH_OK with *out set; else *out = NULL and AH_ERR_INVALID with a
+ * message naming the field in err, or AH_ERR_NOMEM. err may be NULL (the constructor
+ * convention of every fallible ah_*_new: docs/errors.md). */
+ah_status ah_client_new(const ah_client_config *cfg, ah_client **out, char *err,
+                        size_t errsize);
 void ah_client_free(ah_client *c);
 ah_wire ah_client_wire(const ah_client *c);
 const char *ah_client_url(const ah_client *c); /* the full request URL */
@@ -163,8 +166,10 @@ typedef struct ah_worker_stats {
     int64_t trimmed_bytes; /* restated text dropped from continuations (llm_call_end) */
 } ah_worker_stats;
 
-/* NULL with a message naming the problem on invalid input or allocation failure. */
-ah_worker *ah_worker_new(const ah_worker_config *cfg, char *err, size_t errsize);
+/* AH_OK with *out set; else *out = NULL and AH_ERR_INVALID (a message naming the problem
+ * in err) or AH_ERR_NOMEM. err may be NULL. */
+ah_status ah_worker_new(const ah_worker_config *cfg, ah_worker **out, char *err,
+                        size_t errsize);
 /* Cancels anything in flight (no events) and frees. NULL is a no-op. Not from inside the
  * worker's own callbacks. */
 void ah_worker_free(ah_worker *w);
