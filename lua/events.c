@@ -165,7 +165,8 @@ static const char TRAMPOLINES_KEY = 'T';
 
 static int compile(lua_State *L, const char *src, const char *name)
 {
-    if (luaL_loadbuffer(L, src, strlen(src), name) != LUA_OK || lua_pcall(L, 0, 1, 0) != LUA_OK)
+    if (luaL_loadbuffer(L, src, strlen(src), name) != LUA_OK ||
+        lah_pcall_hook(L, 0, 1) != LUA_OK) /* the binding's one way into Lua */
         return luaL_error(L, "agenthost: event hook %s: %s", name, lua_tostring(L, -1));
     return luaL_ref(L, LUA_REGISTRYINDEX);
 }
@@ -310,11 +311,13 @@ int lah_event_hook(lua_State *L, int hook_ref, const ah_event *ev, lah_event_cac
             lua_rawgeti(L, LUA_REGISTRYINDEX, tr->bind_delta);
             lua_pushvalue(L, -3);
             lua_pushvalue(L, -3);
-            lua_call(L, 2, 1);
-            c->bound[k] = luaL_ref(L, LUA_REGISTRYINDEX);
+            if (lah_pcall_hook(L, 2, 1) == LUA_OK)
+                c->bound[k] = luaL_ref(L, LUA_REGISTRYINDEX);
+            else
+                lua_pop(L, 1); /* out of memory: the next deltas refill every field */
         }
         nargs = 1;
-    } else if (reuse == LAH_REUSE_READ_ONLY && run_id_of(ev) == c->delta_run_id[k] &&
+    } else if (c->bound[k] != LUA_NOREF && run_id_of(ev) == c->delta_run_id[k] &&
                ev->u.delta.llm_call == c->delta_call[k] &&
                ev->u.delta.block == c->delta_block[k]) {
         /* the table still holds this delta's run, call and block: only ts_ms and text */

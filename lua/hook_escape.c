@@ -193,7 +193,7 @@ static int probe_matches(lua_State *L)
 {
     int top = lua_gettop(L), ok = 0;
     if (luaL_loadbuffer(L, PROBE, sizeof PROBE - 1, "=probe") == LUA_OK &&
-        lua_pcall(L, 0, 1, 0) == LUA_OK && lua_type(L, -1) == LUA_TFUNCTION) {
+        lah_pcall_hook(L, 0, 1) == LUA_OK && lua_type(L, -1) == LUA_TFUNCTION) {
         dump d;
         const unsigned char *code;
         size_t n;
