@@ -42,6 +42,7 @@ static void decoder_init(ah_decoder *d, ah_wire wire, ah_timeline *tl,
     d->last_seq = -1;
     d->skip_upto = -1;
     d->chat_open = AH__NONE;
+    d->skip_min = 64u << 10;
 }
 
 static ah_decoder *decoder_make(ah_wire wire, ah_timeline *tl, const ah_decoder_hooks *hooks,
@@ -101,6 +102,12 @@ void ah__decoder_set_slow(ah_decoder *d, int slow)
 {
     if (d)
         d->slow = slow != 0;
+}
+
+void ah__decoder_set_skip_min(ah_decoder *d, size_t n)
+{
+    if (d)
+        d->skip_min = n;
 }
 
 const ah_error *ah_decoder_error(const ah_decoder *d)

@@ -25,6 +25,9 @@
  *     "finish_reason":null}],...} where the other top-level keys are ones the Chat
  * decoder does not read (id, object, created, model, ...) with string, integer or null
  * values, and "usage" (if present) is null.
+ *   Responses {"type":"response.output_text.delta","delta":"...",...} in any key order
+ *     (see responses());
+ * and, for Responses' closing events that repeat the answer, ah__fast_parse (below).
  * tests/fuzz/fuzz_decode_fast.c decodes every input both ways and compares everything
  * (statuses, errors, timeline, hook calls); tests/unit/test_decode_fast.c does the same
  * on the recorded provider streams.
@@ -412,6 +415,97 @@ static int chat(ah_decoder *d, cur *c, ah_status *st)
     return 1;
 }
 
+/* Responses: {"type":"response.output_text.delta","content_index":N,"delta":"...",
+ * "item_id":"...","logprobs":[],"obfuscation":"...","output_index":N,
+ * "sequence_number":N} in any key order (servers differ), each key once; type, delta and
+ * output_index required, logprobs [] or null. No shape cache: sequence_number (and
+ * OpenAI's obfuscation) change on every event. */
+static int responses(ah_decoder *d, cur *c, ah_status *st)
+{
+    const char *text = NULL, *id = NULL;
+    size_t tn = 0, idn = 0;
+    int64_t oi = 0, ci = 0, seq = -1;
+    unsigned seen = 0;
+    if (!lit(c, '{'))
+        return 0;
+    do {
+        const char *k, *s;
+        size_t kn, n;
+        unsigned bit;
+        if (!key(c, &k, &kn))
+            return 0;
+        if (str_is(k, kn, "type")) {
+            if (!QUOTED(c, "response.output_text.delta"))
+                return 0;
+            bit = 1;
+        } else if (str_is(k, kn, "delta")) {
+            if (!text_val(d, c, &text, &tn))
+                return 0;
+            bit = 2;
+        } else if (str_is(k, kn, "output_index")) {
+            if (!uint_val(c, &oi))
+                return 0;
+            bit = 4;
+        } else if (str_is(k, kn, "content_index")) {
+            if (!uint_val(c, &ci))
+                return 0;
+            bit = 8;
+        } else if (str_is(k, kn, "sequence_number")) {
+            if (!uint_val(c, &seq))
+                return 0;
+            bit = 16;
+        } else if (str_is(k, kn, "item_id")) {
+            if (!raw_str(c, &id, &idn))
+                return 0;
+            bit = 32;
+        } else if (str_is(k, kn, "logprobs")) {
+            if (!null_val(c) && !(lit(c, '[') && lit(c, ']')))
+                return 0;
+            bit = 64;
+        } else if (str_is(k, kn, "obfuscation")) {
+            if (!raw_str(c, &s, &n))
+                return 0;
+            bit = 128;
+        } else {
+            return 0;
+        }
+        if (seen & bit)
+            return 0;
+        seen |= bit;
+    } while (lit(c, ','));
+    if (!lit(c, '}') || (seen & 7) != 7)
+        return 0;
+    /* text may point into the scratch buffer: only the delta used it. */
+    d->ev_type = "response.output_text.delta";
+    *st = ah__responses_text_delta(d, seq, oi, ci, id, idn, text, tn);
+    return 1;
+}
+
+#define LIT(c, s) bytes_are(c, s, sizeof(s) - 1)
+
+/* The same event in the order OpenAI (and the mock) send it, no whitespace inside:
+ * matched as a few fixed byte runs, a quarter of the key loop's work. Anything else
+ * goes to responses(), which takes every order. */
+static int responses_ordered(ah_decoder *d, cur *c, ah_status *st)
+{
+    const char *text, *id, *s;
+    size_t tn, idn, n;
+    int64_t oi, ci, seq;
+    if (!LIT(c, "{\"type\":\"response.output_text.delta\",\"content_index\":") ||
+        !uint_val(c, &ci) || !LIT(c, ",\"delta\":") || !text_val(d, c, &text, &tn) ||
+        !LIT(c, ",\"item_id\":") || !raw_str(c, &id, &idn) ||
+        !LIT(c, ",\"logprobs\":[],"))
+        return 0;
+    if (LIT(c, "\"obfuscation\":") && !(raw_str(c, &s, &n) && lit(c, ',')))
+        return 0;
+    if (!LIT(c, "\"output_index\":") || !uint_val(c, &oi) ||
+        !LIT(c, ",\"sequence_number\":") || !uint_val(c, &seq) || !lit(c, '}'))
+        return 0;
+    d->ev_type = "response.output_text.delta";
+    *st = ah__responses_text_delta(d, seq, oi, ci, id, idn, text, tn);
+    return 1;
+}
+
 int ah__fast_event(ah_decoder *d, const char *data, size_t len, ah_status *st)
 {
     cur c = {data, data + len, data, NULL, NULL};
@@ -423,10 +517,253 @@ int ah__fast_event(ah_decoder *d, const char *data, size_t len, ah_status *st)
         return anthropic(d, &c, st);
     case AH_WIRE_OPENAI:
         return chat(d, &c, st);
+    case AH_WIRE_RESPONSES:
+        if (responses_ordered(d, &c, st))
+            return 1;
+        c.p = data;
+        return responses(d, &c, st);
     default:
-        /* Responses events all go through ah__responses_event: it keeps the resume
-         * cursor (each event's sequence_number) and skips repeats after a re-attach; a
-         * fast path for them would have to do the same. */
         return 0;
     }
+}
+
+/* ---- Responses: the answer repeated by the closing events
+ * ------------------------------------------------------------------------------------
+ * output_text.done ("text"), content_part.done ("part"."text"), output_item.done
+ * ("item"."content"[i]."text") and response.completed ("response"."output"[i]."content"
+ * [j]."text") each carry the whole answer again, and the decoder reads it only when no
+ * delta delivered it. ah__fast_parse finds those strings with a scan that follows
+ * cJSON's tokenising (a string starts at a quote outside a string and ends at the next
+ * quote not taken by a backslash) and tracks where each string is (the key path), then
+ * has cJSON parse a copy of the data without their contents. Why that tree is the
+ * original one but for those strings being "":
+ *   - only strings cJSON decodes without failing are left out (their escapes are the
+ * two-character ones or \u of four hex digits outside the surrogates), so the copy is
+ * valid JSON exactly when the data is, with the same keys, values and order;
+ *   - the tree is used only when the event's type and the timeline show that the
+ * decoder does not read what was left out (below); otherwise the caller parses the data
+ * itself, as without the fast path.
+ * The scan gives up (NULL) on anything it does not follow: unbalanced brackets, an
+ * unterminated string. */
+
+enum { SK_TEXT = 1, SK_PART, SK_ITEM, SK_OUTPUT };
+#define SK_DEPTH 6  /* the deepest path above: response.output[i].content[j].text */
+#define SK_MAX   16 /* strings left out, at most */
+
+typedef struct sk_frame {
+    char kind;     /* '{' or '[' */
+    int want_key;  /* object: the next string is a key */
+    const char *k; /* object: the current key's bytes, NULL when it has an escape */
+    size_t kn;
+    int64_t idx; /* array: the current element */
+} sk_frame;
+
+typedef struct sk_span {
+    size_t off, len; /* the string's contents, between its quotes */
+    int what;
+    int64_t ci; /* SK_ITEM: the content index */
+} sk_span;
+
+static int sk_key(const sk_frame *f, const char *k)
+{
+    return f->kind == '{' && f->k && str_is(f->k, f->kn, k);
+}
+
+/* Which of the repeated texts a string value inside frames f[0..depth) is (0: none). */
+static int sk_what(const sk_frame *f, int depth, int64_t *ci)
+{
+    switch (depth) {
+    case 1:
+        return sk_key(&f[0], "text") ? SK_TEXT : 0;
+    case 2:
+        return sk_key(&f[0], "part") && sk_key(&f[1], "text") ? SK_PART : 0;
+    case 4:
+        if (sk_key(&f[0], "item") && sk_key(&f[1], "content") && f[2].kind == '[' &&
+            sk_key(&f[3], "text")) {
+            *ci = f[2].idx;
+            return SK_ITEM;
+        }
+        return 0;
+    case 6:
+        return sk_key(&f[0], "response") && sk_key(&f[1], "output") && f[2].kind == '[' &&
+                       sk_key(&f[3], "content") && f[4].kind == '[' &&
+                       sk_key(&f[5], "text")
+                   ? SK_OUTPUT
+                   : 0;
+    default:
+        return 0;
+    }
+}
+
+static int hex4(const char *p, unsigned *v)
+{
+    unsigned x = 0;
+    for (int i = 0; i < 4; i++) {
+        char ch = p[i];
+        x <<= 4;
+        if (ch >= '0' && ch <= '9')
+            x |= (unsigned)(ch - '0');
+        else if (ch >= 'a' && ch <= 'f')
+            x |= (unsigned)(ch - 'a' + 10);
+        else if (ch >= 'A' && ch <= 'F')
+            x |= (unsigned)(ch - 'A' + 10);
+        else
+            return 0;
+    }
+    *v = x;
+    return 1;
+}
+
+/* The string whose opening quote is at p: *e is just past its closing quote, *esc says
+ * whether it has a backslash. Returns 1 when cJSON decodes it without failing, 0 when it
+ * may not, -1 when it is not terminated. */
+static int sk_string(const char *p, const char *end, const char **e, int *esc)
+{
+    int ok = 1;
+    *esc = 0;
+    for (p++;;) {
+        p = scan_plain(p, end);
+        if (p >= end)
+            return -1;
+        if (*p == '"')
+            break;
+        if (*p != '\\') { /* a control byte: cJSON takes it as it is */
+            p++;
+            continue;
+        }
+        *esc = 1;
+        if (end - p < 2)
+            return -1;
+        unsigned u;
+        switch (p[1]) {
+        case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't':
+            break;
+        case 'u':
+            if (end - p < 6 || !hex4(p + 2, &u) || (u >= 0xD800 && u <= 0xDFFF))
+                ok = 0;
+            break;
+        default:
+            ok = 0;
+        }
+        p += 2; /* cJSON's end search skips the byte after a backslash, whatever it is */
+    }
+    *e = p + 1;
+    return ok;
+}
+
+/* 1 when the decoder does not read the left-out strings of this event: its type's
+ * handler never reads them, or the timeline shows the text they would fill is there. */
+static int sk_unread(ah_decoder *d, const cJSON *root, const char *type, const sk_span *sp,
+                     int n)
+{
+    int64_t oi, ci = 0;
+    if (strcmp(type, "response.content_part.done") == 0 ||
+        strcmp(type, "response.completed") == 0 ||
+        strcmp(type, "response.incomplete") == 0 || strcmp(type, "response.failed") == 0)
+        return 1; /* they read none of these strings */
+    if (strcmp(type, "response.output_text.done") == 0) {
+        int text = 0;
+        for (int k = 0; k < n; k++)
+            text |= sp[k].what == SK_TEXT;
+        if (!text || !ah__jint(root, "output_index", &oi))
+            return 1; /* nothing read, or the same error either way */
+        ah__jint(root, "content_index", &ci);
+        size_t i = ah__tl_find(d->tl, oi, ci, 0);
+        return i != AH__NONE && (!ah__tl_is_open(d->tl, i) || ah__tl_len(d->tl, i, AH__F_TEXT) > 0);
+    }
+    if (strcmp(type, "response.output_item.done") == 0) {
+        const cJSON *item = ah__jobj(root, "item");
+        int parts = 0;
+        for (int k = 0; k < n; k++)
+            parts |= sp[k].what == SK_ITEM;
+        if (!parts || !item || !ah__jint(root, "output_index", &oi))
+            return 1;
+        const char *it = ah__jstr(item, "type");
+        if (!it || strcmp(it, "message") != 0)
+            return 0; /* other items are kept whole or read further */
+        /* a message's part fills its text only when no block for it was ever opened */
+        for (int k = 0; k < n; k++)
+            if (sp[k].what == SK_ITEM && ah__tl_find(d->tl, oi, sp[k].ci, 0) == AH__NONE)
+                return 0;
+        return 1;
+    }
+    return 0;
+}
+
+cJSON *ah__fast_parse(ah_decoder *d, const char *data, size_t len)
+{
+    sk_frame f[SK_DEPTH];
+    sk_span sp[SK_MAX];
+    int depth = 0, n = 0;
+    size_t removed = 0;
+    const char *p = data, *end = data + len;
+    if (len < d->skip_min)
+        return NULL; /* short: nothing worth leaving out */
+    while (p < end) {
+        char ch = *p;
+        if (ch == '"') {
+            const char *e;
+            int esc, ok = sk_string(p, end, &e, &esc);
+            if (ok < 0)
+                return NULL;
+            sk_frame *t = depth > 0 && depth <= SK_DEPTH ? &f[depth - 1] : NULL;
+            size_t sn = (size_t)(e - p) - 2;
+            if (t && t->kind == '{' && t->want_key) {
+                t->want_key = 0;
+                t->k = esc ? NULL : p + 1;
+                t->kn = sn;
+            } else if (ok && sn > 0 && n < SK_MAX && depth <= SK_DEPTH) {
+                int64_t ci = 0;
+                int what = sk_what(f, depth, &ci);
+                if (what) {
+                    sp[n++] = (sk_span){(size_t)(p + 1 - data), sn, what, ci};
+                    removed += sn;
+                }
+            }
+            p = e;
+            if (depth == 0)
+                break;
+            continue;
+        }
+        if (ch == '{' || ch == '[') {
+            if (depth < SK_DEPTH)
+                f[depth] = (sk_frame){ch, ch == '{', NULL, 0, 0};
+            depth++;
+        } else if (ch == '}' || ch == ']') {
+            if (depth == 0 || (depth <= SK_DEPTH && f[depth - 1].kind != (ch == '}' ? '{' : '[')))
+                return NULL;
+            if (--depth == 0)
+                break;
+        } else if (ch == ',' && depth > 0 && depth <= SK_DEPTH) {
+            sk_frame *t = &f[depth - 1];
+            if (t->kind == '[') {
+                t->idx++;
+            } else {
+                t->want_key = 1;
+                t->k = NULL;
+            }
+        }
+        p++;
+    }
+    if (n == 0)
+        return NULL;
+    char *copy = malloc(len - removed);
+    if (!copy)
+        return NULL;
+    size_t at = 0, w = 0;
+    for (int k = 0; k < n; k++) {
+        memcpy(copy + w, data + at, sp[k].off - at);
+        w += sp[k].off - at;
+        at = sp[k].off + sp[k].len;
+    }
+    memcpy(copy + w, data + at, len - at);
+    w += len - at;
+    cJSON *root = cJSON_ParseWithLength(copy, w);
+    free(copy);
+    const char *type = ah__jstr(root, "type");
+    if (!cJSON_IsObject(root) || !type || !sk_unread(d, root, type, sp, n)) {
+        cJSON_Delete(root);
+        return NULL;
+    }
+    return root;
 }

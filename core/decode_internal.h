@@ -112,6 +112,7 @@ struct ah_decoder {
     char *fast_bytes;
     size_t fast_pre, fast_suf, fast_cap;
     int fast_kind; /* 0 none, 1 Anthropic delta (fast_idx, fast_dt), 2 Chat content */
+    size_t skip_min; /* Responses events from this size on go through ah__fast_parse */
     int64_t fast_idx;
     const char *fast_dt;
     /* Responses: the resume cursor (see ah_decoder_cursor) */
@@ -172,15 +173,30 @@ ah_status ah__responses_event(ah_decoder *d, const cJSON *root, const char *type
 ah_status ah__anthropic_delta(ah_decoder *d, int64_t idx, const char *dt,
                               const cJSON *delta, const char *fs, size_t fn);
 ah_status ah__openai_content(ah_decoder *d, ah_block_kind kind, const char *s, size_t n);
+/* What ah__responses_event does for a response.output_text.delta with these values
+ * (seq -1: no sequence_number; item_id NULL: none). */
+ah_status ah__responses_text_delta(ah_decoder *d, int64_t seq, int64_t oi, int64_t ci,
+                                   const char *item_id, size_t idn, const char *s,
+                                   size_t n);
 /* The fast path: decodes the few hot event shapes (Anthropic text/thinking/input JSON
  * deltas, Chat content chunks) without building a cJSON tree. Returns 1 when it took the
  * event (*st its status), 0 when the caller must parse it with cJSON: anything it does
  * not recognise byte for byte. tests/fuzz/fuzz_decode_fast.c checks that it decodes
  * exactly like the cJSON path. */
 int ah__fast_event(ah_decoder *d, const char *data, size_t len, ah_status *st);
+/* Responses' closing events (output_text.done, content_part.done, output_item.done,
+ * response.completed / incomplete / failed) repeat the whole answer. For an event of at
+ * least d->skip_min bytes: the tree cJSON would build, minus the answer texts the decoder
+ * provably does not read for this event and this timeline (they come out as ""), built
+ * from a copy of the data without them; NULL when that does not apply (the caller parses
+ * the data itself). */
+cJSON *ah__fast_parse(ah_decoder *d, const char *data, size_t len);
 /* Turn the fast path off (1) or on (0, the default) for one decoder: for the tests that
  * compare the two paths. */
 void ah__decoder_set_slow(ah_decoder *d, int slow);
+/* The size from which Responses events go through ah__fast_parse (default 64 KiB; tests
+ * use 0 so that every event does). */
+void ah__decoder_set_skip_min(ah_decoder *d, size_t n);
 
 /* The stream's end: applies the format's end rule (Chat: finish_reason seen). */
 void ah__openai_end(ah_decoder *d);

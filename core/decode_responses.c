@@ -117,8 +117,10 @@ static ah_status reasoning_meta(ah_decoder *d, size_t i, const cJSON *item)
     return st;
 }
 
-static ah_status text_part(ah_decoder *d, int64_t oi, int64_t ci, const char *item_id,
-                           const char *s, int only_if_empty)
+/* Text for part (oi, ci) of a message; item_id and s have lengths (the fast path's
+ * strings point into the event data). */
+static ah_status text_partn(ah_decoder *d, int64_t oi, int64_t ci, const char *item_id,
+                            size_t idn, const char *s, size_t n, int only_if_empty)
 {
     size_t i;
     ah_status st = item_block(d, oi, ci, &i);
@@ -131,11 +133,18 @@ static ah_status text_part(ah_decoder *d, int64_t oi, int64_t ci, const char *it
         return ah__dec_fail(d, AH_ERR_PARSE, "text for output %lld, a %s block",
                             (long long)oi, ah_block_kind_name(ah__tl_kind(d->tl, i)));
     }
-    if ((st = set_str(d, i, AH__F_ITEM_ID, item_id)) != AH_OK)
-        return st;
+    if (item_id && ah__tl_set(d->tl, i, AH__F_ITEM_ID, item_id, idn) != AH_OK)
+        return nomem(d);
     if (!s || (only_if_empty && ah__tl_len(d->tl, i, AH__F_TEXT) > 0))
         return AH_OK;
-    return ah__dec_content(d, i, s, strlen(s));
+    return ah__dec_content(d, i, s, n);
+}
+
+static ah_status text_part(ah_decoder *d, int64_t oi, int64_t ci, const char *item_id,
+                           const char *s, int only_if_empty)
+{
+    return text_partn(d, oi, ci, item_id, item_id ? strlen(item_id) : 0, s,
+                      s ? strlen(s) : 0, only_if_empty);
 }
 
 /* Open the block of a new item (output_item.added, or .done / a body without one). */
@@ -383,19 +392,26 @@ static ah_status on_reasoning_done(ah_decoder *d, const cJSON *root, int part)
  * whole, until the first event past it. Within one stream nothing is skipped: some
  * compatible servers number events loosely, and a single stream has nothing to repeat.
  * The response id comes with the events that carry the response object. */
-static int is_repeat(ah_decoder *d, const cJSON *root, const char *type, int64_t *seq)
+static int seq_repeat(ah_decoder *d, int64_t seq, const char *type)
 {
-    *seq = -1;
-    if (!ah__jint(root, "sequence_number", seq) || d->skip_upto < 0)
+    if (seq < 0 || d->skip_upto < 0)
         return 0;
-    if (*seq <= d->skip_upto) {
+    if (seq <= d->skip_upto) {
         d->duplicates++;
         ah__log(AH_LOG_DEBUG, "responses: event %lld ('%s') repeated; skipped",
-                (long long)*seq, type);
+                (long long)seq, type);
         return 1;
     }
     d->skip_upto = -1;
     return 0;
+}
+
+static int is_repeat(ah_decoder *d, const cJSON *root, const char *type, int64_t *seq)
+{
+    *seq = -1;
+    if (!ah__jint(root, "sequence_number", seq))
+        *seq = -1;
+    return seq_repeat(d, *seq, type);
 }
 
 static void note_response_id(ah_decoder *d, const cJSON *root)
@@ -414,6 +430,18 @@ ah_status ah__responses_event(ah_decoder *d, const cJSON *root, const char *type
     if (is_repeat(d, root, type, &seq))
         return AH_OK;
     ah_status st = responses_event(d, root, type);
+    if (st == AH_OK && seq >= 0)
+        d->last_seq = seq;
+    return st;
+}
+
+ah_status ah__responses_text_delta(ah_decoder *d, int64_t seq, int64_t oi, int64_t ci,
+                                   const char *item_id, size_t idn, const char *s,
+                                   size_t n)
+{
+    if (seq_repeat(d, seq, "response.output_text.delta"))
+        return AH_OK;
+    ah_status st = text_partn(d, oi, ci, item_id, idn, s, n, 0);
     if (st == AH_OK && seq >= 0)
         d->last_seq = seq;
     return st;

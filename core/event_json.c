@@ -16,7 +16,8 @@
 struct ah_event_box {
     ah_event ev;
     ah_error err; /* storage for ev.u.*.error */
-    char *strings[4]; /* [3]: run_id */
+    char *strings[8]; /* run_id and the event's strings, in decoding order */
+    int n_strings;
 };
 
 /* ---- encoding: a visitor sink that builds a cJSON object ---------------------------- */
@@ -149,14 +150,15 @@ static int64_t get_int(reader *r, const char *key)
     return (int64_t)v->valuedouble;
 }
 
-static int get_status(reader *r)
+static int get_status(reader *r, const char *key)
 {
-    const cJSON *v = field(r, "status");
+    const cJSON *v = field(r, key);
     if (!v || cJSON_IsNull(v))
         return 0;
     if (!cJSON_IsNumber(v)) {
         if (!r->failed)
-            ah__bufprintf(r->err, r->errsize, "event: field 'status' must be a number or null");
+            ah__bufprintf(r->err, r->errsize, "event: field '%s' must be a number or null",
+                          key);
         r->failed = 1;
         return 0;
     }
@@ -208,30 +210,47 @@ ENUM_ADAPTER(ah_tool_outcome_name, ah_tool_outcome)
 ENUM_ADAPTER(ah_cont_mode_name, ah_cont_mode)
 ENUM_ADAPTER(ah_error_kind_name, ah_error_kind)
 
-static char *keep(ah_event_box *b, int slot, const char *s)
+/* Enum counts by the tag the event list names them with (AH_EVENT_MAP's ENUM arg) */
+enum {
+    COUNT_tool_outcome = AH_TOOL_COUNT_,
+    COUNT_wait_source = AH_WAIT_COUNT_,
+    COUNT_giveup_reason = AH_GIVEUP_COUNT_,
+    COUNT_run_outcome = AH_OUTCOME_COUNT_,
+    COUNT_cont_mode = AH_CONT_COUNT_,
+};
+
+/* A copy of s that lives with the box (NULL for NULL; fails the read when out of memory) */
+static char *keep(reader *r, ah_event_box *b, const char *s)
 {
     if (!s)
         return NULL;
-    b->strings[slot] = ah__strdup(s);
-    return b->strings[slot];
+    if (b->n_strings == (int)(sizeof b->strings / sizeof b->strings[0]) ||
+        !(b->strings[b->n_strings] = ah__strdup(s))) {
+        if (!r->failed)
+            ah__bufprintf(r->err, r->errsize, "event: out of memory");
+        r->failed = 1;
+        return NULL;
+    }
+    return b->strings[b->n_strings++];
 }
 
-/* Decodes the "error" member into b->err; returns &b->err, or NULL for null. */
-static const ah_error *get_error(reader *r, ah_event_box *b)
+/* Decodes an error member into b->err; returns &b->err, or NULL for null. */
+static const ah_error *get_error(reader *r, ah_event_box *b, const char *key)
 {
-    const cJSON *v = field(r, "error");
+    const cJSON *v = field(r, key);
     if (!v || cJSON_IsNull(v))
         return NULL;
     if (!cJSON_IsObject(v)) {
         if (!r->failed)
-            ah__bufprintf(r->err, r->errsize, "event: field 'error' must be an object or null");
+            ah__bufprintf(r->err, r->errsize, "event: field '%s' must be an object or null",
+                          key);
         r->failed = 1;
         return NULL;
     }
     reader er = {v, r->err, r->errsize, 0};
     ah_error_clear(&b->err);
     b->err.kind = (ah_error_kind)get_enum(&er, "kind", ah_error_kind_name_i, AH_EK_COUNT_);
-    b->err.status = get_status(&er);
+    b->err.status = get_status(&er, "status");
     const char *msg = get_str(&er, "message", 0);
     const char *pt = get_str(&er, "provider_type", 1);
     const cJSON *ra = field(&er, "retry_after_ms");
@@ -245,6 +264,31 @@ static const ah_error *get_error(reader *r, ah_event_box *b)
         r->failed = 1;
     return &b->err;
 }
+
+/* One statement per field kind (agenthost/event.h, AH_EVENT_MAP), decoding into p */
+#define D_INT(m, key, arg) p->m = (int)get_int(&r, key);
+#define D_I64(m, key, arg) p->m = get_int(&r, key);
+#define D_BOOL(m, key, arg)                                                               \
+    {                                                                                     \
+        const cJSON *d = field(&r, key);                                                  \
+        p->m = d && cJSON_IsTrue(d);                                                      \
+    }
+#define D_STR(m, key, arg) p->m = keep(&r, b, get_str(&r, key, 1));
+#define D_TEXT(m, key, arg)                                                               \
+    p->m = keep(&r, b, get_str(&r, key, 0));                                              \
+    p->len = p->m ? strlen(p->m) : 0;
+#define D_STATUS(m, key, arg) p->m = get_status(&r, key);
+#define D_ERROR(m, key, arg) p->m = get_error(&r, b, key);
+#define D_ENUM(m, key, arg)                                                               \
+    p->m = (ah_##arg)get_enum(&r, key, ah_##arg##_name_i, COUNT_##arg);
+#define D_RUN_ID(m, key, arg) p->m = ev->run_id;
+#define D_FIELD(kind, m, arg) D_##kind(m, #m, arg)
+#define D_CASE(name, s, member, own, ...)                                                 \
+    case AH_EV_##name: {                                                                  \
+        struct ah__ev_##member *p = &ev->u.member;                                        \
+        __VA_ARGS__                                                                       \
+        break;                                                                            \
+    }
 
 ah_event_box *ah_event_from_json(const char *json, size_t len, char *err, size_t errsize)
 {
@@ -274,95 +318,11 @@ ah_event_box *ah_event_from_json(const char *json, size_t len, char *err, size_t
     /* run_id and ts_ms are on every event this library writes; a line written before
      * they existed decodes with NULL / 0 */
     if (cJSON_GetObjectItemCaseSensitive(o, "run_id"))
-        ev->run_id = keep(b, 3, get_str(&r, "run_id", 1));
+        ev->run_id = keep(&r, b, get_str(&r, "run_id", 1));
     if (cJSON_GetObjectItemCaseSensitive(o, "ts_ms"))
         ev->ts_ms = get_int(&r, "ts_ms");
     switch (ev->type) {
-    case AH_EV_RUN_START:
-        ev->u.run_start.run_id = ev->run_id;
-        break;
-    case AH_EV_LLM_CALL_START:
-        ev->u.llm_call_start.llm_call = (int)get_int(&r, "llm_call");
-        ev->u.llm_call_start.attempt = (int)get_int(&r, "attempt");
-        ev->u.llm_call_start.continuation = (int)get_int(&r, "continuation");
-        break;
-    case AH_EV_TEXT_DELTA:
-    case AH_EV_REASONING_DELTA: {
-        ev->u.delta.llm_call = (int)get_int(&r, "llm_call");
-        ev->u.delta.block = (int)get_int(&r, "block");
-        const char *t = keep(b, 0, get_str(&r, "text", 0));
-        ev->u.delta.text = t;
-        ev->u.delta.len = t ? strlen(t) : 0;
-        break;
-    }
-    case AH_EV_TOOL_CALL_START:
-        ev->u.tool_call_start.llm_call = (int)get_int(&r, "llm_call");
-        ev->u.tool_call_start.id = keep(b, 0, get_str(&r, "id", 1));
-        ev->u.tool_call_start.name = keep(b, 1, get_str(&r, "name", 1));
-        break;
-    case AH_EV_TOOL_CALL_END: {
-        ev->u.tool_call_end.id = keep(b, 0, get_str(&r, "id", 1));
-        ev->u.tool_call_end.name = keep(b, 1, get_str(&r, "name", 1));
-        ev->u.tool_call_end.outcome =
-            (ah_tool_outcome)get_enum(&r, "outcome", ah_tool_outcome_name_i, AH_TOOL_COUNT_);
-        const cJSON *d = field(&r, "duplicate");
-        ev->u.tool_call_end.duplicate = d && cJSON_IsTrue(d);
-        ev->u.tool_call_end.attempts = (int)get_int(&r, "attempts");
-        break;
-    }
-    case AH_EV_LLM_RETRY:
-        ev->u.llm_retry.llm_call = (int)get_int(&r, "llm_call");
-        ev->u.llm_retry.failed_attempt = (int)get_int(&r, "failed_attempt");
-        ev->u.llm_retry.max_attempts = (int)get_int(&r, "max_attempts");
-        ev->u.llm_retry.wait_ms = get_int(&r, "wait_ms");
-        ev->u.llm_retry.wait_source =
-            (ah_wait_source)get_enum(&r, "wait_source", ah_wait_source_name_i, AH_WAIT_COUNT_);
-        ev->u.llm_retry.elapsed_ms = get_int(&r, "elapsed_ms");
-        ev->u.llm_retry.status = get_status(&r);
-        ev->u.llm_retry.error = get_error(&r, b);
-        break;
-    case AH_EV_LLM_PACED:
-        ev->u.llm_paced.llm_call = (int)get_int(&r, "llm_call");
-        ev->u.llm_paced.wait_ms = get_int(&r, "wait_ms");
-        ev->u.llm_paced.limit = keep(b, 0, get_str(&r, "limit", 1));
-        break;
-    case AH_EV_LLM_GAVE_UP:
-        ev->u.llm_gave_up.llm_call = (int)get_int(&r, "llm_call");
-        ev->u.llm_gave_up.attempts = (int)get_int(&r, "attempts");
-        ev->u.llm_gave_up.elapsed_ms = get_int(&r, "elapsed_ms");
-        ev->u.llm_gave_up.status = get_status(&r);
-        ev->u.llm_gave_up.error = get_error(&r, b);
-        ev->u.llm_gave_up.reason =
-            (ah_giveup_reason)get_enum(&r, "reason", ah_giveup_reason_name_i, AH_GIVEUP_COUNT_);
-        break;
-    case AH_EV_LLM_CONTINUATION:
-        ev->u.llm_continuation.llm_call = (int)get_int(&r, "llm_call");
-        ev->u.llm_continuation.continuation = (int)get_int(&r, "continuation");
-        ev->u.llm_continuation.max_continuations = (int)get_int(&r, "max_continuations");
-        ev->u.llm_continuation.committed_blocks = (int)get_int(&r, "committed_blocks");
-        ev->u.llm_continuation.discarded_blocks = (int)get_int(&r, "discarded_blocks");
-        ev->u.llm_continuation.discarded_bytes = get_int(&r, "discarded_bytes");
-        ev->u.llm_continuation.mode =
-            (ah_cont_mode)get_enum(&r, "mode", ah_cont_mode_name_i, AH_CONT_COUNT_);
-        ev->u.llm_continuation.reason = keep(b, 0, get_str(&r, "reason", 1));
-        break;
-    case AH_EV_LLM_CALL_END:
-        ev->u.llm_call_end.llm_call = (int)get_int(&r, "llm_call");
-        ev->u.llm_call_end.stop_reason = keep(b, 0, get_str(&r, "stop_reason", 1));
-        ev->u.llm_call_end.input_tokens = get_int(&r, "input_tokens");
-        ev->u.llm_call_end.output_tokens = get_int(&r, "output_tokens");
-        ev->u.llm_call_end.trimmed_bytes = get_int(&r, "trimmed_bytes");
-        break;
-    case AH_EV_BUDGET_EXHAUSTED:
-        ev->u.budget_exhausted.budget = keep(b, 0, get_str(&r, "budget", 1));
-        ev->u.budget_exhausted.used = get_int(&r, "used");
-        ev->u.budget_exhausted.limit = get_int(&r, "limit");
-        break;
-    case AH_EV_RUN_END:
-        ev->u.run_end.outcome =
-            (ah_run_outcome)get_enum(&r, "outcome", ah_run_outcome_name_i, AH_OUTCOME_COUNT_);
-        ev->u.run_end.error = get_error(&r, b);
-        break;
+        AH_EVENT_MAP(D_CASE, D_FIELD)
     case AH_EV_COUNT_:
         break;
     }

@@ -9,8 +9,14 @@
         return (unsigned)v < (unsigned)(count) ? names[v] : "unknown";                   \
     }
 #define NAME_ENTRY(name, s) s,
+#define EVENT_NAME_ENTRY(name, s, member, own, ...) s,
+#define EVENT_NAMES(X) AH_EVENT_MAP(X, AH__EV_NO_FIELD)
 
-NAME_TABLE(ah_event_type_name, ah_event_type, AH_EV_COUNT_, AH_EVENT_TYPE_MAP)
+const char *ah_event_type_name(ah_event_type v)
+{
+    static const char *const names[] = {EVENT_NAMES(EVENT_NAME_ENTRY)};
+    return (unsigned)v < (unsigned)AH_EV_COUNT_ ? names[v] : "unknown";
+}
 NAME_TABLE(ah_wait_source_name, ah_wait_source, AH_WAIT_COUNT_, AH_WAIT_SOURCE_MAP)
 NAME_TABLE(ah_giveup_reason_name, ah_giveup_reason, AH_GIVEUP_COUNT_, AH_GIVEUP_REASON_MAP)
 NAME_TABLE(ah_run_outcome_name, ah_run_outcome, AH_OUTCOME_COUNT_, AH_RUN_OUTCOME_MAP)

@@ -841,13 +841,16 @@ ah_status ah_loop_run_once(ah_loop *loop, int max_wait_ms)
         wait = next;
     size_t n = loop->n_fds + 1;
     if (n > loop->cap_pfds) {
-        struct pollfd *p = realloc(loop->pfds, n * sizeof *p);
+        size_t cap = loop->cap_pfds ? loop->cap_pfds : 16;
+        while (cap < n)
+            cap *= 2; /* doubling: thousands of transfers ramping up reallocate rarely */
+        struct pollfd *p = realloc(loop->pfds, cap * sizeof *p);
         if (!p) {
             ah__log(AH_LOG_ERROR, "loop: out of memory polling");
             return AH_ERR_NOMEM;
         }
         loop->pfds = p;
-        loop->cap_pfds = n;
+        loop->cap_pfds = cap;
     }
     struct pollfd *p = loop->pfds;
     p[0] = (struct pollfd){.fd = loop->wake_rd, .events = POLLIN};

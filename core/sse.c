@@ -434,6 +434,22 @@ nomem:
     return -1;
 }
 
+/* Once every byte is consumed and no pending data points into it, a big buffer goes
+ * back to its first size: one long line (a Responses closing event repeats the whole
+ * answer) would otherwise keep its size resident until the parser is freed. Called where
+ * ah_sse_next finds no further event, so the last event's borrowed fields are dead. */
+static void shrink_idle(ah_sse *p)
+{
+    if (p->pos != p->len || p->cap <= SHRINK_ABOVE || p->data_mode == DATA_REF)
+        return;
+    drop_consumed(p);
+    char *np = realloc(p->buf, INITIAL_CAP);
+    if (np) {
+        p->buf = np;
+        p->cap = INITIAL_CAP;
+    }
+}
+
 int ah_sse_next(ah_sse *p, ah_sse_event *ev)
 {
     if (!p || !ev)
@@ -442,8 +458,10 @@ int ah_sse_next(ah_sse *p, ah_sse_event *ev)
         return -1;
     for (;;) {
         if (p->after_cr) {
-            if (p->pos == p->len)
+            if (p->pos == p->len) {
+                shrink_idle(p);
                 return 0;
+            }
             if (p->buf[p->pos] == '\n')
                 p->pos++;
             p->after_cr = 0;
@@ -458,6 +476,7 @@ int ah_sse_next(ah_sse *p, ah_sse_event *ev)
                 fail(p, AH_ERR_TOO_LARGE, "max_line", p->lim.max_line, p->base + p->pos);
                 return -1;
             }
+            shrink_idle(p);
             return 0;
         }
         size_t start = p->pos;

@@ -53,8 +53,9 @@ typedef struct attempt {
     /* The current header block: "name\0value\0" pairs in hbuf, offsets in hoff. */
     char *hbuf;
     size_t hlen, hcap;
-    size_t hoff[HEADERS_MAX][2];
-    size_t nh;
+    size_t (*hoff)[2]; /* grown as fields arrive (a head has ~10; 4 KiB inline was most
+                          of an idle attempt), at most HEADERS_MAX */
+    size_t nh, hoff_cap;
     char errbuf[CURL_ERROR_SIZE];
 } attempt;
 
@@ -67,6 +68,7 @@ static void attempt_release(void *ud)
         curl_easy_cleanup(a->easy);
     curl_slist_free_all(a->req_headers);
     free(a->hbuf);
+    free(a->hoff);
     free(a);
 }
 
@@ -103,6 +105,14 @@ static void store_header(attempt *a, const char *line, size_t len)
         v++;
     while (end > v && (end[-1] == ' ' || end[-1] == '\t'))
         end--;
+    if (a->nh == a->hoff_cap) {
+        size_t cap = a->hoff_cap ? a->hoff_cap * 2 : 16;
+        void *np = realloc(a->hoff, cap * sizeof *a->hoff);
+        if (!np)
+            return; /* this field is dropped, the head still arrives */
+        a->hoff = np;
+        a->hoff_cap = cap;
+    }
     size_t save = a->hlen;
     if (hbuf_append(a, line, nlen) != 0 || hbuf_append(a, v, (size_t)(end - v)) != 0) {
         a->hlen = save; /* over the cap: this field is dropped, the head still arrives */

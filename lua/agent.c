@@ -60,7 +60,10 @@ typedef struct lagent {
     int max_steps;
     ah_policy policy; /* retry_on is set per run */
     int has_retry_on, has_on_event, has_status;
-    int reuse_deltas; /* on_event_reuse: one delta table per run, refilled */
+    int64_t coalesce_ms; /* on_event_coalesce: 0 = off */
+    size_t coalesce_bytes;
+    int reuse_deltas; /* one delta table per run, refilled: on_event_reuse = true, or a
+                       * hook that cannot keep it (absent) */
     ah_tool_def *tools;
     int *tool_exclusive; /* per tool (same order as tools) */
     size_t n_tools;
@@ -81,7 +84,8 @@ typedef struct lrun {
     ah_event_fn sink;
     void *sink_ud;
     int self_ref, on_event_ref, status_ref, retry_on_ref, validate_ref, output_ref;
-    int delta_ref[2]; /* on_event_reuse: the text_delta / reasoning_delta tables */
+    lah_event_cache evc; /* on_event's per-run state (lua/events.c) */
+    lah_coalescer *coalesce; /* on_event_coalesce, or NULL */
     lua_State *const *running; /* lah_running_slot(main): read once per event */
     tool_op *ops; /* tool calls in flight */
     struct lrun *prev_live, *next_live; /* the runs in flight (lah_cancel_runs) */
@@ -214,40 +218,41 @@ static void run_ended(lrun *r)
 }
 
 
-static void run_on_event(void *ud, const ah_event *ev)
+/* An event to the Lua hook: on_event, or the status display */
+static void deliver_event(void *ud, const ah_event *ev)
 {
     lrun *r = ud;
     lagent *a = r->agent;
-    if (r->sink)
-        r->sink(r->sink_ud, ev);
-    if (ev->type == AH_EV_RUN_END)
-        run_ended(r);
-    if (r->on_event_ref == LUA_NOREF && r->status_ref == LUA_NOREF)
-        return;
     lua_State *L = *r->running;
-    if (!lua_checkstack(L, 8))
-        return;
     if (r->on_event_ref != LUA_NOREF) {
-        lua_rawgeti(L, LUA_REGISTRYINDEX, r->on_event_ref);
-        int k = ev->type == AH_EV_TEXT_DELTA ? 0 : ev->type == AH_EV_REASONING_DELTA ? 1 : -1;
-        if (a->reuse_deltas && k >= 0 && r->delta_ref[k] != LUA_NOREF) {
-            lua_rawgeti(L, LUA_REGISTRYINDEX, r->delta_ref[k]);
-            lah_refill_event(L, ev);
-        } else {
-            lah_push_event(L, ev);
-            if (a->reuse_deltas && k >= 0) {
-                lua_pushvalue(L, -1);
-                r->delta_ref[k] = luaL_ref(L, LUA_REGISTRYINDEX);
+        if (lah_event_hook(L, r->on_event_ref, ev, &r->evc, a->reuse_deltas) != LUA_OK) {
+            if (!a->event_failed) {
+                ah__log(AH_LOG_WARN, "%s: %s", r->what_event, lua_tostring(L, -1));
+                a->event_failed = 1;
             }
+            lua_pop(L, 1);
         }
-        lah_pcall_once(L, 1, 0, r->what_event, &a->event_failed);
-    } else {
+    } else if (lua_checkstack(L, 8)) {
         lua_rawgeti(L, LUA_REGISTRYINDEX, r->status_ref);
         lua_getfield(L, -1, "update");
         lua_insert(L, -2);
         lah_push_event(L, ev);
         lah_pcall_once(L, 2, 0, r->what_event, &a->event_failed);
     }
+}
+
+static void run_on_event(void *ud, const ah_event *ev)
+{
+    lrun *r = ud;
+    if (r->sink)
+        r->sink(r->sink_ud, ev);
+    if (ev->type == AH_EV_RUN_END)
+        run_ended(r);
+    if (r->on_event_ref == LUA_NOREF && r->status_ref == LUA_NOREF)
+        return;
+    if (r->coalesce && lah_coalescer_feed(r->coalesce, ev))
+        return;
+    deliver_event(r, ev);
 }
 
 static int run_retry_on(void *ud, const ah_error *err, int default_verdict)
@@ -583,8 +588,9 @@ static void release_run(lua_State *L, lrun *r, int closing)
     unlist_run(r);
     unref(L, &r->self_ref);
     unref(L, &r->on_event_ref);
-    unref(L, &r->delta_ref[0]);
-    unref(L, &r->delta_ref[1]);
+    lah_event_cache_free(L, &r->evc);
+    lah_coalescer_free(r->coalesce);
+    r->coalesce = NULL;
     unref(L, &r->status_ref);
     unref(L, &r->retry_on_ref);
     unref(L, &r->validate_ref);
@@ -707,7 +713,8 @@ static int start_run(lua_State *L, const char *where)
     memset(r, 0, sizeof *r);
     r->self_ref = r->on_event_ref = r->status_ref = r->retry_on_ref = r->validate_ref =
         r->output_ref = LUA_NOREF;
-    r->delta_ref[0] = r->delta_ref[1] = LUA_NOREF;
+    r->evc.run_id_ref = r->evc.reused[0] = r->evc.reused[1] = LUA_NOREF;
+    r->evc.bound[0] = r->evc.bound[1] = LUA_NOREF;
     r->running = lah_running_slot(L);
     luaL_setmetatable(L, RUN_MT);
     r->agent = a;
@@ -720,11 +727,18 @@ static int start_run(lua_State *L, const char *where)
 
     /* the hooks, referenced for the run's duration */
     if (a->has_on_event) {
+        lah_event_cache_init(L, &r->evc);
         lua_getiuservalue(L, 1, A_ON_EVENT);
         r->on_event_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     } else if (a->has_status) {
         lua_getiuservalue(L, 1, A_STATUS);
         r->status_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    }
+    if (a->coalesce_ms > 0 && (a->has_on_event || a->has_status)) {
+        r->coalesce = lah_coalescer_new(lah_loop(L), a->coalesce_ms, a->coalesce_bytes,
+                                        deliver_event, r);
+        if (!r->coalesce)
+            return luaL_error(L, "agenthost: out of memory");
     }
     ah_policy pol = a->policy;
     if (a->has_retry_on) {
@@ -1071,12 +1085,41 @@ static void default_status(lua_State *L, int agent, lagent *a)
     lua_settop(L, top);
 }
 
+/* on_event_coalesce = MS, or { ms = MS, bytes = N }: merge adjacent deltas for the hook
+ * (lah_coalescer); absent or false: every delta is its own event */
+static void read_coalesce(lua_State *L, const char *where, lagent *a)
+{
+    int ty = lua_getfield(L, 1, "on_event_coalesce");
+    a->coalesce_ms = 0;
+    a->coalesce_bytes = 16384;
+    if (ty == LUA_TNUMBER) {
+        a->coalesce_ms = lah_check_whole(L, -1, where, "on_event_coalesce", 1, 3600000);
+    } else if (ty == LUA_TTABLE) {
+        static const char *const known[] = {"ms", "bytes", NULL};
+        lah_check_fields(L, lua_gettop(L), "ah.agent: on_event_coalesce", known);
+        lua_getfield(L, -1, "ms");
+        a->coalesce_ms = lua_isnil(L, -1) ? 50
+                                          : lah_check_whole(L, -1, where, "on_event_coalesce.ms",
+                                                            1, 3600000);
+        lua_getfield(L, -2, "bytes");
+        if (!lua_isnil(L, -1))
+            a->coalesce_bytes = (size_t)lah_check_whole(L, -1, where, "on_event_coalesce.bytes",
+                                                        1, 1 << 30);
+        lua_pop(L, 2);
+    } else if (ty != LUA_TNIL && !(ty == LUA_TBOOLEAN && !lua_toboolean(L, -1))) {
+        luaL_error(L, "%s: on_event_coalesce must be a number of ms, a table {ms = , bytes = } "
+                      "or false, got %s",
+                   where, luaL_typename(L, -1));
+    }
+    lua_pop(L, 1);
+}
+
 static int l_agent(lua_State *L)
 {
     static const char *const known[] = {
         "client",   "system", "max_steps", "policy",          "tools",
         "on_event", "ledger", "budget",    "continue_prompt", "on_event_reuse",
-        "rate_limit", "max_tool_concurrency", NULL};
+        "rate_limit", "max_tool_concurrency", "on_event_coalesce", NULL};
     const char *where = "ah.agent";
     luaL_checktype(L, 1, LUA_TTABLE);
     lua_settop(L, 1);
@@ -1140,8 +1183,18 @@ static int l_agent(lua_State *L)
     if (ty != LUA_TNIL && ty != LUA_TBOOLEAN)
         return luaL_error(L, "%s: on_event_reuse must be a boolean, got %s", where,
                           luaL_typename(L, -1));
-    a->reuse_deltas = lua_toboolean(L, -1);
+    /* absent or true: the cheapest refill when the hook provably cannot keep or change
+     * its table (lah_hook_keeps_nothing); true: otherwise every field refilled; false:
+     * fresh tables always */
+    a->reuse_deltas = lua_toboolean(L, -1) ? LAH_REUSE_REFILL : LAH_REUSE_NONE;
+    if ((ty == LUA_TNIL || a->reuse_deltas) && a->has_on_event) {
+        lua_getiuservalue(L, agent, A_ON_EVENT);
+        if (lah_hook_keeps_nothing(L, -1))
+            a->reuse_deltas = LAH_REUSE_READ_ONLY;
+        lua_pop(L, 1);
+    }
     lua_pop(L, 1);
+    read_coalesce(L, where, a);
 
     if (lua_getfield(L, 1, "tools") != LUA_TNIL)
         read_tools(L, lua_gettop(L), agent, a);

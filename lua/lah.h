@@ -196,10 +196,55 @@ int lah_json_decode(lua_State *L, const char *s, size_t len);
 /* Push an event as a Lua table with the docs/lua.md field names (ah_event_visit); a null
  * field (status 0, no error) is nil; an error is an error value (lah_push_error). */
 void lah_push_event(lua_State *L, const ah_event *ev);
-/* Overwrite the table on top with ev's fields (null fields set to nil): the reused delta
- * table of ah.agent{on_event_reuse = true}. Only for a table pushed for an event of the
- * same type. */
-void lah_refill_event(lua_State *L, const ah_event *ev);
+
+/* The hot path of an on_event hook (lua/events.c): what a caller keeps per run so that an
+ * event costs one C->Lua call and no string but its text. Init before the first event
+ * (may raise: out of memory), free when the run is done with it. */
+typedef struct lah_event_cache {
+    const void *tr;     /* the state's per-type trampolines */
+    int *depth;         /* lah_hook_depth_slot() */
+    const char *run_id; /* the run id last pushed, and its Lua string */
+    int run_id_ref;
+    int reused[2]; /* reuse: the text_delta / reasoning_delta tables */
+    int bound[2];  /* LAH_REUSE_READ_ONLY: their ts_ms + text refills */
+    const char *delta_run_id[2]; /* what the reused tables hold */
+    int delta_call[2], delta_block[2];
+    int busy[2]; /* a hook is running with that table */
+} lah_event_cache;
+/* lah_event_hook's reuse: none (a fresh table per event), refill every field of one
+ * table per delta type (on_event_reuse = true: the hook may write into it), or, for a
+ * hook that cannot change it (lah_hook_keeps_nothing), refill only what changed */
+enum { LAH_REUSE_NONE, LAH_REUSE_REFILL, LAH_REUSE_READ_ONLY };
+void lah_event_cache_init(lua_State *L, lah_event_cache *c);
+void lah_event_cache_free(lua_State *L, lah_event_cache *c);
+/* Call the hook (a function, registry reference hook_ref) with ev's table, protected
+ * like lah_pcall_hook (traceback, hook depth). The table is fresh (the same fields and
+ * values as lah_push_event); with reuse, a text_delta or reasoning_delta refills one table
+ * per type and run instead. Returns the lua_pcall status; on an error the message (with
+ * traceback) is left on the stack, otherwise nothing (also when the stack cannot grow:
+ * the event is dropped). Never raises (beyond a memory error). */
+int lah_event_hook(lua_State *L, int hook_ref, const ah_event *ev, lah_event_cache *c,
+                   int reuse);
+/* 1 if the function at idx provably cannot keep, pass on or change its first argument
+ * (lua/hook_escape.c reads its bytecode; 0 when unsure: a C function, another Lua's
+ * bytecode, anything not known), so a refilled table is indistinguishable from a fresh
+ * one for it. Never raises (beyond a memory error). */
+int lah_hook_keeps_nothing(lua_State *L, int idx);
+
+/* Coalescing deltas for a display (ah.agent{on_event_coalesce = ...}, lua/events.c):
+ * adjacent text_delta (or reasoning_delta) events of one run, LLM call and block are
+ * merged into one (the first one's fields, their texts concatenated), delivered when
+ * max_bytes are buffered, ms after the first one (a loop timer: a pause in the stream
+ * does not hold text back), or before any other event. feed returns 1 when it took ev
+ * (deliver will get it, merged, later), 0 when the caller delivers ev itself (anything
+ * pending was delivered first). deliver gets a borrowed event. new returns NULL when out
+ * of memory; free drops what is pending. */
+typedef struct lah_coalescer lah_coalescer;
+typedef void (*lah_deliver_fn)(void *ud, const ah_event *ev);
+lah_coalescer *lah_coalescer_new(ah_loop *loop, int64_t ms, size_t max_bytes,
+                                 lah_deliver_fn deliver, void *ud);
+int lah_coalescer_feed(lah_coalescer *c, const ah_event *ev);
+void lah_coalescer_free(lah_coalescer *c);
 /* Push a cJSON tree as a Lua value (protected; a top-level null is nil, a nested null is
  * cjson.null; whole numbers are integers) and free it, also when pushing raises. */
 struct cJSON;

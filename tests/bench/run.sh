@@ -216,9 +216,10 @@ for ((i = 1; i <= RUNS; i++)); do
         if [ "$wire" = anthropic ]; then
             measure "$wire.hook.$i" "$AH" "$BENCH/stack.lua" "$wire" "$STREAM_URL" hook || true
             measure "$wire.hookreuse.$i" "$AH" "$BENCH/stack.lua" "$wire" "$STREAM_URL" hookreuse || true
-            measure "big.stack.$i" "$AH" "$BENCH/stack.lua" "$wire" "$BIG_URL" none || true
-            measure "big.count.$i" "$AH" "$BENCH/stack.lua" "$wire" "$BIG_URL" count || true
+            measure "$wire.coalesce.$i" "$AH" "$BENCH/stack.lua" "$wire" "$STREAM_URL" coalesce || true
+            measure "big-$wire.count.$i" "$AH" "$BENCH/stack.lua" "$wire" "$BIG_URL" count || true
         fi
+        measure "big-$wire.stack.$i" "$AH" "$BENCH/stack.lua" "$wire" "$BIG_URL" none || true
         if [ "$node_ok" = 1 ]; then
             measure "start.node-$wire.$i" node "$NODE_DIR/node_sdk.mjs" "$wire" "$STREAM_URL" startup || true
             measure "$wire.node.$i" node "$NODE_DIR/node_sdk.mjs" "$wire" "$STREAM_URL" || true
@@ -270,7 +271,8 @@ for wire in "${WIRES[@]}"; do
             PROF[$wire.$mode.total]=$(cg_ir "$f.err")
             callgrind_annotate --inclusive=yes --threshold=100 "$f.out" >"$f.txt" 2>/dev/null || true
             for fn in cJSON_ParseWithLength cJSON_Delete ah_sse_feed ah_sse_next ah_decoder_feed \
-                ah__fast_event ah__anthropic_delta ah__openai_content run_on_event; do
+                ah__fast_event ah__anthropic_delta ah__openai_content ah__responses_text_delta \
+                run_on_event; do
                 PROF[$wire.$mode.$fn]=$(incl "$f.txt" "$fn")
             done
         else
@@ -367,6 +369,8 @@ if [ -n "${PROF[anthropic.hookreuse.total]:-}" ] && [ -n "${PROF[anthropic.none.
 fi
 out "| CPU s, \`on_event_reuse = true\` | $(fmt %.3f "$(vals anthropic.stack cpu_s | med)") | $(fmt %.3f "$(vals anthropic.hookreuse cpu_s | med)") | $(fmt %.0f "$(printf '%s\n' "$hookr_ns" | med)") ns (per-run pairs: $(printf '%s\n' "$hookr_ns" | sort -g | awk '{ printf "%s%.0f", (NR > 1 ? ", " : ""), $1 }') ns) |"
 out "| instructions, \`on_event_reuse = true\` | $(num "${PROF[anthropic.none.total]:-}") | $(num "${PROF[anthropic.hookreuse.total]:-}") | $(fmt %.0f "$cg_hookr") instructions |"
+hookc_ns=$(pair_diff anthropic.coalesce anthropic.stack cpu_s | awk -v n="$DELTAS" '{ printf "%.3f\n", $1 / n * 1e9 }')
+out "| CPU s, counting hook with \`on_event_coalesce = 50\` (not the goal's path: deltas merged for a display) | $(fmt %.3f "$(vals anthropic.stack cpu_s | med)") | $(fmt %.3f "$(vals anthropic.coalesce cpu_s | med)") | $(fmt %.0f "$(printf '%s\n' "$hookc_ns" | med)") ns per streamed delta |"
 out ""
 
 # -- 3
@@ -443,7 +447,7 @@ for wire in "${WIRES[@]}"; do
         del=${PROF[$wire.$mode.cJSON_Delete]}
         dec=${PROF[$wire.$mode.ah_decoder_feed]}
         hook=${PROF[$wire.$mode.run_on_event]}
-        fast=$((PROF[$wire.$mode.ah__fast_event] - PROF[$wire.$mode.ah__anthropic_delta] - PROF[$wire.$mode.ah__openai_content]))
+        fast=$((PROF[$wire.$mode.ah__fast_event] - PROF[$wire.$mode.ah__anthropic_delta] - PROF[$wire.$mode.ah__openai_content] - PROF[$wire.$mode.ah__responses_text_delta]))
         [ "$fast" -lt 0 ] && fast=0
         cell() { printf '%s (%s%%)' "$(fmt %.0f "$(calc "$1 / $e")")" "$(fmt %.0f "$(calc "$1 / $t * 100")")"; }
         label=$([ "$mode" = none ] && echo "no hook" || echo "counting hook")
@@ -482,9 +486,9 @@ for wire in "${WIRES[@]}"; do
 done
 out ""
 st_rss=$(vals start.stack rss_kb | med)
-for m in stack count; do
-    br=$(vals "big.$m" rss_kb | med)
-    out "- 10 MB answer ($(val "big.$m.1" text_bytes) bytes, anthropic, $([ "$m" = stack ] && echo "no hook" || echo "counting hook")): peak RSS $(fmt %.1f "$([ -n "$br" ] && calc "$br / 1024")") MiB, start-up $(fmt %.1f "$([ -n "$st_rss" ] && calc "$st_rss / 1024")") MiB: growth ×$(fmt %.2f "$([ -n "$br" ] && [ -n "$st_rss" ] && calc "($br - $st_rss) * 1024 / $BIG_BYTES")") of the answer."
+for m in anthropic.stack anthropic.count openai.stack responses.stack; do
+    br=$(vals "big-$m" rss_kb | med)
+    out "- 10 MB answer ($(val "big-$m.1" text_bytes) bytes, ${m%.*}, $([ "${m#*.}" = stack ] && echo "no hook" || echo "counting hook")): peak RSS $(fmt %.1f "$([ -n "$br" ] && calc "$br / 1024")") MiB, start-up $(fmt %.1f "$([ -n "$st_rss" ] && calc "$st_rss / 1024")") MiB: growth ×$(fmt %.2f "$([ -n "$br" ] && [ -n "$st_rss" ] && calc "($br - $st_rss) * 1024 / $BIG_BYTES")") of the answer."
 done
 out ""
 # -- 7

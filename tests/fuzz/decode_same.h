@@ -2,7 +2,8 @@
  * through cJSON alone, and check that nothing differs: every feed's status, the finish
  * status, the decoder's error and the finish error (kind and message), every hook call
  * in order with its arguments, and the timelines (every block field, stop reason, usage,
- * citations, refusal, the provider error). Shared by tests/fuzz/fuzz_decode_fast.c and
+ * citations, refusal, the provider error), and for Responses the resume cursor, the
+ * repeats skipped and the end. Shared by tests/fuzz/fuzz_decode_fast.c and
  * tests/unit/test_decode_fast.c. A difference calls SAME_FAIL(what).
  */
 #ifndef AH_DECODE_SAME_H
@@ -80,10 +81,16 @@ typedef struct same_run {
     ah_status feed[3], fin;
     ah_error dec_err, fin_err;
     int has_dec_err;
+    /* Responses: the resume cursor, repeats skipped, the end */
+    int cursor, ended;
+    char response_id[160];
+    int64_t last_seq, skip_upto;
+    uint64_t duplicates;
 } same_run;
 
+/* reattach: between the two feeds the stream breaks and goes on (Responses). */
 static void same_decode(same_run *r, ah_wire wire, int slow, const uint8_t *data,
-                        size_t size, size_t split)
+                        size_t size, size_t split, int reattach)
 {
     static const ah_decoder_hooks hooks = {same_start, same_delta, same_end};
     memset(r, 0, sizeof *r);
@@ -93,13 +100,23 @@ static void same_decode(same_run *r, ah_wire wire, int slow, const uint8_t *data
     ah_decoder_new(wire, r->tl, &hooks, &r->log, &d, NULL, 0);
     SAME(d != NULL, "out of memory");
     ah__decoder_set_slow(d, slow);
+    if (!slow)
+        ah__decoder_set_skip_min(d, 0); /* every event the skip applies to takes it */
     r->feed[0] = ah_decoder_feed(d, data, split);
+    if (reattach)
+        (void)ah_decoder_reattach(d);
     r->feed[1] = ah_decoder_feed(d, data + split, size - split);
     const ah_error *e = ah_decoder_error(d);
     if (e) {
         r->has_dec_err = 1;
         r->dec_err = *e;
     }
+    r->cursor = ah_decoder_cursor(d, NULL, NULL);
+    r->last_seq = d->last_seq;
+    r->skip_upto = d->skip_upto;
+    snprintf(r->response_id, sizeof r->response_id, "%s", d->response_id);
+    r->duplicates = ah_decoder_duplicates(d);
+    r->ended = ah_decoder_ended(d);
     r->fin = ah_decoder_finish(d, &r->fin_err);
     r->feed[2] = ah_decoder_feed(d, "x", 1);
     ah_decoder_free(d);
@@ -161,14 +178,22 @@ static void same_timeline(const ah_timeline *a, const ah_timeline *b)
         same_mem(fa, ra, fb, rb, "refusal");
 }
 
-/* Decode data both ways (fed in two pieces cut at split) and compare. */
-static void same_check(ah_wire wire, const uint8_t *data, size_t size, size_t split)
+/* Decode data both ways (fed in two pieces cut at split, re-attached there when
+ * reattach) and compare. */
+static void same_check_reattach(ah_wire wire, const uint8_t *data, size_t size,
+                                size_t split, int reattach)
 {
     same_run fast, slow;
     if (split > size)
         split = size;
-    same_decode(&fast, wire, 0, data, size, split);
-    same_decode(&slow, wire, 1, data, size, split);
+    same_decode(&fast, wire, 0, data, size, split, reattach);
+    same_decode(&slow, wire, 1, data, size, split, reattach);
+    SAME(fast.cursor == slow.cursor, "cursor");
+    SAME(fast.last_seq == slow.last_seq && fast.skip_upto == slow.skip_upto,
+         "cursor sequence numbers");
+    SAME(strcmp(fast.response_id, slow.response_id) == 0, "cursor response id");
+    SAME(fast.duplicates == slow.duplicates, "duplicates");
+    SAME(fast.ended == slow.ended, "ended");
     for (int k = 0; k < 3; k++)
         SAME(fast.feed[k] == slow.feed[k], "feed status");
     SAME(fast.fin == slow.fin, "finish status");
@@ -182,6 +207,12 @@ static void same_check(ah_wire wire, const uint8_t *data, size_t size, size_t sp
     ah_timeline_free(slow.tl);
     free(fast.log.p);
     free(slow.log.p);
+}
+
+static inline void same_check(ah_wire wire, const uint8_t *data, size_t size,
+                              size_t split)
+{
+    same_check_reattach(wire, data, size, split, 0);
 }
 
 #endif

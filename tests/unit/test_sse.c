@@ -667,6 +667,47 @@ static void many_events_in_one_feed(void **state)
     free(s);
 }
 
+/* A line far above the shrink size (a Responses closing event repeating a long answer):
+ * once it is consumed the buffer goes back to its first size, and what follows still
+ * parses, including a block that is pending while ah_sse_next finds nothing more (its
+ * data still points into the buffer, which must stay) and one split after a CR. */
+static void long_line_then_more_events(void **state)
+{
+    (void)state;
+    enum { BIG = 600 * 1024 };
+    char *big = malloc(BIG + 16);
+    assert_non_null(big);
+    memcpy(big, "data: ", 6);
+    for (size_t i = 6; i < BIG; i++)
+        big[i] = (char)('a' + i % 26);
+    ah_sse *p = ah_sse_new(NULL);
+    assert_non_null(p);
+    ah_sse_event e;
+    for (int round = 0; round < 3; round++) {
+        /* the whole event in one feed; then it is consumed and the buffer idle */
+        assert_int_equal(ah_sse_feed(p, big, BIG), AH_OK);
+        assert_int_equal(ah_sse_feed(p, round == 2 ? "\r" : "\n", 1), AH_OK);
+        assert_int_equal(ah_sse_next(p, &e), 0); /* pending: data refers to the buffer */
+        assert_int_equal(ah_sse_feed(p, round == 2 ? "\n\r\n" : "\n", round == 2 ? 3 : 1),
+                         AH_OK);
+        assert_int_equal(ah_sse_next(p, &e), 1);
+        assert_int_equal(e.data_len, BIG - 6);
+        assert_memory_equal(e.data, big + 6, BIG - 6);
+        assert_int_equal(ah_sse_next(p, &e), 0); /* all consumed: the buffer shrinks */
+        /* a small event split over feeds, after the shrink */
+        assert_int_equal(ah_sse_feed(p, "id: 7\nda", 8), AH_OK);
+        assert_int_equal(ah_sse_next(p, &e), 0);
+        assert_int_equal(ah_sse_feed(p, "ta: x\n\n", 7), AH_OK);
+        assert_int_equal(ah_sse_next(p, &e), 1);
+        assert_string_equal(e.data, "x");
+        assert_string_equal(e.id, "7");
+        assert_int_equal(ah_sse_next(p, &e), 0);
+    }
+    assert_int_equal(ah_sse_status(p), AH_OK);
+    ah_sse_free(p);
+    free(big);
+}
+
 static void event_split_over_thousands_of_feeds(void **state)
 {
     (void)state;
@@ -776,6 +817,7 @@ int main(void)
         cmocka_unit_test(null_and_misuse),
         cmocka_unit_test(many_events_in_one_feed),
         cmocka_unit_test(event_split_over_thousands_of_feeds),
+        cmocka_unit_test(long_line_then_more_events),
         cmocka_unit_test(random_streams_match_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -18,25 +18,69 @@
 extern "C" {
 #endif
 
-/* X(NAME, "json type") */
-#define AH_EVENT_TYPE_MAP(X)                                                              \
-    X(RUN_START, "run_start")                                                             \
-    X(LLM_CALL_START, "llm_call_start")                                                   \
-    X(TEXT_DELTA, "text_delta")                                                           \
-    X(REASONING_DELTA, "reasoning_delta")                                                 \
-    X(TOOL_CALL_START, "tool_call_start")                                                 \
-    X(TOOL_CALL_END, "tool_call_end")                                                     \
-    X(LLM_RETRY, "llm_retry")                                                             \
-    X(LLM_PACED, "llm_paced")                                                             \
-    X(LLM_GAVE_UP, "llm_gave_up")                                                         \
-    X(LLM_CONTINUATION, "llm_continuation")                                               \
-    X(LLM_CALL_END, "llm_call_end")                                                       \
-    X(BUDGET_EXHAUSTED, "budget_exhausted")                                               \
-    X(RUN_END, "run_end")
+/* The event types and their fields: the one list that the C struct (ah_event.u), the
+ * field walk (ah_event_visit), the JSON encoder and decoder and the Lua tables are all
+ * generated from. Adding an event type is one entry here (plus the code that emits it).
+ *
+ *   X(NAME, "json type", union member, OWN | SHARED, fields)
+ *
+ * NAME gives AH_EV_NAME; a SHARED entry uses the union member (and fields) of the OWN
+ * entry of that member (reasoning_delta is a text_delta's struct). The fields, in the
+ * documented order (and the JSON's), are F(KIND, member, arg) with KIND one of:
+ *   INT     int                      a number
+ *   I64     int64_t                  a number
+ *   BOOL    int                      true/false
+ *   STR     const char *             a string; NULL is null
+ *   TEXT    const char *, size_t len a string of len bytes (not NUL-terminated); NULL is ""
+ *   STATUS  int                      an HTTP status; 0 is null
+ *   ERROR   const ah_error *         an error object; NULL or kind NONE is null
+ *   ENUM    ah_<arg>                 a string: ah_<arg>_name(value)
+ *   RUN_ID  const char *             not a field of its own: the event's run_id
+ * The JSON key and the Lua field are the member's name. F's arg is empty but for ENUM.
+ * The member order here is also the struct's order; an OWN member's struct is also
+ * `struct ah__ev_<member>`, for code generated from this list. */
+#define AH_EVENT_MAP(X, F)                                                                \
+    X(RUN_START, "run_start", run_start, OWN, F(RUN_ID, run_id, ))                        \
+    X(LLM_CALL_START, "llm_call_start", llm_call_start, OWN,                              \
+      F(INT, llm_call, ) F(INT, attempt, ) F(INT, continuation, ))                        \
+    X(TEXT_DELTA, "text_delta", delta, OWN, AH__EVF_DELTA(F))                             \
+    X(REASONING_DELTA, "reasoning_delta", delta, SHARED, AH__EVF_DELTA(F))                \
+    X(TOOL_CALL_START, "tool_call_start", tool_call_start, OWN,                           \
+      F(INT, llm_call, ) F(STR, id, ) F(STR, name, ))                                     \
+    X(TOOL_CALL_END, "tool_call_end", tool_call_end, OWN,                                 \
+      F(STR, id, ) F(STR, name, ) F(ENUM, outcome, tool_outcome) F(BOOL, duplicate, )     \
+      F(INT, attempts, ))                                                                 \
+    X(LLM_RETRY, "llm_retry", llm_retry, OWN,                                             \
+      F(INT, llm_call, ) F(INT, failed_attempt, ) F(INT, max_attempts, )                  \
+      F(I64, wait_ms, ) F(ENUM, wait_source, wait_source) F(I64, elapsed_ms, )            \
+      F(STATUS, status, ) F(ERROR, error, ))                                              \
+    /* limit: "requests_per_minute" or "tokens_per_minute" (the one that set wait) */     \
+    X(LLM_PACED, "llm_paced", llm_paced, OWN,                                             \
+      F(INT, llm_call, ) F(I64, wait_ms, ) F(STR, limit, ))                               \
+    X(LLM_GAVE_UP, "llm_gave_up", llm_gave_up, OWN,                                       \
+      F(INT, llm_call, ) F(INT, attempts, ) F(I64, elapsed_ms, ) F(STATUS, status, )      \
+      F(ERROR, error, ) F(ENUM, reason, giveup_reason))                                   \
+    X(LLM_CONTINUATION, "llm_continuation", llm_continuation, OWN,                        \
+      F(INT, llm_call, ) F(INT, continuation, ) F(INT, max_continuations, )               \
+      F(INT, committed_blocks, ) F(INT, discarded_blocks, ) F(I64, discarded_bytes, )     \
+      F(ENUM, mode, cont_mode) F(STR, reason, ))                                          \
+    /* trimmed_bytes: restated text dropped from a continuation's start */                \
+    X(LLM_CALL_END, "llm_call_end", llm_call_end, OWN,                                    \
+      F(INT, llm_call, ) F(STR, stop_reason, ) F(I64, input_tokens, )                     \
+      F(I64, output_tokens, ) F(I64, trimmed_bytes, ))                                    \
+    X(BUDGET_EXHAUSTED, "budget_exhausted", budget_exhausted, OWN,                        \
+      F(STR, budget, ) F(I64, used, ) F(I64, limit, ))                                    \
+    /* error: NULL on success */                                                          \
+    X(RUN_END, "run_end", run_end, OWN, F(ENUM, outcome, run_outcome) F(ERROR, error, ))
+
+/* text_delta and reasoning_delta */
+#define AH__EVF_DELTA(F) F(INT, llm_call, ) F(INT, block, ) F(TEXT, text, )
+
+#define AH__EV_NO_FIELD(kind, member, arg)
 
 typedef enum ah_event_type {
-#define AH__EV_ENUM(name, s) AH_EV_##name,
-    AH_EVENT_TYPE_MAP(AH__EV_ENUM)
+#define AH__EV_ENUM(name, s, member, own, ...) AH_EV_##name,
+    AH_EVENT_MAP(AH__EV_ENUM, AH__EV_NO_FIELD)
 #undef AH__EV_ENUM
         AH_EV_COUNT_
 } ah_event_type;
@@ -113,48 +157,23 @@ typedef struct ah_event {
     const char *run_id;
     int64_t ts_ms;
     union {
-        struct { const char *run_id; } run_start;
-        struct { int llm_call, attempt, continuation; } llm_call_start;
-        /* text_delta and reasoning_delta */
-        struct { int llm_call, block; const char *text; size_t len; } delta;
-        struct { int llm_call; const char *id, *name; } tool_call_start;
-        struct {
-            const char *id, *name;
-            ah_tool_outcome outcome;
-            int duplicate, attempts;
-        } tool_call_end;
-        struct {
-            int llm_call, failed_attempt, max_attempts;
-            int64_t wait_ms;
-            ah_wait_source wait_source;
-            int64_t elapsed_ms;
-            int status; /* 0 encodes as null */
-            const ah_error *error;
-        } llm_retry;
-        /* limit: "requests_per_minute" or "tokens_per_minute" (the one that set wait) */
-        struct { int llm_call; int64_t wait_ms; const char *limit; } llm_paced;
-        struct {
-            int llm_call, attempts;
-            int64_t elapsed_ms;
-            int status; /* 0 encodes as null */
-            const ah_error *error;
-            ah_giveup_reason reason;
-        } llm_gave_up;
-        struct {
-            int llm_call, continuation, max_continuations;
-            int committed_blocks, discarded_blocks;
-            int64_t discarded_bytes;
-            const char *reason;
-            ah_cont_mode mode;
-        } llm_continuation;
-        struct {
-            int llm_call;
-            const char *stop_reason;
-            int64_t input_tokens, output_tokens;
-            int64_t trimmed_bytes; /* restated text dropped from a continuation's start */
-        } llm_call_end;
-        struct { const char *budget; int64_t used, limit; } budget_exhausted;
-        struct { ah_run_outcome outcome; const ah_error *error; /* NULL on success */ } run_end;
+#define AH__EV_DECL_INT(m, arg) int m;
+#define AH__EV_DECL_I64(m, arg) int64_t m;
+#define AH__EV_DECL_BOOL(m, arg) int m;
+#define AH__EV_DECL_STR(m, arg) const char *m;
+#define AH__EV_DECL_TEXT(m, arg) const char *m; size_t len;
+#define AH__EV_DECL_STATUS(m, arg) int m;
+#define AH__EV_DECL_ERROR(m, arg) const ah_error *m;
+#define AH__EV_DECL_ENUM(m, arg) ah_##arg m;
+#define AH__EV_DECL_RUN_ID(m, arg) const char *m;
+#define AH__EV_DECL(kind, m, arg) AH__EV_DECL_##kind(m, arg)
+#define AH__EV_MEMBER_OWN(member, ...) struct ah__ev_##member { __VA_ARGS__ } member;
+#define AH__EV_MEMBER_SHARED(member, ...)
+#define AH__EV_MEMBER(name, s, member, own, ...) AH__EV_MEMBER_##own(member, __VA_ARGS__)
+        AH_EVENT_MAP(AH__EV_MEMBER, AH__EV_DECL)
+#undef AH__EV_MEMBER
+#undef AH__EV_MEMBER_OWN
+#undef AH__EV_MEMBER_SHARED
     } u;
 } ah_event;
 
