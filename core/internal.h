@@ -7,6 +7,7 @@
 
 #include "agenthost/error.h"
 #include "agenthost/log.h"
+#include "agenthost/loop.h"
 #include "agenthost/status.h"
 
 #include <stdarg.h>

@@ -27,7 +27,9 @@
 #ifndef AH_RETRY_H
 #define AH_RETRY_H
 
-#include "agenthost.h"
+#include "agenthost/clock.h"
+#include "agenthost/error.h"
+#include "agenthost/policy.h"
 
 #include <stdint.h>
 

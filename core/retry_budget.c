@@ -6,6 +6,8 @@
 #include "internal.h"
 #include "redis_internal.h"
 
+#include "agenthost/policy.h"
+
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>

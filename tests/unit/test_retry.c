@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "agenthost.h"
+#include "agenthost/manual_clock.h"
 #include "agenthost/call.h"
 #include "retry.h"
 

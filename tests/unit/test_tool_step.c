@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "agenthost.h"
+#include "agenthost/manual_clock.h"
 
 /* ---- a scripted body ------------------------------------------------------------- */
 
