@@ -33,6 +33,7 @@
  * on the recorded provider streams.
  */
 #include "decode_internal.h"
+#include "provider.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -506,25 +507,44 @@ static int responses_ordered(ah_decoder *d, cur *c, ah_status *st)
     return 1;
 }
 
-int ah__fast_event(ah_decoder *d, const char *data, size_t len, ah_status *st)
+/* The shape cache first (any format), then the format's own shapes. */
+static int fast(ah_decoder *d, const char *data, size_t len, ah_status *st,
+                int (*shapes)(ah_decoder *, cur *, ah_status *))
 {
     cur c = {data, data + len, data, NULL, NULL};
     if (d->fast_kind && replay(d, &c, st))
         return 1;
     c.p = data;
-    switch (d->wire) {
-    case AH_WIRE_ANTHROPIC:
-        return anthropic(d, &c, st);
-    case AH_WIRE_OPENAI:
-        return chat(d, &c, st);
-    case AH_WIRE_RESPONSES:
-        if (responses_ordered(d, &c, st))
-            return 1;
-        c.p = data;
-        return responses(d, &c, st);
-    default:
-        return 0;
-    }
+    return shapes(d, &c, st);
+}
+
+static int responses_any(ah_decoder *d, cur *c, ah_status *st)
+{
+    const char *start = c->p;
+    if (responses_ordered(d, c, st))
+        return 1;
+    c->p = start;
+    return responses(d, c, st);
+}
+
+int ah__fast_event(ah_decoder *d, const char *data, size_t len, ah_status *st)
+{
+    return d->p->fast ? d->p->fast(d, data, len, st) : 0;
+}
+
+int ah__fast_anthropic(ah_decoder *d, const char *data, size_t len, ah_status *st)
+{
+    return fast(d, data, len, st, anthropic);
+}
+
+int ah__fast_chat(ah_decoder *d, const char *data, size_t len, ah_status *st)
+{
+    return fast(d, data, len, st, chat);
+}
+
+int ah__fast_responses(ah_decoder *d, const char *data, size_t len, ah_status *st)
+{
+    return fast(d, data, len, st, responses_any);
 }
 
 /* ---- Responses: the answer repeated by the closing events

@@ -178,11 +178,16 @@ ah_status ah__openai_content(ah_decoder *d, ah_block_kind kind, const char *s, s
 ah_status ah__responses_text_delta(ah_decoder *d, int64_t seq, int64_t oi, int64_t ci,
                                    const char *item_id, size_t idn, const char *s,
                                    size_t n);
-/* The fast path: decodes the few hot event shapes (Anthropic text/thinking/input JSON
- * deltas, Chat content chunks) without building a cJSON tree. Returns 1 when it took the
- * event (*st its status), 0 when the caller must parse it with cJSON: anything it does
- * not recognise byte for byte. tests/fuzz/fuzz_decode_fast.c checks that it decodes
- * exactly like the cJSON path. */
+/* The fast paths, one per format (each provider table's `fast` op): decode the few hot
+ * event shapes (Anthropic text/thinking/input JSON deltas, Chat content chunks, Responses
+ * output_text deltas) without building a cJSON tree. Return 1 when they took the event
+ * (*st its status), 0 when the caller must parse it with cJSON: anything they do not
+ * recognise byte for byte. tests/fuzz/fuzz_decode_fast.c checks that they decode exactly
+ * like the cJSON path. */
+int ah__fast_anthropic(ah_decoder *d, const char *data, size_t len, ah_status *st);
+int ah__fast_chat(ah_decoder *d, const char *data, size_t len, ah_status *st);
+int ah__fast_responses(ah_decoder *d, const char *data, size_t len, ah_status *st);
+/* The decoder's provider's fast path, or 0 when it has none. */
 int ah__fast_event(ah_decoder *d, const char *data, size_t len, ah_status *st);
 /* Responses' closing events (output_text.done, content_part.done, output_item.done,
  * response.completed / incomplete / failed) repeat the whole answer. For an event of at

@@ -61,6 +61,10 @@ typedef struct ah__provider {
      * event gets type NULL. */
     const char *event_type;
     ah_status (*event)(ah_decoder *d, const cJSON *root, const char *type);
+    /* NULL, or the format's fast path, tried first on every event's data: 1 when it
+     * took the event (*st its status), 0 to go on with parse/cJSON and event. It must
+     * decode exactly like the cJSON path (decode_fast.c, fuzz_decode_fast). */
+    int (*fast)(ah_decoder *d, const char *data, size_t len, ah_status *st);
     /* NULL, or the format's own parser for an event's data, tried before cJSON (which
      * parses the data when this returns NULL): a parser that builds the tree without
      * what the decoder will not read (Responses' closing events repeat the answer). */

@@ -18,6 +18,7 @@ const ah__provider ah__provider_ANTHROPIC = {
     .encode = ah__encode_anthropic,
     .event_type = NULL, /* every event names its type */
     .event = ah__anthropic_event,
+    .fast = ah__fast_anthropic,
     .end = NULL,
     .ends_at_done = 0,
     .end_marker = "message_stop",

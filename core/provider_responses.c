@@ -34,6 +34,7 @@ const ah__provider ah__provider_RESPONSES = {
     .encode = ah__encode_responses,
     .event_type = NULL, /* every event names its type */
     .event = ah__responses_event,
+    .fast = ah__fast_responses,
     .parse = ah__fast_parse, /* closing events parsed without the answer they repeat */
     .end = NULL,
     .ends_at_done = 0,
