@@ -21,7 +21,7 @@
 
 #include "agenthost.h"
 #include "agenthost/mock.h"
-#include "event_log.h"
+#include "rig.h"
 
 static const char *ADD_SCHEMA =
     "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},"
@@ -78,21 +78,13 @@ static void harness_start(harness *h, const opts *o)
     ah_mock_config_init(&mc);
     mc.plan_json = o->plan;
     mc.text = o->text ? o->text : TEXT;
-    char err[256];
-    ah_mock_new(&mc, &h->mock, err, sizeof err);
-    if (!h->mock)
-        fail_msg("mock: %s", err);
-    h->loop = ah_loop_new(ah_clock_real(), NULL);
-    assert_non_null(h->loop);
     ah_client_config cc = {.wire = o->wire,
-                           .base_url = ah_mock_url(h->mock),
                            .model = o->model ? o->model : "mock-model",
                            .max_tokens = 256,
                            .extra_json = o->extra_json,
                            .continuation = o->continuation};
-    ah_client_new(&cc, &h->client, err, sizeof err);
-    if (!h->client)
-        fail_msg("client: %s", err);
+    rig_open(&mc, &cc, &h->mock, &h->loop, &h->client);
+    char err[256];
     ah_policy pol;
     ah_policy_init(&pol);
     pol.base_ms = 1;
@@ -117,27 +109,13 @@ static void harness_start(harness *h, const opts *o)
 
 static void harness_stop(harness *h)
 {
-    ah_worker_free(h->worker);
-    ah_client_free(h->client);
-    ah_loop_free(h->loop);
-    ah_mock_free(h->mock);
-    event_log_free(&h->log);
-}
-
-static size_t count_events(const harness *h, const char *type)
-{
-    return event_log_count(&h->log, type);
-}
-
-static cJSON *find_event(const harness *h, const char *type, size_t nth)
-{
-    return event_log_find(&h->log, type, nth);
+    rig_close(h->worker, h->client, h->loop, h->mock, &h->log);
 }
 
 static const char *event_str(const harness *h, const char *type, size_t nth, const char *field)
 {
     static char buf[128];
-    cJSON *o = find_event(h, type, nth);
+    cJSON *o = event_log_find(&h->log, type, nth);
     assert_non_null(o);
     const cJSON *v = cJSON_GetObjectItem(o, field);
     assert_true(cJSON_IsString(v));
@@ -151,7 +129,7 @@ static long long sum_field(const harness *h, const char *type, const char *field
 {
     long long total = 0;
     for (size_t i = 0;; i++) {
-        cJSON *o = find_event(h, type, i);
+        cJSON *o = event_log_find(&h->log, type, i);
         if (!o)
             return total;
         const cJSON *v = cJSON_GetObjectItem(o, field);
@@ -167,7 +145,7 @@ static char *streamed_text(const harness *h)
     size_t cap = 4096, len = 0;
     char *s = calloc(1, cap);
     for (size_t i = 0;; i++) {
-        cJSON *o = find_event(h, "text_delta", i);
+        cJSON *o = event_log_find(&h->log, "text_delta", i);
         if (!o)
             return s;
         const char *t = cJSON_GetObjectItem(o, "text")->valuestring;
@@ -322,9 +300,9 @@ static void refused_prefill_switches_the_client_to_prompt(void **state)
      * prompt rung: not a retry, not a second continuation, no give-up event. */
     assert_int_equal(mock_status_count(&h, 400), 1);
     assert_int_equal(ah_mock_request_count(h.mock), 4);
-    assert_int_equal(count_events(&h, "llm_gave_up"), 0);
-    assert_int_equal(count_events(&h, "llm_retry"), 0);
-    assert_int_equal(count_events(&h, "llm_continuation"), 1);
+    assert_int_equal(event_log_count(&h.log, "llm_gave_up"), 0);
+    assert_int_equal(event_log_count(&h.log, "llm_retry"), 0);
+    assert_int_equal(event_log_count(&h.log, "llm_continuation"), 1);
     assert_string_equal(event_str(&h, "llm_continuation", 0, "mode"), "prefill");
     ah_worker_stats st;
     ah_worker_get_stats(h.worker, &st);
@@ -372,7 +350,7 @@ static void explicit_prefill_is_not_switched(void **state)
     assert_int_equal(ah_worker_error(h.worker)->status, 400);
     assert_non_null(strstr(ah_worker_error(h.worker)->message,
                            "does not support assistant message prefill"));
-    assert_int_equal(count_events(&h, "llm_gave_up"), 1);
+    assert_int_equal(event_log_count(&h.log, "llm_gave_up"), 1);
     assert_int_equal(ah_client_rung(h.client), AH_CONT_PREFILL);
     assert_int_equal(h.tool_runs, 0);
     harness_stop(&h);
@@ -510,8 +488,8 @@ static void matrix(void **state)
                         fail_msg("%s: outcome %s (%s)", ctx, ah_run_outcome_name(out),
                                  ah_worker_error(h.worker)->message);
                     /* No HTTP 400 reaches the user: no give-up, no retry, no error. */
-                    assert_int_equal(count_events(&h, "llm_gave_up"), 0);
-                    assert_int_equal(count_events(&h, "llm_retry"), 0);
+                    assert_int_equal(event_log_count(&h.log, "llm_gave_up"), 0);
+                    assert_int_equal(event_log_count(&h.log, "llm_retry"), 0);
                     for (size_t i = 0; i < h.log.n; i++)
                         if (strstr(h.log.lines[i], "\"status\":400"))
                             fail_msg("%s: a 400 reached an event: %s", ctx, h.log.lines[i]);
@@ -530,7 +508,7 @@ static void matrix(void **state)
                     if (!be->restate)
                         assert_int_equal(trimmed, 0);
                     /* The rung: prefill only where the table allows it. */
-                    size_t conts = count_events(&h, "llm_continuation");
+                    size_t conts = event_log_count(&h.log, "llm_continuation");
                     assert_true(conts <= 1);
                     if (conts == 1) {
                         const char *mode = event_str(&h, "llm_continuation", 0, "mode");

@@ -17,7 +17,7 @@
 
 #include "agenthost.h"
 #include "agenthost/mock.h"
-#include "event_log.h"
+#include "rig.h"
 
 #define KEY "sk-PLANTEDKEY-resume-0123456789"
 #define TEXT "One two three four five six seven eight."
@@ -98,22 +98,14 @@ static void harness_start(harness *h, const opts *o)
     mc.plan_json = o->plan;
     mc.text = o->text;
     mc.text_deltas = o->text_deltas;
-    char err[256];
-    ah_mock_new(&mc, &h->mock, err, sizeof err);
-    if (!h->mock)
-        fail_msg("mock: %s", err);
-    h->loop = ah_loop_new(ah_clock_real(), NULL);
-    assert_non_null(h->loop);
     ah_client_config cc = {.wire = AH_WIRE_RESPONSES,
-                           .base_url = ah_mock_url(h->mock),
                            .api_key = KEY,
                            .model = "mock-model",
                            .max_tokens = 256,
                            .extra_json = o->extra_json,
                            .background = o->background};
-    ah_client_new(&cc, &h->client, err, sizeof err);
-    if (!h->client)
-        fail_msg("client: %s", err);
+    rig_open(&mc, &cc, &h->mock, &h->loop, &h->client);
+    char err[256];
     ah_policy pol;
     ah_policy_init(&pol);
     pol.base_ms = 1;
@@ -141,16 +133,7 @@ static void harness_start(harness *h, const opts *o)
 
 static void harness_stop(harness *h)
 {
-    ah_worker_free(h->worker);
-    ah_client_free(h->client);
-    ah_loop_free(h->loop);
-    ah_mock_free(h->mock);
-    event_log_free(&h->log);
-}
-
-static size_t count_events(const harness *h, const char *type)
-{
-    return event_log_count(&h->log, type);
+    rig_close(h->worker, h->client, h->loop, h->mock, &h->log);
 }
 
 /* The string field of the nth event of a type ("" if absent); static buffer. */
@@ -320,7 +303,7 @@ static int resume_every_cut(const opts *base, int expect_tool_runs, int *gets_to
         assert_int_equal(after, k - 1);
         assert_int_equal(count_requests(&h, "POST", "/v1/responses"),
                          expect_tool_runs ? 2 : 1);
-        assert_int_equal(count_events(&h, "llm_continuation"), 1);
+        assert_int_equal(event_log_count(&h.log, "llm_continuation"), 1);
         assert_string_equal(event_str(&h, "llm_continuation", 0, "mode"), "resume");
         assert_int_equal(h.tool_runs, expect_tool_runs);
         /* What streamed past is the answer: every text once (the first response's text
@@ -357,7 +340,7 @@ static void resume_at_every_cut_position(void **state)
     assert_string_equal(ah_worker_text(h.worker), TEXT);
     assert_int_equal(count_requests(&h, "GET", "/v1/responses/"), 0);
     assert_int_equal(count_requests(&h, "POST", "/v1/responses"), 2);
-    assert_int_equal(count_events(&h, "llm_continuation"), 1);
+    assert_int_equal(event_log_count(&h.log, "llm_continuation"), 1);
     assert_string_not_equal(event_str(&h, "llm_continuation", 0, "mode"), "resume");
     harness_stop(&h);
 }
@@ -409,7 +392,7 @@ static void resume_matrix(void **state)
                     k1 - 1 + k2 + repeat - repeated)
                     fail_msg("k1=%d k2=%d repeat=%d: second re-attach %s", k1, k2, repeat,
                              request_path(&h, "GET", 1));
-                assert_int_equal(count_events(&h, "llm_continuation"), 2);
+                assert_int_equal(event_log_count(&h.log, "llm_continuation"), 2);
                 harness_stop(&h);
                 runs++;
             }
@@ -502,7 +485,7 @@ static void refused_reattach_falls_back_to_a_new_request(void **state)
     assert_int_equal(ah_worker_run(h.worker, "hi"), AH_OUTCOME_COMPLETED);
     assert_int_equal(count_requests(&h, "GET", "/v1/responses/"), 1);
     assert_int_equal(count_requests(&h, "POST", "/v1/responses"), 2);
-    assert_int_equal(count_events(&h, "llm_continuation"), 2);
+    assert_int_equal(event_log_count(&h.log, "llm_continuation"), 2);
     assert_string_equal(event_str(&h, "llm_continuation", 0, "mode"), "resume");
     assert_string_equal(event_str(&h, "llm_continuation", 1, "mode"), "prompt");
     assert_non_null(strstr(event_str(&h, "llm_continuation", 1, "reason"), "HTTP 404"));
@@ -547,8 +530,8 @@ static void reattach_errors_before_the_head_are_retried(void **state)
     assert_string_equal(h.deltas, TEXT);
     assert_int_equal(count_requests(&h, "GET", "/v1/responses/"), 3);
     assert_int_equal(count_requests(&h, "POST", "/v1/responses"), 1);
-    assert_int_equal(count_events(&h, "llm_retry"), 2);
-    assert_int_equal(count_events(&h, "llm_continuation"), 1);
+    assert_int_equal(event_log_count(&h.log, "llm_retry"), 2);
+    assert_int_equal(event_log_count(&h.log, "llm_continuation"), 1);
     harness_stop(&h);
 }
 
@@ -564,7 +547,7 @@ static void resumes_count_against_max_continuations(void **state)
     assert_int_equal(ah_worker_error(h.worker)->kind, AH_EK_STREAM);
     assert_int_equal(count_requests(&h, "GET", "/v1/responses/"), 2);
     assert_int_equal(count_requests(&h, "POST", "/v1/responses"), 1);
-    assert_int_equal(count_events(&h, "llm_continuation"), 2);
+    assert_int_equal(event_log_count(&h.log, "llm_continuation"), 2);
     assert_string_equal(event_str(&h, "llm_continuation", 1, "mode"), "resume");
     /* Resumed twice from where each stream stopped: 3 events, then 2 more. */
     assert_int_equal(starting_after(request_path(&h, "GET", 0)), 2);
@@ -581,7 +564,7 @@ static void cancel_during_a_resume_cancels_the_response(void **state)
     harness_start(&h, &o);
     h.cancel_on_continuation = 1; /* cancelled as the re-attach is about to start */
     assert_int_equal(ah_worker_run(h.worker, "hi"), AH_OUTCOME_CANCELLED);
-    assert_int_equal(count_events(&h, "run_end"), 1);
+    assert_int_equal(event_log_count(&h.log, "run_end"), 1);
     assert_int_equal(count_requests(&h, "GET", "/v1/responses/"), 0);
     assert_int_equal(count_requests(&h, "POST", "/v1/responses/"), 1);
     const char *cancel = request_path(&h, "POST", 1);
@@ -598,7 +581,7 @@ static void cancel_during_a_resume_cancels_the_response(void **state)
     assert_int_equal(ah_worker_run(h.worker, "hi"), AH_OUTCOME_CANCELLED);
     assert_int_equal(count_requests(&h, "GET", "/v1/responses/"), 1);
     assert_int_equal(count_requests(&h, "POST", "/v1/responses/"), 1);
-    assert_int_equal(count_events(&h, "run_end"), 1);
+    assert_int_equal(event_log_count(&h.log, "run_end"), 1);
     harness_stop(&h);
 
     /* Without background nothing runs on the provider's side: no cancel request. */

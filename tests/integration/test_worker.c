@@ -16,7 +16,7 @@
 
 #include "agenthost.h"
 #include "agenthost/mock.h"
-#include "event_log.h"
+#include "rig.h"
 
 #define KEY "sk-ant-api03-PLANTEDKEY-0123456789abcdefXYZ"
 
@@ -83,20 +83,12 @@ static void harness_start(harness *h, const opts *o)
     ah_mock_config_init(&mc);
     mc.plan_json = o->plan;
     mc.text = o->text;
-    char err[256];
-    ah_mock_new(&mc, &h->mock, err, sizeof err);
-    if (!h->mock)
-        fail_msg("mock: %s", err);
-    h->loop = ah_loop_new(ah_clock_real(), NULL);
-    assert_non_null(h->loop);
     ah_client_config cc = {.wire = o->wire,
-                           .base_url = ah_mock_url(h->mock),
                            .api_key = KEY,
                            .model = "mock-model",
                            .max_tokens = 256};
-    ah_client_new(&cc, &h->client, err, sizeof err);
-    if (!h->client)
-        fail_msg("client: %s", err);
+    rig_open(&mc, &cc, &h->mock, &h->loop, &h->client);
+    char err[256];
     ah_policy pol;
     ah_policy_init(&pol);
     pol.base_ms = 1;
@@ -126,26 +118,12 @@ static void harness_start(harness *h, const opts *o)
 
 static void harness_stop(harness *h)
 {
-    ah_worker_free(h->worker);
-    ah_client_free(h->client);
-    ah_loop_free(h->loop);
-    ah_mock_free(h->mock);
-    event_log_free(&h->log);
-}
-
-static size_t count_events(const harness *h, const char *type)
-{
-    return event_log_count(&h->log, type);
-}
-
-static cJSON *find_event(const harness *h, const char *type, size_t nth)
-{
-    return event_log_find(&h->log, type, nth);
+    rig_close(h->worker, h->client, h->loop, h->mock, &h->log);
 }
 
 static int event_int(const harness *h, const char *type, size_t nth, const char *field)
 {
-    cJSON *o = find_event(h, type, nth);
+    cJSON *o = event_log_find(&h->log, type, nth);
     assert_non_null(o);
     const cJSON *v = cJSON_GetObjectItem(o, field);
     assert_non_null(v);
@@ -208,8 +186,8 @@ static void retry_before_stream_leaves_history_unchanged(void **state)
               .text = TEXT4, .max_continuations = -1};
     harness_start(&h, &o);
     assert_int_equal(ah_worker_run(h.worker, "hello"), AH_OUTCOME_COMPLETED);
-    assert_int_equal(count_events(&h, "llm_retry"), 1);
-    assert_int_equal(count_events(&h, "llm_continuation"), 0);
+    assert_int_equal(event_log_count(&h.log, "llm_retry"), 1);
+    assert_int_equal(event_log_count(&h.log, "llm_continuation"), 0);
     assert_int_equal(ah_mock_request_count(h.mock), 2);
     /* The retry resent exactly the same request: history did not change. */
     assert_string_equal(req_body(&h, 0), req_body(&h, 1));
@@ -232,7 +210,7 @@ static void cut_after_complete_text_block_commits_it_once(void **state)
               .max_continuations = -1};
     harness_start(&h, &o);
     assert_int_equal(ah_worker_run(h.worker, "hello"), AH_OUTCOME_COMPLETED);
-    assert_int_equal(count_events(&h, "llm_continuation"), 1);
+    assert_int_equal(event_log_count(&h.log, "llm_continuation"), 1);
     assert_int_equal(event_int(&h, "llm_continuation", 0, "committed_blocks"), 1);
     assert_int_equal(event_int(&h, "llm_continuation", 0, "discarded_blocks"), 0);
     assert_int_equal(ah_mock_request_count(h.mock), 2);
@@ -311,8 +289,8 @@ static void completed_response_runs_exactly_its_tool_calls(void **state)
     harness_start(&h, &o);
     assert_int_equal(ah_worker_run(h.worker, "add please"), AH_OUTCOME_COMPLETED);
     assert_int_equal(h.tool_runs, 1);
-    assert_int_equal(count_events(&h, "tool_call_start"), 1);
-    assert_int_equal(count_events(&h, "tool_call_end"), 1);
+    assert_int_equal(event_log_count(&h.log, "tool_call_start"), 1);
+    assert_int_equal(event_log_count(&h.log, "tool_call_end"), 1);
     assert_int_equal(ah_mock_request_count(h.mock), 2);
     /* The default idempotency key is run id + tool call id. */
     char prefix[64];
@@ -337,9 +315,9 @@ static void continuation_cap_fails_with_stream_error(void **state)
     harness_start(&h, &o);
     assert_int_equal(ah_worker_run(h.worker, "hello"), AH_OUTCOME_FAILED);
     assert_int_equal(ah_worker_error(h.worker)->kind, AH_EK_STREAM);
-    assert_int_equal(count_events(&h, "llm_continuation"), 2);
+    assert_int_equal(event_log_count(&h.log, "llm_continuation"), 2);
     assert_int_equal(ah_mock_request_count(h.mock), 3);
-    cJSON *end = find_event(&h, "run_end", 0);
+    cJSON *end = event_log_find(&h.log, "run_end", 0);
     assert_string_equal(cJSON_GetObjectItem(end, "outcome")->valuestring, "failed");
     assert_string_equal(
         cJSON_GetObjectItem(cJSON_GetObjectItem(end, "error"), "kind")->valuestring, "stream");
@@ -357,7 +335,7 @@ static void cancel_during_continuation_sends_nothing_more(void **state)
     h.cancel_on_continuation = 1;
     assert_int_equal(ah_worker_run(h.worker, "hello"), AH_OUTCOME_CANCELLED);
     assert_int_equal(ah_mock_request_count(h.mock), 1);
-    assert_int_equal(count_events(&h, "run_end"), 1);
+    assert_int_equal(event_log_count(&h.log, "run_end"), 1);
     harness_stop(&h);
 }
 
@@ -386,7 +364,7 @@ static void run_continues_an_existing_conversation(void **state)
         assert_non_null(strstr(req_body(&h2, 0), "add 2 and 3"));
         assert_non_null(strstr(req_body(&h2, 0), "The tool returned"));
         assert_int_equal(ah_conversation_count(first), n1); /* the run worked on a copy */
-        assert_int_equal(count_events(&h2, "run_end"), 1);
+        assert_int_equal(event_log_count(&h2.log, "run_end"), 1);
         harness_stop(&h2);
         ah_conversation_free(first);
     }
@@ -402,7 +380,7 @@ static void no_secret_reaches_events_or_the_wire_log(void **state)
               .max_continuations = -1};
     harness_start(&h, &o);
     assert_int_equal(ah_worker_run(h.worker, "hello"), AH_OUTCOME_FAILED);
-    assert_int_equal(count_events(&h, "llm_gave_up"), 1);
+    assert_int_equal(event_log_count(&h.log, "llm_gave_up"), 1);
     assert_null(strstr(ah_worker_error(h.worker)->message, "PLANTEDKEY"));
     assert_no_secret(&h);
     harness_stop(&h);
@@ -420,7 +398,7 @@ static void continue_prompt_is_visible_history(void **state)
     assert_int_equal(ah_worker_run(h.worker, "hello"), AH_OUTCOME_COMPLETED);
     assert_int_equal(event_int(&h, "llm_continuation", 0, "committed_blocks"), 1);
     /* openai is on the prompt rung: the mode says so and the prompt is the caller's. */
-    cJSON *ce = find_event(&h, "llm_continuation", 0);
+    cJSON *ce = event_log_find(&h.log, "llm_continuation", 0);
     assert_string_equal(cJSON_GetObjectItem(ce, "mode")->valuestring, "prompt");
     cJSON_Delete(ce);
     /* History: user, partial assistant, the visible prompt. The text block was complete,
@@ -511,8 +489,8 @@ static void fault_matrix(void **state)
                 assert_true(answered);
                 /* Errors classified right: a fault before the stream is a retry, after
                  * it a continuation. */
-                size_t retries = count_events(&h, "llm_retry");
-                size_t conts = count_events(&h, "llm_continuation");
+                size_t retries = event_log_count(&h.log, "llm_retry");
+                size_t conts = event_log_count(&h.log, "llm_continuation");
                 if (!FAULTS[f].per_k && strcmp(FAULTS[f].name, "delayed headers") != 0)
                     assert_int_equal(retries, 1);
                 if (FAULTS[f].per_k)
