@@ -1,6 +1,7 @@
 /* agent.c - ah.agent{...}, agent:start(input, opts) -> run handle (run.id, run:wait(),
- * run:cancel()) and agent:run = start + wait: one ah_worker per run, driven by the
- * scheduler (lah_await), with the Lua hooks plugged into the worker's callbacks:
+ * run:cancel()) and agent:run = start + wait (the waits are Lua, lua/waits.lua, over
+ * run_start / run_result here): one ah_worker per run, driven by the scheduler, with
+ * the Lua hooks plugged into the worker's callbacks:
  * on_event (or the default status display), policy.retry_on, output.validate, and tools
  * whose bodies run in coroutines of their own (the tool seam of lah.h).
  *
@@ -11,6 +12,8 @@
  *    still on the C stack then), the other references when the result is built (cached
  *    in the run: every wait gets the same table) or at __gc.
  *  - A run is on the live list (lah_cancel_runs, Ctrl-C) from start to run_end.
+ *  - A run started with on_done keeps self_ref until on_done was called (deferred to
+ *    the next scheduler step, outside the loop); it counts as in flight until then.
  *  - At run_end no tool call of the run is left running: a cancel's leftover tool
  *    coroutines are ended (lah_kill) and the runs they started are cancelled.
  *  - Every call into Lua from a worker callback goes through the gate (lua/gate.c) and
@@ -20,7 +23,7 @@
  *  - Nothing here goes through the module table: budgets, ledgers and tool objects are
  *    made in C, a tool call is started with lah_tool_call_into and its outcome read from
  *    a lah_tool_result (tests/lua/test_gate.lua patches ah.* and tool.call to check).
- *  - The worker is freed only from run_k or __gc, never inside its own callbacks.
+ *  - The worker is freed only from run_result or __gc, never inside its own callbacks.
  */
 #include "lah.h"
 #include "tools.h"
@@ -80,10 +83,12 @@ typedef struct lrun {
     lah_wait wait;
     ah_worker *w;
     lagent *agent;   /* anchored: uservalue 1 of the run */
-    lua_State *main; /* the state's main thread, to find the running thread */
+    lua_State *main; /* lah_main(): a thread of the state, to find the running thread */
+    void *state;     /* lah_state_id(): which Lua state the run belongs to */
     ah_event_fn sink;
     void *sink_ud;
     int self_ref, on_event_ref, status_ref, retry_on_ref, validate_ref, output_ref;
+    int on_done_ref; /* agent:start(input, { on_done = fn }) */
     lah_event_cache evc; /* on_event's per-run state (lua/events.c) */
     lah_coalescer *coalesce; /* on_event_coalesce, or NULL */
     lua_State *const *running; /* lah_running_slot(main): read once per event */
@@ -92,7 +97,7 @@ typedef struct lrun {
     int live;
     lua_State *started_on; /* the thread that started it (a tool body's, for a sub-agent) */
     /* what a failing hook's log line calls it, naming the run: "on_event (run_...)" */
-    char what_event[96], what_retry_on[96], what_key[96];
+    char what_event[96], what_retry_on[96], what_key[96], what_done[96];
 } lrun;
 
 struct tool_op {
@@ -140,13 +145,10 @@ int lah_runs_in_flight(void)
 
 int lah_cancel_runs(lua_State *L, const char *reason)
 {
-    lua_State *main;
-    lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
-    main = lua_tothread(L, -1);
-    lua_pop(L, 1);
+    void *state = lah_state_id(L);
     int n = 0;
     for (lrun *r = live_runs; r; r = r->next_live) {
-        if (r->main == main && r->w && !ah_worker_finished(r->w)) {
+        if (r->state == state && r->w && !ah_worker_finished(r->w)) {
             ah_worker_cancel_with(r->w, reason);
             n++;
         }
@@ -198,9 +200,37 @@ static void cancel_started_on(lua_State *co)
             ah_worker_cancel_with(x->w, "the tool call that ran it was cancelled");
 }
 
+static int run_result(lua_State *L);
+
+/* At the next step after run_end, outside the loop: on_done(result), as a hook that may
+ * start other runs; then the handle is let go. */
+static void deliver_done(lua_State *L, void *ud)
+{
+    lrun *r = ud;
+    int top = lua_gettop(L);
+    luaL_checkstack(L, 6, "on_done");
+    lua_rawgeti(L, LUA_REGISTRYINDEX, r->on_done_ref);
+    lua_pushcfunction(L, run_result);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, r->self_ref);
+    if (lah_gate_call(L, NULL, 1, 1, 0) != LUA_OK) {
+        ah__log(AH_LOG_WARN, "%s: cannot build the result: %s", r->what_done,
+                lua_tostring(L, -1));
+    } else {
+        lah_gate *g = lah_gate_of(L);
+        g->in_done++;
+        lah_pcall_once(L, 1, 0, r->what_done, NULL);
+        g->in_done--;
+    }
+    lua_settop(L, top);
+    unref(L, &r->on_done_ref);
+    unref(L, &r->self_ref);
+    lah_runs_add(L, -1);
+}
+
 /* run_end: wake the waiters, leave the in-flight list, end the tool calls a cancel left
- * running (their answers are no longer wanted: the bodies stop at their current wait),
- * and let the handle go once the worker is off the C stack. */
+ * running (their answers are no longer wanted: the bodies stop at their current wait,
+ * with every coroutine they own), and let the handle go once the worker is off the C
+ * stack (or once on_done has it). */
 static void run_ended(lrun *r)
 {
     lua_State *L = lah_running(r->main);
@@ -209,12 +239,16 @@ static void run_ended(lrun *r)
     while (r->ops) {
         tool_op *op = r->ops;
         r->ops = op->next;
-        cancel_started_on(op->co);
-        lah_kill(L, op->co);
+        lah_kill(L, op->co, cancel_started_on);
         free(op);
     }
+    if (r->on_done_ref != LUA_NOREF && lah_defer(L, deliver_done, r))
+        return; /* self_ref stays until it is delivered */
+    if (r->on_done_ref != LUA_NOREF)
+        ah__log(AH_LOG_ERROR, "%s: out of memory: on_done is not called", r->what_done);
     lah_unref_later(L, r->self_ref);
     r->self_ref = LUA_NOREF;
+    lah_runs_add(L, -1);
 }
 
 
@@ -567,8 +601,11 @@ static int run_tool_exec(void *ud, ah_worker *w, const ah_tool_request *req,
     op->index = req->index;
     op->next = r->ops;
     r->ops = op;
-    /* the call, in a coroutine of its own, straight into lua/tools.c */
-    lua_pushcfunction(L, lah_tool_call_into);
+    /* the call, in a coroutine of its own: lua/waits.lua's tool_call_into, the tool
+     * driver of lua/tools.c with its results for C */
+    lah_push_private(L);
+    lua_getfield(L, -1, "tool_call_into");
+    lua_remove(L, -2);
     lua_pushvalue(L, obj);
     lua_pushvalue(L, args);
     lua_pushvalue(L, opts);
@@ -595,6 +632,7 @@ static void release_run(lua_State *L, lrun *r, int closing)
     unref(L, &r->retry_on_ref);
     unref(L, &r->validate_ref);
     unref(L, &r->output_ref);
+    unref(L, &r->on_done_ref);
     while (r->ops) {
         tool_op *op = r->ops;
         r->ops = op->next;
@@ -614,18 +652,21 @@ static int run_gc(lua_State *L)
     return 0;
 }
 
-/* The result, built once (uservalue 2 of the run) and returned to every wait. */
-static int run_k(lua_State *L, int status, lua_KContext ctx)
+/* run_result(run) -> result: built once (uservalue 2 of the run), once the run ended,
+ * and returned to every wait. */
+static int run_result(lua_State *L)
 {
-    (void)status;
-    int run = (int)ctx;
-    lrun *r = lua_touserdata(L, run);
+    lrun *r = luaL_checkudata(L, 1, RUN_MT);
+    lua_settop(L, 1);
+    const int run = 1;
     if (lua_getiuservalue(L, run, RUN_UV_RESULT) == LUA_TTABLE)
         return 1;
     lua_pop(L, 1);
     ah_worker *w = r->w;
     if (!w)
         return luaL_error(L, "run:wait: the run was released");
+    if (!r->wait.ready)
+        return luaL_error(L, "run:wait: internal: the run has not ended");
     ah_run_outcome outcome = ah_worker_outcome(w);
     lua_createtable(L, 0, 8);
     set_str(L, "text", ah_worker_text(w));
@@ -673,14 +714,19 @@ static lagent *check_agent(lua_State *L, int idx)
  * pushed and its stack index returned. `where` names the function in errors. */
 static int start_run(lua_State *L, const char *where)
 {
-    lah_check_not_in_hook(L, "agent:run");
+    lah_check_can_start(L, where);
     lagent *a = check_agent(L, 1);
-    const char *input = luaL_checkstring(L, 2);
+    if (!lua_isstring(L, 2)) {
+        const char *method = strchr(where, ':');
+        return luaL_error(L, "bad argument #1 to '%s' (string expected, got %s)",
+                          method ? method + 1 : where, luaL_typename(L, 2));
+    }
+    const char *input = lua_tostring(L, 2);
     lua_settop(L, 3);
     int has_output = 0, max_output_retries = 1;
     ah_conversation *history = NULL;
     if (!lua_isnil(L, 3)) {
-        static const char *const known[] = {"output", "history", NULL};
+        static const char *const known[] = {"output", "history", "on_done", NULL};
         static const char *const known_out[] = {"validate", "max_retries", NULL};
         char where_output[64];
         snprintf(where_output, sizeof where_output, "%s: output", where);
@@ -707,20 +753,24 @@ static int start_run(lua_State *L, const char *where)
                               luaL_typename(L, -1));
         }
         lua_pop(L, 1);
+        ty = lua_getfield(L, 3, "on_done");
+        if (ty != LUA_TNIL && ty != LUA_TFUNCTION)
+            return luaL_error(L, "%s: on_done must be a function, got %s", where,
+                              luaL_typename(L, -1));
+        lua_pop(L, 1);
     }
     lrun *r = lua_newuserdatauv(L, sizeof *r, RUN_UV_N);
     int run = lua_gettop(L);
     memset(r, 0, sizeof *r);
     r->self_ref = r->on_event_ref = r->status_ref = r->retry_on_ref = r->validate_ref =
-        r->output_ref = LUA_NOREF;
+        r->output_ref = r->on_done_ref = LUA_NOREF;
     r->evc.run_id_ref = r->evc.reused[0] = r->evc.reused[1] = LUA_NOREF;
     r->evc.bound[0] = r->evc.bound[1] = LUA_NOREF;
     r->running = lah_running_slot(L);
     luaL_setmetatable(L, RUN_MT);
     r->agent = a;
-    lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
-    r->main = lua_tothread(L, -1);
-    lua_pop(L, 1);
+    r->main = lah_main(L);
+    r->state = lah_state_id(L);
     lua_pushvalue(L, 1);
     lua_setiuservalue(L, run, 1);
     lah_event_sink(L, &r->sink, &r->sink_ud);
@@ -753,6 +803,9 @@ static int start_run(lua_State *L, const char *where)
             r->validate_ref = luaL_ref(L, LUA_REGISTRYINDEX);
         lua_settop(L, run);
     }
+    if (lua_istable(L, 3) && lua_getfield(L, 3, "on_done") == LUA_TFUNCTION)
+        r->on_done_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    lua_settop(L, run);
     /* the run's budget: a number makes a fresh ah.budget(N) per run */
     lua_getiuservalue(L, 1, A_BUDGET);
     if (lua_isinteger(L, -1)) {
@@ -809,6 +862,7 @@ static int start_run(lua_State *L, const char *where)
              r->on_event_ref != LUA_NOREF ? "on_event" : "status display", id);
     snprintf(r->what_retry_on, sizeof r->what_retry_on, "policy.retry_on (%s)", id);
     snprintf(r->what_key, sizeof r->what_key, "idempotency_key (%s)", id);
+    snprintf(r->what_done, sizeof r->what_done, "on_done (%s)", id);
     lua_pushvalue(L, run);
     r->self_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     lua_State *prev = lah_enter(L);
@@ -821,24 +875,27 @@ static int start_run(lua_State *L, const char *where)
     }
     r->started_on = L;
     list_run(r);
+    lah_runs_add(L, 1);
     lua_settop(L, run);
     return run;
 }
 
-/* agent:start(input [, opts]) -> run handle (opts as agent:run) */
+/* agent:start(input [, { history = h, output = {...}, on_done = fn }]) -> run handle,
+ * at once (opts as agent:run, plus on_done(result), called once the run ended) */
 static int agent_start(lua_State *L)
 {
     start_run(L, "agent:start");
     return 1;
 }
 
-/* agent:run(input [, { history = h, output = { validate = fn, max_retries = 1 } }])
- * -> result: start, then wait */
-static int agent_run(lua_State *L)
+/* run_start(agent, input, opts, where) -> run handle: agent:run's start (lua/waits.lua).
+ * `where` is a literal of waits.lua, anchored there. */
+static int p_run_start(lua_State *L)
 {
-    int run = start_run(L, "agent:run");
-    lrun *r = lua_touserdata(L, run);
-    return lah_await(L, &r->wait, (lua_KContext)run, run_k);
+    const char *where = luaL_optstring(L, 4, "agent:run");
+    lua_settop(L, 3);
+    start_run(L, where);
+    return 1;
 }
 
 /* ---- the run handle: run.id, run:wait(), run:cancel([reason]) ---------------------- */
@@ -846,18 +903,6 @@ static int agent_run(lua_State *L)
 static lrun *check_run(lua_State *L)
 {
     return luaL_checkudata(L, 1, RUN_MT);
-}
-
-static int run_wait(lua_State *L)
-{
-    lrun *r = check_run(L);
-    lua_settop(L, 1);
-    if (lua_getiuservalue(L, 1, RUN_UV_RESULT) == LUA_TTABLE)
-        return 1;
-    lua_pop(L, 1);
-    if (!r->w)
-        return luaL_error(L, "run:wait: the run was released");
-    return lah_await(L, &r->wait, 1, run_k);
 }
 
 /* run:cancel([reason]) -> true when the run was still going (it ends `cancelled` at
@@ -885,12 +930,7 @@ static int run_index(lua_State *L)
         lua_pushstring(L, r->w ? ah_worker_run_id(r->w) : NULL);
         return 1;
     }
-    if (strcmp(k, "wait") == 0)
-        lua_pushcfunction(L, run_wait);
-    else if (strcmp(k, "cancel") == 0)
-        lua_pushcfunction(L, run_cancel);
-    else
-        lua_pushnil(L);
+    lua_getfield(L, lua_upvalueindex(1), k); /* wait (lua/waits.lua), cancel */
     return 1;
 }
 
@@ -1263,22 +1303,33 @@ static int agent_tostring(lua_State *L)
 
 void lah_open_agent(lua_State *L)
 {
-    static const luaL_Reg run_meta[] = {{"__gc", run_gc},
-                                        {"__index", run_index},
-                                        {"__tostring", run_tostring},
+    static const luaL_Reg run_meta[] = {{"__gc", run_gc}, {"__tostring", run_tostring},
                                         {NULL, NULL}};
+    static const luaL_Reg run_methods[] = {{"cancel", run_cancel}, {NULL, NULL}};
     static const luaL_Reg agent_meta[] = {
         {"__gc", agent_gc}, {"__tostring", agent_tostring}, {NULL, NULL}};
-    static const luaL_Reg agent_methods[] = {
-        {"run", agent_run}, {"start", agent_start}, {NULL, NULL}};
+    /* run (agent:run) and run:wait are added by lua/waits.lua */
+    static const luaL_Reg agent_methods[] = {{"start", agent_start}, {NULL, NULL}};
+    static const luaL_Reg priv[] = {
+        {"run_start", p_run_start}, {"run_result", run_result}, {NULL, NULL}};
     static const luaL_Reg fns[] = {{"agent", l_agent}, {NULL, NULL}};
+    lah_push_private(L);
+    int priv_t = lua_gettop(L);
+    luaL_setfuncs(L, priv, 0);
     luaL_newmetatable(L, RUN_MT);
     luaL_setfuncs(L, run_meta, 0);
+    luaL_newlib(L, run_methods);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, priv_t, "run_methods");
+    lua_pushcclosure(L, run_index, 1); /* run.id, else the methods */
+    lua_setfield(L, -2, "__index");
     lua_pop(L, 1);
     luaL_newmetatable(L, AGENT_MT);
     luaL_setfuncs(L, agent_meta, 0);
     luaL_newlib(L, agent_methods);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, priv_t, "agent_methods");
     lua_setfield(L, -2, "__index");
-    lua_pop(L, 1);
+    lua_pop(L, 2); /* the metatable, the private table */
     luaL_setfuncs(L, fns, 0);
 }

@@ -70,11 +70,12 @@ static void par_done(void *ud, lua_State *co, int ok)
         p->wait.ready = 1;
 }
 
-static int par_k(lua_State *L, int status, lua_KContext ctx)
+/* parallel_result(p) -> the results table (ah.parallel, after the wait) */
+static int par_result(lua_State *L)
 {
-    (void)status;
-    int pidx = (int)ctx;
-    par *p = lua_touserdata(L, pidx);
+    par *p = lua_touserdata(L, 1);
+    if (p->results_ref == LUA_NOREF)
+        return luaL_error(L, "ah.parallel: internal: the results were taken already");
     lua_rawgeti(L, LUA_REGISTRYINDEX, p->results_ref);
     luaL_unref(L, LUA_REGISTRYINDEX, p->results_ref);
     p->results_ref = LUA_NOREF;
@@ -83,12 +84,12 @@ static int par_k(lua_State *L, int status, lua_KContext ctx)
     return 1;
 }
 
-/* ah.parallel{ fn, fn, ... } -> { result1, result2, ..., n = N }. Each function runs in
- * its own coroutine, all at the same time; result i is function i's first return value,
- * or { ok = false, error = message, traceback = text } when it raised. */
-static int l_parallel(lua_State *L)
+/* parallel_start{ fn, fn, ... } -> p (waitable): every function starts in its own
+ * coroutine; result i is function i's first return value, or { ok = false, error =
+ * message, traceback = text } when it raised. Each child anchors p, so its report never
+ * lands in freed memory. */
+static int par_start(lua_State *L)
 {
-    lah_check_not_in_hook(L, "ah.parallel"); /* before any child starts */
     luaL_checktype(L, 1, LUA_TTABLE);
     int n = (int)luaL_len(L, 1);
     for (int i = 1; i <= n; i++) {
@@ -104,16 +105,28 @@ static int l_parallel(lua_State *L)
     p->n = n;
     p->remaining = n;
     p->wait.ready = n == 0;
+    p->results_ref = LUA_NOREF;
     lua_createtable(L, n, 1);
     p->results_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    luaL_setmetatable(L, PAR_MT);
     par_child *children = (par_child *)(p + 1);
     for (int i = 1; i <= n; i++) {
         children[i - 1].p = p;
         children[i - 1].index = i;
         lua_rawgeti(L, 1, i);
-        lah_spawn(L, 0, par_done, &children[i - 1]);
+        lah_spawn_ex(L, 0, par_done, &children[i - 1], pidx, 0);
     }
-    return lah_await(L, &p->wait, (lua_KContext)pidx, par_k);
+    lua_settop(L, pidx);
+    return 1;
+}
+
+static int par_gc(lua_State *L)
+{
+    par *p = lua_touserdata(L, 1);
+    if (p->results_ref != LUA_NOREF)
+        luaL_unref(L, LUA_REGISTRYINDEX, p->results_ref);
+    p->results_ref = LUA_NOREF;
+    return 0;
 }
 
 /* ---- ah.sleep ---------------------------------------------------------------------- */
@@ -138,16 +151,9 @@ static int sleeper_gc(lua_State *L)
     return 0;
 }
 
-static int sleep_k(lua_State *L, int status, lua_KContext ctx)
+/* sleep_start(ms) -> s (waitable): a loop timer; ah.sleep waits for it. */
+static int sleep_start(lua_State *L)
 {
-    (void)L, (void)status, (void)ctx;
-    return 0;
-}
-
-/* ah.sleep(ms): wait on a loop timer; other coroutines run meanwhile. */
-static int l_sleep(lua_State *L)
-{
-    lah_check_not_in_hook(L, "ah.sleep");
     lua_Integer ms = luaL_checkinteger(L, 1);
     luaL_argcheck(L, ms >= 0, 1, "must be >= 0");
     sleeper *s = lua_newuserdatauv(L, sizeof *s, 0);
@@ -157,7 +163,7 @@ static int l_sleep(lua_State *L)
     if (!s->timer)
         return luaL_error(L, "ah.sleep: out of memory");
     ah_timer_start(s->timer, (int64_t)ms);
-    return lah_await(L, &s->wait, 0, sleep_k);
+    return 1;
 }
 
 /* ---- ah.retry_budget --------------------------------------------------------------- */
@@ -317,9 +323,7 @@ static void log_release(lua_State *L)
 
 static int log_sentinel_gc(lua_State *L)
 {
-    lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
-    lua_State *main = lua_tothread(L, -1);
-    lua_pop(L, 1);
+    lua_State *main = lah_main(L);
     if (g_log.main == main) {
         g_log.main = NULL; /* the registry is going away with the state */
         g_log.ref = LUA_NOREF;
@@ -341,9 +345,7 @@ static int l_log_handler(lua_State *L)
                           luaL_typename(L, 1));
     int min = luaL_checkoption(L, 2, "warning", levels);
     if (g_log.main) {
-        lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
-        lua_State *main = lua_tothread(L, -1);
-        lua_pop(L, 1);
+        lua_State *main = lah_main(L);
         if (g_log.main == main)
             log_release(L);
         else
@@ -368,13 +370,48 @@ static int l_log_handler(lua_State *L)
     lua_pop(L, 1);
     lua_pushvalue(L, 1);
     g_log.ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
-    g_log.main = lua_tothread(L, -1);
-    lua_pop(L, 1);
+    g_log.main = lah_main(L);
     g_log.thread = pthread_self();
     g_log.busy = g_log.failed = 0;
     ah_log_set_handler(lua_log_fn, &g_log, (ah_log_level)min);
     return 0;
+}
+
+/* ---- the private table of lua/waits.lua -------------------------------------------- */
+
+static const char PRIVATE_KEY = 'P';
+
+void lah_push_private(lua_State *L)
+{
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &PRIVATE_KEY) == LUA_TTABLE)
+        return;
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &PRIVATE_KEY);
+}
+
+void lah_private_funcs(lua_State *L, const luaL_Reg *fns)
+{
+    lah_push_private(L);
+    luaL_setfuncs(L, fns, 0);
+    lua_pop(L, 1);
+}
+
+/* lua/waits.lua, compiled in (the build turns it into this array) */
+#include "waits_lua.h"
+
+/* Run lua/waits.lua with the module table (on top) and the private table: it puts every
+ * function that waits into the module and the methods tables. */
+static void run_waits(lua_State *L)
+{
+    int mod = lua_gettop(L);
+    if (luaL_loadbuffer(L, (const char *)lah_waits_lua, sizeof lah_waits_lua,
+                        "=agenthost/waits.lua") != LUA_OK)
+        lua_error(L);
+    lua_pushvalue(L, mod);
+    lah_push_private(L);
+    lah_gate_call_raising(L, 2, 0);
 }
 
 /* ---- the module -------------------------------------------------------------------- */
@@ -395,23 +432,31 @@ int luaopen_agenthost(lua_State *L)
     lah_add_script_searcher(L);
 
     static const luaL_Reg sleeper_meta[] = {{"__gc", sleeper_gc}, {NULL, NULL}};
+    static const luaL_Reg par_meta[] = {{"__gc", par_gc}, {NULL, NULL}};
     static const luaL_Reg rb_meta[] = {{"__gc", rb_gc}, {NULL, NULL}};
     static const luaL_Reg rb_methods[] = {{"tokens", rb_tokens}, {NULL, NULL}};
     lah_register_class(L, SLEEPER_MT, sleeper_meta);
+    lah_register_class(L, PAR_MT, par_meta);
     lah_register_class(L, RB_MT, rb_meta);
     luaL_getmetatable(L, RB_MT);
     luaL_newlib(L, rb_methods);
     lua_setfield(L, -2, "__index");
     lua_pop(L, 1);
 
-    static const luaL_Reg fns[] = {{"parallel", l_parallel},
-                                   {"sleep", l_sleep},
-                                   {"retry_budget", l_retry_budget},
+    static const luaL_Reg priv[] = {{"parallel_start", par_start},
+                                    {"parallel_result", par_result},
+                                    {"sleep_start", sleep_start},
+                                    {NULL, NULL}};
+    lah_private_funcs(L, priv);
+    static const luaL_Reg fns[] = {{"retry_budget", l_retry_budget},
                                    {"log_handler", l_log_handler},
                                    {NULL, NULL}};
     luaL_newlib(L, fns);
     lua_pushstring(L, ah_version());
     lua_setfield(L, -2, "version");
+    lua_pushstring(L, lahc_runtime_name(L));
+    lua_setfield(L, -2, "runtime");
+    lah_open_sched(L);
     lah_open_errors(L);
     lah_open_client(L);
     lah_open_scale(L);
@@ -419,8 +464,7 @@ int luaopen_agenthost(lua_State *L)
     lah_open_agent(L);
     lah_open_history(L);
     lah_tty_open(L); /* ah.isatty (lua/tty.h) */
-#if defined(__GNUC__)
     lah_tools_open(L);
-#endif
+    run_waits(L); /* last: it reads what the others registered */
     return 1;
 }

@@ -10,15 +10,14 @@
  *    refuses to run while it is above zero (lah_check_not_in_hook). Hot paths keep g
  *    and a handler at a fixed stack slot: then a call costs no table lookup and no
  *    stack shuffle.
- *  - lah_gate_callk: the same for a call that may yield (a tool body, a batch item),
- *    with a handler that keeps the raised value (an error value says how it failed) and
- *    records the traceback beside it (lah_gate_traceback).
- *  - lah_gate_resume: resume a coroutine; on error "message\ntraceback" is pushed above
- *    the error value on the dead coroutine (its stack is not unwound).
+ *  - lah_gate_resume: resume a coroutine (a tool body, a batch item, anything that may
+ *    wait runs as one: no C call ever yields); on error "message\ntraceback" is pushed
+ *    above the error value on the dead coroutine (its stack is not unwound), and the
+ *    raised value stays as raised (an error value says how the call failed).
  *  - lah_gate_protect: run a C function protected (no traceback: for C memory that must
  *    be freed before a memory error goes on).
  *  - lah_gate_call_raising: a call that lets errors through, for code that is itself
- *    running inside a protected call (loading lua-cjson inside a Lua API function).
+ *    running inside a protected call (the shipped Lua run inside luaopen_agenthost).
  */
 #include "lah.h"
 #include "internal.h"
@@ -57,38 +56,6 @@ int lah_gate_call(lua_State *L, lah_gate *g, int nargs, int nresults, int msgh)
     return st;
 }
 
-/* The handler of lah_gate_callk. Upvalue 1: a table whose [1] receives the traceback. */
-static int keep_msgh(lua_State *L)
-{
-    lua_settop(L, 1);
-    lah_traceback(L);
-    lua_rawseti(L, lua_upvalueindex(1), 1);
-    lua_settop(L, 1);
-    return 1; /* the raised value, as raised */
-}
-
-void lah_gate_push_keep_msgh(lua_State *L)
-{
-    lua_createtable(L, 1, 0);
-    lua_pushcclosure(L, keep_msgh, 1);
-}
-
-const char *lah_gate_traceback(lua_State *L, int msgh)
-{
-    if (!lua_getupvalue(L, msgh, 1))
-        return NULL;
-    lua_rawgeti(L, -1, 1);
-    const char *tb = lua_tostring(L, -1); /* anchored by the table, which msgh holds */
-    lua_pop(L, 2);
-    return tb;
-}
-
-int lah_gate_callk(lua_State *L, int nargs, int nresults, int msgh, lua_KContext ctx,
-                   lua_KFunction k)
-{
-    return lua_pcallk(L, nargs, nresults, msgh, ctx, k);
-}
-
 /* A string for the error value at the top of co, as "message" (its __tostring runs
  * protected, on L: a dead coroutine cannot run code). */
 static int tostring_fn(lua_State *L)
@@ -118,7 +85,15 @@ static void push_message(lua_State *L, int idx)
 
 int lah_gate_resume(lua_State *co, lua_State *from, int nargs, int *nres)
 {
+#if LUA_VERSION_NUM >= 504
     int st = lua_resume(co, from, nargs, nres);
+#elif LUA_VERSION_NUM >= 502
+    int st = lua_resume(co, from, nargs);
+    *nres = lua_gettop(co);
+#else
+    int st = lua_resume(co, nargs);
+    *nres = lua_gettop(co);
+#endif
     if (st == LUA_OK || st == LUA_YIELD || !from)
         return st;
     /* error value at the top of co; its stack is still there to be read */
@@ -138,6 +113,11 @@ int lah_gate_protect(lua_State *L, lua_CFunction f, void *ud, int nresults)
     lua_pushcfunction(L, f);
     lua_pushlightuserdata(L, ud);
     return lua_pcall(L, 1, nresults, 0);
+}
+
+int lah_gate_protect_call(lua_State *L, int nargs, int nresults)
+{
+    return lua_pcall(L, nargs, nresults, 0);
 }
 
 void lah_gate_call_raising(lua_State *L, int nargs, int nresults)
@@ -168,9 +148,22 @@ int lah_pcall_hook(lua_State *L, int nargs, int nresults)
 void lah_check_not_in_hook(lua_State *L, const char *what)
 {
     lah_gate *g = lah_gate_of(L);
+    if (g->in_done > 0 && g->hook_depth == g->in_done && g->in_loop == 0)
+        luaL_error(L,
+                   "%s cannot be called inside on_done: it runs inside a step of the "
+                   "event loop and must not wait; start another run with agent:start "
+                   "and its own on_done instead",
+                   what);
+    lah_check_can_start(L, what);
+}
+
+void lah_check_can_start(lua_State *L, const char *what)
+{
+    lah_gate *g = lah_gate_of(L);
     /* in_loop too: whatever runs inside a loop callback is a hook, even one called
-     * through a protected call of its own rather than the gate's. */
-    if (g->hook_depth > 0 || g->in_loop > 0)
+     * through a protected call of its own rather than the gate's. An on_done (in_done)
+     * is a hook that may start runs. */
+    if (g->hook_depth > g->in_done || g->in_loop > 0)
         luaL_error(L,
                    "%s cannot be called inside a hook (on_event, retry_on, validate, "
                    "idempotency_key, a log handler): hooks run inside a step of the "

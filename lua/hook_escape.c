@@ -23,6 +23,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if LUA_VERSION_NUM != 504
+/* Lua 5.1 to 5.3 and LuaJIT have other bytecode: every hook gets fresh tables there
+ * (docs/lua.md "Runtimes"). */
+int lah_hook_keeps_nothing(lua_State *L, int idx)
+{
+    (void)L, (void)idx;
+    return 0;
+}
+#else
+
 /* Lua 5.4's opcodes (lopcodes.h), the ones this file names */
 enum {
     OP_MOVE = 0,
@@ -248,3 +258,4 @@ int lah_hook_keeps_nothing(lua_State *L, int idx)
     free(d.p);
     return ok;
 }
+#endif

@@ -2,22 +2,32 @@
  * runs Lua coroutines over the one core loop, the protected-call helper, JSON and config
  * helpers, and the seams between the binding's parts (agent.c <-> tools.c, main.c).
  *
- * The model (one code path, two drivers):
+ * The model (one code path, two drivers, every Lua runtime):
  *  - One ah_loop per lua_State (created by luaopen_agenthost, kept in the registry, freed
  *    by the scheduler's __gc). The scheduler is created before any other object of the
- *    binding, so at lua_close it is finalized LAST (Lua 5.4 finalizes in reverse order of
- *    creation): every worker, timer and transfer is freed before the loop.
- *  - Code that must wait for the core (agent:run, a tool's retry wait, ah.parallel)
- *    creates a lah_wait and calls lah_await(). Inside a coroutine the scheduler manages,
- *    lah_await yields to the scheduler; anywhere else (the main chunk of a plain
- *    `lua5.4`, a coroutine the user created, a non-yieldable context such as a hook) it
- *    drives the scheduler itself until the wait is ready — the same code path either way.
- *  - The scheduler's step: resume every managed coroutine that is new, runnable or whose
- *    wait is ready; then run one ah_loop_run_once() (without blocking when something ran,
- *    blocking until the next timer or socket event when nothing could run).
- *  - Hooks (on_event, retry_on, validate, idempotency_key) are plain protected calls on
- *    the RUNNING Lua thread (lah_running()), never on a suspended coroutine; they must
- *    not yield (a yield inside one is an error, logged like any other).
+ *    binding, so at lua_close it is finalized LAST (every runtime finalizes newest first):
+ *    every worker, timer and transfer is freed before the loop. The loop waits on one
+ *    epoll set (lua/backend.c) that a host's own loop can watch (ah.backend_fd).
+ *  - No C function of the binding waits. Code that must wait for the core (agent:run,
+ *    run:wait, a tool's retry wait, ah.parallel, ah.sleep, ah.batch) is a small Lua
+ *    function in lua/waits.lua over C primitives that never wait: a start that returns a
+ *    waitable object (a userdata whose C struct begins with a lah_wait), then
+ *    `await(w)`: inside a coroutine the scheduler manages, and where a yield can reach
+ *    the scheduler, it yields (Lua's own coroutine.yield, so no yield ever crosses a C
+ *    call: Lua 5.1 and LuaJIT have no lua_yieldk); anywhere else (the main chunk of a
+ *    plain `lua`, a coroutine the user created, a C callback) it drives the scheduler
+ *    itself until the wait is ready — the same code path either way.
+ *  - The scheduler's step: run deferred calls (a run's on_done), resume every managed
+ *    coroutine that is new, runnable or whose wait is ready; then let the loop handle
+ *    what is ready (without blocking when something ran, else until the next timer or
+ *    socket event when blocking).
+ *  - Tool bodies and batch items run as coroutines of their own, so a body that waits (a
+ *    sub-agent) yields, and its error is caught where the scheduler resumes it: no
+ *    pcall sits between a body and the scheduler on any runtime.
+ *  - Hooks (on_event, retry_on, validate, idempotency_key, on_done) are plain protected
+ *    calls through the gate on the RUNNING Lua thread (lah_running()), never on a
+ *    suspended coroutine; they must not wait (a wait inside one is an error, logged like
+ *    any other).
  */
 #ifndef LAH_H
 #define LAH_H
@@ -26,32 +36,23 @@
 
 #include "agenthost/redis.h"
 
-#include <lauxlib.h>
-#include <lua.h>
+#include "compat.h"
 
-/* ---- the scheduler ----------------------------------------------------------------- */
+/* ---- the scheduler (lua/sched.c) ----------------------------------------------------- */
 
-/* A condition a Lua thread waits on. The waiter owns it (inside a userdata that stays on
- * the waiting thread's stack, so it lives as long as the wait); whoever completes the
- * work sets ready = 1 (on the loop thread). */
+/* A condition a Lua thread waits on: the first member of every waitable userdata. The
+ * waiter keeps the userdata (so it lives as long as the wait); whoever completes the work
+ * sets ready = 1 (on the loop thread). */
 typedef struct lah_wait {
     int ready;
 } lah_wait;
 
-/* The loop of this Lua state (created on first use). Never NULL: out of memory raises a
- * Lua error. */
+/* The loop of this Lua state (created on first use). Never NULL: failure raises. */
 ah_loop *lah_loop(lua_State *L);
-
-/* Wait until w->ready, then continue in k(L, status, ctx). Use it as a tail call from a
- * lua_CFunction: `return lah_await(L, &x->wait, ctx, k);`.
- *  - w already ready: calls k(L, LUA_OK, ctx) at once and returns its result.
- *  - L is the coroutine the scheduler is running and can yield: yields (lua_yieldk); the
- *    scheduler resumes it once w->ready and Lua continues in k(L, LUA_YIELD, ctx). The
- *    stack k sees is the stack at the call (values pushed onto it stay anchored).
- *  - otherwise: drives the scheduler (lah_step) until w->ready, then returns
- *    k(L, LUA_OK, ctx). Raises "deadlock" if nothing can ever make w ready, and raises
- *    at once inside a hook (the loop is running it and is not re-entered). */
-int lah_await(lua_State *L, lah_wait *w, lua_KContext ctx, lua_KFunction k);
+/* A thread of this state that lives as long as the state (its main thread; on 5.1 and
+ * LuaJIT the thread that first loaded the module), and an identity for the state. */
+lua_State *lah_main(lua_State *L);
+void *lah_state_id(lua_State *L);
 
 /* Run a function in a new coroutine managed by the scheduler: the function and its
  * nargs arguments are on top of L's stack and are moved to the coroutine. It first runs
@@ -60,24 +61,42 @@ int lah_await(lua_State *L, lah_wait *w, lua_KContext ctx, lua_KFunction k);
  * (lua_gettop(co) of them), or ok = 0 and two values on top: the error value as raised
  * (at -2) and a string "message\ntraceback" (at -1). Without on_done a failure is logged
  * as a warning. The coroutine is released after on_done returns. Returns the coroutine
- * (borrowed, valid until on_done returns). */
+ * (borrowed, valid until on_done returns).
+ * lah_spawn_ex also: anchor (a stack index, 0 for none: a value kept alive until the
+ * coroutine ends, e.g. the userdata on_done's ud points into) and child (1: the
+ * coroutine belongs to the one running now and is killed with it by lah_kill). */
 typedef void (*lah_done_fn)(void *ud, lua_State *co, int ok);
 lua_State *lah_spawn(lua_State *L, int nargs, lah_done_fn on_done, void *ud);
+lua_State *lah_spawn_ex(lua_State *L, int nargs, lah_done_fn on_done, void *ud, int anchor,
+                        int child);
 
-/* End a managed coroutine now, without resuming it (a cancelled run's tool calls): its
- * to-be-closed variables are closed and its on_done is NOT called. One that is running
- * right now (on the C stack) ends at its next yield. Unknown or dead: no-op. */
-void lah_kill(lua_State *L, lua_State *co);
+/* End a managed coroutine now, without resuming it (a cancelled run's tool calls), with
+ * every child coroutine it owns (lah_spawn_ex child): each is passed to `each` (may be
+ * NULL) first, then its to-be-closed variables are closed (5.4) and its on_done is NOT
+ * called. One that is running right now (on the C stack) ends at its next yield. Unknown
+ * or dead: no-op. */
+typedef void (*lah_kill_fn)(lua_State *co);
+void lah_kill(lua_State *L, lua_State *co, lah_kill_fn each);
 
 /* Drop a registry reference at the start of the next scheduler step, outside the loop:
  * for a reference that anchors an object whose C code is still on the stack (a run
  * whose worker is emitting run_end). */
 void lah_unref_later(lua_State *L, int ref);
 
-/* One scheduler step (see above). Returns the number of coroutines still managed, or -1
- * when nothing can make progress any more (no coroutine runnable, none ready, and the
- * loop has no timer or transfer left: whoever still waits would wait forever). */
-int lah_step(lua_State *L);
+/* Call fn(L, ud) at the top of the next scheduler step, outside the loop, on the thread
+ * that steps (a run's on_done). Returns 0 when out of memory. */
+typedef void (*lah_defer_fn)(lua_State *L, void *ud);
+int lah_defer(lua_State *L, lah_defer_fn fn, void *ud);
+
+/* One scheduler step (see above); block 0 never waits. Returns the number of coroutines
+ * still managed, or -1 (only when blocking) when nothing can make progress any more (no
+ * coroutine runnable, none ready, and the loop has no timer or transfer left: whoever
+ * still waits would wait forever). */
+int lah_step(lua_State *L, int block);
+
+/* Runs in flight in this state (what ah.step() returns): +1 when a run starts, -1 when
+ * its result has been delivered. */
+void lah_runs_add(lua_State *L, int delta);
 
 /* The Lua thread that is running right now (the one a hook must use). */
 lua_State *lah_running(lua_State *L);
@@ -91,6 +110,17 @@ lua_State *const *lah_running_slot(lua_State *L);
 lua_State *lah_enter(lua_State *L);
 void lah_leave(lua_State *L, lua_State *prev);
 
+/* ah.step, ah.backend_fd, ah.backend_timeout into the module table on top; the wait
+ * primitives into the private table. */
+void lah_open_sched(lua_State *L);
+
+/* ---- the private table of lua/waits.lua --------------------------------------------
+ * C primitives that only the shipped Lua (lua/waits.lua, run once per state by
+ * luaopen_agenthost) sees: start/step/finish halves of everything that waits. */
+void lah_private_funcs(lua_State *L, const luaL_Reg *fns);
+/* Push the private table (created on first use). */
+void lah_push_private(lua_State *L);
+
 /* ---- the gate: every call from C into Lua (lua/gate.c) ---------------------------
  *
  * No other file of the binding calls lua_pcall, lua_call or lua_resume
@@ -101,7 +131,8 @@ void lah_leave(lua_State *L, lua_State *prev);
  * life), so a hot path looks it up once and keeps the pointer. */
 typedef struct lah_gate {
     int hook_depth; /* hooks running right now, nested */
-    int in_loop;    /* inside ah_loop_run_once: whatever runs there is a hook */
+    int in_loop;    /* inside the loop's dispatch: whatever runs there is a hook */
+    int in_done;    /* inside an on_done: a hook that may start runs, not wait */
 } lah_gate;
 lah_gate *lah_gate_of(lua_State *L);
 
@@ -117,19 +148,9 @@ int lah_traceback(lua_State *L);
  * the stack is as it was either way. No table lookup, no allocation. */
 int lah_gate_call(lua_State *L, lah_gate *g, int nargs, int nresults, int msgh);
 
-/* The same for a call that may yield (a tool body, a batch item): lua_pcallk with the
- * handler at msgh, pushed by lah_gate_push_keep_msgh and kept at its slot. That handler
- * keeps the raised value as raised (an error value says how the call failed) and
- * records "message\ntraceback" beside it: lah_gate_traceback(L, msgh) reads it (NULL
- * when nothing failed; valid while the handler is on the stack). */
-void lah_gate_push_keep_msgh(lua_State *L);
-const char *lah_gate_traceback(lua_State *L, int msgh);
-int lah_gate_callk(lua_State *L, int nargs, int nresults, int msgh, lua_KContext ctx,
-                   lua_KFunction k);
-
-/* Resume co (lua_resume). On an error the error value stays at the top of the dead
- * coroutine and "message\ntraceback" is pushed above it (built on from, which must be
- * the thread executing now). */
+/* Resume co. On an error the error value stays at the top of the dead coroutine and
+ * "message\ntraceback" is pushed above it (built on from, which must be the thread
+ * executing now). */
 int lah_gate_resume(lua_State *co, lua_State *from, int nargs, int *nres);
 
 /* Run the C function f(ud) protected, without a traceback: for code that holds C
@@ -137,8 +158,12 @@ int lah_gate_resume(lua_State *co, lua_State *from, int nargs, int *nres);
  * or nresults results on top. */
 int lah_gate_protect(lua_State *L, lua_CFunction f, void *ud, int nresults);
 
+/* A protected call of the function below nargs arguments, without a traceback (the
+ * message as raised, for an error that becomes a record's message). */
+int lah_gate_protect_call(lua_State *L, int nargs, int nresults);
+
 /* A call that lets errors through, for code that is itself inside a protected call
- * (loading lua-cjson from inside a Lua API function). */
+ * (running the shipped Lua of lua/waits.lua inside luaopen_agenthost). */
 void lah_gate_call_raising(lua_State *L, int nargs, int nresults);
 
 /* Hooks. lah_pcall_once: a hook call through the gate. On success leaves nresults
@@ -172,9 +197,12 @@ int *lah_hook_depth_slot(lua_State *L);
 /* Hooks must not wait: a hook runs synchronously inside a step of the loop or of a tool
  * call, so a wait there would re-enter the loop or resume a half-finished step. Every
  * Lua function that waits (ah.parallel, ah.sleep, agent:run, tool:call, ah.batch...)
- * calls this FIRST, before it has any effect: inside a hook it raises
- * "<what> cannot be called inside a hook (...)"; elsewhere it does nothing. */
+ * calls this FIRST, before it has any effect: inside a hook (or an on_done) it raises
+ * "<what> cannot be called inside a hook (...)"; elsewhere it does nothing.
+ * lah_check_can_start: the same for starting a run (agent:start), which an on_done may
+ * do. */
 void lah_check_not_in_hook(lua_State *L, const char *what);
+void lah_check_can_start(lua_State *L, const char *what);
 
 /* ---- the host's event sink (main.c --events) --------------------------------------- */
 
@@ -340,9 +368,9 @@ ah_retry_budget *lah_push_retry_budget(lua_State *L);
  * object ah.tool{...} builds; spec.description / schema / idempotency_key stay with the
  * agent). For each tool call of a completed response the agent decides the key (default
  * "<run_id>:<tool_call_id>", or spec.idempotency_key(args, ctx)) and runs
- *     lah_tool_call_into(obj, args, { key = K, ledger = L, budget = B, run_id = R,
- *                                     tool_call_id = ID, name = NAME, on_event = fn })
- * in a scheduler coroutine of its own (so the body may wait: a sub-agent, a batch).
+ *     tool_call_into(obj, args, { key = K, ledger = L, budget = B, run_id = R,
+ *                                 tool_call_id = ID, name = NAME, on_event = fn })
+ * (lua/waits.lua, from the private table) in a scheduler coroutine of its own.
  * ledger / budget are the agent's (ah.agent{ ledger = ah.ledger{...} | "path.db",
  * budget = ah.budget(N) | N }; built in C (lah_ledger_push_new / lah_budget_push_new)
  * when given as a path or a number; by default an in-memory ledger per run and no
@@ -356,8 +384,8 @@ int lah_tool_new(lua_State *L);
 /* The same from C: push the tool object built from the declaration table at spec. */
 void lah_tool_push(lua_State *L, int spec);
 
-/* How an agent starts a tool call: not obj:call looked up by name, but this
- * lua_CFunction, run as lah_spawn's function with (tool, args, opts). It is tool:call
+/* How an agent starts a tool call: not obj:call looked up by name, but the private
+ * tool_call_into, run as lah_spawn's function with (tool, args, opts). It is tool:call
  * except for its results, which C reads back without string compares: [1] a full
  * userdata holding a lah_tool_result, [2] the receipt as text for the model (outcome ok:
  * a string receipt as is, anything else its canonical JSON; nil when there is none). */
@@ -366,8 +394,7 @@ typedef struct lah_tool_result {
     int attempts, duplicate;
     ah_error error; /* why, when the outcome is not ok (kind NONE: no reason given) */
 } lah_tool_result;
-int lah_tool_call_into(lua_State *L);
-/* For lah_tool_call_into, opts.on_event may be a full userdata holding this: the call's
+/* For tool_call_into, opts.on_event may be a full userdata holding this: the call's
  * events (budget_exhausted) go to fn in C, with the thread running the call. The
  * userdata is anchored by the call; it must anchor whatever ud points to. */
 typedef struct lah_tool_sink {

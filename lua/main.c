@@ -417,7 +417,7 @@ static int host_main(lua_State *L)
     h->L = L;
     hr->watching = interrupts_start(h, &hr->watcher);
     while (!h->done && !atomic_load(&h->exit_requested)) {
-        if (lah_step(L) < 0 && !h->done) {
+        if (lah_step(L, 1) < 0 && !h->done) {
             fprintf(stderr,
                     "agenthost: %s: the script waits for work that nothing is left "
                     "to do (deadlock)\n",

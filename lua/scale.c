@@ -168,11 +168,9 @@ int lah_ledger_push_redis(lua_State *L, int idx)
 }
 
 typedef struct refresh_box {
-    lah_wait wait;
+    lah_wait wait; /* first: lua/waits.lua waits on the box */
     ah_status st;
     int ref; /* anchors the box until its answer came (the callback writes into it) */
-    lua_KFunction k;
-    const char *what;
     ah_ledger *l;
 } refresh_box;
 
@@ -183,35 +181,40 @@ static void refresh_done(void *ud, ah_status st)
     b->wait.ready = 1;
 }
 
-static int refresh_k(lua_State *L, int status, lua_KContext ctx)
+/* ledger_refresh(ledger) -> box (waitable) for a Redis ledger, whose listing is a
+ * snapshot fetched on the loop first; nothing for any other ledger. */
+static int p_ledger_refresh(lua_State *L)
 {
-    refresh_box *b = lua_touserdata(L, -1);
-    luaL_unref(L, LUA_REGISTRYINDEX, b->ref);
-    b->ref = LUA_NOREF;
-    if (b->st != AH_OK)
-        return luaL_error(L, "%s: %s", b->what, ah_ledger_errmsg(b->l));
-    lua_KFunction k = b->k;
-    lua_pop(L, 1);
-    return k(L, LUA_OK, 0);
-}
-
-int lah_ledger_refresh(lua_State *L, ah_ledger *l, const char *what, lua_KFunction k)
-{
+    lah_ledger_ud *u = luaL_checkudata(L, 1, LAH_LEDGER_MT);
+    if (!u->l || !ah_ledger_is_redis(u->l))
+        return 0;
     refresh_box *b = lua_newuserdatauv(L, sizeof *b, 0);
     memset(b, 0, sizeof *b);
-    b->k = k;
-    b->what = what;
-    b->l = l;
+    b->l = u->l;
     b->ref = LUA_NOREF;
     ah_redis_req *q = NULL;
-    b->st = ah_ledger_redis_refresh(l, refresh_done, b, &q);
+    b->st = ah_ledger_redis_refresh(u->l, refresh_done, b, &q);
     if (b->st != AH_OK) {
         b->wait.ready = 1;
     } else {
         lua_pushvalue(L, -1);
         b->ref = luaL_ref(L, LUA_REGISTRYINDEX);
     }
-    return lah_await(L, &b->wait, 0, refresh_k);
+    return 1;
+}
+
+/* ledger_refreshed(box, what): after the wait; raises "<what>: <why>" when Redis could
+ * not answer */
+static int p_ledger_refreshed(lua_State *L)
+{
+    refresh_box *b = lua_touserdata(L, 1);
+    const char *what = luaL_checkstring(L, 2);
+    if (b->ref != LUA_NOREF)
+        luaL_unref(L, LUA_REGISTRYINDEX, b->ref);
+    b->ref = LUA_NOREF;
+    if (b->st != AH_OK)
+        return luaL_error(L, "%s: %s", what, ah_ledger_errmsg(b->l));
+    return 0;
 }
 
 void lah_open_scale(lua_State *L)
@@ -219,6 +222,10 @@ void lah_open_scale(lua_State *L)
     static const luaL_Reg meta[] = {
         {"__gc", rl_gc}, {"__tostring", rl_tostring}, {NULL, NULL}};
     static const luaL_Reg fns[] = {{"rate_limit", l_rate_limit}, {NULL, NULL}};
+    static const luaL_Reg priv[] = {{"ledger_refresh", p_ledger_refresh},
+                                    {"ledger_refreshed", p_ledger_refreshed},
+                                    {NULL, NULL}};
     lah_register_class(L, RL_MT, meta);
     luaL_setfuncs(L, fns, 0);
+    lah_private_funcs(L, priv);
 }

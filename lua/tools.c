@@ -1,17 +1,24 @@
-/* tools.c - ah.tool and tool:call (docs/tools-and-ledger.md): the Lua driver of core/tool_call.c.
+/* tools.c - ah.tool and tool:call (docs/tools-and-ledger.md): the driver of
+ * core/tool_call.c, in three primitives that never wait (tool_begin, tool_step) and the
+ * Lua loop of lua/waits.lua that waits between them.
  *
- * One tool call = one ah_tool_call stepped here. RUN_BODY runs `run(args, ctx)` under
- * the gate on the calling thread, so a body that waits (a nested call's backoff, a
- * sub-agent) yields the caller's coroutine to the scheduler and the call continues in
- * body_k; RETRY_AFTER arms a loop timer and lah_await()s it (never a blocking sleep).
+ * One tool call = one ah_tool_call stepped here. RUN_BODY starts `run(args, ctx)` as a
+ * coroutine of its own, a child of the call's (so a body that waits, a sub-agent, yields
+ * like any coroutine, on every runtime, and its error is caught where the scheduler
+ * resumes it); tool_step returns "not done" and the Lua side waits until the body has
+ * ended; the next tool_step hands its result or error to the core. RETRY_AFTER arms a
+ * loop timer and the Lua side waits for it the same way (never a blocking sleep).
  * Whether and how long to wait before a retry is decided inside ah_tool_step by the
  * core's retry machine, the one LLM calls use, with the tool's policy as its schedule
  * (its default retries only `transient`; the tool's retry_on, when given, sees every
  * error and decides) and the host loop's clock and RNG.
  *
  * Invariants:
- *   - the call's Lua values sit at fixed stack slots (TOOL .. KEY below) for its whole
- *     life, across yields; each continuation starts by truncating the stack to BASE;
+ *   - the call's Lua values sit at fixed stack slots (TOOL .. KEY below) in every
+ *     primitive: tool_begin saves them in the call state's slot table, each tool_step
+ *     puts them back in the same slots (restore);
+ *   - the call state is created after the ledger it borrows (finalizers run newest
+ *     first), so its __gc still releases the key's claim in a ledger made for the call;
  *   - everything C-allocated for a call (the ah_tool_call, its timer) lives in the call
  *     state userdata at ST, whose __gc frees it: an error or an abandoned coroutine
  *     leaks nothing; finish() frees it early on the normal path;
@@ -50,7 +57,7 @@ typedef struct tool_ud {
 /* Waiting for our own receipt's commit past the call's deadline: re-check this often. */
 #define RECORD_RECHECK_MS 1000
 
-/* Stack slots of one call (tool:call is a lua_CFunction: 1..3 are its arguments). */
+/* Stack slots of one call (tool_begin's arguments are 1..3). */
 enum {
     TOOL = 1,
     ARGS,
@@ -63,15 +70,19 @@ enum {
     TCID,     /* ctx.tool_call_id or nil: set by an agent, which owns tool_call_end */
     KEY,      /* the idempotency key (string) or nil */
     BASE = KEY,
-    MSGH, /* during a body: the message handler, then the body's result or error */
-    RESULT
+    /* in the slot table only: what the body's coroutine ended with */
+    BODY_VALUE, /* its first result, or the error as raised */
+    BODY_TB     /* "message\ntraceback" when it raised */
 };
 
 typedef struct call_state {
+    lah_wait wait; /* first: the call is what lua/waits.lua waits on */
     ah_tool_call *call;
     ah_timer *timer;
-    lah_wait wait;
     ah_loop *loop;
+    int slots_ref;  /* the slot table (registry), until release */
+    int body_state; /* 0 none, 1 the body returned, 2 it raised (BODY_* hold it) */
+    int body_running; /* its coroutine has not ended: a ledger's wake-up is not for us */
     int64_t started_ms;
     int64_t claim_until_ms; /* give up waiting for a key in flight after this */
     lua_State *L;          /* the thread driving the call, for hooks */
@@ -194,14 +205,12 @@ int lah_tool_new(lua_State *L)
     return 1;
 }
 
-static int l_tool_call(lua_State *L);
-
 static int tool_index(lua_State *L)
 {
     tool_ud *t = check_tool(L, 1);
     const char *k = luaL_checkstring(L, 2);
     if (strcmp(k, "call") == 0) {
-        lua_pushcfunction(L, l_tool_call);
+        lua_getfield(L, lua_upvalueindex(1), "call"); /* lua/waits.lua */
     } else if (strcmp(k, "name") == 0) {
         lua_pushstring(L, t->name);
     } else if (strcmp(k, "description") == 0 || strcmp(k, "schema") == 0) {
@@ -291,7 +300,7 @@ static void claim_notified(void *ud)
     st->wait.ready = 1;
 }
 
-static void release(call_state *st)
+static void release(lua_State *L, call_state *st)
 {
     ah_timer_free(st->timer);
     st->timer = NULL;
@@ -301,56 +310,114 @@ static void release(call_state *st)
         st->ledger->busy--;
         st->ledger = NULL;
     }
+    if (st->slots_ref != LUA_NOREF)
+        luaL_unref(L, LUA_REGISTRYINDEX, st->slots_ref);
+    st->slots_ref = LUA_NOREF;
 }
 
 static int call_state_gc(lua_State *L)
 {
-    release(luaL_checkudata(L, 1, CALL_MT));
+    release(L, luaL_checkudata(L, 1, CALL_MT));
     return 0;
 }
 
 /* ---- one call: the driver ---------------------------------------------------------- */
 
-static int drive(lua_State *L);
-
-static int wait_k(lua_State *L, int status, lua_KContext ctx)
-{
-    (void)status, (void)ctx;
-    return drive(L);
-}
-
 /* A body that raises an error value (ah.transient / ah.permanent) is saying how it
  * failed; any other error is a bug in the body: logged once per tool, with its
- * traceback (the gate's handler recorded it), like a failing hook (the call still fails
- * with it, and the model sees it); later ones at debug level. */
-static void log_body_error(lua_State *L, tool_ud *t)
+ * traceback, like a failing hook (the call still fails with it, and the model sees it);
+ * later ones at debug level. The error value is at -1. */
+static void log_body_error(lua_State *L, tool_ud *t, const char *tb)
 {
     if (is_error_value(L, -1) || (t->body_error_logged && !ah__log_enabled(AH_LOG_DEBUG)))
         return;
-    const char *tb = lah_gate_traceback(L, MSGH);
     const char *run = lua_tostring(L, RUN_ID);
     ah__log(t->body_error_logged ? AH_LOG_DEBUG : AH_LOG_WARN, "tool '%s'%s%s%s: %s",
             t->name, run ? " (" : "", run ? run : "", run ? ")" : "", tb ? tb : "?");
     t->body_error_logged = 1;
 }
 
-static int body_k(lua_State *L, int status, lua_KContext ctx)
+/* Encode the body's result (at idx) strictly: a value JSON cannot hold (a function, a
+ * cycle, NaN...) or a result over LAH_JSON_MAX_BYTES is the body's error, naming where it
+ * is, never a receipt that is not what the body returned. */
+static int encode_result(lua_State *L)
 {
-    (void)ctx;
-    call_state *st = lua_touserdata(L, ST);
-    if (status == LUA_OK || status == LUA_YIELD) {
-        /* Lenient: a receipt that is not plain data is recorded as text, never lost. */
-        lah_push_canonical_json(L, RESULT, 0);
-        if (ah_tool_call_body_ok(st->call, lua_tostring(L, -1)) != AH_OK)
-            return luaL_error(L, "out of memory recording a receipt");
+    lah_push_canonical_json(L, 1, 1);
+    return 1;
+}
+
+/* The body's coroutine ended (on the thread stepping the scheduler): keep what it
+ * ended with in the slot table for the next tool_step, and wake the call. */
+static void body_done(void *ud, lua_State *co, int ok)
+{
+    call_state *st = ud;
+    lua_State *L = lah_running(co);
+    st->body_state = ok ? 1 : 2;
+    st->body_running = 0;
+    st->wait.ready = 1;
+    if (st->slots_ref == LUA_NOREF || !lua_checkstack(L, 4) || !lua_checkstack(co, 2))
+        return; /* released: nobody is waiting */
+    lua_rawgeti(L, LUA_REGISTRYINDEX, st->slots_ref);
+    if (ok) {
+        if (lua_gettop(co) >= 1)
+            lua_pushvalue(co, 1);
+        else
+            lua_pushnil(co);
+        lua_xmove(co, L, 1);
+        lua_rawseti(L, -2, BODY_VALUE);
     } else {
-        log_body_error(L, st->tool);
+        lua_pushvalue(co, -2); /* the error as raised */
+        lua_xmove(co, L, 1);
+        lua_rawseti(L, -2, BODY_VALUE);
+        lua_pushvalue(co, -1); /* "message\ntraceback" */
+        lua_xmove(co, L, 1);
+        lua_rawseti(L, -2, BODY_TB);
+    }
+    lua_pop(L, 1);
+}
+
+/* Hand what the body ended with to the core. */
+static void body_result(lua_State *L, call_state *st)
+{
+    int state = st->body_state;
+    st->body_state = 0;
+    lua_settop(L, BASE);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, st->slots_ref);
+    int t = lua_gettop(L);
+    lua_rawgeti(L, t, BODY_VALUE);
+    lua_rawgeti(L, t, BODY_TB);
+    lua_pushnil(L);
+    lua_rawseti(L, t, BODY_VALUE);
+    lua_pushnil(L);
+    lua_rawseti(L, t, BODY_TB);
+    /* t, value, traceback */
+    if (state == 1) {
+        lua_pushcfunction(L, encode_result);
+        lua_pushvalue(L, t + 1);
+        if (lah_gate_protect_call(L, 1, 1) == LUA_OK) {
+            if (ah_tool_call_body_ok(st->call, lua_tostring(L, -1)) != AH_OK)
+                luaL_error(L, "out of memory recording a receipt");
+        } else {
+            /* the result is not data: the call fails with that, permanently */
+            ah_error err;
+            memset(&err, 0, sizeof err);
+            err.kind = AH_EK_PERMANENT;
+            ah__bufprintf(err.message, sizeof err.message,
+                          "the tool's result cannot be recorded: %s", lua_tostring(L, -1));
+            if (!st->tool->body_error_logged)
+                ah__log(AH_LOG_WARN, "tool '%s': %s", st->tool->name, err.message);
+            st->tool->body_error_logged = 1;
+            ah_tool_call_body_failed(st->call, &err);
+        }
+    } else {
+        const char *tb = lua_tostring(L, t + 2);
+        lua_pushvalue(L, t + 1);
+        log_body_error(L, st->tool, tb);
         ah_error err;
         lah_to_error(L, -1, &err);
         ah_tool_call_body_failed(st->call, &err);
     }
     lua_settop(L, BASE);
-    return drive(L);
 }
 
 static void push_ctx(lua_State *L, call_state *st)
@@ -376,15 +443,19 @@ static void push_ctx(lua_State *L, call_state *st)
     lua_setfield(L, -2, "ledger");
 }
 
-static int run_body(lua_State *L, call_state *st)
+/* Start the body, run(args, ctx), as a child coroutine of the call's (it dies with the
+ * call when a cancelled run kills it); the call state is anchored by it. */
+static void run_body(lua_State *L, call_state *st)
 {
     lua_settop(L, BASE);
-    lah_gate_push_keep_msgh(L); /* MSGH */
     lua_getiuservalue(L, TOOL, UV_RUN);
     lua_pushvalue(L, ARGS);
     push_ctx(L, st);
-    int status = lah_gate_callk(L, 2, 1, MSGH, 0, body_k);
-    return body_k(L, status, 0);
+    st->wait.ready = 0;
+    st->body_state = 0;
+    st->body_running = 1;
+    lah_spawn_ex(L, 2, body_done, st, ST, 1);
+    lua_settop(L, BASE);
 }
 
 static const char *outcome_name(ah_tool_outcome o)
@@ -437,7 +508,7 @@ static int finish(lua_State *L, call_state *st)
             lua_settop(L, BASE + 1);
             lua_pushstring(L, receipt);
         }
-        release(st);
+        release(L, st);
         return 2;
     }
     lua_createtable(L, 0, 9);
@@ -470,10 +541,12 @@ static int finish(lua_State *L, call_state *st)
         lah_push_error(L, ah_tool_call_error(c));
         lua_setfield(L, -2, "error");
     }
-    release(st);
+    release(L, st);
     return 1;
 }
 
+/* Step the call until it must wait (a body running, a retry's backoff, a key in flight
+ * elsewhere): push false; or until it is done: push true and its results. */
 static int drive(lua_State *L)
 {
     call_state *st = lua_touserdata(L, ST);
@@ -481,10 +554,17 @@ static int drive(lua_State *L)
     for (;;) {
         st->L = L;
         ah_tool_action a = ah_tool_step(st->call);
-        if (a == AH_TOOL_DO_RUN_BODY)
-            return run_body(L, st);
-        if (a != AH_TOOL_DO_RETRY_AFTER && a != AH_TOOL_DO_WAIT_CLAIM)
-            return finish(L, st);
+        if (a == AH_TOOL_DO_RUN_BODY) {
+            run_body(L, st);
+            lua_pushboolean(L, 0);
+            return 1;
+        }
+        if (a != AH_TOOL_DO_RETRY_AFTER && a != AH_TOOL_DO_WAIT_CLAIM) {
+            int n = finish(L, st);
+            lua_pushboolean(L, 1);
+            lua_insert(L, -(n + 1));
+            return n + 1;
+        }
         int64_t ms = ah_tool_call_wait_ms(st->call);
         if (a == AH_TOOL_DO_WAIT_CLAIM) {
             /* Another call holds the key: wait on the loop for its receipt (woken by
@@ -511,8 +591,45 @@ static int drive(lua_State *L)
         }
         st->wait.ready = 0;
         ah_timer_start(st->timer, ms);
-        return lah_await(L, &st->wait, 0, wait_k);
+        lua_pushboolean(L, 0);
+        return 1;
     }
+}
+
+/* Put the call's slots back at 1..BASE from the state at index 1. */
+static call_state *restore(lua_State *L)
+{
+    call_state *st = luaL_checkudata(L, 1, CALL_MT);
+    if (st->slots_ref == LUA_NOREF || !st->call)
+        luaL_error(L, "tool:call: internal: the call has ended");
+    lua_settop(L, 1);
+    luaL_checkstack(L, BASE + 8, "tool:call");
+    lua_rawgeti(L, LUA_REGISTRYINDEX, st->slots_ref);
+    for (int i = 1; i <= BASE; i++) {
+        if (i == ST)
+            lua_pushvalue(L, 1);
+        else
+            lua_rawgeti(L, 2, i);
+    }
+    lua_remove(L, 1);
+    lua_remove(L, 1);
+    return st;
+}
+
+/* tool_step(st) -> false (wait for st, then step again) | true, results */
+static int p_tool_step(lua_State *L)
+{
+    call_state *st = restore(L);
+    if (st->body_running) {
+        /* woken by the ledger (a claim released elsewhere) while the body runs: the call
+         * goes on only once the body has ended */
+        st->wait.ready = 0;
+        lua_pushboolean(L, 0);
+        return 1;
+    }
+    if (st->body_state)
+        body_result(L, st);
+    return drive(L);
 }
 
 /* ---- one call: setting it up --------------------------------------------------------
@@ -653,9 +770,11 @@ static void push_key(lua_State *L, tool_ud *t)
     }
 }
 
-static int tool_call_start(lua_State *L, int c_result)
+/* tool_begin(tool, args, opts, into) -> st (waitable; tool_step drives it). into: an
+ * agent's call (lah_tool_call_into's results). */
+static int p_tool_begin(lua_State *L)
 {
-    lah_check_not_in_hook(L, "tool:call");
+    int c_result = lua_toboolean(L, 4);
     tool_ud *t = check_tool(L, TOOL);
     lua_settop(L, OPTS);
     if (!lua_isnil(L, OPTS)) {
@@ -663,15 +782,13 @@ static int tool_call_start(lua_State *L, int c_result)
         lah_check_fields(L, OPTS, "tool:call options", opts_fields);
     }
 
-    /* ST. Its metatable (and so its __gc) is set only once the ledger is resolved:
-     * Lua runs finalizers in the reverse order objects got theirs, so a ledger made for
-     * this call (the tool's own, or a path opened now) is finalized after the call
-     * state, whose __gc still releases the key's claim in it. Nothing C-allocated is in
-     * the state before then. */
-    call_state *st = lua_newuserdatauv(L, sizeof *st, 0);
-    memset(st, 0, sizeof *st);
-    st->tool = t;
-    st->c_result = c_result;
+    /* ST: created once the ledger is resolved (below), so that a ledger made for this
+     * call (the tool's own, or a path opened now) is finalized after the call state,
+     * whose __gc still releases the key's claim in it: Lua 5.4 runs finalizers in the
+     * reverse order objects got theirs, 5.1 to 5.3 and LuaJIT in the reverse order of
+     * creation. */
+    lua_pushnil(L);
+    const lah_tool_sink *sink = NULL;
 
     /* ON_EVENT: the call's hook, else the tool's; for an agent's call (c_result) its
      * lah_tool_sink userdata, anchored there. */
@@ -679,7 +796,7 @@ static int tool_call_start(lua_State *L, int c_result)
         lua_pop(L, 1);
         lua_getiuservalue(L, TOOL, UV_ON_EVENT);
     } else if (c_result && lua_type(L, -1) == LUA_TUSERDATA) {
-        st->sink = lua_touserdata(L, -1);
+        sink = lua_touserdata(L, -1);
     } else if (lua_type(L, -1) != LUA_TFUNCTION) {
         return luaL_error(L, "tool:call: on_event must be a function");
     }
@@ -720,6 +837,15 @@ static int tool_call_start(lua_State *L, int c_result)
     lah_ledger_ud *lu = lah_ledger_test(L, LEDGER);
     lah_budget_ud *bu = lah_budget_test(L, BUDGET);
 
+    call_state *st = lua_newuserdatauv(L, sizeof *st, 0);
+    memset(st, 0, sizeof *st);
+    st->slots_ref = LUA_NOREF;
+    st->tool = t;
+    st->c_result = c_result;
+    st->sink = sink;
+    luaL_setmetatable(L, CALL_MT);
+    lua_replace(L, ST);
+
     if (!lua_isnil(L, TCID))
         ah__bufprintf(st->id, sizeof st->id, "%s", lua_tostring(L, TCID));
     else if (!lua_isnil(L, KEY))
@@ -757,29 +883,27 @@ static int tool_call_start(lua_State *L, int c_result)
         st->started_ms + (t->policy.deadline_ms > 0 ? t->policy.deadline_ms
                           : lu                      ? ah_ledger_lease_ms(lu->l)
                                                     : 0);
-    lua_pushvalue(L, ST);
-    luaL_setmetatable(L, CALL_MT);
-    lua_pop(L, 1);
     ah_tool_call_new(&tp, lu ? lu->l : NULL, bu ? bu->b : NULL,
-                                lua_isnil(L, KEY) ? NULL : lua_tostring(L, KEY),
-                                lua_tostring(L, -1), &st->call, NULL, 0);
+                     lua_isnil(L, KEY) ? NULL : lua_tostring(L, KEY), lua_tostring(L, -1),
+                     &st->call, NULL, 0);
     if (!st->call)
         return luaL_error(L, "out of memory");
     if (lu) {
         lu->busy++;
         st->ledger = lu;
     }
-    return drive(L);
-}
-
-static int l_tool_call(lua_State *L)
-{
-    return tool_call_start(L, 0);
-}
-
-int lah_tool_call_into(lua_State *L)
-{
-    return tool_call_start(L, 1);
+    /* the slots, for every tool_step */
+    lua_settop(L, BASE);
+    lua_createtable(L, BODY_TB, 0);
+    for (int i = 1; i <= BASE; i++) {
+        if (i == ST)
+            continue;
+        lua_pushvalue(L, i);
+        lua_rawseti(L, -2, i);
+    }
+    st->slots_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    lua_pushvalue(L, ST);
+    return 1;
 }
 
 /* ---- registration -------------------------------------------------------------------
@@ -787,13 +911,25 @@ int lah_tool_call_into(lua_State *L)
 
 void lah_tools_open(lua_State *L)
 {
-    static const luaL_Reg tool_meta[] = {{"__gc", tool_gc},
-                                         {"__index", tool_index},
-                                         {"__tostring", tool_tostring},
-                                         {NULL, NULL}};
+    static const luaL_Reg tool_meta[] = {
+        {"__gc", tool_gc}, {"__tostring", tool_tostring}, {NULL, NULL}};
     static const luaL_Reg call_meta[] = {{"__gc", call_state_gc}, {NULL, NULL}};
     static const luaL_Reg fns[] = {{"tool", lah_tool_new}, {NULL, NULL}};
+    static const luaL_Reg priv[] = {
+        {"tool_begin", p_tool_begin}, {"tool_step", p_tool_step}, {NULL, NULL}};
     lah_register_class(L, LAH_TOOL_MT, tool_meta);
+    /* tool.call is lua/waits.lua's, in the methods table tool_index reads */
+    lah_push_private(L);
+    lua_newtable(L);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, -3, "tool_methods");
+    luaL_getmetatable(L, LAH_TOOL_MT);
+    lua_insert(L, -2);
+    lua_pushcclosure(L, tool_index, 1);
+    lua_setfield(L, -2, "__index");
+    lua_pop(L, 1);
+    luaL_setfuncs(L, priv, 0);
+    lua_pop(L, 1);
     lah_register_class(L, CALL_MT, call_meta);
     luaL_setfuncs(L, fns, 0);
     lah_open_ledger_budget(L);

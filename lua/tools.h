@@ -57,9 +57,6 @@ lah_ledger_ud *lah_ledger_push_arg(lua_State *L, int idx);
 /* scale.c: ah.ledger{ redis = URL, prefix, ttl_s, lease_ms } (the table at idx) pushes a
  * Redis ledger handle; raises on a bad field. */
 int lah_ledger_push_redis(lua_State *L, int idx);
-/* Fetch a Redis ledger's snapshot, waiting on the loop, then continue in k (the stack as
- * at the call); raises "<what>: <why>" when Redis cannot answer. */
-int lah_ledger_refresh(lua_State *L, ah_ledger *l, const char *what, lua_KFunction k);
 
 lah_budget_ud *lah_budget_test(lua_State *L, int idx);
 /* Push a new budget handle of `limit` executions (raises when limit < 0). */

@@ -218,21 +218,11 @@ static int push_entries(lua_State *L)
 }
 
 /* ledger:entries() -> { {key, seq, receipt, created_ms}, ... } in seq order. A Redis
- * ledger first fetches a snapshot on the loop (the wait yields like any other). */
-static int ledger_entries_k(lua_State *L, int status, lua_KContext ctx);
-
+ * ledger reads the snapshot lua/waits.lua fetched first (ledger_refresh). */
 static int l_ledger_entries(lua_State *L)
 {
     lah_ledger_ud *u = check_open(L, 1);
     lua_settop(L, 1);
-    if (ah_ledger_is_redis(u->l))
-        return lah_ledger_refresh(L, u->l, "ledger:entries()", ledger_entries_k);
-    return ledger_entries_k(L, LUA_OK, 0);
-}
-
-static int ledger_entries_k(lua_State *L, int status, lua_KContext ctx)
-{
-    lah_ledger_ud *u = check_open(L, 1);
     entry_list list = {0};
     ah_status st = ah_ledger_foreach(u->l, collect_entry, &list);
     if (st != AH_OK || list.oom) {
@@ -248,20 +238,12 @@ static int ledger_entries_k(lua_State *L, int status, lua_KContext ctx)
     return 1;
 }
 
-static int ledger_count_k(lua_State *L, int status, lua_KContext ctx);
-
+/* ledger:count() -> the number of receipts (a Redis ledger: of the snapshot fetched
+ * first, as for entries) */
 static int l_ledger_count(lua_State *L)
 {
     lah_ledger_ud *u = check_open(L, 1);
     lua_settop(L, 1);
-    if (ah_ledger_is_redis(u->l))
-        return lah_ledger_refresh(L, u->l, "ledger:count()", ledger_count_k);
-    return ledger_count_k(L, LUA_OK, 0);
-}
-
-static int ledger_count_k(lua_State *L, int status, lua_KContext ctx)
-{
-    lah_ledger_ud *u = check_open(L, 1);
     int64_t n = ah_ledger_count(u->l);
     if (n < 0)
         return luaL_error(L, "ledger:count(): %s", ah_ledger_errmsg(u->l));
@@ -381,14 +363,19 @@ void lah_open_ledger_budget(lua_State *L)
     static const luaL_Reg ledger_close[] = {{"close", l_ledger_close}, {NULL, NULL}};
     static const luaL_Reg ledger_finalizers[] = {
         {"__gc", l_ledger_close}, {"__close", l_ledger_close}, {NULL, NULL}};
-    static const luaL_Reg ledger_meta[] = {{"__index", l_ledger_index},
-                                           {"__len", l_ledger_count},
-                                           {"__tostring", l_ledger_tostring},
-                                           {NULL, NULL}};
+    /* __len is lua/waits.lua's (ledger:count(), which may wait for Redis) */
+    static const luaL_Reg ledger_meta[] = {
+        {"__index", l_ledger_index}, {"__tostring", l_ledger_tostring}, {NULL, NULL}};
     luaL_newmetatable(L, LAH_LEDGER_MT);
     luaL_newlib(L, ledger_methods);
     lua_pushboolean(L, 1);
     luaL_setfuncs(L, ledger_close, 1);
+    lah_push_private(L);
+    lua_pushvalue(L, -2);
+    lua_setfield(L, -2, "ledger_methods");
+    lua_pushvalue(L, -3);
+    lua_setfield(L, -2, "ledger_mt");
+    lua_pop(L, 1);
     lua_setfield(L, -2, "methods");
     lua_pushboolean(L, 0);
     luaL_setfuncs(L, ledger_finalizers, 1);

@@ -11,6 +11,7 @@
 
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -343,12 +344,20 @@ int lah_to_whole(lua_State *L, int idx, lua_Integer *out)
 {
     if (lua_type(L, idx) != LUA_TNUMBER)
         return 0;
+#if LAH_DOUBLES_ONLY
+    /* every number is a double: whole when integral and exact (|n| <= 2^53) */
+    if (!lua_isinteger(L, idx))
+        return 0;
+    *out = (lua_Integer)lua_tonumber(L, idx);
+    return 1;
+#else
     int isnum = 0;
     lua_Integer v = lua_tointegerx(L, idx, &isnum); /* 3.0 -> 3; 3.5, 1e300 -> not */
     if (!isnum)
         return 0;
     *out = v;
     return 1;
+#endif
 }
 
 lua_Integer lah_check_whole(lua_State *L, int idx, const char *where, const char *field,
@@ -358,12 +367,15 @@ lua_Integer lah_check_whole(lua_State *L, int idx, const char *where, const char
     if (!lah_to_whole(L, idx, &v) || v < min || v > max) {
         const char *got = lua_type(L, idx) == LUA_TNUMBER ? lua_tostring(L, idx)
                                                           : luaL_typename(L, idx);
+        char lo[32], hi[32];
+        snprintf(lo, sizeof lo, "%lld", (long long)min);
+        snprintf(hi, sizeof hi, "%lld", (long long)max);
         if (max == LUA_MAXINTEGER)
-            luaL_error(L, "%s: %s must be a whole number >= %I (got %s)", where, field,
-                       (LUAI_UACINT)min, got);
+            luaL_error(L, "%s: %s must be a whole number >= %s (got %s)", where, field, lo,
+                       got);
         else
-            luaL_error(L, "%s: %s must be a whole number from %I to %I (got %s)", where,
-                       field, (LUAI_UACINT)min, (LUAI_UACINT)max, got);
+            luaL_error(L, "%s: %s must be a whole number from %s to %s (got %s)", where,
+                       field, lo, hi, got);
     }
     return v;
 }

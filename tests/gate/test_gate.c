@@ -153,36 +153,38 @@ static void a_wait_inside_a_hook_is_refused(void **state)
     lua_close(L);
 }
 
-static int after_k(lua_State *L, int status, lua_KContext ctx)
-{
-    (void)L, (void)status, (void)ctx;
-    return 0;
-}
-
-static void the_yieldable_call_keeps_the_value_and_records_the_traceback(void **state)
+/* A body that may wait runs as a coroutine: its error comes back as raised (an error
+ * value says how the call failed) with the traceback beside it. */
+static void a_coroutine_error_keeps_the_value_as_raised(void **state)
 {
     (void)state;
     lua_State *L = new_state();
-    lah_gate_push_keep_msgh(L);
-    int msgh = lua_gettop(L);
-    push_fn(L, "return function(t) error(t) end");
+    lua_State *co = lua_newthread(L);
     lua_newtable(L);
     lua_pushvalue(L, -1);
     lua_setglobal(L, "raised");
-    int st = lah_gate_callk(L, 1, 1, msgh, 0, after_k);
-    assert_int_equal(st, LUA_ERRRUN);
+    push_fn(L, "return function(t) error(t) end");
+    lua_insert(L, -2);
+    lua_xmove(L, co, 2);
+    int nres = 0;
+    assert_int_equal(lah_gate_resume(co, L, 1, &nres), LUA_ERRRUN);
     lua_getglobal(L, "raised");
+    lua_pushvalue(co, -2);
+    lua_xmove(co, L, 1);
     assert_true(lua_rawequal(L, -1, -2)); /* the value as raised, not a string */
-    lua_pop(L, 2);
-    const char *tb = lah_gate_traceback(L, msgh);
-    assert_non_null(tb);
-    assert_non_null(strstr(tb, "stack traceback:"));
-    /* a fresh handler for a call that succeeds records nothing */
-    lua_settop(L, 0);
-    lah_gate_push_keep_msgh(L);
-    push_fn(L, "return function() return 1 end");
-    assert_int_equal(lah_gate_callk(L, 0, 1, 1, 0, after_k), LUA_OK);
-    assert_null(lah_gate_traceback(L, 1));
+    assert_non_null(strstr(lua_tostring(co, -1), "stack traceback:"));
+    lua_close(L);
+}
+
+/* lah_gate_protect_call: the message as raised, no traceback (a record's message). */
+static void a_protected_call_gives_the_bare_message(void **state)
+{
+    (void)state;
+    lua_State *L = new_state();
+    push_fn(L, "return function(x) error('bad ' .. x, 0) end");
+    lua_pushliteral(L, "value");
+    assert_int_equal(lah_gate_protect_call(L, 1, 1), LUA_ERRRUN);
+    assert_string_equal(lua_tostring(L, -1), "bad value");
     lua_close(L);
 }
 
@@ -238,7 +240,8 @@ int main(void)
         cmocka_unit_test(a_handler_at_a_slot_stays_where_it_is),
         cmocka_unit_test(a_hook_counts_depth_and_an_error_restores_it),
         cmocka_unit_test(a_wait_inside_a_hook_is_refused),
-        cmocka_unit_test(the_yieldable_call_keeps_the_value_and_records_the_traceback),
+        cmocka_unit_test(a_coroutine_error_keeps_the_value_as_raised),
+        cmocka_unit_test(a_protected_call_gives_the_bare_message),
         cmocka_unit_test(a_coroutine_error_gets_its_traceback),
         cmocka_unit_test(a_protected_helper_reports_without_a_traceback),
     };

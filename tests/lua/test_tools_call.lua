@@ -291,10 +291,14 @@ T.test("receipts go through JSON: a first call and its duplicate look the same",
   T.eq(n, 1, "one execution")
   local str = ah.tool { name = "s", run = function() return "plain text" end }
   T.eq(str:call({}, { key = "p" }).receipt, "plain text", "a string receipt")
+  -- a result JSON cannot hold is the body's (permanent) error, naming where it is: not a
+  -- receipt that says "function: 0x..." or -nan (issue 26, finding 5)
   local odd = ah.tool { name = "o", run = function() return { f = print, n = 0 / 0 } end }
-  local ro = odd:call({}, { key = "o" })
-  T.eq({ ro.ok, type(ro.receipt.f), type(ro.receipt.n) }, { true, "string", "string" },
-       "a receipt JSON cannot hold is recorded as text, not lost")
+  local ro = odd:call({}, { key = "o", ledger = ledger })
+  T.eq({ ro.ok, ro.outcome, ro.error.kind, ro.attempts }, { false, "failed", "permanent", 1 },
+       "a result JSON cannot hold fails the call")
+  T.eq(ro.error.message:find("$.f", 1, true) ~= nil, true, "the error names the bad field")
+  T.eq(#ledger:entries(), 1, "nothing recorded for it (the ledger holds S alone)")
   local none = ah.tool { name = "n", run = function() end }
   local rn = none:call({}, { key = "n" })
   T.eq({ rn.ok, rn.receipt }, { true, nil }, "no receipt")
