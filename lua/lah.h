@@ -212,10 +212,11 @@ void lah_set_event_sink(lua_State *L, ah_event_fn fn, void *ud);
 /* The sink of this state (fn NULL when none). */
 void lah_event_sink(lua_State *L, ah_event_fn *fn, void **ud);
 
-/* ---- JSON (encode: lua-cjson, loaded once per state; decode: our exact decoder) ---- */
+/* ---- JSON (the binding's own canonical encoder and exact decoder: no Lua JSON library) */
 
 /* Push the JSON text of the value at idx and return 1; or push an error message and
- * return 0 (a function, a sparse array, ...). Never raises (beyond a memory error). */
+ * return 0 (a function, a cycle, NaN: the message names where). Never raises (beyond a
+ * memory error). Keys are sorted: the same value always gives the same text. */
 int lah_json_encode(lua_State *L, int idx);
 /* Push the decoded value of s[0..len) and return 1 (JSON null is cjson.null, i.e.
  * lightuserdata NULL; whole numbers are integers); or push an error message and return

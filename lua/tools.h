@@ -14,11 +14,15 @@
 
 /* ---- canonical JSON (tools_json.c) ------------------------------------------------- */
 
+/* The largest JSON text the encoder writes (a tool's arguments or result): past it the
+ * encoding is an error, not a copy of any size (docs/tools.md). */
+#define LAH_JSON_MAX_BYTES (16u << 20)
+
 /* Canonical JSON of the value at idx (object keys sorted bytewise, integral numbers
  * without a fraction, no spaces) pushed as a string. strict: a value JSON cannot hold
  * (function, userdata, NaN, a cycle, a key that is neither string nor integer) raises an
  * error naming where it is ("$.items[2].fn"); lenient: it is written as its tostring()
- * text instead (a receipt is never lost for its shape). */
+ * text instead. Both raise for a cycle and for a text over LAH_JSON_MAX_BYTES. */
 void lah_push_canonical_json(lua_State *L, int idx, int strict);
 
 /* Decode JSON text and push the value (objects and arrays become tables; null becomes the

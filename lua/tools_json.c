@@ -51,6 +51,9 @@ static jbuf *jbuf_push(lua_State *L)
 
 static void jbuf_add(lua_State *L, jbuf *b, const char *s, size_t n)
 {
+    if (b->len + n > LAH_JSON_MAX_BYTES)
+        luaL_error(L, "cannot encode the value as JSON: it is larger than %d MiB",
+                   (int)(LAH_JSON_MAX_BYTES >> 20));
     if (b->len + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 256;
         while (cap < b->len + n + 1)
@@ -124,6 +127,7 @@ static void add_string(lua_State *L, jbuf *b, const char *s, size_t n)
 typedef struct enc {
     jbuf *out;
     int strict;
+    int seen; /* stack index of a table: the tables being encoded now (a cycle check) */
     char path[PATH_MAX_LEN]; /* where we are, for error messages: "$.items[2].fn" */
 } enc;
 
@@ -321,15 +325,28 @@ static void encode_value(lua_State *L, enc *e, int idx, int depth)
         unencodable(L, e, idx, "a light userdata");
         return;
     case LUA_TTABLE: {
+        /* a table inside itself: an error naming where (lenient mode too: a cycle has
+         * no text, and walking it would not end) */
+        lua_pushvalue(L, idx);
+        if (lua_rawget(L, e->seen) != LUA_TNIL)
+            luaL_error(L, "cannot encode %s as JSON: a table that contains itself (a cycle)",
+                       e->path);
+        lua_pop(L, 1);
         if (depth >= MAX_DEPTH) {
-            unencodable(L, e, idx, "nested too deeply (a cycle?)");
+            unencodable(L, e, idx, "nested too deeply");
             return;
         }
+        lua_pushvalue(L, idx);
+        lua_pushboolean(L, 1);
+        lua_rawset(L, e->seen);
         lua_Integer n = 0;
         if (is_array(L, idx, &n))
             encode_array(L, e, idx, n, depth);
         else
             encode_object(L, e, idx, depth);
+        lua_pushvalue(L, idx);
+        lua_pushnil(L);
+        lua_rawset(L, e->seen);
         return;
     }
     default:
@@ -344,10 +361,13 @@ void lah_push_canonical_json(lua_State *L, int idx, int strict)
     enc e;
     e.strict = strict;
     snprintf(e.path, sizeof e.path, "$");
+    lua_newtable(L);
+    e.seen = lua_gettop(L);
     e.out = jbuf_push(L);
     encode_value(L, &e, idx, 0);
     lua_pushlstring(L, e.out->p ? e.out->p : "", e.out->len);
-    lua_remove(L, -2); /* the buffer; its __gc frees the bytes */
+    lua_replace(L, e.seen); /* the buffer goes too; its __gc frees the bytes */
+    lua_settop(L, e.seen);
 }
 
 /* ---- the decoder ------------------------------------------------------------------- */
@@ -586,6 +606,12 @@ static int dec_number(lua_State *L, jdec *d)
     size_t n = (size_t)(q - s);
     d->p = q;
     if (n >= sizeof tmp) { /* a long literal: only strtod can read it */
+#if LAH_DOUBLES_ONLY
+        if (!is_float) { /* an integer of 64 digits or more: its digits (see below) */
+            lua_pushlstring(L, s, n);
+            return 1;
+        }
+#endif
         lua_pushlstring(L, s, n);
         lua_pushnumber(L, lua_tonumber(L, -1));
         lua_remove(L, -2);
@@ -593,6 +619,19 @@ static int dec_number(lua_State *L, jdec *d)
     }
     memcpy(tmp, s, n);
     tmp[n] = '\0';
+#if LAH_DOUBLES_ONLY
+    /* Numbers are doubles here: an integer a double cannot hold exactly reaches Lua as
+     * the string of its digits (the history keeps the JSON text, so nothing is rounded
+     * on the way back to the provider). */
+    if (!is_float) {
+        double v = strtod(tmp, NULL);
+        if (fabs(v) > 9007199254740992.0) /* 2^53 */
+            lua_pushlstring(L, s, n);
+        else
+            lua_pushnumber(L, v);
+        return 1;
+    }
+#endif
     if (!is_float) {
         errno = 0;
         char *e = NULL;

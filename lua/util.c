@@ -1,12 +1,12 @@
-/* util.c - helpers shared by the binding's files: JSON (encoding through a private
- * lua-cjson instance, decoding through cJSON), config-table checks with "did you mean"
- * hints, policy tables, and error values (the "agenthost.error" metatable).
+/* util.c - helpers shared by the binding's files: JSON (the binding's own canonical
+ * encoder and exact decoder, lua/tools_json.c: the module needs no Lua JSON library),
+ * config-table checks with "did you mean" hints, policy tables, and error values (the
+ * "agenthost.error" metatable).
  *
- * Invariants: the JSON helpers never raise for bad input (they return 0 with a message);
- * the cjson instance is created once per state with cjson.safe.new()
- * so the user's own cjson settings are never changed by us, nor ours by them.
+ * Invariants: the JSON helpers never raise for bad input (they return 0 with a message).
  */
 #include "lah.h"
+#include "tools.h"
 #include "internal.h"
 
 #include <cjson/cJSON.h>
@@ -26,38 +26,20 @@ void lah_register_class(lua_State *L, const char *mt, const luaL_Reg *meta)
 
 /* ---- JSON -------------------------------------------------------------------------- */
 
-static const char CJSON_KEY = 'J';
-
-/* Push the private cjson.safe instance (raises when lua-cjson is not installed). */
-static void push_cjson(lua_State *L)
+static int encode_protected(lua_State *L)
 {
-    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &CJSON_KEY) == LUA_TTABLE)
-        return;
-    lua_pop(L, 1);
-    lua_getglobal(L, "require");
-    lua_pushliteral(L, "cjson.safe");
-    lah_gate_call_raising(L, 1, 1);
-    lua_getfield(L, -1, "new");
-    lah_gate_call_raising(L, 0, 1);
-    lua_remove(L, -2);
-    lua_pushvalue(L, -1);
-    lua_rawsetp(L, LUA_REGISTRYINDEX, &CJSON_KEY);
+    lah_push_canonical_json(L, 1, 1);
+    return 1;
 }
 
 int lah_json_encode(lua_State *L, int idx)
 {
     idx = lua_absindex(L, idx);
     luaL_checkstack(L, 4, "json");
-    push_cjson(L);
-    lua_getfield(L, -1, "encode");
-    lua_remove(L, -2);
+    lua_pushcfunction(L, encode_protected);
     lua_pushvalue(L, idx);
-    lah_gate_call_raising(L, 1, 2); /* cjson.safe: text | nil, message */
-    if (lua_type(L, -2) == LUA_TSTRING) {
-        lua_pop(L, 1);
+    if (lah_gate_protect_call(L, 1, 1) == LUA_OK)
         return 1;
-    }
-    lua_remove(L, -2);
     if (!lua_isstring(L, -1)) {
         lua_pop(L, 1);
         lua_pushliteral(L, "cannot encode the value as JSON");
