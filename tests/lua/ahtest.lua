@@ -76,6 +76,10 @@ end
 -- of its own under ah.parallel, which catches the error: the message is then text (an
 -- error value's message, not the value). AHTEST_PCALL=parallel in the environment takes
 -- that path on every runtime.
+-- ah.parallel as it was when this file loaded, if the module was (test_gate.lua patches
+-- the module table)
+local loaded = package.loaded.agenthost
+local parallel = type(loaded) == "table" and loaded.parallel or nil
 local function protected(with_traceback, fn, ...)
   local args = T.pack(...)
   local forced = os.getenv("AHTEST_PCALL") == "parallel"
@@ -83,8 +87,8 @@ local function protected(with_traceback, fn, ...)
     if not with_traceback then return pcall(fn, ...) end
     return xpcall(function() return fn(T.unpack(args, 1, args.n)) end, debug.traceback)
   end
-  local ah = require "agenthost"
-  local r = ah.parallel { function() return T.pack(true, fn(T.unpack(args, 1, args.n))) end }[1]
+  parallel = parallel or require("agenthost").parallel
+  local r = parallel { function() return T.pack(true, fn(T.unpack(args, 1, args.n))) end }[1]
   if type(r) == "table" and r[1] == true then return T.unpack(r, 1, r.n) end
   if type(r) ~= "table" then return false, "ah.parallel gave " .. tostring(r) end
   return false, with_traceback and r.traceback or r.error
