@@ -4,7 +4,7 @@
 local ah = require "agenthost"
 local T = require "ahtest"
 
-local m <close> = ah.mock{}
+local m = ah.mock{}
 local client = ah.client{ provider = "anthropic", model = "m", base_url = m.url }
 local schema = { type = "object", properties = { a = { type = "integer" }, b = { type = "integer" } },
                  required = { "a", "b" } }
@@ -122,3 +122,4 @@ r = ah.agent{ client = client, on_event = false, tools = {
   { name = "alpha", schema = schema, run = function() return "a" end } } }:run("x")
 T.eq(tool_result(r).content, "a", "the first tool in name order is offered first")
 T.ok("tools as a list")
+m:close()

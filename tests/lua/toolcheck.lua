@@ -35,7 +35,7 @@ M.deep_eq = deep_eq
 
 local function fail(what, detail)
   M.failed = M.failed + 1
-  io.stderr:write(string.format("FAIL [%s] %s: %s\n", M.current, what, detail))
+  io.stderr:write(string.format("FAIL [%s] %s: %s\n", M.current, tostring(what), detail))
 end
 
 function M.eq(got, want, what)
