@@ -73,7 +73,8 @@ T.eq(plain, 1, "a plain error is not retried")
 tr = tool_result(r)
 T.eq(tr.is_error, true, "tool error")
 T.contains(tr.content, "error: ", "error prefix")
-T.contains(tr.content, "attempt to index a nil value", "the error message")
+T.contains(tr.content, "attempt to index", "the error message") -- the wording of the rest
+T.contains(tr.content, "a nil value", "the error message")        -- differs across runtimes
 T.contains(r.text, "The tool returned: error:", "the model saw it")
 T.eq(ends[1].outcome, "error", "tool_call_end.outcome")
 T.eq(ends[1].attempts, 1, "tool_call_end.attempts")
