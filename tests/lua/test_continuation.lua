@@ -30,7 +30,7 @@ T.contains(err, "unknown continuation 'promt' (did you mean 'prompt'?)", "bad se
 -- when asked to continue: the prompt rung, the restatement trimmed, the tool run once.
 local TEXT = "I will call add now."
 local m = ah.mock{ plan = { steps = { { cut_after_events = 11 } },
-                                    ["then"] = { ok = true, restate = true } } }
+                            ["then"] = { ok = true, restate = true } } }
 local events = {}
 local agent = ah.agent{
   client = ah.client{ provider = "anthropic", model = "claude-opus-4-6", base_url = m.url },
@@ -62,7 +62,7 @@ T.eq(r.history[4].content[1].type, "tool_use", "the continuation holds only the 
 -- A model the table thinks takes a prefill, on a server that refuses it: one 400,
 -- then the prompt rung for the rest of the client's life; the user never sees the 400.
 local m2 = ah.mock{ plan = { steps = { { cut_after_events = 11 } },
-                                     ["then"] = { ok = true, refuse_prefill = true } } }
+                             ["then"] = { ok = true, refuse_prefill = true } } }
 local client2 = ah.client{ provider = "anthropic", model = "claude-sonnet-4-5",
                            base_url = m2.url }
 local gave_up = 0
