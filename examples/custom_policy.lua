@@ -149,7 +149,7 @@ do
         end,
     }):run("fetch it")
     print(("   the body ran %d times (not 10), tool outcome %s, event budget_exhausted %s")
-        :format(executions, outcome, exhausted))
+        :format(executions, tostring(outcome), tostring(exhausted)))
     print(("   the run goes on (%s); the model was told: %s"):format(r.outcome, r.text))
     mock:close()
 end

@@ -2,7 +2,7 @@
 -- to OUTDIR under fixed names, each found by a marker in its text (so the README can be
 -- reordered freely). Exits 1 naming a block that is missing.
 local readme, out = arg[1], arg[2]
-local text = assert(io.open(readme)):read("a")
+local text = assert(io.open(readme)):read("*a")
 
 local blocks = {}
 for lang, body in text:gmatch("\n```(%w*)\n(.-)\n```") do

@@ -12,7 +12,7 @@ local conc = tonumber(arg[5] or "4")
 local lease = tonumber(arg[6] or "")
 local deadline = tonumber(arg[7] or "")
 local ledger = ah.ledger { path = db, lease_ms = lease }
-local pid = io.open("/proc/self/stat"):read("n")
+local pid = io.open("/proc/self/stat"):read("*n")
 local charge = ah.tool { name = "charge", policy = { deadline_ms = deadline },
                          run = function(args, ctx)
   local f = assert(io.open(side, "a"))

@@ -1,7 +1,7 @@
 -- Helper of tests/cli/test_lua_host.sh: one run with a retry, a continuation and a tool,
 -- with a planted API key, so the events file can be checked.
 local ah = require "agenthost"
-local m <close> = ah.mock{ plan = { { status = 529 }, { cut_after_events = 4 } } }
+local m = ah.mock{ plan = { { status = 529 }, { cut_after_events = 4 } } }
 local agent = ah.agent{
   client = ah.client{ provider = "anthropic", model = "m", base_url = m.url,
                       api_key = arg[1] },
@@ -10,3 +10,4 @@ local agent = ah.agent{
 local r = agent:run("go")
 assert(r.outcome == "completed", r.outcome)
 print("ran " .. r.run_id)
+m:close()

@@ -18,7 +18,7 @@ if mode == "idle" then
   return
 elseif mode == "read" then
   touch(1)
-  print("read", io.read("l"))
+  print("read", io.read("*l"))
   return
 end
 
@@ -28,7 +28,7 @@ for i = 1, rounds do
           or mode == "backoff" and { status = 503, headers = { ["retry-after"] = "30" } }
           or { ok = true }
 end
-local m <close> = ah.mock{ plan = steps, text_deltas = 8 }
+local m = ah.mock{ plan = steps, text_deltas = 8 }
 local client = ah.client{ provider = "anthropic", model = "m", base_url = m.url }
 local round = 0
 local tools = mode == "tool" and {
@@ -50,3 +50,4 @@ for i = 1, rounds do
   print(i, r.outcome, r.error and r.error.message or "")
 end
 print("the script goes on", #m:requests())
+m:close()

@@ -11,8 +11,13 @@ local bin, scenario, P, RUNS = arg[1], arg[2], tonumber(arg[3]), tonumber(arg[4]
 local outage, rpm, redis_url = tonumber(arg[5] or "-1"), tonumber(arg[6] or "0"), arg[7]
 local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 
-local redis <close> = R.start()
+local redis = R.start()
 redis_url = redis_url or redis.url
+-- string.rep(s, n, sep) is 5.2+
+local function rep(s, n, sep)
+  if n <= 0 then return "" end
+  return string.rep(s .. sep, n - 1) .. s
+end
 local plan
 if scenario == "pace" or scenario == "nopace" then
   -- the mock allows 3 more back to back than the pacer's burst (1): a request a
@@ -20,9 +25,9 @@ if scenario == "pace" or scenario == "nopace" then
   plan = string.format('{"steps": [], "rate_limit": {"requests_per_minute": %d, "burst": 4}}',
                        rpm)
 elseif outage == -2 then -- every other request fails: 50 % injected 5xx
-  plan = '{"steps": [' .. string.rep('{"status": 503}, {"ok": true}', 20000, ", ") .. ']}'
+  plan = '{"steps": [' .. rep('{"status": 503}, {"ok": true}', 20000, ", ") .. ']}'
 elseif outage >= 0 then
-  plan = '{"steps": [' .. string.rep('{"status": 503}', outage, ", ") .. ']}'
+  plan = '{"steps": [' .. rep('{"status": 503}', outage, ", ") .. ']}'
 else
   plan = '{"steps": [], "then": {"status": 503}}'
 end
@@ -30,7 +35,7 @@ local m = ah.mock { plan_json = plan }
 
 local function now_ms()
   local f = io.popen("date +%s%3N")
-  local v = tonumber(f:read("l"))
+  local v = tonumber(f:read("*l"))
   f:close()
   return v
 end
@@ -43,7 +48,7 @@ for i = 1, P do
 end
 local t0 = now_ms()
 local pipe = io.popen("{ " .. table.concat(cmds, " ") .. " wait; } 2>" .. redis.dir .. "/err")
-local lines = pipe:read("a")
+local lines = pipe:read("*a")
 pipe:close()
 local elapsed = now_ms() - t0
 local reqs = m:requests()
@@ -61,3 +66,4 @@ local ef = io.open(redis.dir .. "/err")
 for l in ef:lines() do print("stderr: " .. l) end
 ef:close()
 m:close()
+redis.stop()

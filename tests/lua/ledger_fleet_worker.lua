@@ -12,7 +12,7 @@
 local ah = require "agenthost"
 local mode, url, side, n = arg[1], arg[2], arg[3], tonumber(arg[4] or "100")
 local lease = tonumber(arg[5] or "30000")
-local pid = io.open("/proc/self/stat"):read("n")
+local pid = io.open("/proc/self/stat"):read("*n")
 
 local ledger = ah.ledger { redis = url, prefix = "fleet:", lease_ms = lease }
 local ran = {}
@@ -37,8 +37,9 @@ if mode == "dup" then
       end
     end
     for j, r in ipairs(ah.parallel(fns)) do
-      print(string.format("K-%d %s %s %s %s", base + j, r.ok, r.duplicate, r.seq,
-                          r.receipt and r.receipt.by))
+      -- tostring: Lua 5.1's %s takes only strings and numbers
+      print(string.format("K-%d %s %s %s %s", base + j, tostring(r.ok), tostring(r.duplicate),
+                          tostring(r.seq), tostring(r.receipt and r.receipt.by)))
     end
   end
 elseif mode == "mismatch" then
@@ -63,7 +64,7 @@ elseif mode == "restart" then
   local tool = ah.tool { name = "charge", policy = { max_attempts = 1 }, run = body_ms(20) }
   for i = 1, n do
     local r = tool:call({ amount = i }, { key = "R-" .. i, ledger = ledger })
-    print(string.format("R-%d %s %s %d %s", i, r.ok, r.error and r.error.kind or "-",
+    print(string.format("R-%d %s %s %d %s", i, tostring(r.ok), r.error and r.error.kind or "-",
                         ran["R-" .. i] and 1 or 0,
                         r.error and r.error.message:find("effect ran", 1, true) and "unrecorded"
                           or "-"))

@@ -15,7 +15,7 @@ local charge = ah.tool { name = "charge", run = function(args, ctx)
   return { charged = args.amount, key = ctx.key }
 end }
 for i = 1, n do
-  if not io.read("l") then break end
+  if not io.read("*l") then break end
   local key = "K-" .. i
   local r = charge:call({ amount = 100 * i }, { key = key, ledger = ledger })
   assert(r.ok, r.error and r.error.message)

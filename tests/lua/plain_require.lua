@@ -4,7 +4,7 @@ local ah = require "agenthost"
 local T = require "ahtest"
 
 T.eq(type(ah.version), "string", "ah.version")
-local m <close> = ah.mock{ plan = { { status = 503 }, { cut_after_events = 4 } } }
+local m = ah.mock{ plan = { { status = 503 }, { cut_after_events = 4 } } }
 local agent = ah.agent{ client = ah.client{ provider = "anthropic", model = "m", base_url = m.url },
                         on_event = false, policy = T.fast() }
 local r = agent:run("from plain lua")
@@ -27,3 +27,4 @@ r = ah.agent{ client = ah.client{ provider = "openai", model = "m", base_url = m
 T.eq(r.outcome, "completed", "tool run")
 T.eq(calls, 2, "tool retried")
 T.ok("tools from plain lua5.4")
+m:close()

@@ -4,7 +4,7 @@
 local ah = require "agenthost"
 local T = require "ahtest"
 
-local m <close> = ah.mock{ plan = { { stall_after_events = 3 } } }
+local m = ah.mock{ plan = { { stall_after_events = 3 } } }
 local events = {}
 local agent = ah.agent{ client = ah.client{ provider = "openai", model = "m", base_url = m.url },
                         policy = T.fast{ idle_timeout_ms = 60000 },
@@ -25,3 +25,4 @@ T.ok("plain lua5.4: start, cancel a stalled stream, wait")
 local r2 = agent:run("now complete")
 T.eq(r2.outcome, "completed", "agent:run after a cancel")
 T.ok("plain lua5.4: agent:run is start + wait")
+m:close()

@@ -3,7 +3,7 @@
 local ah = require "agenthost"
 local T = require "ahtest"
 
-local m <close> = ah.mock{}
+local m = ah.mock{}
 local KEY = "sk-test-PLANTED-0123456789abcdef"
 
 for _, provider in ipairs(T.providers) do
@@ -82,3 +82,4 @@ T.eq(r.error.status, 401, "401 status")
 T.eq(r.stats.attempts, 1, "401 is not retried")
 T.contains(tostring(r.error), "401", "tostring(error) gives the message")
 T.ok("a 401 fails the run with an http error, not retried")
+m:close()

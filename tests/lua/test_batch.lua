@@ -56,7 +56,7 @@ T.test("a budget of 0 starts nothing", function()
   local b = ah.batch(ORDERS, w.fn, { budget = 0, on_event = function(e) events[#events + 1] = e end })
   T.eq({ b.done, b.failed, b.skipped, b.calls }, { {}, {}, { "A-1", "A-2", "A-3" }, 0 }, "all skipped")
   T.eq(w.started, {}, "fn never called")
-  T.eq(math.type(events[1] and events[1].ts_ms), "integer", "the event has a time")
+  T.eq(T.is_integer(events[1] and events[1].ts_ms), true, "the event has a time")
   events[1].ts_ms = nil
   T.eq(events, { { type = "budget_exhausted", budget = "batch", used = 0, limit = 0 } }, "one event")
 end)

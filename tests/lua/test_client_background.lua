@@ -18,7 +18,7 @@ T.raises(function() ah.client{ provider = "responses", model = "m", backgroud = 
 ah.client{ provider = "anthropic", model = "m", background = false }
 T.ok("background is validated, with the field named")
 
-local m <close> = ah.mock{ plan = { { cut_after_events = 6 } }, text = "Resumed exactly once." }
+local m = ah.mock{ plan = { { cut_after_events = 6 } }, text = "Resumed exactly once." }
 local client = ah.client{ provider = "responses", model = "m", base_url = m.url,
                           background = true }
 local events = {}
@@ -40,3 +40,4 @@ for _, ev in ipairs(events) do
 end
 T.eq(cont and cont.mode, "resume", "llm_continuation.mode")
 T.ok("a cut background stream is re-attached and completes")
+m:close()

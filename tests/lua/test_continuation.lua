@@ -11,7 +11,7 @@ local add = { description = "Add two integers.",
               run = function(args) return tostring(args.a + args.b) end }
 
 -- The setting is checked and readable.
-local m0 <close> = ah.mock{}
+local m0 = ah.mock{}
 local c = ah.client{ provider = "anthropic", model = "claude-opus-4-6", base_url = m0.url }
 T.eq(c.continuation, "auto", "default setting")
 T.eq(c.rung, "prompt", "claude-opus-4-6 takes the prompt rung")
@@ -29,8 +29,8 @@ T.contains(err, "unknown continuation 'promt' (did you mean 'prompt'?)", "bad se
 -- A Claude 4.6 model whose stream is cut after its text, and which restates that text
 -- when asked to continue: the prompt rung, the restatement trimmed, the tool run once.
 local TEXT = "I will call add now."
-local m <close> = ah.mock{ plan = { steps = { { cut_after_events = 11 } },
-                                    ["then"] = { ok = true, restate = true } } }
+local m = ah.mock{ plan = { steps = { { cut_after_events = 11 } },
+                            ["then"] = { ok = true, restate = true } } }
 local events = {}
 local agent = ah.agent{
   client = ah.client{ provider = "anthropic", model = "claude-opus-4-6", base_url = m.url },
@@ -61,8 +61,8 @@ T.eq(r.history[4].content[1].type, "tool_use", "the continuation holds only the 
 
 -- A model the table thinks takes a prefill, on a server that refuses it: one 400,
 -- then the prompt rung for the rest of the client's life; the user never sees the 400.
-local m2 <close> = ah.mock{ plan = { steps = { { cut_after_events = 11 } },
-                                     ["then"] = { ok = true, refuse_prefill = true } } }
+local m2 = ah.mock{ plan = { steps = { { cut_after_events = 11 } },
+                             ["then"] = { ok = true, refuse_prefill = true } } }
 local client2 = ah.client{ provider = "anthropic", model = "claude-sonnet-4-5",
                            base_url = m2.url }
 local gave_up = 0
@@ -80,3 +80,6 @@ local refused = 0
 for _, q in ipairs(m2:requests()) do if q.status == 400 then refused = refused + 1 end end
 T.eq(refused, 1, "one 400 from the mock")
 T.ok("the continuation ladder from Lua")
+m2:close()
+m:close()
+m0:close()

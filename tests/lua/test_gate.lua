@@ -44,7 +44,7 @@ T.test("patching the module table does not change an agent", function()
     saved[name] = ah[name]
     ah[name] = boom(name)
   end
-  local ok, err = pcall(function()
+  local ok, err = T.pcall(function() -- the run waits: T.pcall, for PUC 5.1
     local w = lookup_agent(2) -- a number: a fresh budget per run, made by the agent
     local r = w.agent:run("look the order up")
     T.eq(r.outcome, "completed", "the run completed")
@@ -76,7 +76,7 @@ T.test("an agent does not call tools through their `call` method", function()
     end
     return index(t, k)
   end
-  local ok, err = pcall(function()
+  local ok, err = T.pcall(function() -- the run waits: T.pcall, for PUC 5.1
     local w = lookup_agent(nil)
     local r = w.agent:run("look the order up")
     T.eq(r.outcome, "completed", "the run completed")
@@ -103,7 +103,7 @@ T.test("a tool body's error is logged once with its traceback", function()
 end)
 
 T.test("a raising validate is logged once with its traceback", function()
-  local m <close> = ah.mock {}
+  local m = ah.mock {}
   local c = ah.client { provider = "openai", model = "m", base_url = m.url }
   local agent = agent_new { client = c, on_event = false, policy = { max_attempts = 1 } }
   m:set_plan { steps = { { ok = true, text = '{"a": 1}' } }, ["then"] = { ok = true, text = '{"a": 2}' } }
@@ -114,6 +114,7 @@ T.test("a raising validate is logged once with its traceback", function()
   local line = logged("output.validate:")
   T.ok(line ~= nil, "the failure is logged")
   T.ok(line and line:find("stack traceback:", 1, true), "with a traceback: " .. tostring(line))
+  m:close()
 end)
 
 T.test("a batch item's error carries its traceback", function()

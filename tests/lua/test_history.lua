@@ -44,7 +44,7 @@ do
   local path = dir .. "/rich.json"
   T.eq(ah.history_save(RICH, path), true, "save")
   local f = assert(io.open(path))
-  local doc = cjson.decode(f:read("a"))
+  local doc = cjson.decode(f:read("*a"))
   f:close()
   T.eq(doc.format, "agenthost.history", "the file says what it is")
   T.eq(doc.version, 1, "and its version")
@@ -53,7 +53,7 @@ do
   T.ok("a history with reasoning, tool calls, results and a partial message round-trips")
   -- no temporary file left behind
   local p = io.popen("ls " .. dir)
-  local names = p:read("a")
+  local names = p:read("*a")
   p:close()
   T.eq(names, "rich.json\n", "only the history file is in the directory")
   T.ok("the save is a rename of a temporary file")
@@ -120,7 +120,7 @@ end
 
 -- ---- runs continue a conversation ----------------------------------------------------
 for _, provider in ipairs(T.providers) do
-  local m <close> = ah.mock{}
+  local m = ah.mock{}
   local client = ah.client{ provider = provider, model = "m", base_url = m.url }
   local agent = ah.agent{ client = client, on_event = false, policy = T.fast() }
   local r1 = agent:run("first question")
@@ -149,11 +149,12 @@ for _, provider in ipairs(T.providers) do
     T.contains(body, "enc-xyz", "responses: the reasoning item travels with its content")
   end
   T.ok(provider .. ": two turns share one history; a saved rich history is accepted")
+  m:close()
 end
 
 -- ---- bad histories at agent:run --------------------------------------------------------
 do
-  local m <close> = ah.mock{}
+  local m = ah.mock{}
   local agent = ah.agent{ client = ah.client{ provider = "anthropic", model = "m",
                                               base_url = m.url }, on_event = false }
   local r0 = agent:run("first")
@@ -168,6 +169,7 @@ do
            "agent:start: history[1].role: unknown role 'bot'", "agent:start checks it too")
   T.eq(#m:requests(), 1, "nothing was sent (but the first run's request)")
   T.ok("agent:run refuses a bad history before sending anything")
+  m:close()
 end
 
 os.execute("rm -rf " .. dir)

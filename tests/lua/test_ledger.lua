@@ -67,7 +67,7 @@ T.test("entries() lists key, seq and receipt in seq order", function()
   T.eq(#e, 3, "three rows")
   for i, k in ipairs { "k1", "k2", "k3" } do
     T.eq({ e[i].key, e[i].seq, e[i].receipt.amount }, { k, i, i }, "row " .. i)
-    T.ok(math.type(e[i].created_ms) == "integer" and e[i].created_ms > 0, "created_ms " .. i)
+    T.ok(T.is_integer(e[i].created_ms) and e[i].created_ms > 0, "created_ms " .. i)
   end
   T.eq(ledger.backend, "memory", "backend")
   T.eq(ledger:count(), 3, "count()")
@@ -110,8 +110,9 @@ T.test("SQLite: recorded effects survive the handle and the path is shared", fun
   local r3 = p.tool:call({ amount = 7 }, { key = "B-1", ledger = path })
   T.eq({ r1.duplicate, r2.duplicate, r3.duplicate, r3.seq, p.runs }, { true, false, true, 2, 2 },
        "path option")
-  local l3 <close> = ah.ledger { path = path }
+  local l3 = ah.ledger { path = path }
   T.eq(#l3, 2, "two rows on disk")
+  l3:close()
   os.remove(path)
   os.remove(path .. "-wal")
   os.remove(path .. "-shm")

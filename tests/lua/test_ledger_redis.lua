@@ -9,7 +9,7 @@ local ah = require "agenthost"
 local T = require "toolcheck"
 local R = require "redisfix"
 
-local redis <close> = R.start()
+local redis = R.start()
 
 local function charge_tool(p, ms)
   return ah.tool { name = "charge", policy = p.policy, run = function(args, ctx)
@@ -172,7 +172,7 @@ T.test("redis unreachable: the call fails closed with kind ledger", function()
   local p = { runs = 0 }
   local r = charge_tool(p):call({ amount = 1 }, { key = "U-1", ledger = ledger })
   T.eq({ r.ok, r.error and r.error.kind, p.runs }, { false, "ledger", 0 }, "fail closed")
-  T.ok(not pcall(function() return ledger:entries() end), "entries() raises")
+  T.ok(not T.pcall(function() return ledger:entries() end), "entries() raises")
 end)
 
 T.test("ah.ledger{redis} checks its fields", function()
@@ -185,4 +185,5 @@ end)
 
 collectgarbage()
 collectgarbage() -- close the ledgers (and their connections) before the server goes
+redis.stop()
 T.done()

@@ -36,12 +36,18 @@ T.eq(m.url, nil, "url after close")
 T.raises(function() m:requests() end, "closed")
 T.ok("close is idempotent")
 
-do
-  local scoped <close> = ah.mock{ plan_json = '[{"status": 503}]' }
-  T.contains(scoped.url, "127.0.0.1", "scoped mock")
+-- <close> is Lua 5.4 syntax: compiled from a string where the runtime has it
+if T.runtime == "5.4" then
+  local scoped = T.load([[
+    local ah, T = ...
+    local scoped <close> = ah.mock{ plan_json = '[{"status": 503}]' }
+    T.contains(scoped.url, "127.0.0.1", "scoped mock")
+    return scoped
+  ]])(ah, T)
+  T.eq(scoped.url, nil, "<close> closed the mock at the end of its scope")
 end
 local dropped = ah.mock{}
 dropped = nil
 collectgarbage()
 collectgarbage()
-T.ok("<close> and garbage collection close the mock")
+T.ok("<close> (5.4) and garbage collection close the mock")

@@ -15,8 +15,10 @@ T.ok("require 'agenthost.status' works before require 'agenthost'")
 -- ---- whole numbers ----------------------------------------------------------------------
 local cfg = cjson.decode('{"max_steps":3,"max_tokens":100,"budget":2,"concurrency":2,' ..
                          '"deltas":3,"tools":4,"retries":1,"attempts":3}')
-T.eq(math.type(cfg.max_steps), "float", "lua-cjson gives floats")
-local m <close> = ah.mock{ text_deltas = cfg.deltas }
+if T.has_integers then -- elsewhere every number is a float (a double)
+  T.eq(math.type(cfg.max_steps), "float", "lua-cjson gives floats")
+end
+local m = ah.mock{ text_deltas = cfg.deltas }
 local client = ah.client{ provider = "anthropic", model = "m", base_url = m.url,
                           max_tokens = cfg.max_tokens }
 local agent = ah.agent{ client = client, max_steps = cfg.max_steps, budget = cfg.budget,
@@ -95,7 +97,10 @@ buggy:run("again") -- the same tool fails again: not logged twice
 T.eq(calls, 2, "the body ran twice")
 T.eq(#lines, 1, "logged once")
 T.contains(lines[1][2], "tool 'oops' (" .. r3.run_id .. "): ", "names the tool and the run")
-T.contains(lines[1][2], "attempt to index a nil value", "the error")
+-- 5.3/5.4 say "attempt to index a nil value (local 't')", 5.1/5.2/LuaJIT
+-- "attempt to index local 't' (a nil value)"
+T.contains(lines[1][2], "attempt to index", "the error")
+T.contains(lines[1][2], "a nil value", "the error")
 T.contains(lines[1][2], "stack traceback:", "with its traceback")
 T.eq(r3.outcome, "completed", "the run goes on (the model sees the error)")
 -- an error value raised on purpose is the tool saying how it failed: not logged
@@ -117,3 +122,4 @@ T.eq(ah.agent{ client = client, on_event = false }:run("x").outcome, "completed"
 ah.log_handler(nil) -- back to stderr
 T.raises(function() ah.log_handler(42) end, "ah.log_handler: expected a function, false or nil")
 T.ok("ah.log_handler: false silences, nil restores stderr, a failing handler is survived")
+m:close()

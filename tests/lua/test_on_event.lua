@@ -3,7 +3,7 @@
 local ah = require "agenthost"
 local T = require "ahtest"
 
-local m <close> = ah.mock{ text_deltas = 4 }
+local m = ah.mock{ text_deltas = 4 }
 local client = ah.client{ provider = "anthropic", model = "m", base_url = m.url }
 
 local evs = {}
@@ -21,7 +21,7 @@ T.eq(evs[1].run_id, r.run_id, "run_start.run_id")
 local prev = 0
 for i, ev in ipairs(evs) do
   T.eq(ev.run_id, r.run_id, "event " .. i .. " (" .. ev.type .. ").run_id")
-  T.eq(math.type(ev.ts_ms), "integer", "event " .. i .. ".ts_ms")
+  T.eq(T.is_integer(ev.ts_ms), true, "event " .. i .. ".ts_ms is a whole number")
   assert(ev.ts_ms >= prev and math.abs(ev.ts_ms - os.time() * 1000) < 60000,
          "ts_ms is wall time and never goes back: " .. ev.ts_ms)
   prev = ev.ts_ms
@@ -91,3 +91,4 @@ r = waiter:run("outer")
 T.eq(r.outcome, "completed", "a waiting hook does not break the run")
 T.eq(tried, 1, "the hook ran")
 T.ok("waiting inside a hook is refused")
+m:close()

@@ -5,7 +5,7 @@
 local ah = require "agenthost"
 local T = require "ahtest"
 
-local m <close> = ah.mock{ text_deltas = 12 }
+local m = ah.mock{ text_deltas = 12 }
 local client = ah.client{ provider = "anthropic", model = "m", base_url = m.url }
 
 local function run(coalesce, plan)
@@ -26,7 +26,7 @@ local function run(coalesce, plan)
   T.eq(table.concat(texts), r.text, "the deltas are the answer")
   for _, d in ipairs(deltas) do
     T.eq(d.run_id, r.run_id, "a merged delta keeps its run")
-    T.eq(math.type(d.llm_call) .. math.type(d.block), "integerinteger", "and its fields")
+    T.eq(T.is_integer(d.llm_call) and T.is_integer(d.block), true, "and its fields")
   end
   return deltas, order
 end
@@ -35,9 +35,9 @@ local each = run(nil)
 assert(#each >= 12, "without coalescing every delta is its own event (" .. #each .. ")")
 
 -- one merged delta: nothing flushes it but the end of the block's stream
-local one, order = run({ ms = 60000, bytes = 1 << 20 })
+local one, order = run({ ms = 60000, bytes = 1048576 })
 T.eq(#one, 1, "all the deltas merged")
-assert(math.type(one[1].ts_ms) == "integer" and one[1].ts_ms >= each[1].ts_ms,
+assert(T.is_integer(one[1].ts_ms) and one[1].ts_ms >= each[1].ts_ms,
        "a merged delta has a ts_ms")
 local seen_end
 for _, t in ipairs(order) do
@@ -78,3 +78,4 @@ T.raises(function() ah.agent{ client = client, on_event_coalesce = { bytes = 0 }
 T.raises(function() ah.agent{ client = client, on_event_coalesce = { msx = 1 } } end,
          "msx")
 T.ok("on_event_coalesce is checked")
+m:close()

@@ -5,7 +5,7 @@
 local ah = require "agenthost"
 local T = require "ahtest"
 
-local m <close> = ah.mock{ text_deltas = 8 }
+local m = ah.mock{ text_deltas = 8 }
 local client = ah.client{ provider = "anthropic", model = "m", base_url = m.url }
 
 local function run(hook, opts)
@@ -54,3 +54,4 @@ end)
 T.eq(table.concat(texts), r.text, "a reading hook sees every delta's text")
 assert(count >= 8, "and every delta")
 T.ok("a hook that only reads sees every delta")
+m:close()

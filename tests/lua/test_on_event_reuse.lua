@@ -4,7 +4,7 @@
 local ah = require "agenthost"
 local T = require "ahtest"
 
-local m <close> = ah.mock{ text_deltas = 6 }
+local m = ah.mock{ text_deltas = 6 }
 local client = ah.client{ provider = "anthropic", model = "m", base_url = m.url }
 
 local function run(reuse)
@@ -17,9 +17,9 @@ local function run(reuse)
         local n = 0
         for _ in pairs(ev) do n = n + 1 end
         -- type, run_id, ts_ms, llm_call, block, text
-        fields_ok = fields_ok and n == 6 and math.type(ev.llm_call) == "integer"
-                    and math.type(ev.block) == "integer" and type(ev.text) == "string"
-                    and type(ev.run_id) == "string" and math.type(ev.ts_ms) == "integer"
+        fields_ok = fields_ok and n == 6 and T.is_integer(ev.llm_call)
+                    and T.is_integer(ev.block) and type(ev.text) == "string"
+                    and type(ev.run_id) == "string" and T.is_integer(ev.ts_ms)
       else
         others[#others + 1] = ev
       end
@@ -48,3 +48,4 @@ T.ok("without on_event_reuse every delta is its own table")
 T.raises(function() ah.agent{ client = client, on_event_reuse = 1 } end,
          "on_event_reuse must be a boolean")
 T.ok("on_event_reuse is checked")
+m:close()

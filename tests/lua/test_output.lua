@@ -4,7 +4,7 @@
 local ah = require "agenthost"
 local T = require "ahtest"
 
-local m <close> = ah.mock{}
+local m = ah.mock{}
 local client = ah.client{ provider = "openai", model = "m", base_url = m.url }
 local agent = ah.agent{ client = client, on_event = false, policy = T.fast() }
 
@@ -76,3 +76,4 @@ r = agent:run("JSON please", { output = { max_retries = 0 } })
 T.eq(r.outcome, "bad_output", "max_retries 0")
 T.eq(r.stats.llm_calls, 1, "no retry")
 T.ok("max_retries = 0")
+m:close()

@@ -8,7 +8,7 @@ local faults = { { status = 503 }, { status = 529 }, { cut_after_events = 4 },
                  { status = 429, headers = { ["retry-after-ms"] = 5 } }, { reset = true },
                  { status = 502 }, { error_event_after = 3 }, { ok = true } }
 for i = 1, 60 do plan[i] = faults[(i - 1) % #faults + 1] end
-local m <close> = ah.mock{ plan = plan }
+local m = ah.mock{ plan = plan }
 
 local agents = {}
 for i, p in ipairs(T.providers) do
@@ -72,3 +72,4 @@ T.contains(nested[1][2], '"b"', "nested 1.2")
 T.contains(nested[2], '"c"', "nested 2")
 T.eq(#ah.parallel{}, 0, "empty parallel")
 T.ok("nested ah.parallel")
+m:close()

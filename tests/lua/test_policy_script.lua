@@ -8,14 +8,14 @@ local policy = require "agenthost.policy"
 
 local here = arg[0]:match("^(.*)/[^/]*$") or "."
 local function read(rel)
-    return assert(io.open(here .. "/../../" .. rel)):read("a")
+    return assert(io.open(here .. "/../../" .. rel)):read("*a")
 end
 
 local header = read("core/include/agenthost/policy.h")
 local function c_default(name)
     local v = header:match("AH_POLICY_DEFAULT_" .. name .. "%s*=%s*(%d+)")
     assert(v, "policy.h has no AH_POLICY_DEFAULT_" .. name)
-    return math.tointeger(tonumber(v))
+    return tonumber(v) -- "500" -> 500, an integer where the runtime has them
 end
 for field, name in pairs({ max_attempts = "MAX_ATTEMPTS", base_ms = "BASE_MS",
                            cap_ms = "CAP_MS", max_retry_after_ms = "MAX_RETRY_AFTER_MS",

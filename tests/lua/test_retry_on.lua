@@ -4,7 +4,7 @@
 local ah = require "agenthost"
 local T = require "ahtest"
 
-local m <close> = ah.mock{}
+local m = ah.mock{}
 local client = ah.client{ provider = "anthropic", model = "m", base_url = m.url }
 
 -- a 400 is not retryable by default; retry_on says retry it
@@ -86,3 +86,4 @@ T.eq(r.stats.attempts, 2, "one retry, then the budget closed")
 assert(budget:tokens() < 4, "tokens were spent")
 ah.retry_budget(false)
 T.ok("ah.retry_budget throttles retries across agents")
+m:close()

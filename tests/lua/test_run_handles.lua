@@ -5,7 +5,7 @@
 local ah = require "agenthost"
 local T = require "ahtest"
 
-local m <close> = ah.mock{ text_deltas = 6 }
+local m = ah.mock{ text_deltas = 6 }
 local client = ah.client{ provider = "anthropic", model = "m", base_url = m.url }
 
 local function agent_with(events, extra)
@@ -162,3 +162,4 @@ do
   T.eq(count(events, "run_end"), 2, "parallel: one run_end each")
   T.ok("runs under ah.parallel are cancelled one by one")
 end
+m:close()

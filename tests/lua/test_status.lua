@@ -5,6 +5,8 @@
 local here = (arg and arg[0] or ""):match("^(.*)/[^/]*$") or "."
 local ok, status = pcall(require, "agenthost.status")
 if not ok then status = dofile(here .. "/../../scripts/status.lua") end
+-- utf8.len is 5.3+; ahtest.lua has the same in Lua for the other runtimes
+local utf8_len = dofile(here .. "/ahtest.lua").utf8_len
 
 local passed, failed = 0, 0
 local function test(name, fn)
@@ -231,7 +233,7 @@ test("a long transient line is cut to the terminal width", function()
     local d, s = display({ width = 30 })
     d:update(retry504)
     local line = s:text():match("^\r(.*)\27%[K$")
-    eq(utf8.len(line), 29, "visible length")
+    eq(utf8_len(line), 29, "visible length")
     eq(line, "retrying LLM request after H…")
 end)
 
@@ -272,7 +274,7 @@ test("tty = nil detects: a regular file is not a terminal", function()
     eq(d.tty, false, "tty")
     d:update(retry504)
     f:close()
-    local text = assert(io.open(path)):read("a")
+    local text = assert(io.open(path)):read("*a")
     os.remove(path)
     eq(text, "agenthost: retrying LLM request after HTTP 504 (attempt 2/4 in 1.2s)\n")
 end)

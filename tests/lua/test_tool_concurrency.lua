@@ -6,7 +6,7 @@
 local ah = require "agenthost"
 local T = require "ahtest"
 
-local m <close> = ah.mock{}
+local m = ah.mock{}
 local clients = {}
 for _, p in ipairs(T.providers) do
   clients[p] = ah.client{ provider = p, model = "m", base_url = m.url }
@@ -111,3 +111,4 @@ end
 T.raises(function() ah.agent{ client = client, tools = { t = slow_tool({}, { exclusive = 1 }) } } end,
          "ah.agent: tools.t: exclusive must be a boolean")
 T.ok("exclusive is checked")
+m:close()

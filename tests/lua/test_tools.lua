@@ -4,7 +4,7 @@
 local ah = require "agenthost"
 local T = require "ahtest"
 
-local m <close> = ah.mock{}
+local m = ah.mock{}
 local client = ah.client{ provider = "anthropic", model = "m", base_url = m.url }
 local schema = { type = "object", properties = { a = { type = "integer" }, b = { type = "integer" } },
                  required = { "a", "b" } }
@@ -73,7 +73,8 @@ T.eq(plain, 1, "a plain error is not retried")
 tr = tool_result(r)
 T.eq(tr.is_error, true, "tool error")
 T.contains(tr.content, "error: ", "error prefix")
-T.contains(tr.content, "attempt to index a nil value", "the error message")
+T.contains(tr.content, "attempt to index", "the error message") -- the wording of the rest
+T.contains(tr.content, "a nil value", "the error message")        -- differs across runtimes
 T.contains(r.text, "The tool returned: error:", "the model saw it")
 T.eq(ends[1].outcome, "error", "tool_call_end.outcome")
 T.eq(ends[1].attempts, 1, "tool_call_end.attempts")
@@ -122,3 +123,4 @@ r = ah.agent{ client = client, on_event = false, tools = {
   { name = "alpha", schema = schema, run = function() return "a" end } } }:run("x")
 T.eq(tool_result(r).content, "a", "the first tool in name order is offered first")
 T.ok("tools as a list")
+m:close()

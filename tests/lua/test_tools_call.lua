@@ -131,13 +131,13 @@ T.test("a budget of 0 calls nothing and raises nothing", function()
   local events = {}
   local budget = ah.budget(0)
   local tool, _, _, total = flaky {}
-  local ok, r = pcall(tool.call, tool, { amount = 5 }, { key = "z", budget = budget,
+  local ok, r = T.pcall(tool.call, tool, { amount = 5 }, { key = "z", budget = budget,
                       on_event = function(ev) events[#events + 1] = ev end })
   T.eq(ok, true, "no exception")
   T.eq({ r.ok, r.outcome, r.attempts, r.error.kind }, { false, "budget_exhausted", 0, "budget" },
        "result")
   T.eq(total(), 0, "body never ran")
-  T.eq(math.type(events[1] and events[1].ts_ms), "integer", "the event has a time")
+  T.eq(T.is_integer(events[1] and events[1].ts_ms), true, "the event has a time")
   events[1].ts_ms = nil
   T.eq(events[1], { type = "budget_exhausted", budget = "tool_calls", used = 0, limit = 0 },
        "budget_exhausted event")

@@ -3,8 +3,14 @@
 -- plain_tools.lua).
 -- Each test is a named function; a failed check records a message and the test goes on,
 -- so one run reports every failure. done() raises when anything failed, which makes the
--- host exit non-zero.
+-- host exit non-zero. The runtime facts and shims (M.runtime, M.has_integers, M.pcall,
+-- M.is_integer, ...) are ahtest.lua's, re-exported here.
+local A = require "ahtest"
 local M = { failed = 0, passed = 0, current = "?" }
+for _, k in ipairs { "runtime", "has_integers", "yields_across_pcall", "unpack", "pack", "load",
+                     "is_integer", "utf8_len", "utf8_char", "pcall", "trace_pcall" } do
+  M[k] = A[k]
+end
 
 local function show(v)
   if type(v) == "string" then return string.format("%q", v) end
@@ -29,7 +35,7 @@ M.deep_eq = deep_eq
 
 local function fail(what, detail)
   M.failed = M.failed + 1
-  io.stderr:write(string.format("FAIL [%s] %s: %s\n", M.current, what, detail))
+  io.stderr:write(string.format("FAIL [%s] %s: %s\n", M.current, tostring(what), detail))
 end
 
 function M.eq(got, want, what)
@@ -46,7 +52,7 @@ end
 
 -- fn must raise an error whose text contains `needle` (plain text match).
 function M.raises(fn, needle, what)
-  local ok, err = pcall(fn)
+  local ok, err = A.pcall(fn)
   if ok then
     fail(what, "did not raise")
   elseif not tostring(err):find(needle, 1, true) then
@@ -56,9 +62,10 @@ function M.raises(fn, needle, what)
   end
 end
 
+-- A test body may wait (M.pcall: on PUC 5.1 it runs in a coroutine of its own).
 function M.test(name, fn)
   M.current = name
-  local ok, err = xpcall(fn, debug.traceback)
+  local ok, err = A.trace_pcall(fn)
   if not ok then fail("test raised", tostring(err)) end
   io.stdout:write("ran ", name, "\n")
 end
