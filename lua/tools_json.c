@@ -624,11 +624,14 @@ static int dec_number(lua_State *L, jdec *d)
      * the string of its digits (the history keeps the JSON text, so nothing is rounded
      * on the way back to the provider). */
     if (!is_float) {
-        double v = strtod(tmp, NULL);
-        if (fabs(v) > 9007199254740992.0) /* 2^53 */
-            lua_pushlstring(L, s, n);
+        errno = 0;
+        char *e = NULL;
+        long long v = strtoll(tmp, &e, 10);
+        if (errno == 0 && e == tmp + n && v >= -9007199254740992LL &&
+            v <= 9007199254740992LL) /* [-2^53, 2^53]: exact as a double */
+            lua_pushnumber(L, (lua_Number)v);
         else
-            lua_pushnumber(L, v);
+            lua_pushlstring(L, s, n);
         return 1;
     }
 #endif

@@ -114,7 +114,10 @@ T.test("redis: a holder that fails hands the key to the waiter", function()
   T.eq(p.runs, 2, "the waiter ran the body after the holder failed")
   T.eq({ rs[1].ok, rs[1].error and rs[1].error.kind }, { false, "permanent" }, "holder")
   T.eq({ rs[2].ok, rs[2].duplicate }, { true, false }, "waiter ran it")
-  T.eq(#ledger, 1, "one entry")
+  -- ledger:count() rather than #ledger: a Redis ledger's count waits for Redis, and PUC
+  -- Lua 5.1 cannot wait inside a metamethod (docs/lua.md, "Runtimes")
+  T.eq(ledger:count(), 1, "one entry")
+  if T.yields_across_pcall then T.eq(#ledger, 1, "#ledger too") end
 end)
 
 T.test("redis: two agent runs whose tool calls map to one key charge once", function()

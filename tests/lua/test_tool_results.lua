@@ -31,7 +31,7 @@ T.ok("a cyclic result fails the call at once, naming where the cycle closes")
 
 fails_with(call("fn", function() return { items = { 1, print } } end), "$.items[2]",
            "a function")
-fails_with(call("co", function() return { c = coroutine.create(print) } end), "$.c",
+fails_with(call("co", function() return { c = coroutine.create(function() end) } end), "$.c",
            "a thread")
 fails_with(call("nan", function() return { n = 0 / 0 } end), "NaN", "NaN")
 fails_with(call("inf", function() return { big = { 1 / 0 } } end), "$.big[1]", "infinity")
