@@ -18,6 +18,8 @@
 #      on a 10 MB answer.
 #   7. Redis: fleet retry amplification (1, 8, 32 processes) and the cost of a shared
 #      budget, pacing or ledger decision against the local one (needs redis-server).
+#   8. Every Lua runtime: instructions per delta with and without an on_event hook on
+#      5.1, 5.2, 5.3, LuaJIT beside 5.4 (tests/bench/runtimes.sh).
 # Every client is a separate process measured from wait4() (CPU user + system, peak RSS,
 # wall), RUNS times; tables give medians, and ratios are the median of per-run ratios
 # (run i of one client against run i of the other, measured back to back).
@@ -501,5 +503,12 @@ out ""
 out "The cost of a shared decision against the local one (tests/bench/redis_bench.c, one loop, unix socket):"
 out ""
 out "$("$BUILD_DIR/tests/bench/redis_bench")"
+out ""
+# -- 8
+out "## 8. Every Lua runtime (docs/lua.md, Runtimes)"
+out ""
+out "Callgrind instructions per text delta of \`tests/bench/stack.lua\` run through \`tests/lua/host.lua\` by each interpreter, 20 000 deltas, anthropic (tests/bench/runtimes.sh). The C stack is the same on every runtime; the on_event hook costs what building its event table costs there (5.4 refills one table for a hook that provably keeps nothing; the other runtimes get a fresh table per event unless the agent sets on_event_reuse = true)."
+out ""
+out "$("$BENCH/runtimes.sh" "$BUILD_DIR" 20000)"
 out ""
 out "Raw data: \`$(basename "$BUILD_DIR")/bench-work/\` (per-run measurements in raw/, callgrind files in callgrind/). Bench time: $(($(date +%s) - started)) s."
