@@ -98,10 +98,16 @@ static void hook_watch(void *ud, int fd, int events)
     b->registered[fd] = (unsigned char)events;
 }
 
+static void arm_timerfd(lah_backend *b);
+
 static void hook_set_timeout(void *ud, int64_t ms)
 {
     lah_backend *b = ud;
     b->due = ms < 0 ? -1 : now_ms() + ms;
+    /* work started outside a step (agent:start from the host's own code) must wake the
+     * host too: the timerfd follows at once once a host watches the fd */
+    if (b->external)
+        arm_timerfd(b);
 }
 
 static void signal_efd(lah_backend *b)
@@ -252,6 +258,11 @@ void lah_backend_idle(lah_backend *b, int pending)
         return;
     if (pending)
         signal_efd(b);
+    arm_timerfd(b);
+}
+
+static void arm_timerfd(lah_backend *b)
+{
     if (b->due == b->armed_due)
         return;
     struct itimerspec its;
