@@ -1142,10 +1142,11 @@ static void close_tool_round(ah_worker *w, ah_run_outcome outcome)
         int is_error = done ? t->outcome != AH_TOOL_OK : 1;
         if (ah_conversation_add_tool_result(w->conv, t->id, content, is_error) != AH_OK) {
             ah_conversation_truncate(w->conv, msg);
-            ah__log(AH_LOG_WARN,
-                    "worker %s: out of memory answering the tool calls of a stopped round; "
-                    "its assistant message is left out of history",
-                    w->run_id);
+            ah__log(
+                AH_LOG_WARN,
+                "worker %s: out of memory answering the tool calls of a stopped round; "
+                "its assistant message is left out of history",
+                w->run_id);
             return;
         }
     }

@@ -39,7 +39,7 @@
 #define HISTORY_VERSION 1
 #define HISTORY_MAX_BYTES (256u << 20) /* a history file larger than this is refused */
 /* The result given to a tool call that a history holds without one. */
-#define AH_HISTORY_UNANSWERED                                                             \
+#define AH_HISTORY_UNANSWERED                                                            \
     "error: the tool call has no result (the run that made it ended before the tool "    \
     "answered); its effect may or may not have happened"
 
@@ -313,7 +313,7 @@ static int answers_a_call(const ah_conversation *c, size_t msg, const char *id)
     return 0;
 }
 
-/* ---- unanswered tool calls (repaired) ------------------------------------------------ */
+/* ---- unanswered tool calls (repaired) ----------------------------------------------- */
 
 /* Does the Lua content list at idx (of a user message) hold a tool_result for id? A block
  * of the wrong shape answers nothing here; the check of the block then names it. */
@@ -358,8 +358,10 @@ static int answer_unanswered(checker *k, ah_conversation *c, lua_Integer m, int 
             return bad(k, ": out of memory");
         *opened = 1;
         b = ah_conversation_block(c, last, i); /* views are borrowed until a change */
-        ah_msg_block r = {.kind = AH_MSG_TOOL_RESULT, .tool_use_id = b->id,
-                          .text = AH_HISTORY_UNANSWERED, .is_error = 1};
+        ah_msg_block r = {.kind = AH_MSG_TOOL_RESULT,
+                          .tool_use_id = b->id,
+                          .text = AH_HISTORY_UNANSWERED,
+                          .is_error = 1};
         if (!*repaired)
             ah__log(AH_LOG_WARN,
                     "history[%lld].content[%zu]: tool call '%.60s' (%.60s) has no "

@@ -343,7 +343,7 @@ static void interrupts_stop(host *h, pthread_t th)
     sig_pipe[0] = sig_pipe[1] = -1;
 }
 
-/* ---- stdout: a pipe whose reader went away ------------------------------------------- */
+/* ---- stdout: a pipe whose reader went away ------------------------------------------ */
 
 /* Is fd 1 a pipe whose reader has gone (poll says POLLERR on the write end)? */
 static int stdout_is_broken(void)
@@ -391,7 +391,7 @@ static void stdout_watch_start(host *h)
         stdout_broke(h);
 }
 
-/* ---- --events ------------------------------------------------------------------------ */
+/* ---- --events ----------------------------------------------------------------------- */
 
 /* The first failed write is said once and ends the sink: no later event is written (a
  * line after a lost one would be a lie by omission), a torn line is cut off a regular

@@ -54,17 +54,24 @@ static void world_open(world *x, ah_wire wire, const char *plan, int concurrency
     ah_mock_config mc;
     ah_mock_config_init(&mc);
     mc.plan_json = plan;
-    ah_client_config cc = {.wire = wire, .api_key = "k", .model = "mock-model",
-                           .max_tokens = 256};
+    ah_client_config cc = {
+        .wire = wire, .api_key = "k", .model = "mock-model", .max_tokens = 256};
     rig_open(&mc, &cc, &x->mock, &x->loop, &x->client);
     ah_policy pol;
     ah_policy_init(&pol);
-    ah_tool_def tool = {.name = "slow", .description = "waits",
-                        .schema_json = "{\"type\":\"object\"}"};
-    ah_worker_config wc = {.loop = x->loop, .client = x->client, .policy = &pol,
-                           .tools = &tool, .n_tools = 1, .tool_exec = waiting_tool,
-                           .tool_ud = x, .on_event = record_event, .event_ud = x,
-                           .max_tool_concurrency = concurrency, .history = history};
+    ah_tool_def tool = {
+        .name = "slow", .description = "waits", .schema_json = "{\"type\":\"object\"}"};
+    ah_worker_config wc = {.loop = x->loop,
+                           .client = x->client,
+                           .policy = &pol,
+                           .tools = &tool,
+                           .n_tools = 1,
+                           .tool_exec = waiting_tool,
+                           .tool_ud = x,
+                           .on_event = record_event,
+                           .event_ud = x,
+                           .max_tool_concurrency = concurrency,
+                           .history = history};
     char err[256];
     ah_worker_new(&wc, &x->worker, err, sizeof err);
     if (!x->worker)
@@ -107,7 +114,8 @@ static void cancel_in_a_tool_round_answers_every_call(void **state)
         world_open(&x, (ah_wire)wire, "[{\"ok\":true,\"tool_calls\":3}]", 1, NULL);
         assert_int_equal(ah_worker_start(x.worker, "use slow"), AH_OK);
         until_started(&x, 1);
-        ah_tool_response ok = {.outcome = AH_TOOL_OK, .content = "first done", .attempts = 1};
+        ah_tool_response ok = {
+            .outcome = AH_TOOL_OK, .content = "first done", .attempts = 1};
         assert_int_equal(ah_worker_tool_done(x.worker, 0, &ok), AH_OK);
         assert_int_equal(x.n_started, 2); /* the slot went to call 1 */
         ah_worker_cancel_with(x.worker, "stop");
@@ -136,7 +144,8 @@ static void cancel_in_a_tool_round_answers_every_call(void **state)
         assert_true(block(c, 2, 2)->is_error);
         assert_int_equal(event_log_count(&x.log, "run_end"), 1);
         cJSON *end = event_log_find(&x.log, "run_end", 0);
-        assert_string_equal(cJSON_GetObjectItem(end, "outcome")->valuestring, "cancelled");
+        assert_string_equal(cJSON_GetObjectItem(end, "outcome")->valuestring,
+                            "cancelled");
         cJSON_Delete(end);
         assert_int_equal(ah_mock_request_count(x.mock), 1);
 

@@ -393,7 +393,7 @@ static void loop_run_waits_for_a_pending_answer(void **state)
                      AH_LEDGER_PENDING);
     ah_ledger_cancel(f->l, &a);
     assert_int_equal(ah_loop_run(f->loop), AH_OK);
-    assert_int_equal(a.n, 2); /* never heard */
+    assert_int_equal(a.n, 2);                    /* never heard */
     assert_int_equal(ah_ledger_claims(f->l), 0); /* and given back */
     assert_false(ah_loop_alive(f->loop));
 }

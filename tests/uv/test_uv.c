@@ -84,8 +84,11 @@ static void hooks_are_told_fds_and_timeouts(void **state)
     (void)state;
     app a = {0};
     ah_manual_clock *clock = ah_manual_clock_new(1000, 1700000000000);
-    ah_loop_hooks hooks = {.ud = &a, .watch = rec_watch, .set_timeout = rec_timeout,
-                           .wakeup = rec_wakeup, .keep_alive = rec_keep_alive};
+    ah_loop_hooks hooks = {.ud = &a,
+                           .watch = rec_watch,
+                           .set_timeout = rec_timeout,
+                           .wakeup = rec_wakeup,
+                           .keep_alive = rec_keep_alive};
     ah_loop *loop = NULL;
     ah_loop_new_hooked(ah_manual_clock_get(clock), NULL, &hooks, &loop, NULL, 0);
     assert_non_null(loop);
@@ -367,8 +370,9 @@ static void uv_run_waits_for_a_sqlite_ledger_answer(void **state)
     uv_run(&uv, UV_RUN_DEFAULT);
     assert_int_equal(got.n, 1);
     assert_int_equal(got.answer, AH_LEDGER_OWNED);
-    assert_int_equal(ah_ledger_complete(l, "uv-1", "{}", "\"r\"", &r, on_ledger_answer, &got),
-                     AH_LEDGER_PENDING);
+    assert_int_equal(
+        ah_ledger_complete(l, "uv-1", "{}", "\"r\"", &r, on_ledger_answer, &got),
+        AH_LEDGER_PENDING);
     uv_run(&uv, UV_RUN_DEFAULT);
     assert_int_equal(got.n, 2);
     assert_int_equal(got.answer, AH_LEDGER_DONE);

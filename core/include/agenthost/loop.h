@@ -46,7 +46,8 @@ AH_EXPORT ah_loop *ah_loop_new(const ah_clock *clock, const ah_rng *rng);
 #define AH_IO_READ 1
 #define AH_IO_WRITE 2
 
-/* What a hooked loop asks of the application's loop. All three are required. */
+/* What a hooked loop asks of the application's loop: watch, set_timeout and wakeup are
+ * required, keep_alive is optional. */
 typedef struct ah_loop_hooks {
     void *ud;
     /* Watch fd for AH_IO_READ and/or AH_IO_WRITE, replacing what was asked for it before;

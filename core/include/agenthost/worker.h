@@ -203,15 +203,15 @@ AH_EXPORT ah_status ah_worker_tool_done(ah_worker *w, size_t index, const ah_too
  * tool error (is_error) AH_TOOL_CANCELLED_RUNNING, one not started yet
  * AH_TOOL_CANCELLED_WAITING (AH_TOOL_STOPPED_* when the run failed). */
 AH_EXPORT void ah_worker_cancel(ah_worker *w);
-#define AH_TOOL_CANCELLED_RUNNING                                                         \
+#define AH_TOOL_CANCELLED_RUNNING                                                        \
     "error: the tool call was cancelled before it finished; its effect may or may not "  \
     "have happened"
-#define AH_TOOL_CANCELLED_WAITING                                                         \
+#define AH_TOOL_CANCELLED_WAITING                                                        \
     "error: the tool call was cancelled before it started; it did not run"
-#define AH_TOOL_STOPPED_RUNNING                                                           \
+#define AH_TOOL_STOPPED_RUNNING                                                          \
     "error: the run failed before the tool call finished; its effect may or may not "    \
     "have happened"
-#define AH_TOOL_STOPPED_WAITING                                                           \
+#define AH_TOOL_STOPPED_WAITING                                                          \
     "error: the run failed before the tool call started; it did not run"
 /* The same, with the run_end error message "cancelled: <reason>" (reason NULL or "":
  * "cancelled"). The reason is recorded only by the first cancel; call it on the loop
