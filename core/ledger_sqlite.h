@@ -44,6 +44,7 @@ typedef struct sql_job {
     ah_ledger_fn cb;
     void *ud;
     int cancelled;        /* loop thread: ah_ledger_cancel(ud) came first */
+    int held;             /* loop thread: holds an ah_loop_ref until its answer is in */
     ah_timer *busy_timer; /* loop thread: a BUSY answer held back (poll delay) */
     /* the answer, written by the writer thread */
     ah_ledger_result res;

@@ -12,17 +12,30 @@
  *   - a job is created and freed on the loop thread and is on s->jobs until freed; while
  *     queued or running, only the writer writes its answer part;
  *   - stop finishes the queue before the thread ends: a receipt handed over is written
- *     even when nobody waits for its answer any more.
+ *     even when nobody waits for its answer any more;
+ *   - a job holds a reference on the loop (ah_loop_ref) from its submission until its
+ *     answer is back on the loop thread (or it is freed), so ah_loop_run and an
+ *     application's loop (uv_run) wait for it: nothing else of it is active meanwhile.
  */
 #include "ledger_sqlite.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+/* The job's answer is in (or will never be heard): the loop may end without it. */
+static void job_unhold(sql_job *j)
+{
+    if (j->held) {
+        j->held = 0;
+        ah_loop_unref(j->s->loop);
+    }
+}
+
 static void job_free(sql_job *j)
 {
     if (!j)
         return;
+    job_unhold(j);
     ah_timer_free(j->busy_timer);
     free(j->key);
     free(j->fp);
@@ -130,6 +143,10 @@ int ah__sqlite_submit(sql_ledger *s, job_kind kind, const char *key, const char 
     j->ud = ud;
     j->inext = s->jobs;
     s->jobs = j;
+    /* Work in flight: its answer comes through s->wake with no timer or transfer of its
+     * own, so the loop (ah_loop_run, uv_run) must not end before it is in. */
+    j->held = 1;
+    ah_loop_ref(s->loop);
     pthread_mutex_lock(&s->mu);
     if (s->todo_tail)
         s->todo_tail->next = j;
@@ -189,6 +206,7 @@ static void busy_due(void *ud)
 /* Loop thread: one answer back from the writer. */
 static void answered(sql_ledger *s, sql_job *j)
 {
+    job_unhold(j); /* what follows is timed (a held BUSY) or delivered now */
     if (j->kind == JOB_ABANDON) {
         if (j->err[0])
             ah__log(AH_LOG_WARN, "ledger: cannot release the claim on key '%.80s': %s "

@@ -95,6 +95,7 @@ struct ah_loop {
     size_t n_timers; /* timers created and not freed: cap_heap >= n_timers always */
     uint64_t next_seq;
     size_t n_easy;
+    size_t refs;      /* ah_loop_ref: work in flight answering through an async */
     ah_async *asyncs; /* doubly linked, loop thread only */
     atomic_int async_pending;
     int in_curl; /* inside curl_multi_perform(): curl forbids removals now */
@@ -582,11 +583,11 @@ void ah_loop_free(ah_loop *loop)
 {
     if (!loop)
         return;
-    if (loop->n_heap || loop->n_easy || loop->asyncs)
+    if (loop->n_heap || loop->n_easy || loop->asyncs || loop->refs)
         ah__log(AH_LOG_WARN,
-                "loop: freed with %zu timer(s), %zu transfer(s) and async handles still "
-                "attached",
-                loop->n_heap, loop->n_easy);
+                "loop: freed with %zu timer(s), %zu transfer(s), %zu reference(s) and "
+                "async handles still attached",
+                loop->n_heap, loop->n_easy, loop->refs);
     /* Detach what is left so nothing points into freed memory. */
     for (size_t i = 0; i < loop->n_heap; i++)
         loop->heap[i]->idx = NOT_IN_HEAP;
@@ -643,7 +644,21 @@ int ah__loop_steppable(const ah_loop *loop)
 
 int ah_loop_alive(const ah_loop *loop)
 {
-    return loop->n_heap > 0 || loop->n_easy > 0;
+    return loop->n_heap > 0 || loop->n_easy > 0 || loop->refs > 0;
+}
+
+void ah_loop_ref(ah_loop *loop)
+{
+    if (loop && loop->refs++ == 0 && loop->hooked && loop->hooks.keep_alive)
+        loop->hooks.keep_alive(loop->hooks.ud, 1);
+}
+
+void ah_loop_unref(ah_loop *loop)
+{
+    if (!loop || loop->refs == 0)
+        return;
+    if (--loop->refs == 0 && loop->hooked && loop->hooks.keep_alive)
+        loop->hooks.keep_alive(loop->hooks.ud, 0);
 }
 
 void ah_loop_wakeup(ah_loop *loop)

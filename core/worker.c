@@ -421,10 +421,14 @@ static ah_status new_overlap(ah_worker *w)
     return AH_OK;
 }
 
+static void close_tool_round(ah_worker *w, ah_run_outcome outcome);
+
 static void finish(ah_worker *w, ah_run_outcome outcome, const ah_error *err)
 {
     if (w->state == W_FINISHED)
         return;
+    if (w->state == W_TOOLS)
+        close_tool_round(w, outcome);
     set_state(w, W_FINISHED);
     ah_timer_stop(w->kick);
     w->outcome = outcome;
@@ -1116,13 +1120,47 @@ static const ah_tool_def *find_tool(const ah_worker *w, const char *name)
     return NULL;
 }
 
+/* A run that ends inside a tool round (cancelled, or failed) still answers every call of
+ * the round's assistant message, in call order: a call that answered with its result, one
+ * that was running with a tool error saying its effect may or may not have happened, one
+ * not started yet with one saying it did not run. Every provider refuses a tool call
+ * without a result in the next message, so an unanswered call would make the
+ * conversation unusable; and dropping the message instead would hide from the model what
+ * the round did (a call that ran, or may have, would be asked for again under a new
+ * idempotency key). Out of memory, the round's assistant message is dropped instead: no
+ * unanswered call is ever left in history. */
+static void close_tool_round(ah_worker *w, ah_run_outcome outcome)
+{
+    int cancelled = outcome == AH_OUTCOME_CANCELLED;
+    const char *running = cancelled ? AH_TOOL_CANCELLED_RUNNING : AH_TOOL_STOPPED_RUNNING;
+    const char *waiting = cancelled ? AH_TOOL_CANCELLED_WAITING : AH_TOOL_STOPPED_WAITING;
+    size_t msg = ah_conversation_count(w->conv) - 1; /* the round's assistant message */
+    for (size_t i = 0; i < w->n_pending; i++) {
+        const pending_tool *t = &w->pending[i];
+        int done = t->answered && t->content;
+        const char *content = done ? t->content : i < w->next_tool ? running : waiting;
+        int is_error = done ? t->outcome != AH_TOOL_OK : 1;
+        if (ah_conversation_add_tool_result(w->conv, t->id, content, is_error) != AH_OK) {
+            ah_conversation_truncate(w->conv, msg);
+            ah__log(
+                AH_LOG_WARN,
+                "worker %s: out of memory answering the tool calls of a stopped round; "
+                "its assistant message is left out of history",
+                w->run_id);
+            return;
+        }
+    }
+}
+
 /* All answers are in: results go to history in call order, then the next step. */
 static void tools_complete(ah_worker *w)
 {
+    size_t before = ah_conversation_count(w->conv);
     for (size_t i = 0; i < w->n_pending; i++) {
         pending_tool *t = &w->pending[i];
         if (ah_conversation_add_tool_result(w->conv, t->id, t->content ? t->content : "",
                                             t->outcome != AH_TOOL_OK) != AH_OK) {
+            ah_conversation_truncate(w->conv, before); /* the round is answered whole */
             fail_nomem(w, "tool result");
             return;
         }

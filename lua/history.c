@@ -16,6 +16,10 @@
  *    type or field, a wrong type, a block in the wrong role, and a tool result that
  *    answers no tool call of the assistant message before it, naming the first bad
  *    element (history[3].content[1].type) - and, for a file, the file.
+ *  - No tool call is sent unanswered (every provider refuses one): a tool_use that the
+ *    next message does not answer (a history saved by an agenthost from before stopped
+ *    tool rounds were answered, or edited) gets a tool error result at the start of the
+ *    next message, with one warning naming the first such call.
  *  - push -> check -> push is the identity (every field a block has is pushed), so a
  *    history round-trips exactly through a run, a file, or both.
  *  - A save is atomic: a temporary file in the same directory, flushed, then renamed.
@@ -34,6 +38,10 @@
 #define HISTORY_FORMAT  "agenthost.history"
 #define HISTORY_VERSION 1
 #define HISTORY_MAX_BYTES (256u << 20) /* a history file larger than this is refused */
+/* The result given to a tool call that a history holds without one. */
+#define AH_HISTORY_UNANSWERED                                                            \
+    "error: the tool call has no result (the run that made it ended before the tool "    \
+    "answered); its effect may or may not have happened"
 
 /* ---- Lua table <- conversation ------------------------------------------------------- */
 
@@ -305,6 +313,68 @@ static int answers_a_call(const ah_conversation *c, size_t msg, const char *id)
     return 0;
 }
 
+/* ---- unanswered tool calls (repaired) ----------------------------------------------- */
+
+/* Does the Lua content list at idx (of a user message) hold a tool_result for id? A block
+ * of the wrong shape answers nothing here; the check of the block then names it. */
+static int lua_answers(lua_State *L, int content, lua_Integer nb, const char *id)
+{
+    int found = 0;
+    for (lua_Integer i = 1; i <= nb && !found; i++) {
+        lua_rawgeti(L, content, i);
+        if (lua_istable(L, -1)) {
+            lua_getfield(L, -1, "type");
+            lua_getfield(L, -2, "tool_use_id");
+            found = lua_type(L, -2) == LUA_TSTRING && lua_type(L, -1) == LUA_TSTRING &&
+                    strcmp(lua_tostring(L, -2), "tool_result") == 0 &&
+                    strcmp(lua_tostring(L, -1), id) == 0;
+            lua_pop(L, 2);
+        }
+        lua_pop(L, 1);
+    }
+    return found;
+}
+
+/* Every provider refuses a tool call without a tool_result in the next message. A history
+ * saved by an agenthost from before runs stopped in a tool round answered their calls
+ * (or edited by hand) can hold one: each such call gets a tool error result, AH_HISTORY_
+ * UNANSWERED, at the start of the next message (a new user message when the next one is
+ * not a user message, or there is none), and one warning names the first. `next` is the
+ * next message's content list (nb blocks; 0 = none) and `user` its role. Returns 0 after
+ * bad() when out of memory; *opened says whether a user message was begun for it. */
+static int answer_unanswered(checker *k, ah_conversation *c, lua_Integer m, int next,
+                             lua_Integer nb, int user, int *repaired, int *opened)
+{
+    *opened = 0;
+    size_t last = ah_conversation_count(c);
+    if (last == 0 || ah_conversation_role(c, last - 1) != AH_ROLE_ASSISTANT)
+        return 1;
+    last--;
+    for (size_t i = 0; i < ah_conversation_block_count(c, last); i++) {
+        const ah_msg_block *b = ah_conversation_block(c, last, i);
+        if (b->kind != AH_MSG_TOOL_USE || (user && lua_answers(k->L, next, nb, b->id)))
+            continue;
+        if (!*opened && ah_conversation_begin_user(c) != AH_OK)
+            return bad(k, ": out of memory");
+        *opened = 1;
+        b = ah_conversation_block(c, last, i); /* views are borrowed until a change */
+        ah_msg_block r = {.kind = AH_MSG_TOOL_RESULT,
+                          .tool_use_id = b->id,
+                          .text = AH_HISTORY_UNANSWERED,
+                          .is_error = 1};
+        if (!*repaired)
+            ah__log(AH_LOG_WARN,
+                    "history[%lld].content[%zu]: tool call '%.60s' (%.60s) has no "
+                    "tool_result in the next message; answered it as not finished (its "
+                    "effect may or may not have happened)",
+                    (long long)m - 1, i + 1, b->id, b->name);
+        (*repaired)++;
+        if (ah_conversation_add_block(c, &r) != AH_OK) /* copies the id */
+            return bad(k, ": out of memory");
+    }
+    return 1;
+}
+
 int lah_history_check(lua_State *L, int idx, ah_conversation **out, char *err,
                       size_t errsize)
 {
@@ -328,6 +398,7 @@ int lah_history_check(lua_State *L, int idx, ah_conversation **out, char *err,
     if (!c)
         return bad(&k, ": out of memory");
     int top = lua_gettop(L);
+    int repaired = 0;
     for (lua_Integer m = 1; m <= n; m++) {
         snprintf(k.path, sizeof k.path, "history[%lld]", (long long)m);
         lua_rawgeti(L, idx, m);
@@ -369,7 +440,13 @@ int lah_history_check(lua_State *L, int idx, ah_conversation **out, char *err,
             bad(&k, ".content: empty (providers refuse an empty message)");
             goto fail;
         }
-        if ((r == AH_ROLE_USER ? ah_conversation_begin_user(c)
+        int opened;
+        if (!answer_unanswered(&k, c, m, content, nb, r == AH_ROLE_USER, &repaired,
+                               &opened))
+            goto fail;
+        /* a user message joins the results given for the message before it */
+        if (!(opened && r == AH_ROLE_USER) &&
+            (r == AH_ROLE_USER ? ah_conversation_begin_user(c)
                                : ah_conversation_begin_assistant(c)) != AH_OK) {
             bad(&k, ": out of memory");
             goto fail;
@@ -405,6 +482,10 @@ int lah_history_check(lua_State *L, int idx, ah_conversation **out, char *err,
         }
         lua_settop(L, top);
     }
+    snprintf(k.path, sizeof k.path, "history[%lld]", (long long)n + 1);
+    int opened;
+    if (!answer_unanswered(&k, c, n + 1, 0, 0, 0, &repaired, &opened))
+        goto fail;
     *out = c;
     return 1;
 fail:

@@ -5,8 +5,10 @@
  * it, `require "agenthost"` preloaded, and the main chunk run as a coroutine of the
  * binding's scheduler so that agent:run / ah.parallel yield to the one event loop.
  * Exit codes: 0 success, 1 the script failed (syntax or runtime error: "file:line:
- * message" plus a traceback on stderr), 2 usage error (bad arguments, a script or
- * events file that cannot be opened, a bad plan), 130 interrupted (Ctrl-C).
+ * message" plus a traceback on stderr) or events could not be written (said once), 2
+ * usage error (bad arguments, a script or events file that cannot be opened, a bad
+ * plan), 130 interrupted (Ctrl-C); killed by SIGPIPE when the reader of a pipe on stdout
+ * went away (the script ends at once, as lua's next write would end it).
  *
  * Ctrl-C: the first SIGINT cancels every run in flight (each ends `cancelled` with one
  * run_end) and the script goes on; a second one within 3 s, or one while no run is in
@@ -27,6 +29,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #ifdef __GLIBC__
@@ -36,7 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
+enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_SIGPIPE = 128 + SIGPIPE };
 
 static void usage(FILE *out)
 {
@@ -53,8 +56,8 @@ static void usage(FILE *out)
         "one with no run in flight, exits with status 130.\n"
         "\n"
         "options:\n"
-        "  --events FILE   also write every event as JSON Lines to FILE\n"
-        "                  (or set AGENTHOST_EVENTS=FILE)\n"
+        "  --events FILE   also write every event as JSON Lines to FILE (- for\n"
+        "                  stdout; or set AGENTHOST_EVENTS=FILE)\n"
         "  --              end of options: the next argument is the script\n"
         "  --help          show this help and exit\n"
         "  --version       print the version and exit\n"
@@ -201,7 +204,15 @@ static int run_mock(int argc, char **argv)
 /* ---- the Lua host ------------------------------------------------------------------ */
 
 typedef struct host {
-    FILE *events;
+    /* --events: the sink. fd -1 = none; once a write fails it stays failed (said once on
+     * stderr, and the exit status is 1). On a regular file, events_good is the length of
+     * the complete lines written, where a failed write cuts the file back to. */
+    int events_fd;
+    const char *events_path;
+    int events_regular, events_failed;
+    off_t events_good;
+    int stdout_broken; /* the reader of a pipe on stdout went away: the script ends */
+    ah_io *stdout_watch;
     int done, ok;
     lua_State *L;
     ah_async *cancel_async, *exit_async;
@@ -332,16 +343,131 @@ static void interrupts_stop(host *h, pthread_t th)
     sig_pipe[0] = sig_pipe[1] = -1;
 }
 
-/* --events: one JSON object per line, written as each event happens. */
+/* ---- stdout: a pipe whose reader went away ------------------------------------------ */
+
+/* Is fd 1 a pipe whose reader has gone (poll says POLLERR on the write end)? */
+static int stdout_is_broken(void)
+{
+    struct pollfd p = {1, POLLOUT, 0};
+    return poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP));
+}
+
+/* The script ends as it ends lua, whose next write would raise SIGPIPE: the loop stops
+ * stepping it, so no run in flight sends anything more, and the program then dies of
+ * SIGPIPE. Detected at once, not at a next write (a pipe's output is buffered, and a
+ * script may go on making LLM calls for a long time before it prints again). */
+static void stdout_broke(host *h)
+{
+    if (h->stdout_broken)
+        return;
+    h->stdout_broken = 1;
+    ah_io_stop(h->stdout_watch);
+    lah_cancel_runs(h->L, "standard output was closed (broken pipe)");
+}
+
+static void on_stdout_ready(void *ud, int fd, int events)
+{
+    (void)fd;
+    (void)events;
+    if (stdout_is_broken())
+        stdout_broke(ud);
+}
+
+/* When stdout is a pipe we only write to, watch it for its reader going away: the write
+ * end of a pipe is never readable, so asking for "read" reports only POLLERR. */
+static void stdout_watch_start(host *h)
+{
+    struct stat st;
+    int fl = fcntl(1, F_GETFL);
+    if (fstat(1, &st) != 0 || !S_ISFIFO(st.st_mode) || fl < 0 ||
+        (fl & O_ACCMODE) != O_WRONLY)
+        return;
+    h->stdout_watch = ah_io_new(lah_loop(h->L), 1, on_stdout_ready, h);
+    if (h->stdout_watch && ah_io_start(h->stdout_watch, AH_IO_READ) != AH_OK) {
+        ah_io_free(h->stdout_watch);
+        h->stdout_watch = NULL;
+    }
+    if (stdout_is_broken())
+        stdout_broke(h);
+}
+
+/* ---- --events ----------------------------------------------------------------------- */
+
+/* The first failed write is said once and ends the sink: no later event is written (a
+ * line after a lost one would be a lie by omission), a torn line is cut off a regular
+ * file, and the program exits 1 at the end. A broken pipe on stdout ends the script. */
+static void events_failed(host *h, int err)
+{
+    if (h->events_fd == 1 && err == EPIPE) {
+        stdout_broke(h);
+        h->events_failed = 1;
+        return;
+    }
+    h->events_failed = 1;
+    int torn = h->events_regular && ftruncate(h->events_fd, h->events_good) == 0;
+    fprintf(stderr,
+            "agenthost: cannot write events to '%s': %s; no more events are written%s\n",
+            h->events_path, strerror(err),
+            torn ? " (the file ends with the last complete event)" : "");
+}
+
+/* --events: one JSON object per line, written as each event happens, one write(2) per
+ * line (no stdio buffer between an event and the file). */
 static void write_event(void *ud, const ah_event *ev)
 {
     host *h = ud;
-    char *json = ah_event_to_json(ev);
-    if (!json)
+    if (h->events_failed)
         return;
-    fputs(json, h->events);
-    fputc('\n', h->events);
-    free(json);
+    char *json = ah_event_to_json(ev);
+    size_t len = json ? strlen(json) : 0;
+    char *line = json ? realloc(json, len + 2) : NULL;
+    if (!line) {
+        free(json);
+        events_failed(h, ENOMEM);
+        return;
+    }
+    line[len++] = '\n';
+    if (h->events_fd == 1)
+        fflush(stdout); /* "-": after what the script printed before it */
+    for (size_t off = 0; off < len;) {
+        ssize_t n = write(h->events_fd, line + off, len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            events_failed(h, n < 0 ? errno : EIO);
+            free(line);
+            return;
+        }
+        off += (size_t)n;
+    }
+    h->events_good += (off_t)len;
+    free(line);
+}
+
+/* Open the sink: "-" is standard output. 0 (said on stderr) when it cannot be opened. */
+static int events_open(host *h, const char *path)
+{
+    h->events_path = path;
+    if (strcmp(path, "-") == 0) {
+        h->events_fd = 1;
+        return 1;
+    }
+    h->events_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (h->events_fd < 0) {
+        fprintf(stderr, "agenthost: cannot open events file '%s': %s\n", path,
+                strerror(errno));
+        return 0;
+    }
+    struct stat st;
+    h->events_regular = fstat(h->events_fd, &st) == 0 && S_ISREG(st.st_mode);
+    return 1;
+}
+
+static void events_close(host *h)
+{
+    if (h->events_fd > 1 && close(h->events_fd) != 0 && !h->events_failed)
+        events_failed(h, errno);
+    h->events_fd = -1;
 }
 
 static void main_done(void *ud, lua_State *co, int ok)
@@ -394,7 +520,7 @@ static int host_main(lua_State *L)
     lua_pushcfunction(L, luaopen_agenthost);
     lua_setfield(L, -2, "agenthost");
     lua_pop(L, 1);
-    if (h->events)
+    if (h->events_fd >= 0)
         lah_set_event_sink(L, write_event, h);
     create_arg_table(L, argc, argv, script);
 
@@ -416,7 +542,8 @@ static int host_main(lua_State *L)
     lah_spawn(L, nargs, main_done, h);
     h->L = L;
     hr->watching = interrupts_start(h, &hr->watcher);
-    while (!h->done && !atomic_load(&h->exit_requested)) {
+    stdout_watch_start(h);
+    while (!h->done && !atomic_load(&h->exit_requested) && !h->stdout_broken) {
         if (lah_step(L, 1) < 0 && !h->done) {
             fprintf(stderr,
                     "agenthost: %s: the script waits for work that nothing is left "
@@ -425,7 +552,10 @@ static int host_main(lua_State *L)
             break;
         }
     }
+    ah_io_free(h->stdout_watch);
+    h->stdout_watch = NULL;
     hr->rc = atomic_load(&h->exit_requested) ? 130
+             : h->stdout_broken              ? EXIT_SIGPIPE
              : h->done && h->ok              ? EXIT_OK
                                              : EXIT_FAIL;
     return 0;
@@ -433,18 +563,13 @@ static int host_main(lua_State *L)
 
 static int run_script(int argc, char **argv, int script, const char *events_path)
 {
-    host h = {0};
+    host h = {.events_fd = -1};
     host_run hr = {
         .h = &h, .argc = argc, .argv = argv, .script = script, .rc = EXIT_FAIL};
-    if (events_path) {
-        h.events = fopen(events_path, "w");
-        if (!h.events) {
-            fprintf(stderr, "agenthost: cannot open events file '%s': %s\n", events_path,
-                    strerror(errno));
-            return EXIT_USAGE;
-        }
-        setvbuf(h.events, NULL, _IOLBF, 0);
-    }
+    if (events_path && !events_open(&h, events_path))
+        return EXIT_USAGE;
+    /* Sockets (libcurl's, hiredis's) must never kill the process; a broken stdout ends
+     * the script through its watcher instead (stdout_watch_start). */
     signal(SIGPIPE, SIG_IGN);
     ah_log_set_handler(lah_log_to_stderr, NULL, AH_LOG_WARN);
     lua_State *L = luaL_newstate();
@@ -464,8 +589,15 @@ cleanup:
         interrupts_stop(&h, hr.watcher);
     if (L)
         lua_close(L);
-    if (h.events)
-        fclose(h.events);
+    events_close(&h);
+    if (hr.rc == EXIT_SIGPIPE) {
+        /* as lua ends on a write to a pipe nobody reads: killed by SIGPIPE */
+        fflush(NULL);
+        signal(SIGPIPE, SIG_DFL);
+        raise(SIGPIPE);
+    }
+    if (h.events_failed && hr.rc == EXIT_OK)
+        hr.rc = EXIT_FAIL; /* events were lost: said on stderr */
     return hr.rc;
 }
 

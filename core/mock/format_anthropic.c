@@ -15,6 +15,76 @@
 
 /* ---- the request ------------------------------------------------------------------- */
 
+/* Is there a block of `type` in content whose `key` is id? */
+static int has_block_id(const cJSON *content, const char *type, const char *key,
+                        const char *id)
+{
+    const cJSON *b;
+    const cJSON *list = cJSON_IsArray(content) ? content : NULL;
+    cJSON_ArrayForEach(b, list)
+    {
+        if (str_is(b, "type", type) && str_is(b, key, id))
+            return 1;
+    }
+    return 0;
+}
+
+/* The API's pairing rule, with its 400s (docs/mock.md): every tool_use of an assistant
+ * message is answered by a tool_result in the message right after it, and every
+ * tool_result answers a tool_use of the message right before it. `prev` is message i-1
+ * (NULL for the first), `m` message i. A trailing assistant message is a prefill and
+ * not checked here. -1 with err set. */
+static int check_pairing(const cJSON *prev, const cJSON *m, int i, char *err,
+                         size_t errsize)
+{
+    const cJSON *next = str_is(m, "role", "user") ? get(m, "content") : NULL;
+    if (prev && str_is(prev, "role", "assistant")) {
+        ah__mock_buf missing = {0};
+        const cJSON *b, *calls = get(prev, "content");
+        if (!cJSON_IsArray(calls))
+            calls = NULL;
+        cJSON_ArrayForEach(b, calls)
+        {
+            const char *id = get_str(b, "id");
+            if (str_is(b, "type", "tool_use") && id &&
+                !has_block_id(next, "tool_result", "tool_use_id", id)) {
+                if (missing.len)
+                    ah__mock_buf_puts(&missing, ", ");
+                ah__mock_buf_puts(&missing, id);
+            }
+        }
+        if (missing.len) {
+            ah__bufprintf(err, errsize,
+                          "messages.%d: `tool_use` ids were found without `tool_result` "
+                          "blocks immediately after: %s. Each `tool_use` block must have "
+                          "a corresponding `tool_result` block in the next message.",
+                          i - 1, missing.data);
+            ah__mock_buf_free(&missing);
+            return -1;
+        }
+        ah__mock_buf_free(&missing);
+    }
+    int j = 0;
+    const cJSON *b, *results = cJSON_IsArray(next) ? next : NULL;
+    cJSON_ArrayForEach(b, results)
+    {
+        const char *id = get_str(b, "tool_use_id");
+        if (str_is(b, "type", "tool_result") &&
+            (!id || !prev || !str_is(prev, "role", "assistant") ||
+             !has_block_id(get(prev, "content"), "tool_use", "id", id))) {
+            ah__bufprintf(
+                err, errsize,
+                "messages.%d.content.%d: unexpected `tool_use_id` found in "
+                "`tool_result` blocks: %s. Each `tool_result` block must have a "
+                "corresponding `tool_use` block in the previous message.",
+                i, j, id ? id : "");
+            return -1;
+        }
+        j++;
+    }
+    return 0;
+}
+
 static int read_request(const cJSON *req, ah__mock_conv *c, ah__mock_reply *out, char *err,
                         size_t errsize)
 {
@@ -34,7 +104,8 @@ static int read_request(const cJSON *req, ah__mock_conv *c, ah__mock_reply *out,
     }
     c->items = msgs;
     int i = 0;
-    for (const cJSON *m = msgs->child; m; m = m->next, i++) {
+    const cJSON *prev = NULL;
+    for (const cJSON *m = msgs->child; m; prev = m, m = m->next, i++) {
         const cJSON *content = get(m, "content");
         int user = str_is(m, "role", "user");
         if (!user && !str_is(m, "role", "assistant")) {
@@ -42,6 +113,8 @@ static int read_request(const cJSON *req, ah__mock_conv *c, ah__mock_reply *out,
                           "messages.%d.role: Input should be 'user' or 'assistant'", i);
             return -1;
         }
+        if (check_pairing(prev, m, i, err, errsize) != 0)
+            return -1;
         int results = 0;
         const cJSON *b;
         if (user && cJSON_IsArray(content)) {

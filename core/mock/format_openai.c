@@ -33,6 +33,44 @@ static void first_tool(const cJSON *req, ah__mock_conv *c)
     }
 }
 
+/* Is a role "tool" message for call `id` among the messages after `asst` up to `end`? */
+static int answered(const cJSON *asst, const cJSON *end, const char *id)
+{
+    for (const cJSON *m = asst->next; m && m != end; m = m->next)
+        if (str_is(m, "role", "tool") && str_is(m, "tool_call_id", id))
+            return 1;
+    return 0;
+}
+
+/* The API's pairing rule, with its 400s (docs/mock.md): the assistant message `asst`
+ * (with tool_calls) must be followed, before `end` (the next message that is not a tool
+ * message, or NULL), by a tool message for each of its calls. -1 with err set. */
+static int check_answered(const cJSON *asst, const cJSON *end, char *err, size_t errsize)
+{
+    ah__mock_buf missing = {0};
+    const cJSON *call;
+    cJSON_ArrayForEach(call, get(asst, "tool_calls"))
+    {
+        const char *id = get_str(call, "id");
+        if (id && !answered(asst, end, id)) {
+            if (missing.len)
+                ah__mock_buf_puts(&missing, ", ");
+            ah__mock_buf_puts(&missing, id);
+        }
+    }
+    int rc = 0;
+    if (missing.len) {
+        ah__bufprintf(err, errsize,
+                      "An assistant message with 'tool_calls' must be followed by tool "
+                      "messages responding to each 'tool_call_id'. The following "
+                      "tool_call_ids did not have response messages: %s",
+                      missing.data);
+        rc = -1;
+    }
+    ah__mock_buf_free(&missing);
+    return rc;
+}
+
 static int read_request(const cJSON *req, ah__mock_conv *c, ah__mock_reply *out, char *err,
                         size_t errsize)
 {
@@ -48,11 +86,35 @@ static int read_request(const cJSON *req, ah__mock_conv *c, ah__mock_reply *out,
         return -1;
     }
     c->items = msgs;
+    /* the assistant message whose tool_calls the tool messages now answer */
+    const cJSON *calls = NULL;
     for (const cJSON *m = msgs->child; m; m = m->next) {
         const char *role = get_str(m, "role");
         if (!role) {
             ah__bufprintf(err, errsize, "Missing required parameter: 'messages[].role'.");
             return -1;
+        }
+        if (strcmp(role, "tool") == 0) {
+            const char *id = get_str(m, "tool_call_id");
+            int known = 0;
+            const cJSON *call, *list = calls ? get(calls, "tool_calls") : NULL;
+            cJSON_ArrayForEach(call, list)
+            {
+                known |= id && str_is(call, "id", id);
+            }
+            if (!known) {
+                ah__bufprintf(err, errsize,
+                              "Invalid parameter: messages with role 'tool' must be a "
+                              "response to a preceeding message with 'tool_calls'.");
+                return -1;
+            }
+        } else {
+            if (calls && check_answered(calls, m, err, errsize) != 0)
+                return -1;
+            calls = strcmp(role, "assistant") == 0 &&
+                            cJSON_GetArraySize(get(m, "tool_calls")) > 0
+                        ? m
+                        : NULL;
         }
         ah__mock_msg_kind kind;
         if (strcmp(role, "user") == 0)
@@ -75,6 +137,8 @@ static int read_request(const cJSON *req, ah__mock_conv *c, ah__mock_reply *out,
             ah__mock_append_parts(&n->text, get(m, "content"), "text");
         }
     }
+    if (calls && check_answered(calls, NULL, err, errsize) != 0)
+        return -1;
     first_tool(req, c);
     out->include_usage = cJSON_IsTrue(get(get(req, "stream_options"), "include_usage"));
     return 0;

@@ -33,6 +33,41 @@ static void first_tool(const cJSON *req, ah__mock_conv *c)
     }
 }
 
+/* Is there an item of `type` with this call_id among [from, to)? */
+static int has_call_item(const cJSON *from, const cJSON *to, const char *type,
+                         const char *call_id)
+{
+    for (const cJSON *it = from; it && it != to; it = it->next)
+        if (str_is(it, "type", type) && str_is(it, "call_id", call_id))
+            return 1;
+    return 0;
+}
+
+/* The API's pairing rule, with its 400s (docs/mock.md): every function_call item has a
+ * function_call_output of the same call_id after it, and every output a call before
+ * it. -1 with err set. */
+static int check_pairing(const cJSON *input, char *err, size_t errsize)
+{
+    for (const cJSON *it = input->child; it; it = it->next) {
+        const char *id = get_str(it, "call_id");
+        if (!id)
+            continue;
+        if (str_is(it, "type", "function_call") &&
+            !has_call_item(it->next, NULL, "function_call_output", id)) {
+            ah__bufprintf(err, errsize, "No tool output found for function call %s.", id);
+            return -1;
+        }
+        if (str_is(it, "type", "function_call_output") &&
+            !has_call_item(input->child, it, "function_call", id)) {
+            ah__bufprintf(err, errsize,
+                          "No tool call found for function call output with call_id %s.",
+                          id);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static int read_request(const cJSON *req, ah__mock_conv *c, ah__mock_reply *out, char *err,
                         size_t errsize)
 {
@@ -61,6 +96,8 @@ static int read_request(const cJSON *req, ah__mock_conv *c, ah__mock_reply *out,
         ah__bufprintf(err, errsize, "Missing required parameter: 'input'.");
         return -1;
     }
+    if (check_pairing(input, err, errsize) != 0)
+        return -1;
     c->items = input;
     for (const cJSON *it = input->child; it; it = it->next) {
         const char *type = get_str(it, "type");

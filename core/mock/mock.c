@@ -673,7 +673,7 @@ static struct MHD_Response *reply_response(ah_mock *m, struct MHD_Connection *co
                                            const kept *reattach, long long after,
                                            size_t *restated)
 {
-    char err[256];
+    char err[512]; /* a pairing 400 lists tool call ids */
     ah__mock_text_opts opts = {.text = m->text,
                                .text_deltas = m->text_deltas,
                                .delta_bytes = m->delta_bytes,

@@ -2,8 +2,10 @@
  *
  * Invariants: polls[0..n_polls) holds one uv_poll_t per fd agenthost watches; a poll is
  * stopped and closed the moment agenthost stops watching its fd (curl may close the fd
- * right after). The adapter's memory is freed by the last close callback (`closing`
- * counts the handles whose close is pending), never before libuv is done with them.
+ * right after). The wake-up handle is referenced exactly while the loop holds a
+ * reference (keep_alive on). The adapter's memory is freed by the last close callback
+ * (`closing` counts the handles whose close is pending), never before libuv is done with
+ * them.
  */
 #include "agenthost/uv.h"
 
@@ -126,6 +128,17 @@ static void hook_wakeup(void *ud)
     uv_async_send(&a->wake);
 }
 
+/* Work in flight answers through the wake-up handle: referenced meanwhile, so uv_run
+ * does not return before the answer is in (a SQLite ledger's commit on its thread). */
+static void hook_keep_alive(void *ud, int on)
+{
+    ah_uv *a = ud;
+    if (on)
+        uv_ref((uv_handle_t *)&a->wake);
+    else
+        uv_unref((uv_handle_t *)&a->wake);
+}
+
 static void say(char *err, size_t errsize, const char *msg)
 {
     if (err && errsize)
@@ -163,9 +176,14 @@ static ah_uv *uv_make(uv_loop_t *uv, const ah_clock *clock, const ah_rng *rng, c
         return NULL;
     }
     a->wake.data = a;
-    uv_unref((uv_handle_t *)&a->wake); /* a wake-up handle alone keeps nothing running */
-    ah_loop_hooks hooks = {.ud = a, .watch = hook_watch, .set_timeout = hook_set_timeout,
-                           .wakeup = hook_wakeup};
+    /* A wake-up handle alone keeps nothing running, only while work in flight will
+     * answer through it (hook_keep_alive). */
+    uv_unref((uv_handle_t *)&a->wake);
+    ah_loop_hooks hooks = {.ud = a,
+                           .watch = hook_watch,
+                           .set_timeout = hook_set_timeout,
+                           .wakeup = hook_wakeup,
+                           .keep_alive = hook_keep_alive};
     *st = ah_loop_new_hooked(clock, rng, &hooks, &a->loop, err, errsize);
     if (!a->loop) {
         ah_uv_free(a);

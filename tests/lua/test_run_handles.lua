@@ -97,7 +97,7 @@ do
   collectgarbage()
   collectgarbage()
   T.eq(after_sleep, 0, "waiting tool: the body never went on")
-  T.eq(#r.history, 2, "waiting tool: history has the question and the tool call")
+  T.eq(#r.history, 3, "waiting tool: history has the question, the tool call and its result")
   T.ok("a cancel ends a run whose tool is waiting, and stops the tool")
 
   -- a sub-agent running inside the tool body is cancelled with it

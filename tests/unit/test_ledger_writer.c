@@ -365,6 +365,39 @@ static void free_writes_what_was_handed_over(void **state)
     ah_ledger_free(o);
 }
 
+/* A pending claim or receipt is work in flight: ah_loop_run() waits for its answer
+ * (before, the loop saw no timer and no transfer and returned at once, so an embedder
+ * stepping it with ah_loop_run never heard the answer). No timer runs here. */
+static void loop_run_waits_for_a_pending_answer(void **state)
+{
+    fixture *f = *state;
+    answer a = {0};
+    ah_ledger_result r;
+    assert_false(ah_loop_alive(f->loop));
+    assert_int_equal(ah_ledger_claim(f->l, "run-1", "{}", &r, on_answer, &a),
+                     AH_LEDGER_PENDING);
+    assert_true(ah_loop_alive(f->loop)); /* the answer will come */
+    assert_int_equal(ah_loop_run(f->loop), AH_OK);
+    assert_int_equal(a.n, 1);
+    assert_int_equal(a.r.answer, AH_LEDGER_OWNED);
+    assert_false(ah_loop_alive(f->loop)); /* answered: nothing holds the loop */
+    assert_int_equal(ah_ledger_complete(f->l, "run-1", "{}", "\"r\"", &r, on_answer, &a),
+                     AH_LEDGER_PENDING);
+    assert_int_equal(ah_loop_run(f->loop), AH_OK);
+    assert_int_equal(a.n, 2);
+    assert_int_equal(a.r.answer, AH_LEDGER_DONE);
+    assert_string_equal(a.r.entry.receipt, "\"r\"");
+    assert_false(ah_loop_alive(f->loop));
+    /* a cancelled claim still holds the loop until the writer is done with it */
+    assert_int_equal(ah_ledger_claim(f->l, "run-2", "{}", &r, on_answer, &a),
+                     AH_LEDGER_PENDING);
+    ah_ledger_cancel(f->l, &a);
+    assert_int_equal(ah_loop_run(f->loop), AH_OK);
+    assert_int_equal(a.n, 2);                    /* never heard */
+    assert_int_equal(ah_ledger_claims(f->l), 0); /* and given back */
+    assert_false(ah_loop_alive(f->loop));
+}
+
 static void set_loop_rules(void **state)
 {
     fixture *f = *state;
@@ -388,6 +421,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(busy_then_woken_by_release, setup, teardown),
         cmocka_unit_test_setup_teardown(cancelled_claim_gives_key_back, setup, teardown),
         cmocka_unit_test_setup_teardown(free_writes_what_was_handed_over, setup, teardown),
+        cmocka_unit_test_setup_teardown(loop_run_waits_for_a_pending_answer, setup, teardown),
         cmocka_unit_test_setup_teardown(set_loop_rules, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -34,7 +34,7 @@ static void reply_fails(ah_wire wire, const char *json, const char *want)
     cJSON *req = cJSON_Parse(json);
     assert_non_null(req);
     ah__mock_reply r;
-    char err[256] = "";
+    char err[512] = "";
     assert_int_equal(
         ah__mock_model_reply(wire, req, strlen(json), &no_opts, &r, err, sizeof err),
         AH_ERR_INVALID);
@@ -232,7 +232,8 @@ static void tool_results_are_quoted(void **state)
         "{\"model\":\"m\",\"max_tokens\":9,\"tools\":[{\"name\":\"t\",\"input_schema\":"
         "{\"type\":\"object\"}}],\"messages\":[{\"role\":\"user\",\"content\":\"q\"},"
         "{\"role\":\"assistant\",\"content\":[{\"type\":\"tool_use\",\"id\":\"a\","
-        "\"name\":\"t\",\"input\":{}}]},{\"role\":\"user\",\"content\":[{\"type\":"
+        "\"name\":\"t\",\"input\":{}},{\"type\":\"tool_use\",\"id\":\"b\",\"name\":"
+        "\"t\",\"input\":{}}]},{\"role\":\"user\",\"content\":[{\"type\":"
         "\"tool_result\",\"tool_use_id\":\"a\",\"content\":\"21 degrees\"},{\"type\":"
         "\"tool_result\",\"tool_use_id\":\"b\",\"content\":[{\"type\":\"text\",\"text\":"
         "\"sunny\"}]}]}]}",
@@ -247,7 +248,10 @@ static void tool_results_are_quoted(void **state)
         "{\"model\":\"m\",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"t\"}"
         "}],"
         "\"messages\":[{\"role\":\"system\",\"content\":\"s\"},{\"role\":\"user\","
-        "\"content\":\"q\"},{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[]},"
+        "\"content\":\"q\"},{\"role\":\"assistant\",\"content\":null,\"tool_calls\":["
+        "{\"id\":\"1\",\"type\":\"function\",\"function\":{\"name\":\"t\",\"arguments\":"
+        "\"{}\"}},{\"id\":\"2\",\"type\":\"function\",\"function\":{\"name\":\"t\","
+        "\"arguments\":\"{}\"}}]},"
         "{\"role\":\"tool\",\"tool_call_id\":\"1\",\"content\":\"r1\"},{\"role\":"
         "\"tool\","
         "\"tool_call_id\":\"2\",\"content\":\"r2\"}]}",
@@ -271,7 +275,8 @@ static void tool_results_are_quoted(void **state)
     reply_for(
         AH_WIRE_RESPONSES,
         "{\"model\":\"m\",\"tools\":[{\"type\":\"function\",\"name\":\"t\"}],\"input\":["
-        "{\"type\":\"function_call_output\",\"call_id\":\"c\",\"output\":\"42\"},"
+        "{\"type\":\"function_call\",\"call_id\":\"c\",\"name\":\"t\",\"arguments\":"
+        "\"{}\"},{\"type\":\"function_call_output\",\"call_id\":\"c\",\"output\":\"42\"},"
         "{\"type\":\"message\",\"role\":\"user\",\"content\":[{\"type\":\"input_text\","
         "\"text\":\"thanks\"}]}]}",
         NULL, &r);
@@ -280,6 +285,88 @@ static void tool_results_are_quoted(void **state)
                         "You said: \"thanks\". This is a deterministic reply from "
                         "the agenthost mock provider.");
     ah__mock_reply_free(&r);
+}
+
+/* Like the real APIs, a tool call must be answered by the next message and a tool result
+ * must answer a call: the 400 every provider gives a conversation whose run was stopped
+ * in a tool round (the message texts are the providers' own, docs/mock.md). */
+static void unanswered_tool_calls_are_refused_like_the_real_apis(void **state)
+{
+    (void)state;
+    /* clang-format off */
+#define A_TOOLS "{\"model\":\"m\",\"max_tokens\":9,\"messages\":[" \
+                "{\"role\":\"user\",\"content\":\"q\"},"
+#define A_CALL_A "{\"type\":\"tool_use\",\"id\":\"a\",\"name\":\"t\",\"input\":{}}"
+#define A_CALL_B "{\"type\":\"tool_use\",\"id\":\"b\",\"name\":\"t\",\"input\":{}}"
+#define A_CALL_C "{\"type\":\"tool_use\",\"id\":\"c\",\"name\":\"t\",\"input\":{}}"
+#define A_RESULT_A "{\"type\":\"tool_result\",\"tool_use_id\":\"a\",\"content\":\"r\"}"
+#define A_RESULT_B "{\"type\":\"tool_result\",\"tool_use_id\":\"b\",\"content\":\"r\"}"
+#define A_RESULT_X "{\"type\":\"tool_result\",\"tool_use_id\":\"x\",\"content\":\"r\"}"
+    reply_fails(AH_WIRE_ANTHROPIC,
+                A_TOOLS "{\"role\":\"assistant\",\"content\":[" A_CALL_A "]},"
+                "{\"role\":\"user\",\"content\":\"again\"}]}",
+                "messages.1: `tool_use` ids were found without `tool_result` blocks "
+                "immediately after: a. Each `tool_use` block must have a corresponding "
+                "`tool_result` block in the next message.");
+    reply_fails(AH_WIRE_ANTHROPIC,
+                A_TOOLS "{\"role\":\"assistant\",\"content\":[" A_CALL_A "," A_CALL_B ","
+                A_CALL_C "]},{\"role\":\"user\",\"content\":[" A_RESULT_B "]}]}",
+                "messages.1: `tool_use` ids were found without `tool_result` blocks "
+                "immediately after: a, c. Each `tool_use` block must have a corresponding "
+                "`tool_result` block in the next message.");
+    reply_fails(AH_WIRE_ANTHROPIC,
+                A_TOOLS "{\"role\":\"assistant\",\"content\":[" A_CALL_A "]},"
+                "{\"role\":\"user\",\"content\":[" A_RESULT_A "," A_RESULT_X "]}]}",
+                "messages.2.content.1: unexpected `tool_use_id` found in `tool_result` "
+                "blocks: x. Each `tool_result` block must have a corresponding `tool_use` "
+                "block in the previous message.");
+    /* answered, then a user message of its own: accepted (the API joins the two) */
+    ah__mock_reply r;
+    reply_for(AH_WIRE_ANTHROPIC,
+              A_TOOLS "{\"role\":\"assistant\",\"content\":[" A_CALL_A "]},"
+              "{\"role\":\"user\",\"content\":[" A_RESULT_A "]},"
+              "{\"role\":\"user\",\"content\":\"next\"}]}",
+              NULL, &r);
+    ah__mock_reply_free(&r);
+#undef A_TOOLS
+#undef A_CALL_A
+#undef A_CALL_B
+#undef A_CALL_C
+#undef A_RESULT_A
+#undef A_RESULT_B
+#undef A_RESULT_X
+
+#define C_TOOLS "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"q\"},"
+#define C_CALLS "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[" \
+    "{\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":\"t\",\"arguments\":\"{}\"}}," \
+    "{\"id\":\"call_2\",\"type\":\"function\",\"function\":{\"name\":\"t\",\"arguments\":\"{}\"}}]}"
+#define C_MISSING "An assistant message with 'tool_calls' must be followed by tool " \
+    "messages responding to each 'tool_call_id'. The following tool_call_ids did not " \
+    "have response messages: "
+    reply_fails(AH_WIRE_OPENAI,
+                C_TOOLS C_CALLS ",{\"role\":\"tool\",\"tool_call_id\":\"call_2\","
+                "\"content\":\"r\"},{\"role\":\"user\",\"content\":\"again\"}]}",
+                C_MISSING "call_1");
+    reply_fails(AH_WIRE_OPENAI, C_TOOLS C_CALLS "]}", C_MISSING "call_1, call_2");
+    reply_fails(AH_WIRE_OPENAI,
+                C_TOOLS "{\"role\":\"tool\",\"tool_call_id\":\"call_1\",\"content\":\"r\"}]}",
+                "Invalid parameter: messages with role 'tool' must be a response to a "
+                "preceeding message with 'tool_calls'.");
+#undef C_TOOLS
+#undef C_CALLS
+#undef C_MISSING
+
+#define R_TOOLS "{\"model\":\"m\",\"input\":[{\"role\":\"user\",\"content\":\"q\"},"
+    reply_fails(AH_WIRE_RESPONSES,
+                R_TOOLS "{\"type\":\"function_call\",\"call_id\":\"call_1\",\"name\":\"t\","
+                "\"arguments\":\"{}\"},{\"role\":\"user\",\"content\":\"again\"}]}",
+                "No tool output found for function call call_1.");
+    reply_fails(AH_WIRE_RESPONSES,
+                R_TOOLS "{\"type\":\"function_call_output\",\"call_id\":\"call_1\","
+                "\"output\":\"r\"}]}",
+                "No tool call found for function call output with call_id call_1.");
+#undef R_TOOLS
+    /* clang-format on */
 }
 
 static void continuation_resumes_without_repeating(void **state)
@@ -818,6 +905,7 @@ int main(void)
         cmocka_unit_test(delta_options),
         cmocka_unit_test(tool_call_from_schema),
         cmocka_unit_test(tool_results_are_quoted),
+        cmocka_unit_test(unanswered_tool_calls_are_refused_like_the_real_apis),
         cmocka_unit_test(continuation_resumes_without_repeating),
         cmocka_unit_test(prefill_refused_like_the_real_api),
         cmocka_unit_test(continue_prompt_gets_the_rest_and_restates_on_request),

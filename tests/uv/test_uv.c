@@ -5,7 +5,8 @@
  * An ah_io watcher on the default backend. Then the libuv adapter against a real
  * uv_loop_t and the in-process mock over loopback: three agents through faults at once
  * beside the application's own repeating timer, uv_run returning by itself when the work
- * is done, and no busy polling while a response is delayed.
+ * is done, and no busy polling while a response is delayed. A SQLite ledger's answer,
+ * computed on its writer thread, keeps uv_run going until it is delivered.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -30,6 +31,7 @@ typedef struct app {
     int64_t timeouts[16];
     int n_timeouts;
     int wakeups;
+    int keep_alive[8], n_keep; /* keep_alive(on) calls, in order */
 } app;
 
 static void rec_watch(void *ud, int fd, int events)
@@ -51,6 +53,13 @@ static void rec_timeout(void *ud, int64_t ms)
 static void rec_wakeup(void *ud)
 {
     ((app *)ud)->wakeups++;
+}
+
+static void rec_keep_alive(void *ud, int on)
+{
+    app *a = ud;
+    if (a->n_keep < 8)
+        a->keep_alive[a->n_keep++] = on;
 }
 
 static int fired;
@@ -75,12 +84,30 @@ static void hooks_are_told_fds_and_timeouts(void **state)
     (void)state;
     app a = {0};
     ah_manual_clock *clock = ah_manual_clock_new(1000, 1700000000000);
-    ah_loop_hooks hooks = {.ud = &a, .watch = rec_watch, .set_timeout = rec_timeout,
-                           .wakeup = rec_wakeup};
+    ah_loop_hooks hooks = {.ud = &a,
+                           .watch = rec_watch,
+                           .set_timeout = rec_timeout,
+                           .wakeup = rec_wakeup,
+                           .keep_alive = rec_keep_alive};
     ah_loop *loop = NULL;
     ah_loop_new_hooked(ah_manual_clock_get(clock), NULL, &hooks, &loop, NULL, 0);
     assert_non_null(loop);
     assert_int_equal(ah_loop_run_once(loop, 0), AH_ERR_STATE);
+
+    /* References (work in flight answering through a wake-up) keep the loop alive; the
+     * application is told when the first is taken and the last given back. */
+    assert_false(ah_loop_alive(loop));
+    ah_loop_ref(loop);
+    ah_loop_ref(loop);
+    assert_true(ah_loop_alive(loop));
+    ah_loop_unref(loop);
+    assert_true(ah_loop_alive(loop));
+    ah_loop_unref(loop);
+    assert_false(ah_loop_alive(loop));
+    ah_loop_unref(loop); /* unmatched: ignored */
+    assert_int_equal(a.n_keep, 2);
+    assert_int_equal(a.keep_alive[0], 1);
+    assert_int_equal(a.keep_alive[1], 0);
 
     int p[2];
     assert_int_equal(pipe(p), 0);
@@ -302,6 +329,69 @@ static void no_busy_polling_while_a_response_is_delayed(void **state)
     assert_true(iters < 4 * app_ticks + 100);
 }
 
+/* ---- work in flight on another thread keeps uv_run going ------------------------- */
+
+typedef struct ledger_answer {
+    int n;
+    ah_ledger_answer answer;
+} ledger_answer;
+
+static void on_ledger_answer(void *ud, const ah_ledger_result *r)
+{
+    ledger_answer *a = ud;
+    a->n++;
+    a->answer = r->answer;
+}
+
+/* A SQLite ledger on the adapter's loop commits on its writer thread. While a claim or a
+ * receipt is pending no timer and no transfer is active, yet uv_run must not return
+ * before the answer is delivered (it used to return at once, and the answer, sent to an
+ * unreferenced async handle, was never delivered). Then nothing keeps uv_run going. */
+static void uv_run_waits_for_a_sqlite_ledger_answer(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/ah-uvledger-XXXXXX", path[64], err[512];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/effects.db", dir);
+    uv_loop_t uv;
+    assert_int_equal(uv_loop_init(&uv), 0);
+    ah_uv *a = NULL;
+    ah_uv_new(&uv, NULL, NULL, &a, NULL, 0);
+    assert_non_null(a);
+    ah_ledger *l = NULL;
+    ah_ledger_open(path, &l, err, sizeof err);
+    assert_non_null(l);
+    assert_int_equal(ah_ledger_set_loop(l, ah_uv_loop(a)), AH_OK);
+
+    ledger_answer got = {0};
+    ah_ledger_result r;
+    assert_int_equal(ah_ledger_claim(l, "uv-1", "{}", &r, on_ledger_answer, &got),
+                     AH_LEDGER_PENDING);
+    uv_run(&uv, UV_RUN_DEFAULT);
+    assert_int_equal(got.n, 1);
+    assert_int_equal(got.answer, AH_LEDGER_OWNED);
+    assert_int_equal(
+        ah_ledger_complete(l, "uv-1", "{}", "\"r\"", &r, on_ledger_answer, &got),
+        AH_LEDGER_PENDING);
+    uv_run(&uv, UV_RUN_DEFAULT);
+    assert_int_equal(got.n, 2);
+    assert_int_equal(got.answer, AH_LEDGER_DONE);
+    assert_false(ah_loop_alive(ah_uv_loop(a)));
+    assert_int_equal(uv_run(&uv, UV_RUN_NOWAIT), 0); /* nothing left that keeps uv up */
+
+    ah_ledger_free(l);
+    ah_uv_free(a);
+    uv_run(&uv, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&uv), 0);
+    static const char *const sfx[] = {"", "-wal", "-shm", "-journal"};
+    for (size_t i = 0; i < sizeof sfx / sizeof sfx[0]; i++) {
+        char p[96];
+        snprintf(p, sizeof p, "%s%s", path, sfx[i]);
+        unlink(p);
+    }
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -309,6 +399,7 @@ int main(void)
         cmocka_unit_test(io_watcher_on_the_own_backend),
         cmocka_unit_test(three_agents_through_faults_on_a_uv_loop),
         cmocka_unit_test(no_busy_polling_while_a_response_is_delayed),
+        cmocka_unit_test(uv_run_waits_for_a_sqlite_ledger_answer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

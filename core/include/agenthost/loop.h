@@ -46,7 +46,8 @@ AH_EXPORT ah_loop *ah_loop_new(const ah_clock *clock, const ah_rng *rng);
 #define AH_IO_READ 1
 #define AH_IO_WRITE 2
 
-/* What a hooked loop asks of the application's loop. All three are required. */
+/* What a hooked loop asks of the application's loop: watch, set_timeout and wakeup are
+ * required, keep_alive is optional. */
 typedef struct ah_loop_hooks {
     void *ud;
     /* Watch fd for AH_IO_READ and/or AH_IO_WRITE, replacing what was asked for it before;
@@ -60,6 +61,12 @@ typedef struct ah_loop_hooks {
      * from ANY thread (ah_loop_wakeup, ah_async_send): it must be thread-safe
      * (uv_async_send is). */
     void (*wakeup)(void *ud);
+    /* Optional (NULL: nothing is told). on 1: work is in flight that will answer through
+     * a wake-up with nothing timed and no fd watched for it (a SQLite ledger's commit on
+     * its writer thread, an ah_loop_ref), so an application's loop that ends when it has
+     * nothing active (uv_run, ev_run) must stay up; on 0: that is over. Loop thread; told
+     * on each change. The libuv adapter references its wake-up handle meanwhile. */
+    void (*keep_alive)(void *ud, int on);
 } ah_loop_hooks;
 
 /* A loop driven by the application's loop through hooks (copied). AH_OK with *out set;
@@ -85,10 +92,19 @@ AH_EXPORT void ah_loop_free(ah_loop *loop);
  * async signals, drive the transfers and fire the timers that are due. Returns AH_OK, or
  * AH_ERR_TRANSPORT if curl's multi interface failed (logged). */
 AH_EXPORT ah_status ah_loop_run_once(ah_loop *loop, int max_wait_ms);
-/* Step until the loop has no work left (no active timer and no transfer). */
+/* Step until the loop has no work left (no active timer, no transfer, no reference). */
 AH_EXPORT ah_status ah_loop_run(ah_loop *loop);
-/* 1 while an active timer or a transfer exists. */
+/* 1 while there is work that will produce a callback: an active timer, a transfer, or a
+ * reference (ah_loop_ref: work in flight on another thread, e.g. a SQLite ledger's
+ * pending claim or receipt, which answers through an ah_async). */
 AH_EXPORT int ah_loop_alive(const ah_loop *loop);
+/* Keep the loop alive while work in flight will still answer through it without a timer
+ * or a transfer of its own (a job another thread runs, whose answer comes back through an
+ * ah_async): ah_loop_alive() is 1, ah_loop_run() waits for it, and a hooked loop tells
+ * hooks.keep_alive. Each ah_loop_ref is matched by one ah_loop_unref once the answer is
+ * in. Loop thread. */
+AH_EXPORT void ah_loop_ref(ah_loop *loop);
+AH_EXPORT void ah_loop_unref(ah_loop *loop);
 
 /* Wake a blocked ah_loop_run_once() (or, hooked, ask the application's loop for a
  * timeout). Thread-safe; on the default backend also async-signal-safe (one write() to a
@@ -151,7 +167,8 @@ AH_EXPORT void ah_io_free(ah_io *io); /* stops it first; NULL is a no-op */
 
 /* ah_async_send() (any thread) makes the loop run fn(ud) once on its own thread at the
  * next step; several sends before that step coalesce into one call. An async handle does
- * not keep the loop alive. The creator must guarantee no send races with ah_async_free. */
+ * not keep the loop alive: hold an ah_loop_ref while an answer through it is awaited.
+ * The creator must guarantee no send races with ah_async_free. */
 typedef struct ah_async ah_async;
 typedef void (*ah_async_fn)(void *ud);
 

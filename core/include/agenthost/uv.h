@@ -13,7 +13,8 @@
  * (curl's sockets, ah_io watchers) is a uv_poll_t, its one timeout a uv_timer_t, and its
  * cross-thread wake-up a uv_async_t. Everything runs on the libuv loop's thread; nothing
  * blocks and nothing spins. Active transfers and timers keep uv_run going (their handles
- * are referenced); the wake-up handle does not.
+ * are referenced); the wake-up handle does only while work in flight will answer through
+ * it (a SQLite ledger's claim or receipt committing on its writer thread: ah_loop_ref).
  *
  * Link: libagenthost_uv (CMake target agenthost::uv, pkg-config agenthost-uv) and libuv.
  */

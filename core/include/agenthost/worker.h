@@ -195,8 +195,24 @@ AH_EXPORT ah_status ah_worker_tool_done(ah_worker *w, size_t index, const ah_too
  * wherever it is: an in-flight request or stream is torn down, a backoff wait ends, a
  * continuation is not sent, a round of tools that are still running ends (answers that
  * come later get AH_ERR_STATE; stop the bodies you run). One run_end, no further
- * request. The run_end error is kind `cancelled`, message "cancelled". */
+ * request. The run_end error is kind `cancelled`, message "cancelled".
+ *
+ * A run that ends inside a tool round (cancelled, or failed) leaves every call of the
+ * round answered in history, so the conversation can go on (providers refuse a tool call
+ * without a result): a call that answered keeps its result; one still running gets a
+ * tool error (is_error) AH_TOOL_CANCELLED_RUNNING, one not started yet
+ * AH_TOOL_CANCELLED_WAITING (AH_TOOL_STOPPED_* when the run failed). */
 AH_EXPORT void ah_worker_cancel(ah_worker *w);
+#define AH_TOOL_CANCELLED_RUNNING                                                        \
+    "error: the tool call was cancelled before it finished; its effect may or may not "  \
+    "have happened"
+#define AH_TOOL_CANCELLED_WAITING                                                        \
+    "error: the tool call was cancelled before it started; it did not run"
+#define AH_TOOL_STOPPED_RUNNING                                                          \
+    "error: the run failed before the tool call finished; its effect may or may not "    \
+    "have happened"
+#define AH_TOOL_STOPPED_WAITING                                                          \
+    "error: the run failed before the tool call started; it did not run"
 /* The same, with the run_end error message "cancelled: <reason>" (reason NULL or "":
  * "cancelled"). The reason is recorded only by the first cancel; call it on the loop
  * thread (ah_worker_cancel from any thread). */
