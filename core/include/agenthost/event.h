@@ -126,8 +126,11 @@ typedef enum ah_run_outcome {
 /* llm_continuation.mode: the rung a continuation takes (docs/worker.md, "The continuation
  * ladder"). RESUME re-attaches to the same provider response (nothing regenerated);
  * PREFILL sends the partial assistant message last for the model to continue; PROMPT adds
- * a visible user message asking the model to continue. */
-#define AH_CONT_MODE_MAP(X) X(RESUME, "resume") X(PREFILL, "prefill") X(PROMPT, "prompt")
+ * a visible user message asking the model to continue. REGENERATE is no rung: nothing new
+ * was kept (the cut came inside the first unfinished block), so the same request is sent
+ * again and the unfinished block is generated, paid for and streamed again. */
+#define AH_CONT_MODE_MAP(X)                                                               \
+    X(RESUME, "resume") X(PREFILL, "prefill") X(PROMPT, "prompt") X(REGENERATE, "regenerate")
 typedef enum ah_cont_mode {
 #define AH__CM_ENUM(name, s) AH_CONT_##name,
     AH_CONT_MODE_MAP(AH__CM_ENUM)
