@@ -68,6 +68,10 @@ extern "C" {
     X(LLM_CALL_END, "llm_call_end", llm_call_end, OWN,                                    \
       F(INT, llm_call, ) F(STR, stop_reason, ) F(I64, input_tokens, )                     \
       F(I64, output_tokens, ) F(I64, trimmed_bytes, ))                                    \
+    /* a tool body failed and is run again after wait_ms (before the wait starts) */      \
+    X(TOOL_RETRY, "tool_retry", tool_retry, OWN,                                          \
+      F(STR, id, ) F(STR, name, ) F(INT, failed_attempt, ) F(INT, max_attempts, )         \
+      F(I64, wait_ms, ) F(ERROR, error, ))                                                \
     X(BUDGET_EXHAUSTED, "budget_exhausted", budget_exhausted, OWN,                        \
       F(STR, budget, ) F(I64, used, ) F(I64, limit, ))                                    \
     /* error: NULL on success */                                                          \
