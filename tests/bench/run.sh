@@ -18,6 +18,8 @@
 #      on a 10 MB answer.
 #   7. Redis: fleet retry amplification (1, 8, 32 processes) and the cost of a shared
 #      budget, pacing or ledger decision against the local one (needs redis-server).
+#   8. A cut inside a single-block answer: bytes regenerated and shown twice, default vs
+#      continue_partial_text (partial_text_bench).
 # Every client is a separate process measured from wait4() (CPU user + system, peak RSS,
 # wall), RUNS times; tables give medians, and ratios are the median of per-run ratios
 # (run i of one client against run i of the other, measured back to back).
@@ -501,5 +503,13 @@ out ""
 out "The cost of a shared decision against the local one (tests/bench/redis_bench.c, one loop, unix socket):"
 out ""
 out "$("$BUILD_DIR/tests/bench/redis_bench")"
+out ""
+out "## 8. A cut inside a single-block answer (docs/worker.md)"
+out ""
+out "Bytes asked for again and shown twice when a 2 KB one-block answer is cut at 90 %, default vs \`continue_partial_text = \"sentence\"\` (tests/bench/partial_text_bench.c, in-process mock):"
+out ""
+out '```'
+out "$("$BUILD_DIR/tests/bench/partial_text_bench")"
+out '```'
 out ""
 out "Raw data: \`$(basename "$BUILD_DIR")/bench-work/\` (per-run measurements in raw/, callgrind files in callgrind/). Bench time: $(($(date +%s) - started)) s."
