@@ -12,9 +12,13 @@
  *   - Once the consumer saw the final event (end_seen) the call ends DONE, whatever the
  *     connection does next.
  *   - Retrying is decided only by the retry machine (retry.h, the same one a tool call
- *     uses; a shared budget's verdict is awaited in WAIT with c->pending), only before
- *     the stream opened, and its WAIT is c->timer.
- *     Once a 2xx head arrived the call ends DONE, INTERRUPTED or CANCELLED: never resent.
+ *     uses; a shared budget's verdict is awaited in WAIT with c->pending), and its WAIT
+ *     is c->timer. Once a 2xx head arrived the call ends DONE, INTERRUPTED, GAVE_UP or
+ *     CANCELLED: never resent. A break its consumer calls a failed attempt
+ *     (break_is_retry) is decided like one (`breaking`), and a granted retry is handed to
+ *     the next request (retry_of), which emits its llm_retry and waits it out.
+ *   - A retry-budget token is refunded only for a response that completed (DONE): a 2xx
+ *     head whose stream then fails is no success.
  *   - finish() is the last thing any handler does: on_finish may free the call.
  *   - A cancel request is an atomic flag plus an async wake-up; it is honoured at the
  *     next loop step and checked again after every callback into user code, so no
@@ -128,6 +132,14 @@ struct ah_call {
     /* The consumer saw the stream's final event: the response is complete whatever the
      * connection does next (an unclean close, more bytes). */
     int end_seen;
+
+    /* A break being decided as a failed attempt (break_is_retry), and its outcome: a
+     * retry granted for the next request. The retry this call starts with (retry_of). */
+    int breaking;
+    int granted;
+    ah_call_retry granted_retry;
+    int has_retry_of;
+    ah_call_retry retry_of;
 
     /* A non-2xx response being read: its headers (copied) and capped body. */
     ah_header *eh;
@@ -290,14 +302,16 @@ static void finish(ah_call *c, ah_call_state s, const ah_error *err, const char 
         ah_error_clear(&c->err);
     c->end_ms = now_ms(c);
     set_state(c, s, why);
+    if (s == AH_CALL_DONE && c->budget)
+        ah_retry_budget_on_success(c->budget);
     if (s == AH_CALL_GAVE_UP &&
         !(c->handles_give_up && c->handles_give_up(c->event_ud, &c->err))) {
         char who[80];
-        ah__log_event(
-            AH_LOG_WARN, AH_EV_LLM_GAVE_UP, "%s gave up after %d attempt(s) (%s): %s",
-            label(c, who, sizeof who), c->retry.attempts,
-            ah_giveup_reason_name(c->reason),
-            c->err.message[0] ? c->err.message : ah_error_kind_name(c->err.kind));
+        ah__log_event(AH_LOG_WARN, AH_EV_LLM_GAVE_UP, "%s gave up after %d attempt%s%s: %s",
+                      label(c, who, sizeof who), c->retry.attempts,
+                      c->retry.attempts == 1 ? "" : "s",
+                      c->reason == AH_GIVEUP_NOT_RETRYABLE ? " (not retryable)" : "",
+                      c->err.message[0] ? c->err.message : ah_error_kind_name(c->err.kind));
         ah_event ev = {.type = AH_EV_LLM_GAVE_UP};
         ev.u.llm_gave_up.llm_call = c->llm_call;
         ev.u.llm_gave_up.attempts = c->retry.attempts;
@@ -395,6 +409,7 @@ static void finish_interrupted(ah_call *c, ah_error *e, const char *why)
 }
 
 static void stream_broke(ah_call *c, ah_error *e, const char *why);
+static void stream_failed(ah_call *c, ah_error *e, const char *why);
 
 /* The stream is over at the HTTP level, or its final event arrived (end_seen): ask the
  * consumer whether it was complete. terr is the transport's error, or NULL. A break
@@ -439,7 +454,7 @@ static void stream_broke(ah_call *c, ah_error *e, const char *why)
         c->continuation + c->resumes < c->policy.max_continuations)
         url = c->resume.reattach_url(c->resume.ud);
     if (!url) {
-        finish(c, AH_CALL_INTERRUPTED, e, why);
+        stream_failed(c, e, why);
         return;
     }
     abort_attempt(c);
@@ -491,6 +506,10 @@ static const char *describe(const ah_error *e, char *buf, size_t size)
 {
     if (e->kind == AH_EK_HTTP)
         ah__bufprintf(buf, size, "HTTP %d", e->status);
+    else if (e->kind == AH_EK_STREAM && e->provider_type[0])
+        ah__bufprintf(buf, size, "in-stream %s", e->provider_type);
+    else if (e->kind == AH_EK_STREAM)
+        ah__bufprintf(buf, size, "stream cut");
     else
         ah__bufprintf(buf, size, "%s error", ah_error_kind_name(e->kind));
     return buf;
@@ -498,6 +517,131 @@ static const char *describe(const ah_error *e, char *buf, size_t size)
 
 static void on_budget_verdict(void *ud, int allowed);
 static void retry_or_give_up(ah_call *c, ah_decision d);
+static void attempt_failed(ah_call *c, const ah_error *e);
+
+/* The open stream is over with e and is not re-attached. A break its consumer calls a
+ * failure of the request (the provider's own error, nothing of it kept) is decided by
+ * the retry machine like a failed attempt; anything else ends INTERRUPTED at once. */
+static void stream_failed(ah_call *c, ah_error *e, const char *why)
+{
+    if (e->kind == AH_EK_NONE || e->kind == AH_EK_CANCELLED)
+        ah_error_set(e, AH_EK_STREAM, 0, "response stream ended abnormally");
+    ah_error_redact(e, (const char *const *)c->secrets);
+    if (e->kind == AH_EK_STREAM && c->stream.break_is_retry && !cancel_pending(c) &&
+        c->stream.break_is_retry(c->stream.ud, e)) {
+        abort_attempt(c); /* the idle timer's break: the transfer is still there */
+        c->breaking = 1;
+        attempt_failed(c, e);
+        return;
+    }
+    finish(c, AH_CALL_INTERRUPTED, e, why);
+}
+
+/* "90 s", "1.5 s", "250 ms": a wait in words. */
+static const char *words_ms(int64_t ms, char *buf, size_t size)
+{
+    if (ms < 1000)
+        ah__bufprintf(buf, size, "%lld ms", (long long)ms);
+    else if (ms % 1000 == 0 || ms >= 100000)
+        ah__bufprintf(buf, size, "%lld s", (long long)((ms + 500) / 1000));
+    else
+        ah__bufprintf(buf, size, "%.1f s", (double)ms / 1000.0);
+    return buf;
+}
+
+/* "<the error>; not retried: <why>" as the call's error message. */
+static void append_why(ah_call *c, const char *why)
+{
+    char msg[AH_ERROR_MESSAGE_MAX];
+    ah__bufprintf(msg, sizeof msg, "%s; not retried: %s", c->err.message, why);
+    memcpy(c->err.message, msg, sizeof msg);
+}
+
+/* A give-up whose cause is not the error itself (a hint too long, the deadline, the
+ * retry budget) says why in the error's message, so the run's error and every line
+ * that shows it tell the whole story: "HTTP 429 ...; not retried: the server asked to
+ * wait 90 s, more than the 60 s allowed". */
+static void explain_give_up(ah_call *c, const ah_decision *d)
+{
+    char why[160], a[32], b[32];
+    int64_t left = c->policy.deadline_ms - elapsed(c);
+    switch (d->reason) {
+    case AH_GIVEUP_RETRY_AFTER_TOO_LONG:
+        if (d->hint_ms > c->policy.max_retry_after_ms)
+            ah__bufprintf(why, sizeof why,
+                          "the server asked to wait %s, more than the %s allowed",
+                          words_ms(d->hint_ms, a, sizeof a),
+                          words_ms(c->policy.max_retry_after_ms, b, sizeof b));
+        else
+            ah__bufprintf(why, sizeof why,
+                          "the server asked to wait %s, more than the %s left before the "
+                          "deadline",
+                          words_ms(d->hint_ms, a, sizeof a),
+                          words_ms(left > 0 ? left : 0, b, sizeof b));
+        break;
+    case AH_GIVEUP_DEADLINE:
+        ah__bufprintf(why, sizeof why,
+                      "the next attempt, in %s, would start after the deadline of %s",
+                      words_ms(d->wait_ms, a, sizeof a),
+                      words_ms(c->policy.deadline_ms, b, sizeof b));
+        break;
+    case AH_GIVEUP_RETRY_BUDGET:
+        ah__bufprintf(why, sizeof why,
+                      "the retry budget is spent (too many retries across the runs that "
+                      "share it)");
+        break;
+    default:
+        return;
+    }
+    append_why(c, why);
+}
+
+/* A retry goes ahead: its warning line and llm_retry event, BEFORE the wait starts (so a
+ * display shows it at once). Numbered like the status display: the attempt that comes
+ * next. The failed attempt may be another request's (a broken stream's, retry_of). */
+static void announce_retry(ah_call *c, int llm_call, int failed_attempt,
+                           const ah_decision *d, int64_t elapsed_ms)
+{
+    char what[64];
+    char who[80];
+    int saved = c->llm_call;
+    c->llm_call = llm_call; /* the label names the request that failed */
+    ah__log_event(AH_LOG_WARN, AH_EV_LLM_RETRY,
+                  "%s: %s, retrying (attempt %d/%d in %lld ms, %s): %s",
+                  label(c, who, sizeof who), describe(&c->err, what, sizeof what),
+                  failed_attempt + 1, c->policy.max_attempts, (long long)d->wait_ms,
+                  ah_wait_source_name(d->wait_source), c->err.message);
+    c->llm_call = saved;
+    ah_event ev = {.type = AH_EV_LLM_RETRY};
+    ev.u.llm_retry.llm_call = llm_call;
+    ev.u.llm_retry.failed_attempt = failed_attempt;
+    ev.u.llm_retry.max_attempts = c->policy.max_attempts;
+    ev.u.llm_retry.wait_ms = d->wait_ms;
+    ev.u.llm_retry.wait_source = d->wait_source;
+    ev.u.llm_retry.elapsed_ms = elapsed_ms;
+    ev.u.llm_retry.status = c->err.status;
+    ev.u.llm_retry.error = &c->err;
+    emit(c, &ev);
+}
+
+/* The first step of a call that follows a broken request whose retry was granted: its
+ * llm_retry, then its wait, then attempt failed_attempt + 1. */
+static void start_with_retry(ah_call *c)
+{
+    const ah_call_retry *r = &c->retry_of;
+    c->has_retry_of = 0;
+    c->retry.attempts = r->failed_attempt;
+    c->err = r->error;
+    ah_decision d = {1, r->wait_ms, r->wait_source, AH_GIVEUP_COUNT_, r->wait_ms, -1};
+    announce_retry(c, r->llm_call, r->failed_attempt, &d, r->elapsed_ms);
+    if (cancel_pending(c)) {
+        finish_cancelled(c);
+        return;
+    }
+    set_state(c, AH_CALL_WAIT, ah_wait_source_name(d.wait_source));
+    c->timer_role = ROLE_WAIT;
+    ah_timer_start(c->timer, ah__retry_wait(&c->retry, &d));
+}
 
 static ah_decision budget_refused(ah_decision d)
 {
@@ -519,10 +663,19 @@ static void attempt_failed(ah_call *c, const ah_error *e)
         finish_cancelled(c);
         return;
     }
+    ah_decision d = c->breaking ? ah__retry_break_verdict(&c->retry, &c->err)
+                                : ah__retry_verdict(&c->retry, &c->err);
+    if (d.retry && c->breaking &&
+        c->continuation + c->resumes >= c->policy.max_continuations) {
+        /* The continuation cap, before any token is spent: the caller fails with it. */
+        c->breaking = 0;
+        finish(c, AH_CALL_INTERRUPTED, &c->err, "continuation cap");
+        return;
+    }
     /* A shared budget decides last, asynchronously: the rest of the decision first. */
     int shared = c->budget && ah_retry_budget_is_shared(c->budget);
-    ah_decision d = ah__retry_decide(&c->retry, &c->err, now_ms(c), ah_loop_rng(c->loop),
-                                     shared ? NULL : c->budget);
+    d = ah__retry_schedule(&c->retry, d, &c->err, now_ms(c), ah_loop_rng(c->loop),
+                           shared ? NULL : c->budget);
     if (d.retry && shared) {
         ah_redis_req *q = NULL;
         int v = ah_retry_budget_spend_async(c->budget, on_budget_verdict, c, &q);
@@ -552,33 +705,32 @@ static void on_budget_verdict(void *ud, int allowed)
 static void retry_or_give_up(ah_call *c, ah_decision d)
 {
     if (!d.retry) {
-        if (c->resuming) {
+        if (c->resuming && !c->breaking) {
             resume_failed(c, d.reason == AH_GIVEUP_NOT_RETRYABLE ? "refused" : "gave up");
             return;
         }
+        c->breaking = 0;
         c->reason = d.reason;
+        explain_give_up(c, &d);
         finish(c, AH_CALL_GAVE_UP, &c->err, ah_giveup_reason_name(d.reason));
         return;
     }
-    char what[64];
-    char who[80];
-    /* Numbered like the status display: the attempt that comes next. */
-    ah__log_event(AH_LOG_WARN, AH_EV_LLM_RETRY,
-                  "%s: %s, retrying (attempt %d/%d in %lld ms, %s): %s",
-                  label(c, who, sizeof who), describe(&c->err, what, sizeof what),
-                  c->retry.attempts + 1, c->policy.max_attempts, (long long)d.wait_ms,
-                  ah_wait_source_name(d.wait_source), c->err.message);
-    /* The event goes out BEFORE the wait starts, so a display can show it at once. */
-    ah_event ev = {.type = AH_EV_LLM_RETRY};
-    ev.u.llm_retry.llm_call = c->llm_call;
-    ev.u.llm_retry.failed_attempt = c->retry.attempts;
-    ev.u.llm_retry.max_attempts = c->policy.max_attempts;
-    ev.u.llm_retry.wait_ms = d.wait_ms;
-    ev.u.llm_retry.wait_source = d.wait_source;
-    ev.u.llm_retry.elapsed_ms = elapsed(c);
-    ev.u.llm_retry.status = c->err.status;
-    ev.u.llm_retry.error = &c->err;
-    emit(c, &ev);
+    if (c->breaking) {
+        /* The break may go on: the next request (built by the caller) carries the
+         * decision, announces it and waits it out. */
+        c->breaking = 0;
+        c->granted = 1;
+        c->granted_retry = (ah_call_retry){.llm_call = c->llm_call,
+                                           .failed_attempt = c->retry.attempts,
+                                           .max_attempts = c->policy.max_attempts,
+                                           .wait_ms = d.wait_ms,
+                                           .wait_source = d.wait_source,
+                                           .elapsed_ms = elapsed(c),
+                                           .error = c->err};
+        finish(c, AH_CALL_INTERRUPTED, &c->err, "retry granted");
+        return;
+    }
+    announce_retry(c, c->llm_call, c->retry.attempts, &d, elapsed(c));
     if (cancel_pending(c)) {
         finish_cancelled(c);
         return;
@@ -613,6 +765,12 @@ static void on_timer(void *ud)
     ah_error e;
     switch (role) {
     case ROLE_START:
+        if (c->has_retry_of) {
+            start_with_retry(c);
+            return;
+        }
+        begin_attempt(c);
+        return;
     case ROLE_WAIT:
     case ROLE_PACE:
         begin_attempt(c);
@@ -712,8 +870,6 @@ static int sink_head(void *ud, int status, const ah_header *h, size_t n)
     /* The commit point: from here on this request is never resent. */
     ah_timer_stop(c->timer);
     c->timer_role = ROLE_NONE;
-    if (c->budget)
-        ah_retry_budget_on_success(c->budget);
     set_state(c, AH_CALL_STREAMING, "response head");
     if (c->policy.deadline_ms > 0) {
         c->timer_role = ROLE_DEADLINE;
@@ -787,7 +943,7 @@ static void sink_done(void *ud, const ah_error *terr)
     if (c->state == AH_CALL_STREAMING) {
         if (c->consumer_failed) {
             e = c->consumer_err;
-            finish_interrupted(c, &e, "stream consumer");
+            stream_failed(c, &e, "stream consumer");
         } else {
             finish_complete(c, terr); /* a cut, unless the final event arrived */
         }
@@ -863,9 +1019,15 @@ static void begin_attempt(ah_call *c)
         remaining = c->policy.deadline_ms - elapsed(c);
         if (remaining <= 0) {
             /* A wait ended (late) on the deadline: no attempt could finish in time. */
-            if (c->err.kind == AH_EK_NONE)
+            if (c->err.kind == AH_EK_NONE) {
                 ah_error_set(&c->err, AH_EK_TIMEOUT, 0, "deadline of %lld ms reached",
                              (long long)c->policy.deadline_ms);
+            } else {
+                char why[96], a[32];
+                ah__bufprintf(why, sizeof why, "the deadline of %s was reached",
+                              words_ms(c->policy.deadline_ms, a, sizeof a));
+                append_why(c, why);
+            }
             c->reason = AH_GIVEUP_DEADLINE;
             finish(c, AH_CALL_GAVE_UP, &c->err, "deadline");
             return;
@@ -1058,6 +1220,10 @@ ah_status ah_call_new(const ah_call_config *cfg, ah_call **out, char *errbuf,
     if (cfg->run_id)
         ah__bufprintf(c->run_id, sizeof c->run_id, "%s", cfg->run_id);
     c->continuation = cfg->continuation;
+    if (cfg->retry_of) {
+        c->retry_of = *cfg->retry_of;
+        c->has_retry_of = 1;
+    }
     c->state = AH_CALL_IDLE;
     c->reason = AH_GIVEUP_COUNT_;
     ah_error_clear(&c->err);
@@ -1177,6 +1343,15 @@ int64_t ah_call_elapsed_ms(const ah_call *c)
     if (c->state == AH_CALL_IDLE)
         return 0;
     return (is_terminal(c->state) ? c->end_ms : now_ms(c)) - c->retry.start_ms;
+}
+
+int ah_call_retry_granted(const ah_call *c, ah_call_retry *out)
+{
+    if (!c || c->state != AH_CALL_INTERRUPTED || !c->granted)
+        return 0;
+    if (out)
+        *out = c->granted_retry;
+    return 1;
 }
 
 ah_giveup_reason ah_call_giveup_reason(const ah_call *c)

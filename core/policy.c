@@ -16,7 +16,14 @@
 #include <stdio.h>
 #include <string.h>
 
-typedef enum field_type { F_INT, F_I64, F_JITTER, F_RETRY_AFTER, F_FUNC } field_type;
+typedef enum field_type {
+    F_INT,
+    F_I64,
+    F_JITTER,
+    F_RETRY_AFTER,
+    F_PARTIAL_TEXT,
+    F_FUNC
+} field_type;
 
 typedef struct field_def {
     const char *name; /* first: ah__did_you_mean reads the table through it */
@@ -40,6 +47,7 @@ static const field_def fields[] = {
     FIELD(idle_timeout_ms, F_I64, 0),
     FIELD(max_continuations, F_INT, 0),
     FIELD(max_response_bytes, F_I64, 0),
+    FIELD(continue_partial_text, F_PARTIAL_TEXT, 0),
     FIELD(retry_on, F_FUNC, 0),
 };
 #undef FIELD
@@ -56,6 +64,18 @@ static const char *const retry_after_names[] = {
     AH_RETRY_AFTER_MAP(X)
 #undef X
 };
+
+static const char *const partial_text_names[] = {
+#define X(name, s) s,
+    AH_PARTIAL_TEXT_MAP(X)
+#undef X
+};
+
+const char *ah_partial_text_name(ah_partial_text m)
+{
+    return (unsigned)m < (unsigned)AH_PARTIAL_TEXT_COUNT_ ? partial_text_names[m]
+                                                          : "unknown";
+}
 
 const char *ah_jitter_name(ah_jitter j)
 {
@@ -84,6 +104,7 @@ void ah_policy_init(ah_policy *p)
     p->idle_timeout_ms = 0;
     p->max_continuations = AH_POLICY_DEFAULT_MAX_CONTINUATIONS;
     p->max_response_bytes = AH_POLICY_DEFAULT_MAX_RESPONSE_BYTES;
+    p->continue_partial_text = AH_PARTIAL_TEXT_OFF;
     p->retry_on = NULL;
     p->retry_on_ud = NULL;
 }
@@ -162,6 +183,7 @@ static const char *type_name(field_type t)
         return "an integer";
     case F_JITTER:
     case F_RETRY_AFTER:
+    case F_PARTIAL_TEXT:
         return "a string";
     case F_FUNC:
         return "a function";
@@ -191,6 +213,11 @@ ah_status ah_policy_validate(const ah_policy *p, char *err, size_t errsize)
     if ((unsigned)p->retry_after >= (unsigned)AH_RETRY_AFTER_COUNT_) {
         set_err(err, errsize, "policy.retry_after is not a known mode (got %d)",
                 (int)p->retry_after);
+        return AH_ERR_INVALID;
+    }
+    if ((unsigned)p->continue_partial_text >= (unsigned)AH_PARTIAL_TEXT_COUNT_) {
+        set_err(err, errsize, "policy.continue_partial_text is not a known mode (got %d)",
+                (int)p->continue_partial_text);
         return AH_ERR_INVALID;
     }
     if (p->cap_ms < p->base_ms) {
@@ -248,7 +275,7 @@ ah_status ah_policy_set_str(ah_policy *p, const char *field, const char *v, char
         unknown_field(field, err, errsize);
         return AH_ERR_INVALID;
     }
-    if (f->type != F_JITTER && f->type != F_RETRY_AFTER) {
+    if (f->type != F_JITTER && f->type != F_RETRY_AFTER && f->type != F_PARTIAL_TEXT) {
         set_err(err, errsize, "policy.%s expects %s, not a string", f->name,
                 type_name(f->type));
         return AH_ERR_INVALID;
@@ -267,6 +294,16 @@ ah_status ah_policy_set_str(ah_policy *p, const char *field, const char *v, char
             return AH_ERR_INVALID;
         }
         p->jitter = (ah_jitter)j;
+    } else if (f->type == F_PARTIAL_TEXT) {
+        int m = lookup_name(partial_text_names, AH_PARTIAL_TEXT_COUNT_, v);
+        if (m < 0) {
+            set_err(err, errsize,
+                    "policy.continue_partial_text must be one of sentence, line, false "
+                    "(got '%.64s')",
+                    v ? v : "(null)");
+            return AH_ERR_INVALID;
+        }
+        p->continue_partial_text = (ah_partial_text)m;
     } else {
         int m = lookup_name(retry_after_names, AH_RETRY_AFTER_COUNT_, v);
         if (m < 0) {

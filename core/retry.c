@@ -147,6 +147,19 @@ ah_decision ah__retry_verdict(const ah__retry *r, const ah_error *err)
     return d;
 }
 
+ah_decision ah__retry_break_verdict(const ah__retry *r, const ah_error *err)
+{
+    ah_decision d = {0, 0, AH_WAIT_BACKOFF, AH_GIVEUP_COUNT_, 0, -1};
+    const ah_policy *p = r ? r->policy : NULL;
+    if (!p || !err || err->kind == AH_EK_CANCELLED)
+        return give_up(d, AH_GIVEUP_NOT_RETRYABLE);
+    d.hint_ms = err->retry_after_ms >= 0 ? err->retry_after_ms : -1;
+    if (r->attempts >= p->max_attempts)
+        return give_up(d, AH_GIVEUP_ATTEMPTS);
+    d.retry = 1;
+    return d;
+}
+
 ah_decision ah__retry_schedule(const ah__retry *r, ah_decision d, const ah_error *err,
                                int64_t now_ms, const ah_rng *rng, ah_retry_budget *budget)
 {

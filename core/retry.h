@@ -19,8 +19,15 @@
  *                (a budget kept in Redis answers asynchronously: the LLM call decides
  *                with NULL here and asks it after, in WAIT)
  *
+ * A broken stream (an LLM call whose open stream failed and whose consumer asks for the
+ * failure to be decided as an attempt: the provider's own error, or nothing of it kept)
+ * has a verdict of its own, ah__retry_break_verdict: steps 1 and 4 only. A break always
+ * went on (continued or asked again), so it is retryable by default and retry_on, which
+ * is about errors before a stream, is not asked; what it gets from the machine is the
+ * attempt bound and the schedule: backoff, the hint, the deadline and a budget token.
+ *
  * Callers may run something of their own between verdict and schedule (a tool call
- * checks its call budget there). The WAIT that follows is always a loop timer armed by
+ * checks its call budget there, an LLM call its continuation cap). The WAIT that follows is always a loop timer armed by
  * the owner (ah__retry_wait returns its length): nothing here sleeps, reads a clock or
  * allocates, so a whole schedule runs on virtual time (tests/unit/test_retry.c).
  */
@@ -60,6 +67,9 @@ int64_t ah__retry_elapsed(const ah__retry *r, int64_t now_ms);
 /* Steps 1-4 after attempt r->attempts failed with err: retry = 1 when it may be retried
  * (wait not yet computed), else retry = 0 with the reason. */
 ah_decision ah__retry_verdict(const ah__retry *r, const ah_error *err);
+/* Steps 1 and 4 for a broken stream (above): cancelled gives up, attempt r->attempts
+ * failing at max_attempts gives up (ATTEMPTS), anything else may be retried. */
+ah_decision ah__retry_break_verdict(const ah__retry *r, const ah_error *err);
 /* Steps 5-8 for a verdict that said retry (a refusal is returned unchanged). rng NULL:
  * no draws, every jitter mode waits the unjittered exp(n). budget NULL: no token. */
 ah_decision ah__retry_schedule(const ah__retry *r, ah_decision d, const ah_error *err,

@@ -10,6 +10,7 @@
  *     reopens.
  */
 #include "decode_internal.h"
+#include "error_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -450,6 +451,13 @@ ah_status ah__tl_set_error(ah_timeline *tl, const char *provider_type,
                  provider_type && *provider_type ? provider_type : "no type",
                  message && *message ? message : "no message");
     ah_error_set_provider_type(&tl->error, provider_type);
+    /* A 200's stream carries no Retry-After header: a wait the provider asks for is in
+     * its text ("Please try again in 20s"), a floor under the retry's backoff. */
+    int64_t hint = message ? ah__body_hint_parse(message, strlen(message)) : -1;
+    if (hint >= 0) {
+        tl->error.retry_after_ms = hint;
+        tl->error.retry_after_source = AH_HINT_BODY_TEXT;
+    }
     tl->error_json.len = 0;
     if (!json)
         return AH_OK;

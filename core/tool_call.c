@@ -51,6 +51,7 @@ struct ah_tool_call {
     int started;       /* the first step happened: the deadline runs from there */
     ah_loop *own_loop; /* made when policy.loop is NULL and a wait or a draw needs one */
     char *name;
+    char *id; /* policy.id, copied (tool_retry) */
     ah_ledger *ledger; /* borrowed */
     ah_budget *budget; /* one reference held */
     char *key, *args;
@@ -177,12 +178,15 @@ static ah_tool_call *tool_call_make(const ah_tool_policy *policy, ah_ledger *led
     c->key = key ? ah__strdup(key) : NULL;
     c->args = ah__strdup(args_canonical ? args_canonical : "");
     c->name = c->policy.name ? ah__strdup(c->policy.name) : NULL;
-    int named = !c->policy.name || c->name;
+    c->id = c->policy.id ? ah__strdup(c->policy.id) : NULL;
+    int named = (!c->policy.name || c->name) && (!c->policy.id || c->id);
     c->policy.name = c->name;
+    c->policy.id = c->id;
     int valid = 1;
     if ((key && !c->key) || !c->args || !named ||
         !(valid = set_backoff(c, err, errsize))) {
         free(c->name);
+        free(c->id);
         free(c->key);
         free(c->args);
         free(c);
@@ -224,6 +228,7 @@ void ah_tool_call_free(ah_tool_call *c)
     release_claim(c);
     ah_loop_free(c->own_loop);
     free(c->name);
+    free(c->id);
     free(c->async_receipt);
     ah_budget_free(c->budget);
     free(c->key);
@@ -425,6 +430,31 @@ static const char *log_name(const ah_tool_call *c)
     return c->name ? c->name : c->key ? c->key : "-";
 }
 
+static int64_t wall_ms(ah_tool_call *c)
+{
+    ah_loop *l = call_loop(c, 0);
+    if (l)
+        return ah_loop_wall_ms(l);
+    const ah_clock *real = ah_clock_real();
+    return real->wall_ms(real->ud);
+}
+
+/* A retry goes ahead: tool_retry, before the wait starts (a display shows it at once). */
+static void emit_retry(ah_tool_call *c, int64_t wait_ms)
+{
+    if (!c->policy.on_event)
+        return;
+    ah_event ev = {.type = AH_EV_TOOL_RETRY};
+    ev.ts_ms = wall_ms(c);
+    ev.u.tool_retry.id = c->id ? c->id : "";
+    ev.u.tool_retry.name = c->name ? c->name : "";
+    ev.u.tool_retry.failed_attempt = c->retry.attempts;
+    ev.u.tool_retry.max_attempts = c->backoff.max_attempts;
+    ev.u.tool_retry.wait_ms = wait_ms;
+    ev.u.tool_retry.error = &c->error;
+    c->policy.on_event(c->policy.event_ud, &ev);
+}
+
 /* After a failed attempt: the retry machine's verdict, the call budget, then its
  * schedule; retry (after a wait) or finish. The hook sees the error before any cap is
  * applied, so nothing between the body and the policy swallows it. */
@@ -450,6 +480,7 @@ static ah_tool_action step_reported_fail(ah_tool_call *c)
                     (long long)d.wait_ms, ah_wait_source_name(d.wait_source));
             c->wait_ms = ah__retry_wait(&c->retry, &d);
             set_phase(c, PH_WAITING);
+            emit_retry(c, c->wait_ms);
             return AH_TOOL_DO_RETRY_AFTER;
         }
     }
@@ -730,7 +761,22 @@ ah_tool_outcome ah_tool_call_run(ah_tool_call *c, const ah_tool_driver *d)
     blocking b = {c, d, NULL, NULL, 0, c->policy.notify, c->policy.notify_ud};
     c->policy.notify = blocking_notified;
     c->policy.notify_ud = &b;
+    /* The driver's events include the retries, unless the policy has its own sink. */
+    int own_events = !c->policy.on_event && d->on_event;
+    if (own_events) {
+        c->policy.on_event = d->on_event;
+        c->policy.event_ud = d->event_ud;
+        /* the call owns these copies; without memory the event says "" */
+        if (!c->id && d->id)
+            c->id = ah__strdup(d->id);
+        if (!c->name && d->name)
+            c->name = ah__strdup(d->name);
+    }
     ah_tool_outcome o = blocking_run(&b);
+    if (own_events) {
+        c->policy.on_event = NULL;
+        c->policy.event_ud = NULL;
+    }
     c->policy.notify = b.user_notify;
     c->policy.notify_ud = b.user_notify_ud;
     ah_timer_free(b.timer);

@@ -13,7 +13,16 @@
  *    timeline text keeps every byte, and commits skip the trimmed prefix.
  *  - The normal path commits a completed response whole; only an INTERRUPTED call takes
  *    the continuation branch, and it commits only the timeline's partial drain (closed
- *    text / reasoning). Tool calls run only from a completed response.
+ *    text / reasoning; with policy.continue_partial_text also the complete sentences or
+ *    lines of an unfinished text block, the part already shown). Tool calls run only
+ *    from a completed response.
+ *  - A break that is a failure of the request — the provider's error in the stream, or
+ *    nothing of the response to keep — is decided by the call's retry machine like a
+ *    failed attempt (break_is_retry); the granted retry rides on the next request
+ *    (retry_of), which waits its backoff first. A continuation that kept nothing new
+ *    sends the same request again and says so (mode regenerate).
+ *  - Every request that streamed ends with one llm_call_end: stop_reason "interrupted"
+ *    for a cut one (emitted when the break is known, before any retry or give-up).
  *  - The next request is always sent from a zero-delay timer ("kick"), never from inside
  *    a call's callback, so no call is created or freed re-entrantly.
  *  - Cancellation is routed through an ah_async to the loop thread and beats everything.
@@ -279,6 +288,10 @@ struct ah_worker {
 
     /* The request in flight is a continuation ... */
     int sent_prefill;    /* ... whose history ends with the partial assistant message */
+    int call_end_sent;   /* the request in flight emitted its llm_call_end */
+    int broke;           /* its stream broke and the break went to the retry machine */
+    int has_carry;       /* the next request carries a retry granted to a broken one */
+    ah_call_retry carry;
     ah__overlap *ov;     /* ... with committed text: trims its first text block */
     size_t ov_block;     /* that block's timeline index, or NO_BLOCK before it opens */
     int ov_failed;       /* the trimmer ran out of memory: the run fails */
@@ -519,6 +532,129 @@ static size_t trimmed_of(const ah_worker *w, const ah_block *b)
 
 static int handles_give_up(void *ud, const ah_error *err);
 
+/* ---- the end of a request's stream ------------------------------------------------------------ */
+
+/* The request's llm_call_end, once: for a completed response (its stop reason, usage and
+ * trimmed bytes) or a cut one ("interrupted", the usage reported so far, and what was
+ * trimmed from a block that is kept). The tokens count in the run's stats either way:
+ * a cut response was paid for too. */
+static void emit_call_end(ah_worker *w, const char *stop_reason)
+{
+    if (w->call_end_sent)
+        return;
+    w->call_end_sent = 1;
+    int64_t in = ah_timeline_input_tokens(w->tl), out = ah_timeline_output_tokens(w->tl);
+    if (in > 0)
+        w->stats.input_tokens += in;
+    if (out > 0)
+        w->stats.output_tokens += out;
+    int64_t trimmed = 0;
+    if (w->ov && w->ov_block != NO_BLOCK &&
+        (!stop_reason || ah_timeline_block(w->tl, w->ov_block)->closed))
+        trimmed = (int64_t)ah__overlap_trimmed(w->ov);
+    ah_event ev = {.type = AH_EV_LLM_CALL_END};
+    ev.u.llm_call_end.llm_call = w->llm_call;
+    ev.u.llm_call_end.stop_reason = stop_reason ? stop_reason : ah_timeline_stop_reason(w->tl);
+    ev.u.llm_call_end.input_tokens = in;
+    ev.u.llm_call_end.output_tokens = out;
+    ev.u.llm_call_end.trimmed_bytes = trimmed;
+    w->stats.trimmed_bytes += trimmed;
+    emit(w, &ev);
+}
+
+static int is_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+/* The length of the prefix of t[0..n) that ends its last complete sentence or line
+ * (policy.continue_partial_text), without trailing whitespace; 0 when there is none. A
+ * sentence ends at '.', '!' or '?' (and closing quotes or brackets after it) followed by
+ * whitespace that has arrived (so "3.14" cut after "3." is not one), at a CJK 。！？, or
+ * at a line end. */
+static size_t partial_text_cut(const char *t, size_t n, ah_partial_text mode)
+{
+    size_t end = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (t[i] == '\n') {
+            end = i;
+            continue;
+        }
+        if (mode != AH_PARTIAL_TEXT_SENTENCE)
+            continue;
+        if (t[i] == '.' || t[i] == '!' || t[i] == '?') {
+            size_t j = i + 1;
+            while (j < n && (t[j] == '"' || t[j] == '\'' || t[j] == ')' || t[j] == ']'))
+                j++;
+            if (j < n && is_space(t[j]))
+                end = j;
+        } else if (i + 2 < n && (unsigned char)t[i] == 0xE3 &&
+                   (unsigned char)t[i + 1] == 0x80 && (unsigned char)t[i + 2] == 0x82) {
+            end = i + 3; /* 。 */
+        } else if (i + 2 < n && (unsigned char)t[i] == 0xEF &&
+                   (unsigned char)t[i + 1] == 0xBC &&
+                   ((unsigned char)t[i + 2] == 0x81 || (unsigned char)t[i + 2] == 0x9F)) {
+            end = i + 3; /* ！ ？ */
+        }
+    }
+    while (end > 0 && is_space(t[end - 1]))
+        end--;
+    return end;
+}
+
+/* What policy.continue_partial_text keeps of the unfinished text block a cut left last in
+ * the timeline: the part already shown (not what the trimmer holds or dropped), up to its
+ * last complete sentence or line. 0 when nothing (off, no such block, no boundary). */
+static size_t partial_text_keep(const ah_worker *w, const char **text)
+{
+    size_t n = ah_timeline_count(w->tl);
+    if (w->policy.continue_partial_text == AH_PARTIAL_TEXT_OFF || n == 0)
+        return 0;
+    const ah_block *b = ah_timeline_block(w->tl, n - 1);
+    if (b->kind != AH_BLOCK_TEXT || b->closed || b->text_len == 0)
+        return 0;
+    size_t skip = 0;
+    if (w->ov && w->ov_block == n - 1) {
+        if (w->ov_failed || !ah__overlap_decided(w->ov))
+            return 0; /* nothing of it shown yet: it may be a restatement */
+        skip = ah__overlap_trimmed(w->ov);
+    }
+    if (skip >= b->text_len)
+        return 0;
+    *text = b->text + skip;
+    return partial_text_cut(b->text + skip, b->text_len - skip, w->policy.continue_partial_text);
+}
+
+/* Would a continuation commit anything new from this timeline? */
+static int would_commit(const ah_worker *w)
+{
+    for (size_t i = 0; i < ah_timeline_count(w->tl); i++) {
+        const ah_block *b = ah_timeline_block(w->tl, i);
+        if (!b->closed)
+            continue;
+        if (b->kind == AH_BLOCK_REASONING ||
+            (b->kind == AH_BLOCK_TEXT && b->text_len > trimmed_of(w, b)))
+            return 1;
+    }
+    const char *t;
+    return partial_text_keep(w, &t) > 0;
+}
+
+/* The call's question when the stream broke (no re-attach): is this a failure of the
+ * request, for the retry machine, rather than a cut after content that is kept? The
+ * provider's own error in the stream is (an overload seen through a 200 costs what a 529
+ * costs), and so is a break that leaves nothing new to keep: the same request goes out
+ * again, a retry. The stream is over either way: its llm_call_end goes out now, before
+ * any retry or give-up. */
+static int stream_break_is_retry(void *ud, const ah_error *err)
+{
+    ah_worker *w = ud;
+    emit_call_end(w, "interrupted");
+    w->broke = err->provider_type[0] != '\0' || ah_timeline_error(w->tl) != NULL ||
+               !would_commit(w);
+    return w->broke;
+}
+
 static int over_cap(ah_worker *w, int64_t n, ah_error *err)
 {
     int64_t cap = w->policy.max_response_bytes;
@@ -738,6 +874,8 @@ static void send_request(ah_worker *w)
     w->ov_block = NO_BLOCK;
     w->ov_failed = 0;
     w->sent_prefill = 0;
+    w->call_end_sent = 0;
+    w->broke = 0;
     if (continuation) {
         size_t n = ah_conversation_count(w->conv);
         w->sent_prefill = n > 0 && ah_conversation_role(w->conv, n - 1) == AH_ROLE_ASSISTANT;
@@ -777,7 +915,9 @@ static void send_request(ah_worker *w)
     cc.stream.on_data = stream_data;
     cc.stream.on_end = stream_end;
     cc.stream.ended = stream_ended;
+    cc.stream.break_is_retry = stream_break_is_retry;
     cc.stream.ud = w;
+    cc.retry_of = w->has_carry ? &w->carry : NULL;
     if (w->client->background) {
         cc.resume.reattach_url = resume_reattach_url;
         cc.resume.cancel_url = resume_cancel_url;
@@ -792,6 +932,7 @@ static void send_request(ah_worker *w)
     cc.continuation = continuation ? w->continuations : 0;
     cc.run_id = w->run_id;
     st = ah_call_new(&cc, &w->call, msg, sizeof msg);
+    w->has_carry = 0; /* copied into the call */
     ah_header_list_free(&hl);
     free(body);
     if (st == AH_OK)
@@ -802,7 +943,8 @@ static void send_request(ah_worker *w)
         finish(w, AH_OUTCOME_FAILED, &e);
         return;
     }
-    w->stats.llm_calls++;
+    if (!continuation)
+        w->stats.llm_calls++; /* model turns: a continuation finishes the same turn */
     set_state(w, W_CALLING);
 }
 
@@ -928,20 +1070,9 @@ static void commit_response(ah_worker *w)
         ah_conversation_truncate(w->conv, msg); /* nothing to keep: no empty message */
 
     int64_t in = ah_timeline_input_tokens(w->tl), out = ah_timeline_output_tokens(w->tl);
-    if (in > 0)
-        w->stats.input_tokens += in;
-    if (out > 0)
-        w->stats.output_tokens += out;
     if (w->rate_limit)
         ah_rate_limit_charge(w->rate_limit, w->loop, (in > 0 ? in : 0) + (out > 0 ? out : 0));
-    ah_event ev = {.type = AH_EV_LLM_CALL_END};
-    ev.u.llm_call_end.llm_call = w->llm_call;
-    ev.u.llm_call_end.stop_reason = ah_timeline_stop_reason(w->tl);
-    ev.u.llm_call_end.input_tokens = in;
-    ev.u.llm_call_end.output_tokens = out;
-    ev.u.llm_call_end.trimmed_bytes = w->ov ? (int64_t)ah__overlap_trimmed(w->ov) : 0;
-    w->stats.trimmed_bytes += ev.u.llm_call_end.trimmed_bytes;
-    emit(w, &ev);
+    emit_call_end(w, NULL);
     if (w->state == W_FINISHED)
         return;
     const char *stop = ah_timeline_stop_reason(w->tl);
@@ -966,33 +1097,58 @@ static void commit_response(ah_worker *w)
     run_tools(w, msg);
 }
 
-/* The interrupted branch: keep what was complete, tell, ask again (or give up). */
-static void continue_stream(ah_worker *w, const ah_error *cause)
+/* What an interrupted response leaves in history: its closed text and reasoning blocks
+ * (the timeline's partial drain) and, with policy.continue_partial_text, the complete
+ * sentences or lines of its unfinished text block, as one partial assistant message.
+ * Counts what was kept and what streamed past and is gone (for llm_continuation). */
+static ah_status commit_partial(ah_worker *w, int *committed, int *discarded,
+                                int64_t *discarded_bytes)
 {
     ah_partial p;
-    if (ah_timeline_partial_drain(w->tl, &p) != AH_OK) {
-        fail_nomem(w, "partial drain");
-        return;
-    }
+    if (ah_timeline_partial_drain(w->tl, &p) != AH_OK)
+        return AH_ERR_NOMEM;
+    const char *keep = NULL;
+    size_t keep_len = partial_text_keep(w, &keep);
     ah_status st = AH_OK;
-    if (p.count > 0) {
+    if (p.count > 0 || keep_len > 0) {
         st = open_assistant(w);
         for (size_t i = 0; st == AH_OK && i < p.count; i++)
             st = commit_block(w, p.blocks[i]);
+        if (st == AH_OK && keep_len > 0)
+            st = ah_conversation_add_text(w->conv, keep, keep_len);
         size_t last = ah_conversation_count(w->conv) - 1;
         if (st == AH_OK && ah_conversation_block_count(w->conv, last) > 0)
             st = ah_conversation_set_partial(w->conv, 1);
         else if (st == AH_OK)
             ah_conversation_truncate(w->conv, last);
     }
-    int committed = (int)p.count;
-    int discarded = (int)p.dropped_blocks;
-    int64_t discarded_bytes = (int64_t)p.dropped_bytes;
-    if (w->ov && w->ov_block != NO_BLOCK && !ah_timeline_block(w->tl, w->ov_block)->closed)
-        /* the trimmed block was dropped: count only what streamed past */
-        discarded_bytes -= (int64_t)(ah__overlap_held(w->ov) + ah__overlap_trimmed(w->ov));
+    *committed = (int)p.count + (keep_len > 0);
+    *discarded = (int)p.dropped_blocks - (keep_len > 0);
+    /* The text a display showed (text_delta) and must take back: the unfinished text
+     * blocks as emitted — not what the trimmer held or dropped, not the prefix kept, and
+     * never a tool call's arguments or reasoning, which were no text_delta. */
+    int64_t shown = 0;
+    for (size_t i = 0; i < ah_timeline_count(w->tl); i++) {
+        const ah_block *b = ah_timeline_block(w->tl, i);
+        if (b->kind != AH_BLOCK_TEXT || b->closed)
+            continue;
+        shown += (int64_t)b->text_len;
+        if (w->ov && i == w->ov_block)
+            shown -= (int64_t)(ah__overlap_held(w->ov) + ah__overlap_trimmed(w->ov));
+    }
+    *discarded_bytes = shown - (int64_t)keep_len;
     ah_partial_clear(&p);
-    if (st != AH_OK) {
+    return st;
+}
+
+/* The interrupted branch: keep what was complete, tell, ask again (or give up). `granted`
+ * is the retry the call's retry machine granted to the break (NULL: a cut after content,
+ * continued at once). */
+static void continue_stream(ah_worker *w, const ah_error *cause, const ah_call_retry *granted)
+{
+    int committed, discarded;
+    int64_t discarded_bytes;
+    if (commit_partial(w, &committed, &discarded, &discarded_bytes) != AH_OK) {
         fail_nomem(w, "history");
         return;
     }
@@ -1000,9 +1156,10 @@ static void continue_stream(ah_worker *w, const ah_error *cause)
         finish(w, AH_OUTCOME_FAILED, cause);
         return;
     }
-    /* RESUME (re-attaching to the same response) is decided before this point. */
-    ah_cont_mode mode = ah_client_rung(w->client);
-    if (mode == AH_CONT_PROMPT && committed > 0 &&
+    /* RESUME (re-attaching to the same response) is decided before this point. Nothing
+     * new kept: the history is unchanged, so the next request is this one again. */
+    ah_cont_mode mode = committed > 0 ? ah_client_rung(w->client) : AH_CONT_REGENERATE;
+    if (mode == AH_CONT_PROMPT &&
         ah_conversation_add_user_text(w->conv, w->continue_prompt) != AH_OK) {
         fail_nomem(w, "history");
         return;
@@ -1021,6 +1178,10 @@ static void continue_stream(ah_worker *w, const ah_error *cause)
     emit(w, &ev);
     if (w->state == W_FINISHED)
         return;
+    if (granted) {
+        w->carry = *granted; /* the next request waits it out first */
+        w->has_carry = 1;
+    }
     w->next_is_continuation = 1;
     ah_timer_start(w->kick, 0);
 }
@@ -1065,11 +1226,13 @@ static void on_call_finish(void *ud, ah_call *call)
      * max_continuations). */
     w->continuations += ah_call_resumes(call);
     w->stats.continuations += ah_call_resumes(call);
+    ah_call_retry granted;
     switch (ah_call_get_state(call)) {
     case AH_CALL_DONE:
         commit_response(w);
         break;
     case AH_CALL_INTERRUPTED:
+        emit_call_end(w, "interrupted"); /* a break the call did not ask about */
         if (atomic_load(&w->cancel_requested)) {
             finish_cancelled(w);
         } else if (ah_call_error(call)->kind != AH_EK_STREAM) {
@@ -1078,14 +1241,24 @@ static void on_call_finish(void *ud, ah_call *call)
              * JSON body (http) would end the same way again. */
             finish(w, AH_OUTCOME_FAILED, ah_call_error(call));
         } else {
-            continue_stream(w, ah_call_error(call));
+            continue_stream(w, ah_call_error(call),
+                            ah_call_retry_granted(call, &granted) ? &granted : NULL);
         }
         break;
     case AH_CALL_CANCELLED:
         finish_cancelled(w);
         break;
     default: /* GAVE_UP */
-        if (!handles_give_up(w, ah_call_error(call))) {
+        if (w->broke) {
+            /* A broken stream the retry machine would not let go on: what it completed
+             * stays in history (marked partial), as past max_continuations. */
+            int committed, discarded;
+            int64_t bytes;
+            if (commit_partial(w, &committed, &discarded, &bytes) != AH_OK)
+                fail_nomem(w, "history");
+            else
+                finish(w, AH_OUTCOME_FAILED, ah_call_error(call));
+        } else if (!handles_give_up(w, ah_call_error(call))) {
             finish(w, AH_OUTCOME_FAILED, ah_call_error(call));
         } else if (atomic_load(&w->cancel_requested)) {
             finish_cancelled(w);

@@ -20,7 +20,10 @@
 -- before it (and the question). Ctrl-C at the prompt, or twice within 3 s, quits.
 --
 -- Retries and cut streams are handled by the library; the status line (stderr) shows them
--- while they happen and erases them afterwards.
+-- while they happen and erases them afterwards. The answer streams through the same
+-- display (agenthost.status with `text`), so what a cut stream discards is taken back:
+-- erased in place while it is still on the screen, else marked, never shown as if it
+-- were said twice. Valid Lua 5.1 to 5.4 and LuaJIT.
 local ah = require "agenthost"
 
 local PROVIDERS = {
@@ -82,10 +85,11 @@ local tools = {
     },
 }
 
--- The answer streams to stdout; the status line (stderr) starts on a fresh line when it
--- has to appear in the middle of a streamed answer.
-local status = require("agenthost.status").new{ streaming = true }
-local midline = false -- this answer's text so far did not end its line
+-- The answer streams to stdout through the display, which knows where it is on the
+-- screen: the status line (stderr) appears below it, never over it, and a cut's
+-- discarded text is erased (or marked) before the rest comes.
+local status = require("agenthost.status").new{ text = io.stdout }
+local answered = false -- this answer has text on the screen (after the label)
 local agent = ah.agent{
     client = client,
     system = "You are a helpful assistant in a terminal chat. Answer concisely.",
@@ -93,20 +97,10 @@ local agent = ah.agent{
     on_event = function(ev)
         status:update(ev)
         if ev.type == "text_delta" then
-            io.stdout:write(ev.text)
-            io.stdout:flush()
-            midline = ev.text:sub(-1) ~= "\n"
-        elseif ev.type == "llm_continuation" and (ev.discarded_bytes or 0) > 0 then
-            -- The stream was cut inside a block: what it showed of that block is not
-            -- kept (the model says it again), so say so rather than let it pass as said.
-            io.stdout:write(("\n[stream cut: the last %d bytes above were discarded]\n")
-                :format(ev.discarded_bytes))
-            io.stdout:flush()
-            midline = false
+            answered = true
         elseif ev.type == "llm_call_start" and ev.continuation == 0 and ev.attempt == 1
-            and midline then
-            io.stdout:write("\n") -- the next step (after a tool) starts its own line
-            midline = false
+            and answered and status.col > 0 then
+            status:write_text("\n") -- the next step (after a tool) starts its own line
         end
     end,
 }
@@ -141,16 +135,15 @@ print("commands: " .. COMMANDS .. "; Ctrl-C stops an answer")
 while true do
     io.stdout:write("you> ")
     io.stdout:flush()
-    local line = io.read("l")
+    local line = io.read("*l")
     if line == nil or line == "" or line == "/quit" then break end
     if line:sub(1, 1) == "/" then
         command(line)
     else
-        io.stdout:write("assistant> ")
-        io.stdout:flush()
-        midline = false
+        status:start_answer("assistant> ")
+        answered = false
         local r = agent:run(line, { history = history })
-        io.stdout:write("\n")
+        status:write_text("\n")
         -- the conversation goes on from wherever the run got to: a completed answer, or
         -- (cancelled, failed) the question and whatever was complete before it stopped
         history = r.history

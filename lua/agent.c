@@ -480,11 +480,12 @@ static void tool_done(void *ud, lua_State *co, int ok)
 }
 
 /* The seam's event sink (lah_tool_sink, ud: the run, anchored by the sink's user
- * value): the tool machinery's budget_exhausted becomes an event of this run. */
+ * value): the tool machinery's budget_exhausted and tool_retry become events of this
+ * run. */
 static void seam_event(void *ud, lua_State *L, const ah_event *in)
 {
     lrun *r = ud;
-    if (!r->w || in->type != AH_EV_BUDGET_EXHAUSTED)
+    if (!r->w || (in->type != AH_EV_BUDGET_EXHAUSTED && in->type != AH_EV_TOOL_RETRY))
         return;
     ah_event ev = *in;
     ev.run_id = ah_worker_run_id(r->w);

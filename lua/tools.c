@@ -269,6 +269,14 @@ static void emit(lua_State *L, const ah_event *ev)
     lah_tools_emit(L, ON_EVENT, lua_isnil(L, TCID), &e);
 }
 
+/* The call machine's own events (tool_retry), from inside ah_tool_step: the slots of
+ * the thread stepping it are in place (drive sets st->L first). */
+static void forward_tool_event(void *ud, const ah_event *ev)
+{
+    call_state *st = ud;
+    emit(st->L, ev);
+}
+
 /* The tool's retry_on(err, default) as an ah_tool_retry_on_fn: 1/0 by its truthiness,
  * -1 (keep the default) when it raised (lah_pcall logged it with a traceback). */
 static int call_retry_on(void *ud, const ah_error *err, int default_verdict)
@@ -872,6 +880,9 @@ static int p_tool_begin(lua_State *L)
     }
     tp.notify = claim_notified;
     tp.notify_ud = st;
+    tp.on_event = forward_tool_event; /* tool_retry, before each retry's wait */
+    tp.event_ud = st;
+    tp.id = st->id;
     st->loop = lah_loop(L);
     tp.backoff = &t->policy; /* its retry_on is replaced by tp.retry_on */
     tp.loop = st->loop;

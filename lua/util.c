@@ -136,6 +136,9 @@ int lah_policy_from_table(lua_State *L, int idx, const char *where, ah_policy *p
             st = ah_policy_set_int(p, field, (int64_t)v, err, sizeof err);
         } else if (lua_type(L, -1) == LUA_TSTRING) {
             st = ah_policy_set_str(p, field, lua_tostring(L, -1), err, sizeof err);
+        } else if (lua_type(L, -1) == LUA_TBOOLEAN && !lua_toboolean(L, -1)) {
+            /* false: the field's "off" (continue_partial_text = false) */
+            st = ah_policy_set_str(p, field, "false", err, sizeof err);
         } else if (ah_policy_is_field(field)) {
             luaL_error(L, "%s: policy.%s: expected a number or a string, got %s", where,
                        field, luaL_typename(L, -1));

@@ -33,6 +33,9 @@ local defaults = {
     idle_timeout_ms = 0,           -- 0 = no limit
     -- Continuations of cut streams per LLM call; past it the run fails.
     max_continuations = 3,
+    -- continue_partial_text = "sentence",  -- or "line": a cut inside a text block keeps
+    --   its complete sentences (lines) instead of asking for the whole block again; the
+    --   default (false) keeps only complete blocks (docs/worker.md).
     -- One response's content (text, reasoning, tool arguments) may be this large; past
     -- it the stream is stopped and the run fails with a `budget` error.
     max_response_bytes = 33554432, -- 32 MiB; 0 = no limit

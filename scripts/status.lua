@@ -1,13 +1,15 @@
 -- agenthost.status: the default terminal status display (docs/status-display.md).
 --
---   local status = require("agenthost.status").new{ stream = io.stderr }
+--   local status = require("agenthost.status").new{ text = io.stdout }
 --   agent = ah.agent{ ..., on_event = function(ev) status:update(ev) end }
 --
 -- On a terminal it keeps ONE transient line, rewritten in place with "\r" + erase-line
 -- ("\27[K") and never ended with a newline, so retries never stack up in the transcript:
 --   retrying LLM request after HTTP 503 (attempt 2/4 in 1.2s)
 --   stream cut — continuing (1/3), kept 2 blocks, discarded 1
+--   stream cut — nothing kept, asking again (1/3)
 --   stream cut — resuming (1/3)                 (re-attached to the same response)
+--   retrying tool add after a transient error (attempt 2/3 in 200ms)
 --   waiting for tool add…
 -- The next progress event (llm_call_start, text/reasoning deltas, tool_call_start,
 -- tool_call_end, llm_call_end, run_end) erases it. Giving up is not transient: it is
@@ -16,9 +18,16 @@
 -- "agenthost: ", with no control characters at all — except that retries and give-ups
 -- are left to the library's own warning lines when those already go to the same stderr.
 --
+-- With `text = io.stdout` the display also writes the answer as it streams (text_delta)
+-- and takes back what a cut discards (llm_continuation.discarded_bytes: the last bytes
+-- of that LLM call's text): on a terminal the discarded text is erased in place while it
+-- is still on screen, else (scrolled away, or not a terminal) the seam is marked with a
+-- line saying so. So no reader sees a byte twice as if it were said twice.
+--
 -- Invariants: at most one transient line exists; the display only ever writes to its
--- stream; text taken from events (error messages, tool names) is stripped of control
--- characters before it is written; an event it does not know is ignored, never an error.
+-- stream (and to `text`); text taken from events (error messages, tool names) is
+-- stripped of control characters before it is written; an event it does not know is
+-- ignored, never an error. Valid Lua 5.1 to 5.4 and LuaJIT.
 local M = {}
 
 local Status = {}
@@ -36,7 +45,7 @@ local PROGRESS = {
 
 -- ---- terminal detection -------------------------------------------------------------
 -- Plain Lua has no isatty. The agenthost module provides ah.isatty(file) (lua/tty.c);
--- without it (a plain lua5.4 with only this file on package.path) the shell's `test -t`
+-- without it (a plain lua with only this file on package.path) the shell's `test -t`
 -- answers for stdout and stderr, whose descriptors a child process inherits.
 local function isatty(stream)
     local ok, ah = pcall(require, "agenthost")
@@ -46,7 +55,8 @@ local function isatty(stream)
     end
     local fd = (stream == io.stderr and 2) or (stream == io.stdout and 1) or nil
     if not fd then return false end
-    return os.execute("test -t " .. fd) == true
+    local r = os.execute("test -t " .. fd)
+    return r == true or r == 0 -- 5.2+: true; 5.1: the exit status
 end
 
 local function utf8_locale()
@@ -58,7 +68,8 @@ end
 
 -- Event fields may be nil, or a JSON null sentinel when events came from a decoder.
 local function num(v)
-    return math.type(v) and v or tonumber(v)
+    if type(v) == "number" then return v end
+    return tonumber(v)
 end
 
 local function clean(s)
@@ -72,6 +83,16 @@ local function duration(ms)
     ms = num(ms) or 0
     if ms < 1000 then return string.format("%dms", math.floor(ms + 0.5)) end
     return string.format("%.1fs", ms / 1000)
+end
+
+-- 90000 -> "90 s", 1500 -> "1.5 s", 250 -> "250 ms": a wait in words
+local function words_ms(ms)
+    ms = num(ms) or 0
+    if ms < 1000 then return string.format("%d ms", math.floor(ms + 0.5)) end
+    if ms % 1000 == 0 or ms >= 100000 then
+        return string.format("%d s", math.floor(ms / 1000 + 0.5))
+    end
+    return string.format("%.1f s", ms / 1000)
 end
 
 local function plural(n, word)
@@ -88,6 +109,11 @@ local function what_failed(ev)
         return "HTTP " .. math.floor(num(err.status))
     end
     if kind == "timeout" then return "timeout" end
+    if kind == "stream" then
+        local pt = err.provider_type
+        if type(pt) == "string" and pt ~= "" then return "in-stream " .. clean(pt) end
+        return "stream cut"
+    end
     if type(kind) == "string" then return clean(kind) .. " error" end
     if type(err) == "string" then return clean(err) end
     return "an error"
@@ -101,11 +127,24 @@ local function error_message(ev)
     return nil
 end
 
-local GIVE_UP_WHY = {
-    deadline = "deadline reached",
-    retry_after_too_long = "the server asked for a longer wait than allowed",
-    retry_budget = "retry budget spent",
-}
+-- Why a call gave up, in words, when its error's message does not already say it (the
+-- library adds "not retried: ..." to the message of these give-ups).
+local function give_up_why(ev)
+    local r = ev.reason
+    local err = type(ev.error) == "table" and ev.error or {}
+    if r == "retry_after_too_long" then
+        local hint = num(err.retry_after_ms)
+        if hint and hint >= 0 then
+            return "the server asked to wait " .. words_ms(hint) .. ", more than allowed"
+        end
+        return "the server asked for a longer wait than allowed"
+    elseif r == "deadline" then
+        return "the deadline was reached"
+    elseif r == "retry_budget" then
+        return "the retry budget is spent"
+    end
+    return nil
+end
 
 local BUDGET_UNITS = { tool = "tool calls", tool_calls = "tool calls", tools = "tool calls",
                        llm = "LLM attempts", llm_attempts = "LLM attempts" }
@@ -134,6 +173,11 @@ function Status:describe(ev)
         -- Re-attached to the same response: nothing kept or dropped, nothing regenerated.
         return "transient", string.format("%s %s resuming (%d/%d)", interruption(ev.reason),
             self.dash, num(ev.continuation) or 0, num(ev.max_continuations) or 0)
+    elseif t == "llm_continuation" and ev.mode == "regenerate" then
+        -- Nothing was kept: the same request goes out again (its text is said again).
+        return "transient", string.format("%s %s nothing kept, asking again (%d/%d)",
+            interruption(ev.reason), self.dash, num(ev.continuation) or 0,
+            num(ev.max_continuations) or 0)
     elseif t == "llm_continuation" then
         local kept, dropped = num(ev.committed_blocks) or 0, num(ev.discarded_blocks) or 0
         local text = string.format("%s %s continuing (%d/%d), kept %s",
@@ -149,12 +193,22 @@ function Status:describe(ev)
         else
             text = string.format("gave up after %s: %s", plural(attempts, "attempt"),
                 what_failed(ev))
-            local why = GIVE_UP_WHY[ev.reason]
-            if why then text = text .. " (" .. why .. ")" end
         end
         local msg = error_message(ev)
-        if msg then text = text .. " " .. self.dash .. " " .. msg end
+        if msg then
+            text = text .. " " .. self.dash .. " " .. msg
+        else
+            local why = give_up_why(ev)
+            if why then text = text .. " (" .. why .. ")" end
+        end
         return "permanent", text
+    elseif t == "tool_retry" then
+        local failed = num(ev.failed_attempt) or 0
+        local err = type(ev.error) == "table" and ev.error or {}
+        local kind = type(err.kind) == "string" and clean(err.kind) or "an"
+        return "transient", string.format("retrying tool %s after %s error (attempt %d/%d in %s)",
+            clean(ev.name), kind == "an" and "an" or ("a " .. kind), failed + 1,
+            num(ev.max_attempts) or 0, duration(ev.wait_ms))
     elseif t == "llm_paced" then
         local which = ev.limit == "tokens_per_minute" and "token" or "request"
         return "transient", string.format("pacing: next LLM request in %s (%s rate limit)",
@@ -170,12 +224,36 @@ function Status:describe(ev)
     return nil
 end
 
--- ---- output ----------------------------------------------------------------------------
+-- ---- columns ---------------------------------------------------------------------------
+
+-- The code points of s as {cp, bytes} pairs (invalid UTF-8: one byte each, cp nil).
+-- Plain Lua 5.1 has no utf8 library, so this decodes by hand.
+local function chars(s)
+    local out, i, n = {}, 1, #s
+    while i <= n do
+        local b = s:byte(i)
+        local len, cp = 1, nil
+        if b < 0x80 then
+            cp = b
+        elseif b >= 0xC2 and b <= 0xF4 then
+            len = b >= 0xF0 and 4 or b >= 0xE0 and 3 or 2
+            cp = b % (len == 2 and 0x20 or len == 3 and 0x10 or 0x08)
+            for k = 1, len - 1 do
+                local c = s:byte(i + k)
+                if not c or c < 0x80 or c > 0xBF then cp = nil; len = 1; break end
+                cp = cp * 64 + (c - 0x80)
+            end
+        end
+        out[#out + 1] = { cp, s:sub(i, i + len - 1) }
+        i = i + len
+    end
+    return out
+end
 
 -- Terminal columns of one code point: 2 for the wide East Asian ranges and most emoji,
 -- 1 otherwise (combining marks are rare in these lines; counting them 1 only cuts early).
 local function columns_of(cp)
-    if cp < 0x1100 then return 1 end
+    if not cp or cp < 0x1100 then return 1 end
     if (cp <= 0x115F) or (cp >= 0x2E80 and cp <= 0xA4CF) or (cp >= 0xAC00 and cp <= 0xD7A3)
         or (cp >= 0xF900 and cp <= 0xFAFF) or (cp >= 0xFE30 and cp <= 0xFE4F)
         or (cp >= 0xFF00 and cp <= 0xFF60) or (cp >= 0xFFE0 and cp <= 0xFFE6)
@@ -188,20 +266,21 @@ end
 
 -- Cut text to at most `width` terminal columns, the ellipsis (one column) included.
 local function fit(text, width, ellipsis)
-    if not utf8.len(text) then -- not UTF-8: bytes are columns
-        return #text <= width and text or text:sub(1, width - 1) .. ellipsis
-    end
+    local cs = chars(text)
     local total = 0
-    for _, cp in utf8.codes(text) do total = total + columns_of(cp) end
+    for _, c in ipairs(cs) do total = total + columns_of(c[1]) end
     if total <= width then return text end
-    local used, cut = 0, 1
-    for pos, cp in utf8.codes(text) do
-        local w = columns_of(cp)
-        if used + w > width - 1 then cut = pos; break end
+    local used, out = 0, {}
+    for _, c in ipairs(cs) do
+        local w = columns_of(c[1])
+        if used + w > width - 1 then break end
         used = used + w
+        out[#out + 1] = c[2]
     end
-    return text:sub(1, cut - 1) .. ellipsis
+    return table.concat(out) .. ellipsis
 end
+
+-- ---- output ----------------------------------------------------------------------------
 
 function Status:write(s)
     self.stream:write(s)
@@ -219,17 +298,184 @@ function Status:columns()
     end
     if self.term_width then
         local got, cols = pcall(self.term_width, self.stream)
-        if got and math.type(cols) == "integer" and cols > 1 then return cols end
+        if got and type(cols) == "number" and cols > 1 then return math.floor(cols) end
     end
     local cols = num(os.getenv("COLUMNS"))
     if cols and cols > 1 then return math.floor(cols) end
     return 80
 end
 
--- Erase the transient line, if one is showing.
+-- ---- the answer on screen (opts.text) ---------------------------------------------------
+-- The display writes the answer's text itself and keeps a model of where it lies on the
+-- terminal: the column where the current LLM call's text began (`origin`) and what was
+-- written since (`log`: text pieces, and the line breaks the status line forced). From
+-- it a take-back finds how many rows up the discarded text begins.
+
+local MAX_ROWS_UP = 20 -- a take-back that starts further up may have scrolled away
+
+function Status:text_write(s)
+    if s == "" or not self.text then return end
+    self.text:write(s)
+    self.text:flush()
+end
+
+-- Move the model's cursor over s, from (row, col); returns the new (row, col), or nil
+-- when s holds a character the model cannot place (a control character).
+local function advance(s, row, col, width)
+    for _, c in ipairs(chars(s)) do
+        local cp = c[1]
+        if cp == 10 then
+            row, col = row + 1, 0
+        elseif cp == 9 then
+            if col >= width then row, col = row + 1, 0 end
+            col = math.min(width, (math.floor(col / 8) + 1) * 8)
+        elseif cp and (cp < 32 or cp == 127) then
+            return nil
+        else
+            local w = columns_of(cp)
+            if col + w > width then row, col = row + 1, 0 end
+            col = col + w
+        end
+    end
+    return row, col
+end
+
+-- The model after the log: the cursor's (row, col) relative to the origin's row.
+function Status:text_layout(upto)
+    local width = self:columns()
+    local row, col = 0, self.origin
+    for i = 1, upto or #self.log do
+        local item = self.log[i]
+        row, col = advance(item, row, col, width)
+        if not row then return nil end
+    end
+    return row, col
+end
+
+-- The cursor is at the start of a line (after input the user typed, your own print):
+-- write prefix there (a label such as "assistant> ") and track the answer from it.
+function Status:start_answer(prefix)
+    self.col = 0
+    self.origin = 0
+    self.log = {}
+    self.counted = {}
+    self.call = nil
+    if prefix and prefix ~= "" then self:track(prefix, false) end
+end
+
+-- Write s (a line break, a label) to the text stream yourself: the display keeps track
+-- of where the answer is. Never taken back.
+function Status:write_text(s)
+    if type(s) == "string" and s ~= "" then self:track(s, false) end
+end
+
+-- Write s to the text stream and into the model (`counted`: it is the call's text, which
+-- a take-back may remove).
+function Status:track(s, counted)
+    self:text_write(s)
+    self.log[#self.log + 1] = s
+    if counted then self.counted[#self.log] = true end
+    local width = self:columns()
+    local _, col = advance(s, 0, self.col, width)
+    self.col = col or 0
+end
+
+function Status:on_text(ev)
+    local s = ev.text
+    if type(s) ~= "string" or s == "" then return end
+    if ev.llm_call ~= self.call then -- a new call's text: its own take-back window
+        self.call = ev.llm_call
+        self.origin = self.col
+        self.log = {}
+        self.counted = {}
+    end
+    self:track(s, true)
+end
+
+-- Take back the last n bytes of the call's text: erased in place when it is still on a
+-- terminal screen, else the seam is marked.
+function Status:take_back(ev)
+    local n = math.floor(num(ev.discarded_bytes) or 0)
+    if n <= 0 then return end
+    if ev.llm_call ~= self.call then
+        self:mark_seam(n)
+        return
+    end
+    -- find the log item (and the byte in it) where the discarded text begins; the
+    -- core counts whole characters, so the cut is never inside one
+    local i, left = #self.log, n
+    while i >= 1 do
+        if self.counted[i] then
+            if #self.log[i] >= left then break end
+            left = left - #self.log[i]
+        end
+        i = i - 1
+    end
+    if i < 1 then -- more was discarded than this display showed: all of it goes
+        i = 1
+        while i <= #self.log and not self.counted[i] do i = i + 1 end
+        if i > #self.log then
+            self:mark_seam(n)
+            return
+        end
+        left = #self.log[i]
+    end
+    local item = self.log[i]
+    local keep = item:sub(1, #item - left)
+    local r0, c0 = self:text_layout(i - 1)
+    local r1 = self:text_layout()
+    if r0 and r1 then r0, c0 = advance(keep, r0, c0, self:columns()) end
+    if not (self.text_tty and r0 and r1) then
+        self:mark_seam(n)
+        return
+    end
+    if c0 >= self:columns() then r0, c0 = r0 + 1, 0 end -- the start is on the next row
+    local up = r1 - r0
+    if up < 0 or up > MAX_ROWS_UP then
+        self:mark_seam(n)
+        return
+    end
+    self:text_write("\r" .. (up > 0 and ("\27[" .. up .. "A") or "")
+        .. (c0 > 0 and ("\27[" .. c0 .. "C") or "") .. "\27[J")
+    for k = #self.log, i + 1, -1 do
+        self.log[k] = nil
+        self.counted[k] = nil
+    end
+    self.log[i] = keep
+    self.col = c0
+end
+
+-- The discarded text cannot be erased: say where it ends, on a line of its own, so the
+-- text that follows is read as said once.
+function Status:mark_seam(n)
+    local mark = string.format("[cut: the last %s above %s not kept]", plural(n, "byte"),
+        n == 1 and "is" or "are")
+    self:text_write((self.col > 0 and "\n" or "") .. mark .. "\n")
+    self.col = 0
+    self.origin = 0
+    self.log = {}
+    self.counted = {}
+end
+
+-- ---- the transient line ----------------------------------------------------------------
+
+-- Erase the transient line, if one is showing; when it sat below the answer, the cursor
+-- goes back to where the answer's text ends.
 function Status:clear()
     if self.shown then
-        self:write("\r\27[K")
+        local s = "\r\27[K"
+        if self.below then
+            local width = self:columns()
+            if self.col > 0 and self.col < width then
+                s = s .. "\27[A\27[" .. self.col .. "C"
+            else
+                -- the text filled its row: the next character starts this one anyway
+                self.log[#self.log + 1] = "\n"
+                self.col = 0
+            end
+            self.below = false
+        end
+        self:write(s)
         self.shown = false
     end
 end
@@ -240,7 +486,10 @@ function Status:transient(text)
         self:write(self.prefix .. text .. "\n")
         return
     end
-    if self.midline then -- streamed text left the cursor mid-line: keep it on screen
+    if self.text and self.text_tty and self.col > 0 and not self.shown then
+        self:write("\n") -- below the answer's last row, never over it
+        self.below = true
+    elseif self.midline then -- streamed text left the cursor mid-line: keep it on screen
         self:write("\n")
         self.midline = false
     end
@@ -254,7 +503,13 @@ end
 function Status:print(text)
     if self.tty then
         self:clear()
-        if self.midline then
+        if self.text and self.text_tty and self.col > 0 then
+            self:text_write("\n")
+            self.col = 0
+            self.log = {}
+            self.counted = {}
+            self.origin = 0
+        elseif self.midline then
             self:write("\n")
             self.midline = false
         end
@@ -264,7 +519,8 @@ function Status:print(text)
     end
 end
 
--- Feed one event (the event table of docs/lua.md). Unknown events and missing fields are tolerated.
+-- Feed one event (the event table of docs/lua.md). Unknown events and missing fields are
+-- tolerated.
 function Status:update(ev)
     if type(ev) ~= "table" then return end
     if self.streaming and ev.type == "text_delta" and type(ev.text) == "string"
@@ -272,9 +528,19 @@ function Status:update(ev)
         self.midline = ev.text:sub(-1) ~= "\n"
     end
     if PROGRESS[ev.type] then self:clear() end
+    if self.text then
+        if ev.type == "text_delta" then
+            self:on_text(ev)
+        elseif ev.type == "llm_continuation" then
+            self:clear() -- the take-back moves from the end of the answer's text
+            self:take_back(ev)
+        end
+    end
     local kind, text = self:describe(ev)
     if not self.tty and (ev.type == "tool_call_start" or
-        (not self.log_retries and LOGGED_BY_HOST[ev.type])) then
+        (not self.log_retries and (LOGGED_BY_HOST[ev.type] or
+            -- the library's retry warning is this fault's line: the same request again
+            (ev.type == "llm_continuation" and ev.mode == "regenerate")))) then
         return -- progress noise, or a line the log already has
     end
     if kind == "transient" then
@@ -292,8 +558,13 @@ end
 --   unicode   use "—" and "…" (default: on a terminal whose locale is UTF-8; log lines
 --             are plain ASCII unless an event's own text is not)
 --   prefix    prefix of non-terminal lines (default "agenthost: ")
---   streaming true when your on_event also writes text deltas to the same terminal: a
+--   text      a file (io.stdout) the display writes the answer to as it streams, taking
+--             back what a cut discards (erased in place on a terminal, else marked);
+--             status:start_answer(prefix) says the cursor is at a line start
+--   text_tty  whether `text` is a terminal; nil = detect
+--   streaming true when your on_event writes text deltas to the same terminal itself: a
 --             transient line then starts on a fresh line instead of erasing that text
+--             (use `text` instead to have the display write it and take it back)
 --   log_retries  off a terminal, also write retry and give-up lines. Default: unless
 --             they would repeat the library's own warnings, i.e. unless the stream is
 --             io.stderr and the agenthost module is loaded (its log handler prints them)
@@ -319,8 +590,18 @@ function M.new(opts)
     else
         self.log_retries = opts.log_retries and true or false
     end
+    self.text = opts.text
+    if self.text then
+        if opts.text_tty == nil then
+            self.text_tty = isatty(self.text)
+        else
+            self.text_tty = opts.text_tty and true or false
+        end
+    end
     self.shown = false
     self.midline = false
+    self.below = false
+    self.col, self.origin, self.log, self.counted = 0, 0, {}, {}
     return self
 end
 

@@ -18,7 +18,9 @@
 #      on a 10 MB answer.
 #   7. Redis: fleet retry amplification (1, 8, 32 processes) and the cost of a shared
 #      budget, pacing or ledger decision against the local one (needs redis-server).
-#   8. Every Lua runtime: instructions per delta with and without an on_event hook on
+#   8. A cut inside a single-block answer: bytes regenerated and shown twice, default vs
+#      continue_partial_text (partial_text_bench).
+#   9. Every Lua runtime: instructions per delta with and without an on_event hook on
 #      5.1, 5.2, 5.3, LuaJIT beside 5.4 (tests/bench/runtimes.sh).
 # Every client is a separate process measured from wait4() (CPU user + system, peak RSS,
 # wall), RUNS times; tables give medians, and ratios are the median of per-run ratios
@@ -504,8 +506,16 @@ out "The cost of a shared decision against the local one (tests/bench/redis_benc
 out ""
 out "$("$BUILD_DIR/tests/bench/redis_bench")"
 out ""
-# -- 8
-out "## 8. Every Lua runtime (docs/lua.md, Runtimes)"
+out "## 8. A cut inside a single-block answer (docs/worker.md)"
+out ""
+out "Bytes asked for again and shown twice when a 2 KB one-block answer is cut at 90 %, default vs \`continue_partial_text = \"sentence\"\` (tests/bench/partial_text_bench.c, in-process mock):"
+out ""
+out '```'
+out "$("$BUILD_DIR/tests/bench/partial_text_bench")"
+out '```'
+out ""
+# -- 9
+out "## 9. Every Lua runtime (docs/lua.md, Runtimes)"
 out ""
 out "Callgrind instructions per text delta of \`tests/bench/stack.lua\` run through \`tests/lua/host.lua\` by each interpreter, 20 000 deltas, anthropic (tests/bench/runtimes.sh). The C stack is the same on every runtime; the on_event hook costs what building its event table costs there (5.4 refills one table for a hook that provably keeps nothing; the other runtimes get a fresh table per event unless the agent sets on_event_reuse = true)."
 out ""

@@ -8,7 +8,9 @@
 #
 # The mock's plan (AGENTHOST_MOCK_PLAN): requests 1-3 answer (turn 1 is two requests: the
 # tool call, then the answer from its result), request 4 (turn 3) stalls after 8 events,
-# the rest answer.
+# request 5 (turn 4) answers, request 6 (turn 5) is cut after 8 events inside its only
+# text block, so the same request goes out again: what it showed is erased in place and
+# the answer is on the screen once. The rest answer.
 set -u
 bin=${1:?usage: test_chat_tty.sh AGENTHOST_BIN}
 bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
@@ -16,7 +18,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=tmux_lib.sh
 . "$(dirname "$0")/tmux_lib.sh" chat
 
-plan='{"steps":[{"ok":true},{"ok":true},{"ok":true},{"stall_after_events":8}],"then":{"ok":true}}'
+plan='{"steps":[{"ok":true},{"ok":true},{"ok":true},{"stall_after_events":8},{"ok":true},{"cut_after_events":8}],"then":{"ok":true}}'
 s=chat
 tm new-session -d -s "$s" -x 110 -y 40 \
     "cd '$work' && AGENTHOST_MOCK_PLAN='$plan' '$bin' '$root/examples/chat.lua' mock; echo \"[exit \$?]\"; sleep 60"
@@ -72,6 +74,19 @@ say "fourth turn"
 wait_for '^assistant> You said: "fourth turn"\. This is a deterministic reply' 100 &&
     ok "turn 4: the conversation continues after the Ctrl-C" || bad "turn 4: no answer"
 
+say "fifth turn"
+if wait_for '^assistant> You said: "fifth turn"\. This is a deterministic reply from the agenthost mock provider\.$' 100 &&
+    wait_for '^you> ?$' 50; then
+    if [ "$(count 'fifth turn')" -eq 2 ] && ! grep -q '\[cut:' "$work/screen"; then
+        ok "turn 5: a cut answer's shown text is erased in place; the answer appears once"
+    else
+        bad "turn 5: the cut answer's text is on the screen twice (or marked):"
+        sed 's/^/   | /' "$work/screen"
+    fi
+else
+    bad "turn 5: no answer after the cut"
+fi
+
 say "/save $work/conv.json"
 if wait_for '^saved [0-9]+ messages to ' 50 && [ -s "$work/conv.json" ] &&
     grep -q '"format":"agenthost.history"' "$work/conv.json" &&
@@ -94,7 +109,7 @@ else
     bad "/quit: the chat did not end cleanly"
 fi
 # One Ctrl-C was pressed: one answer stopped, nothing else lost or repeated.
-[ "$(count '^\[answer stopped\]$')" -eq 1 ] && [ "$(count '^you>')" -ge 7 ] &&
+[ "$(count '^\[answer stopped\]$')" -eq 1 ] && [ "$(count '^you>')" -ge 8 ] &&
     ok "the transcript: one stopped answer, every prompt" ||
     bad "unexpected transcript"
 # stderr is the terminal too (the status line): no warning or traceback reached it

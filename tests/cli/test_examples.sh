@@ -53,7 +53,7 @@ run demo "$bin" "$root/examples/demo.lua"
 [ "$rc" -eq 0 ] && ok "demo.lua exits 0" || bad "demo.lua exited $rc: $(cat "$work/demo.err")"
 expect "demo.lua: answer and counters" "$work/demo.out" \
     "< The tool returned: 84" "outcome: completed" \
-    "llm calls: 3, attempts: 5, retries: 2, continuations: 1, tool calls: 1"
+    "llm calls: 2, attempts: 5, retries: 2, continuations: 1, tool calls: 1"
 expect "demo.lua: what happened" "$work/demo.out" \
     "HTTP 503        retried after" "HTTP 529        retried after 1.0s (the server asked)" \
     "continued (prompt rung): kept 1 block, dropped 1" \
@@ -154,7 +154,7 @@ if [ -x "$embed" ]; then
         "stream cut: continuing (1/3), kept 1 block(s), discarded 1" \
         'tool add({"a":42,"b":42}) -> 84' "outcome: completed" \
         "answer: The tool returned: 84" \
-        "llm_calls: 3, attempts: 5, retries: 2, continuations: 1, tool_calls: 1"
+        "llm_calls: 2, attempts: 5, retries: 2, continuations: 1, tool_calls: 1"
 else
     bad "agenthost-embed not built next to $bin"
 fi

@@ -16,7 +16,8 @@ t:call({}, { key = "A-2", budget = 0 })
 ah.batch({ 1 }, function() end, { budget = 0 })
 LUA
 "$bin" --events "$tmp/events.jsonl" "$tmp/script.lua" || { echo "FAIL: script exited $?"; exit 1; }
-want='{"type":"tool_call_end","id":"A-1","name":"charge","outcome":"ok","duplicate":false,"attempts":2}
+want='{"type":"tool_retry","id":"A-1","name":"charge","failed_attempt":1,"max_attempts":2,"wait_ms":0,"error":{"kind":"transient","status":null,"message":"blip","provider_type":null,"retry_after_ms":null}}
+{"type":"tool_call_end","id":"A-1","name":"charge","outcome":"ok","duplicate":false,"attempts":2}
 {"type":"tool_call_end","id":"A-1","name":"charge","outcome":"ok","duplicate":true,"attempts":0}
 {"type":"budget_exhausted","budget":"tool_calls","used":0,"limit":0}
 {"type":"tool_call_end","id":"A-2","name":"charge","outcome":"budget_exhausted","duplicate":false,"attempts":0}

@@ -487,12 +487,13 @@ static void refused_reattach_falls_back_to_a_new_request(void **state)
     assert_int_equal(count_requests(&h, "POST", "/v1/responses"), 2);
     assert_int_equal(event_log_count(&h.log, "llm_continuation"), 2);
     assert_string_equal(event_str(&h, "llm_continuation", 0, "mode"), "resume");
-    assert_string_equal(event_str(&h, "llm_continuation", 1, "mode"), "prompt");
+    /* Nothing of the unfinished block was kept: the fallback sends the first request
+     * again (regenerate), no prompt. */
+    assert_string_equal(event_str(&h, "llm_continuation", 1, "mode"), "regenerate");
     assert_non_null(strstr(event_str(&h, "llm_continuation", 1, "reason"), "HTTP 404"));
     ah_worker_stats st;
     ah_worker_get_stats(h.worker, &st);
     assert_int_equal(st.continuations, 2);
-    /* The fallback is visible history: the prompt follows the (empty) partial. */
     harness_stop(&h);
 }
 
@@ -514,7 +515,7 @@ static void unknown_response_is_a_404_and_falls_back(void **state)
     assert_string_equal(r.method, "GET");
     assert_int_equal(r.status, 404);
     assert_int_equal(count_requests(&h, "POST", "/v1/responses"), 2);
-    assert_string_equal(event_str(&h, "llm_continuation", 1, "mode"), "prompt");
+    assert_string_equal(event_str(&h, "llm_continuation", 1, "mode"), "regenerate");
     harness_stop(&h);
 }
 

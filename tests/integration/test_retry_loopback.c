@@ -161,7 +161,7 @@ static ah_call *make_call(harness *h)
     cfg.request.body = BODY;
     cfg.request.body_len = sizeof BODY - 1;
     cfg.policy = &h->policy;
-    cfg.stream = (ah_stream_fns){on_open, on_data, on_end, h, NULL};
+    cfg.stream = (ah_stream_fns){on_open, on_data, on_end, h, NULL, NULL};
     cfg.on_event = on_event;
     cfg.event_ud = h;
     cfg.llm_call = 1;

@@ -74,6 +74,7 @@ typedef struct opts {
     int64_t idle_timeout_ms;
     const char *continue_prompt;
     const ah_conversation *history; /* a conversation to continue, or NULL */
+    ah_partial_text partial;        /* policy.continue_partial_text */
 } opts;
 
 static void harness_start(harness *h, const opts *o)
@@ -97,6 +98,7 @@ static void harness_start(harness *h, const opts *o)
     pol.idle_timeout_ms = o->idle_timeout_ms;
     if (o->max_continuations >= 0)
         pol.max_continuations = o->max_continuations;
+    pol.continue_partial_text = o->partial;
     ah_tool_def tool = {.name = "add", .description = "Add two integers",
                         .schema_json = ADD_SCHEMA};
     ah_worker_config wc = {.loop = h->loop,
@@ -245,9 +247,101 @@ static void cut_inside_text_block_drops_it(void **state)
     assert_int_equal(event_int(&h, "llm_continuation", 0, "committed_blocks"), 0);
     assert_int_equal(event_int(&h, "llm_continuation", 0, "discarded_blocks"), 1);
     assert_int_equal(event_int(&h, "llm_continuation", 0, "discarded_bytes"), 10);
-    /* Nothing was committed, so the continuation request equals the first one. */
+    /* Nothing was committed, so the continuation request equals the first one, and the
+     * event says so: regenerate, a retry of the same request (its backoff, its token). */
     assert_string_equal(req_body(&h, 0), req_body(&h, 1));
     assert_string_equal(ah_worker_text(h.worker), TEXT4);
+    cJSON *ce = event_log_find(&h.log, "llm_continuation", 0);
+    assert_string_equal(cJSON_GetObjectItem(ce, "mode")->valuestring, "regenerate");
+    cJSON_Delete(ce);
+    assert_int_equal(event_log_count(&h.log, "llm_retry"), 1);
+    /* The cut request ended with its own llm_call_end, before the continuation. */
+    assert_int_equal(event_log_count(&h.log, "llm_call_end"), 2);
+    cJSON *end = event_log_find(&h.log, "llm_call_end", 0);
+    assert_string_equal(cJSON_GetObjectItem(end, "stop_reason")->valuestring, "interrupted");
+    assert_int_equal(cJSON_GetObjectItem(end, "llm_call")->valueint, 1);
+    cJSON_Delete(end);
+    ah_worker_stats st;
+    ah_worker_get_stats(h.worker, &st);
+    assert_int_equal(st.llm_calls, 1); /* one model turn */
+    assert_int_equal(st.continuations, 1);
+    assert_int_equal(st.retries, 1);
+    assert_int_equal(st.attempts, 2);
+    harness_stop(&h);
+}
+
+/* Three sentences on two lines: where a cut may keep a prefix. */
+#define SENTENCES "Alpha beta. Gamma delta!\nEpsilon zeta eta theta iota kappa lambda."
+
+/* policy.continue_partial_text: a cut inside the (only) text block keeps its complete
+ * sentences (or lines) as a closed text block of the partial message; the continuation
+ * goes on from there on the client's rung, and the answer holds each byte once. Every
+ * cut position, every wire format, both modes. */
+static void partial_text_keeps_complete_sentences_or_lines(void **state)
+{
+    (void)state;
+    int kept_runs = 0, partial_runs = 0;
+    for (int wire = 0; wire < AH_WIRE_COUNT_; wire++)
+        for (int mode = AH_PARTIAL_TEXT_SENTENCE; mode <= AH_PARTIAL_TEXT_LINE; mode++)
+            for (int k = 0; k <= 14; k++) {
+                char plan[64];
+                snprintf(plan, sizeof plan, "[{\"cut_after_events\":%d}]", k);
+                harness h;
+                opts o = {.wire = (ah_wire)wire, .plan = plan, .text = SENTENCES,
+                          .max_continuations = -1, .partial = (ah_partial_text)mode};
+                harness_start(&h, &o);
+                assert_int_equal(ah_worker_run(h.worker, "hello"), AH_OUTCOME_COMPLETED);
+                assert_string_equal(ah_worker_text(h.worker), SENTENCES);
+                assert_int_equal(occurrences(ah_worker_text(h.worker), "Gamma"), 1);
+                cJSON *ce = event_log_find(&h.log, "llm_continuation", 0);
+                if (ce && cJSON_GetObjectItem(ce, "committed_blocks")->valueint > 0) {
+                    kept_runs++;
+                    const char *m = cJSON_GetObjectItem(ce, "mode")->valuestring;
+                    assert_string_equal(m, wire == AH_WIRE_ANTHROPIC ? "prefill" : "prompt");
+                    /* what was kept is a whole sentence (line), in history, and the next
+                     * request carries it */
+                    const ah_conversation *c = ah_worker_history(h.worker);
+                    const char *kept = ah_conversation_block(c, 1, 0)->text;
+                    assert_true(strncmp(SENTENCES, kept, strlen(kept)) == 0);
+                    int whole = strcmp(kept, SENTENCES) == 0; /* cut after it closed */
+                    partial_runs += !whole;
+                    if (mode == AH_PARTIAL_TEXT_LINE)
+                        assert_true(whole || strcmp(kept, "Alpha beta. Gamma delta!") == 0);
+                    else
+                        assert_true(whole || strcmp(kept, "Alpha beta.") == 0 ||
+                                    strcmp(kept, "Alpha beta. Gamma delta!") == 0);
+                    assert_non_null(strstr(req_body(&h, 1), "Alpha beta."));
+                    /* only the unfinished rest was taken back */
+                    long long shown = 0;
+                    for (size_t i = 0; i < h.log.n; i++)
+                        if (event_log_is(&h.log, i, "text_delta") &&
+                            strstr(h.log.lines[i], "\"llm_call\":1,"))
+                            shown++;
+                    assert_true(shown > 0);
+                    assert_true(cJSON_GetObjectItem(ce, "discarded_bytes")->valueint <=
+                                (int)strlen(SENTENCES) - (int)strlen(kept));
+                }
+                cJSON_Delete(ce);
+                harness_stop(&h);
+            }
+    print_message("partial text: %d of %d cuts kept something, %d of them a prefix of "
+                  "the unfinished block\n",
+                  kept_runs, AH_WIRE_COUNT_ * 2 * 15, partial_runs);
+    assert_true(partial_runs >= AH_WIRE_COUNT_ * 2);
+}
+
+/* A cut inside a tool call discards no text: its arguments never streamed as text, so a
+ * display has nothing to take back. */
+static void a_cut_tool_call_discards_no_text(void **state)
+{
+    (void)state;
+    harness h;
+    opts o = {.wire = AH_WIRE_ANTHROPIC, .plan = "[{\"cut_after_events\":11}]", .tools = 1,
+              .max_continuations = -1};
+    harness_start(&h, &o);
+    assert_int_equal(ah_worker_run(h.worker, "add please"), AH_OUTCOME_COMPLETED);
+    assert_int_equal(event_int(&h, "llm_continuation", 0, "discarded_blocks"), 1);
+    assert_int_equal(event_int(&h, "llm_continuation", 0, "discarded_bytes"), 0);
     harness_stop(&h);
 }
 
@@ -493,9 +587,42 @@ static void fault_matrix(void **state)
                 size_t conts = event_log_count(&h.log, "llm_continuation");
                 if (!FAULTS[f].per_k && strcmp(FAULTS[f].name, "delayed headers") != 0)
                     assert_int_equal(retries, 1);
-                if (FAULTS[f].per_k)
-                    assert_int_equal(retries, 0);
                 assert_true(conts <= 1);
+                if (FAULTS[f].per_k && conts == 1) {
+                    /* A continuation that kept nothing new (the same request again), or
+                     * one the provider's error caused, is also a retry: one llm_retry
+                     * for the broken stream, after its llm_call_end. */
+                    cJSON *ce = event_log_find(&h.log, "llm_continuation", 0);
+                    const char *mode = cJSON_GetObjectItem(ce, "mode")->valuestring;
+                    int regen = strcmp(mode, "regenerate") == 0;
+                    assert_int_equal(regen,
+                                     cJSON_GetObjectItem(ce, "committed_blocks")->valueint == 0);
+                    int provider = strcmp(FAULTS[f].name, "error event") == 0;
+                    if (retries != (size_t)(regen || provider))
+                        fail_msg("%s / %s k=%d: %zu retries, mode %s",
+                                 ah_wire_name((ah_wire)wire), FAULTS[f].name, k, retries,
+                                 mode);
+                    cJSON_Delete(ce);
+                    if (retries) {
+                        cJSON *re = event_log_find(&h.log, "llm_retry", 0);
+                        assert_string_equal(
+                            cJSON_GetObjectItem(cJSON_GetObjectItem(re, "error"), "kind")
+                                ->valuestring,
+                            "stream");
+                        cJSON_Delete(re);
+                    }
+                } else if (FAULTS[f].per_k) {
+                    assert_int_equal(retries, 0);
+                }
+                /* Every request that started either failed before its head (an
+                 * llm_retry of kind other than stream) or ended (llm_call_end). */
+                size_t stream_retries = 0;
+                for (size_t i = 0; i < h.log.n; i++)
+                    stream_retries += event_log_is(&h.log, i, "llm_retry") &&
+                                      strstr(h.log.lines[i], "\"kind\":\"stream\"");
+                assert_int_equal(event_log_count(&h.log, "llm_call_start"),
+                                 event_log_count(&h.log, "llm_call_end") + retries -
+                                     stream_retries);
                 assert_no_secret(&h);
                 harness_stop(&h);
                 runs++;
@@ -511,6 +638,8 @@ int main(void)
         cmocka_unit_test(retry_before_stream_leaves_history_unchanged),
         cmocka_unit_test(cut_after_complete_text_block_commits_it_once),
         cmocka_unit_test(cut_inside_text_block_drops_it),
+        cmocka_unit_test(partial_text_keeps_complete_sentences_or_lines),
+        cmocka_unit_test(a_cut_tool_call_discards_no_text),
         cmocka_unit_test(cut_inside_tool_use_never_runs_it),
         cmocka_unit_test(completed_response_runs_exactly_its_tool_calls),
         cmocka_unit_test(continuation_cap_fails_with_stream_error),

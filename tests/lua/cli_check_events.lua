@@ -13,7 +13,7 @@ for line in f:lines() do
   evs[#evs + 1] = ev
 end
 -- the continuation's rung and the trimmed count are in every event of their type
-local MODES = { resume = true, prefill = true, prompt = true }
+local MODES = { resume = true, prefill = true, prompt = true, regenerate = true }
 for i, ev in ipairs(evs) do
   if ev.type == "llm_continuation" then
     assert(MODES[ev.mode], "line " .. i .. ": llm_continuation.mode is " .. tostring(ev.mode))

@@ -10,7 +10,7 @@ local agent = ah.agent{ client = ah.client{ provider = "anthropic", model = "m",
 local r = agent:run("from plain lua")
 T.eq(r.outcome, "completed", "outcome")
 T.contains(r.text, "from plain lua", "text")
-T.eq(r.stats.retries, 1, "retried")
+T.eq(r.stats.retries, 2, "retried (the 503, and the cut that kept nothing)")
 T.eq(r.stats.continuations, 1, "continued")
 T.ok("agent:run from plain lua5.4 through a retry and a continuation")
 

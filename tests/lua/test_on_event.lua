@@ -52,8 +52,13 @@ assert(ends[#ends].output_tokens > 0, "llm_call_end.output_tokens")
 for _, d in ipairs(by.text_delta) do
   assert(type(d.text) == "string" and d.block and d.llm_call, "text_delta fields")
 end
+T.eq(cont.mode, "regenerate", "llm_continuation.mode: the cut kept nothing")
+T.eq(ends[1].stop_reason, "interrupted", "the cut request's own llm_call_end")
+T.eq(#ends, #starts - 1, "every request that streamed ends (the 503 did not stream)")
 T.eq(r.stats.continuations, 1, "stats.continuations")
-T.eq(r.stats.retries, 1, "stats.retries")
+-- the 503's retry, and the cut that kept nothing: the same request again is a retry
+T.eq(r.stats.retries, 2, "stats.retries")
+T.eq(r.stats.llm_calls, 1, "stats.llm_calls counts model turns")
 T.ok("events carry the documented fields through a retry and a continuation")
 
 -- a hook that fails on every event: the run completes, every event still reaches it

@@ -163,7 +163,20 @@ test("give-up reasons are worded", function()
     d, s = display()
     d:update({ type = "llm_gave_up", attempts = 1, reason = "deadline",
         error = { kind = "timeout" } })
-    eq(s:text(), "gave up after 1 attempt: timeout (deadline reached)\n")
+    eq(s:text(), "gave up after 1 attempt: timeout (the deadline was reached)\n")
+    d, s = display()
+    d:update({ type = "llm_gave_up", attempts = 1, status = 429,
+        reason = "retry_after_too_long",
+        error = { kind = "http", status = 429, retry_after_ms = 90000 } })
+    eq(s:text(), "gave up after 1 attempt: HTTP 429 "
+        .. "(the server asked to wait 90 s, more than allowed)\n")
+    -- the library's message says why itself: it is shown as it is
+    d, s = display()
+    d:update({ type = "llm_gave_up", attempts = 2, reason = "retry_budget",
+        error = { kind = "stream", provider_type = "overloaded_error",
+                  message = "Overloaded; not retried: the retry budget is spent" } })
+    eq(s:text(), "gave up after 2 attempts: in-stream overloaded_error — "
+        .. "Overloaded; not retried: the retry budget is spent\n")
 end)
 
 test("a tool wait is transient on a terminal and silent in a log", function()
@@ -255,6 +268,114 @@ test("streaming text left mid-line is kept: the status starts on a new line", fu
     d:update({ type = "text_delta", llm_call = 1, block = 0, text = "done\n" })
     d:update(retry504)
     eq(s:text():sub(1, 1), "\r", "no extra newline after a complete line")
+end)
+
+test("a continuation that kept nothing says it asks again", function()
+    local d, s = display()
+    d:update({ type = "llm_continuation", llm_call = 1, continuation = 1,
+        max_continuations = 3, committed_blocks = 0, discarded_blocks = 1,
+        discarded_bytes = 9, mode = "regenerate", reason = "response stream broken" })
+    eq(s:text(), "\rstream cut — nothing kept, asking again (1/3)\27[K")
+    -- off a terminal the library's retry warning is this fault's line
+    d, s = display({ tty = false, log_retries = false })
+    d:update({ type = "llm_continuation", continuation = 1, max_continuations = 3,
+        committed_blocks = 0, mode = "regenerate", reason = "cut" })
+    eq(s:text(), "")
+    d, s = display({ tty = false })
+    d:update({ type = "llm_continuation", continuation = 1, max_continuations = 3,
+        committed_blocks = 0, mode = "regenerate", reason = "cut" })
+    eq(s:text(), "agenthost: stream cut - nothing kept, asking again (1/3)\n")
+end)
+
+test("a tool retry is a transient line", function()
+    local d, s = display()
+    d:update({ type = "tool_retry", id = "t1", name = "charge", failed_attempt = 1,
+        max_attempts = 3, wait_ms = 200, error = { kind = "transient", message = "busy" } })
+    eq(s:text(), "\rretrying tool charge after a transient error (attempt 2/3 in 200ms)\27[K")
+    d, s = display({ tty = false })
+    d:update({ type = "tool_retry", name = "charge", failed_attempt = 2, max_attempts = 3,
+        wait_ms = 1500 })
+    eq(s:text(), "agenthost: retrying tool charge after an error (attempt 3/3 in 1.5s)\n")
+end)
+
+-- The display writes the answer too (opts.text): one sink for both streams shows the
+-- bytes in the order a terminal gets them.
+local function answer_display(opts)
+    local s = sink()
+    opts = opts or {}
+    opts.stream = s
+    opts.text = s
+    if opts.tty == nil then opts.tty = true end
+    if opts.text_tty == nil then opts.text_tty = opts.tty end
+    opts.unicode = true
+    opts.width = opts.width or 80
+    return status.new(opts), s
+end
+
+local function delta(call, text) return { type = "text_delta", llm_call = call, block = 0, text = text } end
+local function cut(call, bytes, mode)
+    return { type = "llm_continuation", llm_call = call, continuation = 1,
+        max_continuations = 3, committed_blocks = mode == "regenerate" and 0 or 1,
+        discarded_blocks = 1, discarded_bytes = bytes, mode = mode or "regenerate",
+        reason = "cut" }
+end
+
+test("text: a cut's discarded text is erased in place on the same row", function()
+    local d, s = answer_display()
+    d:update(delta(1, "Hello "))
+    d:update(delta(1, "world"))
+    eq(s:text(), "Hello world")
+    s:reset()
+    d:update(cut(1, 5, "prompt"))
+    -- back to column 6, erase to the end of the screen, then the status line below
+    eq(s:text(), "\r\27[6C\27[J\n\rstream cut — continuing (1/3), kept 1 block, discarded 1\27[K")
+    s:reset()
+    d:update({ type = "llm_call_start", llm_call = 2, attempt = 1, continuation = 1 })
+    eq(s:text(), "\r\27[K\27[A\27[6C", "the status line goes, the cursor returns")
+    s:reset()
+    d:update(delta(2, "there"))
+    eq(s:text(), "there")
+end)
+
+test("text: a take-back across wrapped rows and after a label", function()
+    local d, s = answer_display({ width = 10 })
+    d:start_answer("> ")
+    d:update(delta(1, "abcdefgh"))   -- fills the row: "> abcdefgh"
+    d:update(delta(1, "ijk"))        -- the next row
+    s:reset()
+    d:update(cut(1, 5))              -- "ghijk": back to column 8 of the first row
+    eq(s:text():sub(1, 12), "\r\27[1A\27[8C\27[J")
+    s:reset()
+    d, s = answer_display({ width = 10 })
+    d:update(delta(1, "line one\nline two"))
+    s:reset()
+    d:update(cut(1, 17))             -- all of it: back to the origin, one row up
+    eq(s:text():sub(1, 8), "\r\27[1A\27[J")
+end)
+
+test("text: off a terminal, or scrolled away, the seam is marked", function()
+    local d, s = answer_display({ tty = false })
+    d:update(delta(1, "Hello world"))
+    s:reset()
+    d:update(cut(1, 5))
+    eq(s:text(), "\n[cut: the last 5 bytes above are not kept]\n"
+        .. "agenthost: stream cut — nothing kept, asking again (1/3)\n")
+    d, s = answer_display({ width = 10 })
+    d:update(delta(1, string.rep("0123456789", 30)))
+    s:reset()
+    d:update(cut(1, 300))            -- 30 rows up: not on screen any more
+    eq(s:text():find("\n[cut: the last 300 bytes above are not kept]\n", 1, true), 1)
+end)
+
+test("text: a status line never covers the answer's row, and gives it back", function()
+    local d, s = answer_display()
+    d:start_answer("assistant> ")
+    s:reset()
+    d:update(retry504)              -- nothing streamed yet: below the label's row
+    eq(s:text(), "\n\rretrying LLM request after HTTP 504 (attempt 2/4 in 1.2s)\27[K")
+    s:reset()
+    d:update({ type = "llm_call_start", llm_call = 1, attempt = 2, continuation = 0 })
+    eq(s:text(), "\r\27[K\27[A\27[11C")
 end)
 
 test("unknown events, missing fields and non-tables are ignored", function()

@@ -14,9 +14,15 @@
  * walks it with the rules of docs/retry-policy.md and docs/worker.md (max_attempts counts
  * every attempt of one call;
  * a fault after the stream opened costs one continuation of the step; a non-retryable
- * status or a Retry-After beyond max_retry_after_ms ends the run at once) and predicts
+ * status or a Retry-After beyond max_retry_after_ms ends the run at once; a stream fault
+ * that is the provider's own error, or that kept nothing new, is also a retry: it counts
+ * an attempt of the chain, waits and emits llm_retry, and gives up when the attempts are
+ * spent) and predicts
  * the outcome, the error kind, status and give-up reason, the number of requests, retries
- * and continuations, and whether the tool's step was reached. Every stream fault in a
+ * and continuations, and whether the tool's step was reached. Whether a cut kept anything
+ * depends on where in the stream it fell, which the oracle does not model: it reads it
+ * from the run (the cut request's llm_continuation: committed_blocks 0 and mode
+ * regenerate, or a give-up right after it) and predicts everything that follows. Every stream fault in a
  * plan fires: the mock fires a K past the end just before the stream's final event
  * (after it the response is complete and anything more is rightly ignored); for OpenAI
  * the malformed and error faults are drawn before the shortest stream's end (3 events:
@@ -300,7 +306,9 @@ static void draw_params(uint64_t seed, size_t run, params *p)
     snprintf(p->plan + off, sizeof p->plan - off, "]");
 }
 
-static void simulate(const params *p, prediction *o)
+/* like[i]: the stream fault of request i (0-based; one plan step per request) kept
+ * nothing new, as the run showed (NULL: none did). */
+static void simulate(const params *p, const int *like, prediction *o)
 {
     memset(o, 0, sizeof *o);
     o->reason = AH_GIVEUP_COUNT_;
@@ -337,19 +345,31 @@ static void simulate(const params *p, prediction *o)
         case F_FATAL:
             o->reason = AH_GIVEUP_NOT_RETRYABLE;
             goto failed;
-        case F_STREAM:
+        case F_STREAM: {
+            /* the provider's own error, or nothing new kept: a retry too */
+            int retry = strstr(ft->json, "error_event_after") != NULL ||
+                        (like && like[o->requests - 1]);
+            if (retry && attempt >= p->max_attempts) {
+                o->reason = AH_GIVEUP_ATTEMPTS;
+                o->gave_up = 1;
+                goto failed;
+            }
             if (conts >= p->max_continuations)
                 goto failed;
             conts++;
             o->continuations++;
-            attempt = 0;
+            if (retry)
+                o->retries[o->n_retries++] = (retry_expect){0, AH_EK_STREAM, 0};
+            else
+                attempt = 0;
             continue;
+        }
         }
     failed:
         o->outcome = AH_OUTCOME_FAILED;
         o->kind = ft->kind;
         o->status = ft->status;
-        o->gave_up = ft->cls != F_STREAM;
+        o->gave_up |= ft->cls != F_STREAM;
         o->failed_step = step;
         return;
     }
@@ -564,6 +584,10 @@ static int check_events(const run_state *r, const prediction *o)
             if (jint(e, "continuation") < 1 ||
                 jint(e, "continuation") > r->p->max_continuations)
                 rc = fail("continuation number out of range: %s", r->events[i]);
+            else if ((jint(e, "committed_blocks") == 0) !=
+                     (strcmp(jstr(e, "mode"), "regenerate") == 0))
+                rc = fail("mode regenerate is for a continuation that kept nothing: %s",
+                          r->events[i]);
         } else if (strcmp(type, "llm_gave_up") == 0) {
             gave_up++;
             if (strcmp(jstr(e, "reason"), ah_giveup_reason_name(o->reason)) != 0)
@@ -720,10 +744,32 @@ static void free_events(run_state *r)
     r->n_events = r->cap_events = 0;
 }
 
+/* Which requests' stream faults kept nothing new, from the run's events: the request's
+ * llm_continuation says committed_blocks 0, or the run gave up right after it (a cut
+ * that kept something is never given up on; only the cap ends it). */
+static void observed_regenerations(const run_state *r, int *like)
+{
+    int req = -1;
+    for (size_t i = 0; i < r->n_events; i++) {
+        const char *type;
+        cJSON *e = event_at(r, i, &type);
+        if (!e)
+            continue;
+        if (strcmp(type, "llm_call_start") == 0)
+            req++;
+        else if (req >= 0 && req < MAX_FAULTS && strcmp(type, "llm_continuation") == 0)
+            like[req] = jint(e, "committed_blocks") == 0;
+        else if (req >= 0 && req < MAX_FAULTS && strcmp(type, "llm_gave_up") == 0)
+            like[req] = 1;
+        cJSON_Delete(e);
+    }
+}
+
 /* Returns 0 on success, 1 when an invariant failed (g_why says which), 2 when the harness
- * itself could not start. With ref_out the run is a fault-free reference run. */
+ * itself could not start. With ref_out the run is a fault-free reference run; else pred
+ * receives the oracle's prediction it was checked against. */
 static int one_run(ah_loop *loop, const params *p, const reference *ref,
-                   reference *ref_out, ah_run_outcome *out_outcome)
+                   reference *ref_out, ah_run_outcome *out_outcome, prediction *pred)
 {
     int rc = 2;
     char err[256];
@@ -804,9 +850,10 @@ static int one_run(ah_loop *loop, const params *p, const reference *ref,
                      ah_worker_text(r.worker));
         }
     } else {
-        prediction o;
-        simulate(p, &o);
-        rc = check_run(&r, mock, &o, ref, out);
+        int like[MAX_FAULTS] = {0};
+        observed_regenerations(&r, like);
+        simulate(p, like, pred);
+        rc = check_run(&r, mock, pred, ref, out);
     }
     if (g_verbose || (rc && !ref_out)) {
         for (size_t i = 0; i < r.n_events; i++)
@@ -974,7 +1021,7 @@ int main(int argc, char **argv)
     reference ref[AH_WIRE_COUNT_];
     for (int w = 0; w < AH_WIRE_COUNT_; w++) {
         params p = {.wire = (ah_wire)w, .max_attempts = 1, .plan = "[]"};
-        if (one_run(loop, &p, NULL, &ref[w], NULL) != 0) {
+        if (one_run(loop, &p, NULL, &ref[w], NULL, NULL) != 0) {
             fprintf(stderr, "soak: %s reference: %s\n", ah_wire_name((ah_wire)w), g_why);
             goto cleanup;
         }
@@ -986,7 +1033,7 @@ int main(int argc, char **argv)
             while (g_bad_args[f] != b + 1)
                 f++;
             snprintf(p.plan, sizeof p.plan, "[%s]", FAULTS[f].json);
-            if (one_run(loop, &p, NULL, &tmp, NULL) != 0) {
+            if (one_run(loop, &p, NULL, &tmp, NULL, NULL) != 0) {
                 fprintf(stderr, "soak: %s reference with %s: %s\n",
                         ah_wire_name((ah_wire)w), FAULTS[f].name, g_why);
                 goto cleanup;
@@ -1004,11 +1051,10 @@ int main(int argc, char **argv)
         params p;
         draw_params(seed, (size_t)i, &p);
         prediction o;
-        simulate(&p, &o);
         if (g_verbose || only != UINT64_MAX)
             describe(&p);
         ah_run_outcome out = AH_OUTCOME_COUNT_;
-        int r = one_run(loop, &p, &ref[p.wire], NULL, &out);
+        int r = one_run(loop, &p, &ref[p.wire], NULL, &out, &o);
         if (r != 0) {
             fprintf(stderr, "soak: run %" PRIu64 " FAILED: %s\n", i, g_why);
             describe(&p);

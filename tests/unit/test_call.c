@@ -182,6 +182,10 @@ typedef struct harness {
     int end_incomplete;    /* on_end reports an incomplete stream */
     int reattach_calls, cancel_calls;
     int chunks_seen;
+    int break_retry;            /* break_is_retry's answer */
+    int breaks;                 /* times it was asked */
+    int64_t abort_hint_ms;      /* the consumer's error carries this retry hint (>= 0) */
+    const ah_call_retry *retry_of; /* the next make_call starts with this retry */
 } harness;
 
 static void on_event(void *ud, const ah_event *e)
@@ -244,6 +248,8 @@ static int on_data(void *ud, const char *buf, size_t len, ah_error *err)
     if (h->consumer_abort_at && h->chunks_seen == h->consumer_abort_at) {
         ah_error_set(err, AH_EK_STREAM, 0, "in-stream error event");
         ah_error_set_provider_type(err, "overloaded_error");
+        if (h->abort_hint_ms > 0)
+            err->retry_after_ms = h->abort_hint_ms;
         return 1;
     }
     assert_true(h->data_len + len < sizeof h->data);
@@ -284,6 +290,14 @@ static int on_end(void *ud, ah_error *err)
         return 1;
     }
     return 0;
+}
+
+static int on_break(void *ud, const ah_error *err)
+{
+    harness *h = ud;
+    assert_int_equal(err->kind, AH_EK_STREAM);
+    h->breaks++;
+    return h->break_retry;
 }
 
 static void on_finish(void *ud, ah_call *call)
@@ -345,7 +359,8 @@ static ah_call *make_call(harness *h, const fake_step *steps, int n, ah_retry_bu
     cfg.request.body_len = strlen(cfg.request.body);
     cfg.policy = &h->policy;
     cfg.retry_budget = b;
-    cfg.stream = (ah_stream_fns){on_open, on_data, on_end, h, NULL};
+    cfg.stream = (ah_stream_fns){on_open, on_data, on_end, h, NULL, on_break};
+    cfg.retry_of = h->retry_of;
     cfg.on_event = on_event;
     cfg.event_ud = h;
     cfg.on_finish = on_finish;
@@ -396,7 +411,7 @@ static ah_call *make_resumable_call(harness *h, const fake_step *steps, int n)
     cfg.request.body = "{\"model\":\"m\"}";
     cfg.request.body_len = strlen(cfg.request.body);
     cfg.policy = &h->policy;
-    cfg.stream = (ah_stream_fns){on_open_any, on_data_any, on_end, h, NULL};
+    cfg.stream = (ah_stream_fns){on_open_any, on_data_any, on_end, h, NULL, NULL};
     cfg.resume = (ah_call_resume){test_reattach_url, test_cancel_url, h};
     cfg.on_event = on_event;
     cfg.event_ud = h;
@@ -1076,6 +1091,162 @@ static void invalid_policy_is_named(void **state)
     assert_string_equal(ah_call_state_name((ah_call_state)99), "unknown");
 }
 
+
+/* ---- a broken stream decided as a failed attempt (the in-stream overload storm) ---- */
+
+/* Forget the finished call and what its stream did, keeping the script's counters. */
+static void next_call(harness *h)
+{
+    ah_call_free(h->call);
+    h->call = NULL;
+    h->f.started = 0;
+    h->n_ev = 0;
+    h->opens = h->ends = h->finishes = 0;
+    h->chunks_seen = 0;
+    h->data_len = 0;
+}
+
+/* The provider's error in a 200's stream (the consumer calls it a failure of the
+ * request): the retry machine decides it like a failed attempt. The call ends
+ * INTERRUPTED with the retry granted (its budget token taken, no refund for the 200),
+ * and the next request announces that retry and waits its backoff on the clock before
+ * its first attempt, numbered 2. Before the fix the next request went out at once. */
+static void an_in_stream_error_waits_its_backoff_before_the_next_request(void **state)
+{
+    harness *h = *state;
+    h->policy.jitter = AH_JITTER_NONE; /* waits 100, 200, ... */
+    h->break_retry = 1;
+    h->consumer_abort_at = 1;
+    ah_retry_budget *b = NULL;
+    ah_retry_budget_new(4, 0.5, &b, NULL, 0);
+    const fake_step s1[] = {SOK};
+    make_call(h, s1, 1, b);
+    assert_int_equal(drive(h), AH_CALL_INTERRUPTED);
+    assert_int_equal(h->breaks, 1);
+    ah_call_retry r;
+    assert_int_equal(ah_call_retry_granted(h->call, &r), 1);
+    assert_int_equal(r.llm_call, 1);
+    assert_int_equal(r.failed_attempt, 1);
+    assert_int_equal(r.max_attempts, 4);
+    assert_int_equal(r.wait_ms, 100);
+    assert_int_equal(r.wait_source, AH_WAIT_BACKOFF);
+    assert_int_equal(r.error.kind, AH_EK_STREAM);
+    assert_string_equal(r.error.provider_type, "overloaded_error");
+    assert_int_equal(count(h, AH_EV_LLM_RETRY), 0);   /* the next request announces it */
+    assert_int_equal(count(h, AH_EV_LLM_GAVE_UP), 0);
+    assert_true(ah_retry_budget_tokens(b) > 2.9 && ah_retry_budget_tokens(b) < 3.1);
+
+    next_call(h);
+    h->consumer_abort_at = 0;
+    h->retry_of = &r;
+    const fake_step s2[] = {SOK};
+    make_call(h, s2, 1, b);
+    int64_t t0 = ah_loop_now_ms(h->loop);
+    drive_until(h, AH_CALL_WAIT);
+    assert_int_equal(count(h, AH_EV_LLM_RETRY), 1);
+    const rec_event *e = nth(h, AH_EV_LLM_RETRY, 0);
+    assert_int_equal(e->failed_attempt, 1);
+    assert_int_equal(e->wait_ms, 100);
+    assert_int_equal(e->kind, AH_EK_STREAM);
+    assert_int_equal(e->source, AH_WAIT_BACKOFF);
+    assert_int_equal(h->f.started, 0);
+    assert_int_equal(ah_loop_next_timer_ms(h->loop), 100);
+    ah_manual_clock_advance(h->clock, 99);
+    ah_loop_run_once(h->loop, 0);
+    assert_int_equal(h->f.started, 0); /* not a millisecond early */
+    assert_int_equal(drive(h), AH_CALL_DONE);
+    assert_int_equal(h->f.started, 1);
+    assert_int_equal(h->f.started_at[0], t0 + 100);
+    assert_int_equal(nth(h, AH_EV_LLM_CALL_START, 0)->attempt, 2);
+    /* the completed response refunds half a token: 3 -> 3.5 */
+    assert_true(ah_retry_budget_tokens(b) > 3.4 && ah_retry_budget_tokens(b) < 3.6);
+    h->retry_of = NULL;
+    ah_retry_budget_free(b);
+}
+
+/* The storm's bound: the second break finds the budget closed (4 -> 3 -> 2) and the
+ * call gives up, saying why in words; max_attempts bounds a chain without a budget. */
+static void broken_streams_give_up_on_the_budget_and_on_attempts(void **state)
+{
+    harness *h = *state;
+    h->policy.jitter = AH_JITTER_NONE;
+    h->break_retry = 1;
+    h->consumer_abort_at = 1;
+    ah_retry_budget *b = NULL;
+    ah_retry_budget_new(4, 0.5, &b, NULL, 0);
+    const fake_step s1[] = {SOK};
+    make_call(h, s1, 1, b);
+    assert_int_equal(drive(h), AH_CALL_INTERRUPTED);
+    ah_call_retry r;
+    assert_int_equal(ah_call_retry_granted(h->call, &r), 1);
+    next_call(h);
+    h->retry_of = &r;
+    make_call(h, s1, 1, b);
+    assert_int_equal(drive(h), AH_CALL_GAVE_UP);
+    assert_int_equal(ah_call_giveup_reason(h->call), AH_GIVEUP_RETRY_BUDGET);
+    assert_int_equal(ah_call_retry_granted(h->call, NULL), 0);
+    const rec_event *g = nth(h, AH_EV_LLM_GAVE_UP, 0);
+    assert_int_equal(g->attempts, 2);
+    assert_int_equal(g->kind, AH_EK_STREAM);
+    assert_non_null(strstr(g->message, "not retried: the retry budget is spent"));
+    ah_retry_budget_free(b);
+
+    /* No budget, max_attempts 2: the break of attempt 2 is the last. */
+    next_call(h);
+    h->policy.max_attempts = 2;
+    h->retry_of = NULL;
+    make_call(h, s1, 1, NULL);
+    assert_int_equal(drive(h), AH_CALL_INTERRUPTED);
+    assert_int_equal(ah_call_retry_granted(h->call, &r), 1);
+    next_call(h);
+    h->retry_of = &r;
+    make_call(h, s1, 1, NULL);
+    assert_int_equal(drive(h), AH_CALL_GAVE_UP);
+    assert_int_equal(ah_call_giveup_reason(h->call), AH_GIVEUP_ATTEMPTS);
+    assert_int_equal(nth(h, AH_EV_LLM_GAVE_UP, 0)->attempts, 2);
+    h->retry_of = NULL;
+}
+
+/* The continuation cap comes before any token is spent; a server hint in the stream's
+ * error is a floor under the wait, as for any retry; a break the consumer does not call
+ * a failure (content kept) is interrupted at once. */
+static void broken_stream_cap_hint_and_plain_cuts(void **state)
+{
+    harness *h = *state;
+    h->policy.jitter = AH_JITTER_NONE;
+    h->break_retry = 1;
+    h->consumer_abort_at = 1;
+    h->policy.max_continuations = 0;
+    ah_retry_budget *b = NULL;
+    ah_retry_budget_new(4, 0.5, &b, NULL, 0);
+    const fake_step s1[] = {SOK};
+    make_call(h, s1, 1, b);
+    assert_int_equal(drive(h), AH_CALL_INTERRUPTED);
+    assert_int_equal(ah_call_retry_granted(h->call, NULL), 0);
+    assert_true(ah_retry_budget_tokens(b) > 3.9); /* untouched */
+
+    next_call(h);
+    h->policy.max_continuations = 3;
+    h->abort_hint_ms = 5000;
+    make_call(h, s1, 1, b);
+    assert_int_equal(drive(h), AH_CALL_INTERRUPTED);
+    ah_call_retry r;
+    assert_int_equal(ah_call_retry_granted(h->call, &r), 1);
+    assert_int_equal(r.wait_ms, 5000);
+    assert_int_equal(r.wait_source, AH_WAIT_SERVER);
+
+    next_call(h);
+    h->abort_hint_ms = 0;
+    h->break_retry = 0;
+    make_call(h, s1, 1, b);
+    double before = ah_retry_budget_tokens(b);
+    assert_int_equal(drive(h), AH_CALL_INTERRUPTED);
+    assert_int_equal(h->breaks, 3);
+    assert_int_equal(ah_call_retry_granted(h->call, NULL), 0);
+    assert_true(ah_retry_budget_tokens(b) == before);
+    ah_retry_budget_free(b);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
@@ -1112,6 +1283,9 @@ int main(void)
         T(transitions_are_traced),
         T(warnings_are_tagged_with_their_event),
         T(invalid_policy_is_named),
+        T(an_in_stream_error_waits_its_backoff_before_the_next_request),
+        T(broken_streams_give_up_on_the_budget_and_on_attempts),
+        T(broken_stream_cap_hint_and_plain_cuts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

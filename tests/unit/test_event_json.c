@@ -90,6 +90,13 @@ static int make_events(ah_event *evs, const ah_error *err)
     evs[n].u.llm_call_end.input_tokens = 123;
     evs[n].u.llm_call_end.output_tokens = 45;
     evs[n++].u.llm_call_end.trimmed_bytes = 21;
+    evs[n].type = AH_EV_TOOL_RETRY;
+    evs[n].u.tool_retry.id = "toolu_01";
+    evs[n].u.tool_retry.name = "charge";
+    evs[n].u.tool_retry.failed_attempt = 1;
+    evs[n].u.tool_retry.max_attempts = 3;
+    evs[n].u.tool_retry.wait_ms = 250;
+    evs[n++].u.tool_retry.error = err;
     evs[n].type = AH_EV_BUDGET_EXHAUSTED;
     evs[n].u.budget_exhausted.budget = "tool_calls";
     evs[n].u.budget_exhausted.used = 4;
@@ -200,6 +207,14 @@ static void assert_event_eq(const ah_event *a, const ah_event *b)
         assert_int_equal(a->u.llm_call_end.input_tokens, b->u.llm_call_end.input_tokens);
         assert_int_equal(a->u.llm_call_end.output_tokens, b->u.llm_call_end.output_tokens);
         assert_int_equal(a->u.llm_call_end.trimmed_bytes, b->u.llm_call_end.trimmed_bytes);
+        break;
+    case AH_EV_TOOL_RETRY:
+        assert_str_eq_nullable(a->u.tool_retry.id, b->u.tool_retry.id);
+        assert_str_eq_nullable(a->u.tool_retry.name, b->u.tool_retry.name);
+        assert_int_equal(a->u.tool_retry.failed_attempt, b->u.tool_retry.failed_attempt);
+        assert_int_equal(a->u.tool_retry.max_attempts, b->u.tool_retry.max_attempts);
+        assert_int_equal(a->u.tool_retry.wait_ms, b->u.tool_retry.wait_ms);
+        assert_error_eq(a->u.tool_retry.error, b->u.tool_retry.error);
         break;
     case AH_EV_BUDGET_EXHAUSTED:
         assert_str_eq_nullable(a->u.budget_exhausted.budget, b->u.budget_exhausted.budget);

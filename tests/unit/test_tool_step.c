@@ -280,6 +280,93 @@ static void transient_twice_then_success_takes_three(void **state)
     ah_tool_call_free(c);
 }
 
+typedef struct retry_events {
+    int n, ends;
+    char id[32], name[32];
+    int failed[SCRIPT_MAX], max[SCRIPT_MAX];
+    int64_t wait[SCRIPT_MAX], at[SCRIPT_MAX];
+    ah_error_kind kind[SCRIPT_MAX];
+    int sleeps_before[SCRIPT_MAX];
+    sleeps *sl;
+} retry_events;
+
+static void on_tool_event(void *ud, const ah_event *ev)
+{
+    retry_events *r = ud;
+    if (ev->type == AH_EV_TOOL_CALL_END) {
+        r->ends++;
+        return;
+    }
+    assert_int_equal(ev->type, AH_EV_TOOL_RETRY);
+    assert_true(r->n < SCRIPT_MAX);
+    snprintf(r->id, sizeof r->id, "%s", ev->u.tool_retry.id);
+    snprintf(r->name, sizeof r->name, "%s", ev->u.tool_retry.name);
+    r->failed[r->n] = ev->u.tool_retry.failed_attempt;
+    r->max[r->n] = ev->u.tool_retry.max_attempts;
+    r->wait[r->n] = ev->u.tool_retry.wait_ms;
+    r->kind[r->n] = ev->u.tool_retry.error->kind;
+    r->at[r->n] = ev->ts_ms;
+    r->sleeps_before[r->n] = r->sl->n;
+    r->n++;
+}
+
+/* A tool retry is an event: tool_retry with the call's id and name, the attempt that
+ * failed, the bound, the wait and the error, emitted before the wait starts. */
+static void each_retry_is_a_tool_retry_event(void **state)
+{
+    (void)state;
+    hook_log h;
+    sleeps sl;
+    memset(&h, 0, sizeof h);
+    memset(&sl, 0, sizeof sl);
+    h.wait_answer = 100;
+    scripted s = script_of(3, AH_EK_TRANSIENT, AH_EK_TRANSIENT, AH_EK_NONE);
+    ah_tool_policy p = policy_of(3, &h, 0);
+    ah_tool_driver d = driver(&s, &sl);
+    retry_events r;
+    memset(&r, 0, sizeof r);
+    r.sl = &sl;
+    d.on_event = on_tool_event;
+    d.event_ud = &r;
+    d.id = "toolu_1";
+    d.name = "charge";
+    ah_tool_call *c = NULL;
+    ah_tool_call_new(&p, NULL, NULL, "k", "{}", &c, NULL, 0);
+    assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_OK);
+    assert_int_equal(r.n, 2);
+    assert_int_equal(r.ends, 1);
+    assert_string_equal(r.id, "toolu_1");
+    assert_string_equal(r.name, "charge");
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(r.failed[i], i + 1);
+        assert_int_equal(r.max[i], 3);
+        assert_int_equal(r.wait[i], 100 << i);
+        assert_int_equal(r.kind[i], AH_EK_TRANSIENT);
+        assert_int_equal(r.sleeps_before[i], i); /* before its wait */
+    }
+    assert_int_equal(r.at[1] - r.at[0], 100); /* the loop's wall time moved by the wait */
+    ah_tool_call_free(c);
+
+    /* The policy's own sink, without the blocking driver's: stepped by hand. */
+    memset(&r, 0, sizeof r);
+    r.sl = &sl;
+    sl.n = 0;
+    p.on_event = on_tool_event;
+    p.event_ud = &r;
+    p.id = "call_9";
+    p.name = "add";
+    ah_tool_call_new(&p, NULL, NULL, "k2", "{}", &c, NULL, 0);
+    assert_int_equal(ah_tool_step(c), AH_TOOL_DO_RUN_BODY);
+    ah_error e = make_error(AH_EK_TRANSIENT, "flaky");
+    ah_tool_call_body_failed(c, &e);
+    assert_int_equal(ah_tool_step(c), AH_TOOL_DO_RETRY_AFTER);
+    assert_int_equal(r.n, 1);
+    assert_string_equal(r.id, "call_9");
+    assert_string_equal(r.name, "add");
+    assert_int_equal(r.wait[0], ah_tool_call_wait_ms(c));
+    ah_tool_call_free(c);
+}
+
 static void transient_forever_stops_at_max_attempts(void **state)
 {
     (void)state;
@@ -775,8 +862,9 @@ static void tool_call_end_event_fields(void **state)
     ah_tool_call_new(NULL, l, NULL, "A-1", "{}", &c, NULL, 0);
     assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_OK);
     ah_tool_call_free(c);
-    assert_int_equal(se.n, 1);
-    assert_int_equal(se.types[0], AH_EV_TOOL_CALL_END);
+    assert_int_equal(se.n, 2); /* the retry of the transient failure, then the end */
+    assert_int_equal(se.types[0], AH_EV_TOOL_RETRY);
+    assert_int_equal(se.types[1], AH_EV_TOOL_CALL_END);
     assert_string_equal(se.id, "toolu_1");
     assert_string_equal(se.name, "charge");
     assert_int_equal(se.outcome, AH_TOOL_OK);
@@ -786,7 +874,7 @@ static void tool_call_end_event_fields(void **state)
     ah_tool_call_new(NULL, l, NULL, "A-1", "{}", &c, NULL, 0);
     assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_OK);
     ah_tool_call_free(c);
-    assert_int_equal(se.n, 2);
+    assert_int_equal(se.n, 3);
     assert_int_equal(se.duplicate, 1);
     assert_int_equal(se.attempts, 0);
 
@@ -797,9 +885,9 @@ static void tool_call_end_event_fields(void **state)
     assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_BUDGET_EXHAUSTED);
     ah_tool_call_free(c);
     ah_budget_free(b);
-    assert_int_equal(se.n, 4);
-    assert_int_equal(se.types[2], AH_EV_BUDGET_EXHAUSTED);
-    assert_int_equal(se.types[3], AH_EV_TOOL_CALL_END);
+    assert_int_equal(se.n, 5);
+    assert_int_equal(se.types[3], AH_EV_BUDGET_EXHAUSTED);
+    assert_int_equal(se.types[4], AH_EV_TOOL_CALL_END);
     assert_int_equal(se.outcome, AH_TOOL_BUDGET_EXHAUSTED);
     ah_ledger_free(l);
 }
@@ -811,6 +899,7 @@ int main(void)
         cmocka_unit_test(manual_steps_retry_then_cancel),
         cmocka_unit_test(invalid_policy_and_names),
         cmocka_unit_test(transient_twice_then_success_takes_three),
+        cmocka_unit_test(each_retry_is_a_tool_retry_event),
         cmocka_unit_test(transient_forever_stops_at_max_attempts),
         cmocka_unit_test(permanent_runs_once_by_default),
         cmocka_unit_test(unknown_kind_is_not_retried_by_default),

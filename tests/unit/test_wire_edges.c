@@ -407,6 +407,9 @@ static void deadline_spans_continuations(void **state)
     h->policy.deadline_ms = 1000;
     h->policy.idle_timeout_ms = 300;
     h->policy.max_continuations = 5;
+    /* Each stall keeps nothing, so each continuation is a retry with its backoff: no
+     * backoff here, so the stalls alone spend the deadline. */
+    h->policy.base_ms = 0;
     step st = {.chunks = {ANT_START, ANT_DELTA}, .end = END_STALL};
     step steps[6] = {st, st, st, st, st, st};
     make_worker(h, steps, 6);

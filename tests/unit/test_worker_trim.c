@@ -141,7 +141,10 @@ typedef struct run {
     long long trimmed;
     int continuations;
     long long discarded_bytes;
+    char mode[16]; /* the last llm_continuation's */
 } run;
+
+static ah_partial_text g_partial; /* policy.continue_partial_text of the next run */
 
 static void on_event(void *ud, const ah_event *ev)
 {
@@ -156,6 +159,8 @@ static void on_event(void *ud, const ah_event *ev)
     } else if (ev->type == AH_EV_LLM_CONTINUATION) {
         r->continuations++;
         r->discarded_bytes += ev->u.llm_continuation.discarded_bytes;
+        snprintf(r->mode, sizeof r->mode, "%s",
+                 ah_cont_mode_name(ev->u.llm_continuation.mode));
     }
 }
 
@@ -181,6 +186,7 @@ static ah_run_outcome run_scripts(const script *s, size_t n, run *r, char *text,
     ah_policy_init(&pol);
     pol.base_ms = 1;
     pol.cap_ms = 2;
+    pol.continue_partial_text = g_partial;
     ah_worker_config wc = {.loop = loop, .client = client, .policy = &pol,
                            .on_event = on_event, .event_ud = r, .transport = &tr};
     ah_worker *w = NULL;
@@ -253,11 +259,63 @@ static void a_restatement_cut_while_held_is_not_counted_as_shown(void **state)
     assert_string_equal(r.shown, "Alpha beta gamma delta. Epsilon.");
 }
 
+/* An unfinished text block, cut: what continue_partial_text = "sentence" keeps of it. */
+static void cut_open_block(char *buf, size_t size, const char *text)
+{
+    char d[512];
+    start_msg(buf, size);
+    add(buf, size, "content_block_start",
+        "{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\","
+        "\"text\":\"\"}}");
+    snprintf(d, sizeof d,
+             "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":"
+             "\"text_delta\",\"text\":\"%s\"}}",
+             text);
+    add(buf, size, "content_block_delta", d);
+}
+
+static void sentence_ends_are_found_where_they_are(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *cut;  /* JSON-escaped text of the cut block */
+        const char *kept; /* what the answer starts with, "" = nothing */
+        const char *mode;
+    } cases[] = {
+        {"Pi is 3.14 and e is 2.71. Also", "Pi is 3.14 and e is 2.71.", "prompt"},
+        {"He said \\\"stop.\\\" Then", "He said \"stop.\"", "prompt"},
+        {"Version 3.", "", "regenerate"}, /* no whitespace after it yet: maybe 3.14 */
+        {"Ask why? Because", "Ask why?", "prompt"},
+        {"\u4f60\u597d\u3002\u518d", "\xe4\xbd\xa0\xe5\xa5\xbd\xe3\x80\x82", "prompt"},
+        {"One line\\n  more", "One line", "prompt"},
+        {"no end at all", "", "regenerate"},
+    };
+    g_partial = AH_PARTIAL_TEXT_SENTENCE;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        static char first[8192], second[8192];
+        cut_open_block(first, sizeof first, cases[i].cut);
+        start_msg(second, sizeof second);
+        text_block(second, sizeof second, 0, "REST");
+        end_msg(second, sizeof second);
+        script s[] = {{first, 1}, {second, 0}};
+        run r;
+        fake f;
+        char text[512], want[512];
+        assert_int_equal(run_scripts(s, 2, &r, text, sizeof text, &f), AH_OUTCOME_COMPLETED);
+        snprintf(want, sizeof want, "%sREST", cases[i].kept);
+        if (strcmp(text, want) != 0)
+            fail_msg("case %zu: answer '%s', want '%s'", i, text, want);
+        assert_string_equal(r.mode, cases[i].mode);
+    }
+    g_partial = AH_PARTIAL_TEXT_OFF;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_restated_second_block_is_trimmed),
         cmocka_unit_test(a_restatement_cut_while_held_is_not_counted_as_shown),
+        cmocka_unit_test(sentence_ends_are_found_where_they_are),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

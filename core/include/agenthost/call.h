@@ -7,11 +7,21 @@
  *                                      └──no──▶ GAVE_UP
  *   (any state) ──cancel──▶ CANCELLED
  *   STREAMING ──break, resume hook gives a URL──▶ WAIT (0 ms) ──▶ ATTEMPT (GET) ──▶ …
+ *   STREAMING ──break the consumer calls a failed attempt──▶ decide ──▶ INTERRUPTED with
+ *                                           a granted retry (ah_call_retry_granted)
+ *                                                         └──no──▶ GAVE_UP
  *
- * The call never retries once the stream is open: a failure after the response head
+ * The call never resends once the stream is open: a failure after the response head
  * reaches the caller as a `stream` error (INTERRUPTED) so the worker can continue from
- * what was committed. It does not parse provider formats: the stream's bytes go to the
- * caller's ah_stream_fns (the decoder plugs in there).
+ * what was committed. A break that is a failure of the request (the provider's own error
+ * in the stream, or nothing of the response kept: the consumer's break_is_retry says so)
+ * is first decided by the retry machine like a failed attempt — attempts, backoff,
+ * Retry-After, deadline, a retry-budget token — and the next request (built by the
+ * caller, a continuation or the same request again) carries that decision: it emits the
+ * llm_retry and waits before its first attempt (ah_call_config.retry_of).
+ *
+ * It does not parse provider formats: the stream's bytes go to the caller's
+ * ah_stream_fns (the decoder plugs in there).
  *
  * Two drivers over the same steps: a non-blocking one (ah_call_start, then step the loop;
  * on_finish tells when it is over) and a blocking wrapper, ah_call_run().
@@ -75,6 +85,15 @@ typedef struct ah_call ah_call;
  *            an unclean end (no final chunk, a reset, a short Content-Length) or a
  *            connection held open past a 1 s grace still ends the call DONE (after
  *            on_end). NULL = only a clean HTTP end completes the stream.
+ *   break_is_retry  the open stream broke with a `stream` error (a cut, a reset, the idle
+ *            timeout, an end before the format's end, a malformed or in-stream error
+ *            event) and is not re-attached: return nonzero when the break is a failure of
+ *            the request rather than a cut after content that is kept (the provider's
+ *            own error, or nothing of the response would be kept). The call then decides
+ *            it as a failed attempt (retry.h: the attempt bound, the continuation cap,
+ *            the schedule, a budget token): GAVE_UP when it may not go on, else
+ *            INTERRUPTED with the granted retry. 0 or NULL: INTERRUPTED at once.
+ *            Called once per break, the stream being over; err is borrowed.
  * They run on the loop thread and may call ah_call_cancel(), never ah_call_free(). */
 typedef struct ah_stream_fns {
     int (*on_open)(void *ud, int status, const ah_header *headers, size_t n,
@@ -83,7 +102,20 @@ typedef struct ah_stream_fns {
     int (*on_end)(void *ud, ah_error *err);
     void *ud;
     int (*ended)(void *ud);
+    int (*break_is_retry)(void *ud, const ah_error *err);
 } ah_stream_fns;
+
+/* A retry the retry machine granted to a broken stream (ah_call_retry_granted), for the
+ * request that follows it (ah_call_config.retry_of): plain data, copied. */
+typedef struct ah_call_retry {
+    int llm_call;       /* the request whose stream broke */
+    int failed_attempt; /* its attempt number (the attempts of a chain go on from it) */
+    int max_attempts;
+    int64_t wait_ms; /* the wait before the next attempt (its budget token is spent) */
+    ah_wait_source wait_source;
+    int64_t elapsed_ms; /* of the broken request, at the decision */
+    ah_error error;     /* the break (redacted) */
+} ah_call_retry;
 
 /* Re-attaching to the same response after its stream broke (OpenAI Responses in
  * background mode: the provider keeps generating whatever happens to the connection).
@@ -145,6 +177,11 @@ typedef struct ah_call_config {
                            NULL; copied */
     int llm_call;     /* this request's number within its run, for events */
     int continuation; /* 0 for a fresh request, n for the n-th continuation */
+    /* Optional: this request follows a broken one whose retry was granted (copied). The
+     * call then starts with that retry instead of an attempt: llm_retry (with the broken
+     * request's llm_call, failed_attempt and error), the wait as a timer (WAIT), then
+     * attempt failed_attempt + 1, the attempts of the chain bounded by max_attempts. */
+    const ah_call_retry *retry_of;
     /* Optional: a give-up the caller handles itself (a continuation's refused prefill,
      * which it re-sends another way). Return nonzero and the call gives up silently: no
      * warning is logged and no llm_gave_up event is emitted. Same ud as on_event. */
@@ -185,6 +222,9 @@ AH_EXPORT int ah_call_attempts(const ah_call *call);       /* attempts started s
 AH_EXPORT int ah_call_resumes(const ah_call *call);        /* re-attaches started (resume hook) */
 AH_EXPORT int ah_call_http_status(const ah_call *call);    /* status of the last head, or 0 */
 AH_EXPORT int64_t ah_call_elapsed_ms(const ah_call *call); /* since start (frozen when finished) */
+/* INTERRUPTED after a break that break_is_retry called a failed attempt and the retry
+ * machine let go on: 1 with *out filled (for the next request's retry_of); else 0. */
+AH_EXPORT int ah_call_retry_granted(const ah_call *call, ah_call_retry *out);
 /* Why the call gave up (GAVE_UP only; AH_GIVEUP_COUNT_ otherwise). */
 AH_EXPORT ah_giveup_reason ah_call_giveup_reason(const ah_call *call);
 

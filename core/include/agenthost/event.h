@@ -68,6 +68,10 @@ extern "C" {
     X(LLM_CALL_END, "llm_call_end", llm_call_end, OWN,                                    \
       F(INT, llm_call, ) F(STR, stop_reason, ) F(I64, input_tokens, )                     \
       F(I64, output_tokens, ) F(I64, trimmed_bytes, ))                                    \
+    /* a tool body failed and is run again after wait_ms (before the wait starts) */      \
+    X(TOOL_RETRY, "tool_retry", tool_retry, OWN,                                          \
+      F(STR, id, ) F(STR, name, ) F(INT, failed_attempt, ) F(INT, max_attempts, )         \
+      F(I64, wait_ms, ) F(ERROR, error, ))                                                \
     X(BUDGET_EXHAUSTED, "budget_exhausted", budget_exhausted, OWN,                        \
       F(STR, budget, ) F(I64, used, ) F(I64, limit, ))                                    \
     /* error: NULL on success */                                                          \
@@ -126,8 +130,11 @@ typedef enum ah_run_outcome {
 /* llm_continuation.mode: the rung a continuation takes (docs/worker.md, "The continuation
  * ladder"). RESUME re-attaches to the same provider response (nothing regenerated);
  * PREFILL sends the partial assistant message last for the model to continue; PROMPT adds
- * a visible user message asking the model to continue. */
-#define AH_CONT_MODE_MAP(X) X(RESUME, "resume") X(PREFILL, "prefill") X(PROMPT, "prompt")
+ * a visible user message asking the model to continue. REGENERATE is no rung: nothing new
+ * was kept (the cut came inside the first unfinished block), so the same request is sent
+ * again and the unfinished block is generated, paid for and streamed again. */
+#define AH_CONT_MODE_MAP(X)                                                               \
+    X(RESUME, "resume") X(PREFILL, "prefill") X(PROMPT, "prompt") X(REGENERATE, "regenerate")
 typedef enum ah_cont_mode {
 #define AH__CM_ENUM(name, s) AH_CONT_##name,
     AH_CONT_MODE_MAP(AH__CM_ENUM)

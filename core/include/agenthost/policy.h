@@ -50,6 +50,22 @@ typedef enum ah_retry_after_mode {
         AH_RETRY_AFTER_COUNT_
 } ah_retry_after_mode;
 
+/* What a continuation keeps of the text block a cut left unfinished
+ * (policy.continue_partial_text). X(NAME, "name"):
+ *   false     nothing: only complete blocks are committed (the default)
+ *   sentence  the block up to its last complete sentence (a '.', '!' or '?' followed by
+ *             whitespace, a CJK 。！？, or a line end), committed as a closed text block
+ *   line      the block up to its last line end
+ * The kept prefix never ends in whitespace. Reasoning and tool calls are never kept
+ * unfinished. */
+#define AH_PARTIAL_TEXT_MAP(X) X(OFF, "false") X(SENTENCE, "sentence") X(LINE, "line")
+typedef enum ah_partial_text {
+#define AH__PT_ENUM(name, s) AH_PARTIAL_TEXT_##name,
+    AH_PARTIAL_TEXT_MAP(AH__PT_ENUM)
+#undef AH__PT_ENUM
+        AH_PARTIAL_TEXT_COUNT_
+} ah_partial_text;
+
 /* The replaceable retry predicate. Called inside ah_backoff_decide() with the error and
  * the default verdict (1 retryable, 0 not, from ah_error_is_retryable). Returns 1 to
  * retry, 0 not to, or -1 when it failed (e.g. a Lua error, already logged by the caller):
@@ -95,6 +111,9 @@ typedef struct ah_policy {
      * JSON body as received): past it the stream is stopped and the run fails with a
      * `budget` error, not continued. >= 0; 32 MiB; 0 = none */
     int64_t max_response_bytes;
+    /* A cut inside a text block keeps its complete sentences or lines (see
+     * AH_PARTIAL_TEXT_MAP) instead of asking for the whole block again. OFF */
+    ah_partial_text continue_partial_text;
     /* The retry predicate (NULL = the default table alone) and its data (not owned). */
     ah_retry_on_fn retry_on;
     void *retry_on_ud;
@@ -112,7 +131,9 @@ AH_EXPORT ah_status ah_policy_validate(const ah_policy *p, char *err, size_t err
 AH_EXPORT int ah_policy_is_field(const char *name);
 
 /* Set a field by name, for bindings. set_int takes the integer fields, set_str takes
- * "jitter" ("full"|"equal"|"decorrelated"|"none") and "retry_after" ("floor"|"ignore").
+ * "jitter" ("full"|"equal"|"decorrelated"|"none"), "retry_after" ("floor"|"ignore") and
+ * "continue_partial_text" ("sentence"|"line"|"false"; a binding passes a boolean false
+ * as "false").
  * Single-field ranges are checked here; relations between fields (cap_ms >= base_ms) are
  * checked by ah_policy_validate(), so fields may be set in any order. Errors return
  * AH_ERR_INVALID and leave the policy unchanged: an unknown field
@@ -126,6 +147,7 @@ AH_EXPORT ah_status ah_policy_set_str(ah_policy *p, const char *field, const cha
 
 AH_EXPORT const char *ah_jitter_name(ah_jitter j); /* "unknown" out of range */
 AH_EXPORT const char *ah_retry_after_mode_name(ah_retry_after_mode m);
+AH_EXPORT const char *ah_partial_text_name(ah_partial_text m); /* "false", ... */
 
 /* ---- the shared retry budget ----------------------------------------------------------
  * Retry throttling in the style of gRPC (proposal A6): a token count starts at

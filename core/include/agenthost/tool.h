@@ -116,6 +116,13 @@ typedef struct ah_tool_policy {
      * driver polls after ah_tool_call_wait_ms. */
     void (*notify)(void *ud);
     void *notify_ud; /* not owned */
+    /* Optional: tool_retry, when a failed attempt is to be run again, emitted before the
+     * wait starts (ts_ms from the call's loop, run_id NULL: the driver's sink stamps
+     * it). id is the tool call's id for the event (copied; NULL = ""), name the tool's
+     * (above). Called from inside ah_tool_step; it must not step or free the call. */
+    ah_event_fn on_event;
+    void *event_ud; /* not owned */
+    const char *id;
 } ah_tool_policy;
 
 /* max_attempts = AH_TOOL_DEFAULT_MAX_ATTEMPTS, no hooks, no backoff, no loop. */

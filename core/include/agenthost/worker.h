@@ -160,15 +160,17 @@ typedef struct ah_worker_config {
 } ah_worker_config;
 
 typedef struct ah_worker_stats {
-    int llm_calls;     /* requests started from history (a continuation is one) */
-    int attempts;      /* HTTP attempts, all calls together */
-    int retries;       /* attempts - llm_calls (failed attempts that were retried) */
-    int continuations; /* partial commits */
+    int llm_calls;     /* model turns: requests from history that are no continuation
+                          (the same number as steps); continuations count below only */
+    int attempts;      /* HTTP attempts, all requests together (each llm_call_start) */
+    int retries;       /* llm_retry events: attempts that failed before their stream and
+                          were tried again, and broken streams sent again as retries */
+    int continuations; /* continuations of cut streams, every mode (llm_continuation) */
     int tool_calls;    /* tool calls answered (including duplicates and budget refusals) */
     int tool_attempts; /* tool body executions */
     int steps;         /* LLM calls that were not continuations */
     int output_retries; /* answers rejected by check_output and asked for again */
-    int64_t input_tokens, output_tokens;
+    int64_t input_tokens, output_tokens; /* every llm_call_end, cut requests too */
     int64_t trimmed_bytes; /* restated text dropped from continuations (llm_call_end) */
 } ah_worker_stats;
 
