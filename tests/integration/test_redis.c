@@ -943,6 +943,63 @@ static void listing_is_paged(void **state)
     redis_fixture_stop(&f);
 }
 
+typedef struct stall_body {
+    redis_fixture *f;
+    ah_timer *resume;
+    int runs;
+} stall_body;
+
+static void resume_server(void *ud)
+{
+    redis_fixture_kill(ud, SIGCONT);
+}
+
+/* The body's effect happens, then the server stalls for longer than the driver waits
+ * for a claim; the server resumes from a loop timer. */
+static void body_then_stall(void *ud, ah_tool_call *call)
+{
+    stall_body *k = ud;
+    k->runs++;
+    redis_fixture_kill(k->f, SIGSTOP);
+    ah_timer_start(k->resume, 300);
+    ah_tool_call_body_ok(call, "\"done\"");
+}
+
+/* The blocking driver waits for its own receipt past its claim-wait bound: the effect
+ * happened, so the call ends with the receipt recorded, not as an error. */
+static void driver_waits_for_its_receipt(void **state)
+{
+    redis_fixture f;
+    assert_int_equal(redis_fixture_start(&f, 0, NULL), 0);
+    ah_loop *loop = ah_loop_new(NULL, NULL);
+    char err[256];
+    ah_ledger_redis_config c;
+    ah_ledger_redis_config_init(&c);
+    c.url = f.url;
+    c.prefix = "drv:";
+    ah_ledger *a = NULL;
+    ah_ledger_new_redis(loop, &c, &a, err, sizeof err);
+    wait_ready(loop, ledger_conn(a));
+    stall_body k = {&f, ah_timer_new(loop, resume_server, &f), 0};
+    ah_tool_policy tp;
+    ah_tool_policy_init(&tp);
+    tp.loop = loop;
+    ah_tool_call *t = NULL;
+    ah_tool_call_new(&tp, a, NULL, "slow-receipt", "{}", &t, err, sizeof err);
+    ah_tool_driver d = {.body = body_then_stall, .body_ud = &k, .claim_wait_ms = 100};
+    ah_tool_outcome o = ah_tool_call_run(t, &d);
+    if (o != AH_TOOL_OK)
+        fail_msg("outcome %d: %s", (int)o, ah_tool_call_error(t)->message);
+    assert_int_equal(ah_tool_call_seq(t), 1);
+    assert_int_equal(ah_tool_call_duplicate(t), 0);
+    ah_tool_call_free(t);
+    assert_int_equal(k.runs, 1);
+    ah_timer_free(k.resume);
+    ah_ledger_free(a);
+    ah_loop_free(loop);
+    redis_fixture_stop(&f);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -966,6 +1023,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(expired_entries_are_trimmed_as_you_go, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(listing_is_paged, setup, teardown),
+        cmocka_unit_test_setup_teardown(driver_waits_for_its_receipt, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
