@@ -502,4 +502,8 @@ out "The cost of a shared decision against the local one (tests/bench/redis_benc
 out ""
 out "$("$BUILD_DIR/tests/bench/redis_bench")"
 out ""
+out "What the Redis ledger leaves behind and its longest script (tests/bench/ledger_growth_bench.c):"
+out ""
+out "$("$BUILD_DIR/tests/bench/ledger_growth_bench")"
+out ""
 out "Raw data: \`$(basename "$BUILD_DIR")/bench-work/\` (per-run measurements in raw/, callgrind files in callgrind/). Bench time: $(($(date +%s) - started)) s."
