@@ -655,10 +655,10 @@ static void rl_close(ah_ledger *l)
     rl_ledger *s = (rl_ledger *)l;
     while (s->ops)
         rop_free(s->ops);
-    while (s->refreshes) {
-        ah_redis_req_cancel(s->refreshes->q);
+    /* (their requests go with the connection below, without their callbacks; a
+     * handle the caller cancelled may be gone already, so it is not touched) */
+    while (s->refreshes)
         refresh_free(s->refreshes);
-    }
     /* Release what we still hold, so other processes need not wait for the leases; the
      * connection writes what it can without waiting before it closes. */
     while (s->own) {

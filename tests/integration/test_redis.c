@@ -938,7 +938,22 @@ static void listing_is_paged(void **state)
     assert_int_equal(ah_ledger_lookup(a, "p-1233", "{}", &e), AH_OK);
     assert_int_equal(e.seq, N);
     assert_int_equal(ah_ledger_lookup(a, "p-1234", "{}", &e), AH_ERR_NOT_FOUND);
+    /* a listing cancelled before its first page, and one after it: never called back,
+     * and the ledger closes cleanly with the second still walking */
+    int cancelled = 0;
+    assert_int_equal(ah_ledger_redis_refresh(a, on_refreshed, &cancelled, &q), AH_OK);
+    ah_redis_req_cancel(q);
+    assert_int_equal(ah_ledger_redis_refresh(a, on_refreshed, &cancelled, &q), AH_OK);
+    for (int i = 0; i < 400 && ah_redis_commands(ledger_conn(a)) < before + 6; i++)
+        ah_loop_run_once(loop, 5);
+    ah_redis_req_cancel(q); /* the same handle, some pages in */
+    for (int i = 0; i < 20; i++)
+        ah_loop_run_once(loop, 5);
+    assert_int_equal(cancelled, 0);
+    assert_int_equal(ah_ledger_redis_refresh(a, on_refreshed, &cancelled, &q), AH_OK);
+    ah_loop_run_once(loop, 5);
     ah_ledger_free(a);
+    assert_int_equal(cancelled, 0);
     ah_loop_free(loop);
     redis_fixture_stop(&f);
 }
