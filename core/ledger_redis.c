@@ -816,7 +816,8 @@ static int install_snapshot(rl_ledger *s, refresh_op *op, int64_t claims)
         return 0;
     for (size_t i = 0; i < n; i++)
         idx[i] = &op->items[i];
-    qsort(idx, n, sizeof *idx, cmp_by_key);
+    if (n > 1)
+        qsort(idx, n, sizeof *idx, cmp_by_key);
     int dups = 0;
     for (size_t i = 0; i + 1 < n; i++) {
         if (strcmp(idx[i]->key, idx[i + 1]->key) == 0) {
@@ -836,7 +837,8 @@ static int install_snapshot(rl_ledger *s, refresh_op *op, int64_t claims)
         n = m;
         for (size_t i = 0; i < n; i++)
             idx[i] = &op->items[i];
-        qsort(idx, n, sizeof *idx, cmp_by_key);
+        if (n > 1)
+            qsort(idx, n, sizeof *idx, cmp_by_key);
     }
     snap_clear(s);
     s->snap = op->items;

@@ -644,6 +644,7 @@ static void on_req_timer(void *ud)
         }
         char why[64];
         ah__bufprintf(why, sizeof why, "no reply within %d ms", r->opt.command_timeout_ms);
+        ah__bufprintf(r->last_err, sizeof r->last_err, "%s", why); /* for what fn logs */
         if (now >= q->deadline) {
             ah__redis_fn fn = q->fn; /* answered now; hiredis lets it go below */
             q->fn = NULL;

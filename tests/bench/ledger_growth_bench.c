@@ -8,7 +8,8 @@
  *   - listing: M entries (ttl_s = 0), then ledger:count() (ah_ledger_redis_refresh): its
  *     wall time, the number of scripts it ran and the longest one, as the server timed
  *     it (SLOWLOG with a 0 us threshold, so every command is timed by Redis itself;
- *     Redis 7 logs the commands a script calls too: only EVAL/EVALSHA lines count).
+ *     Redis 7.0.15 logs the commands a script calls as well: only EVAL/EVALSHA lines
+ *     count).
  * Prints a markdown table. Numbers, never assertions.
  *   ledger_growth_bench [N [M]]   (default N = 10000, M = 150000) */
 #include "agenthost.h"
