@@ -108,9 +108,10 @@ AH_EXPORT int ah_retry_budget_is_shared(const ah_retry_budget *b);
 /* 1 while its decisions go to Redis, 0 while on the local fallback (or not shared). */
 AH_EXPORT int ah_retry_budget_using_redis(const ah_retry_budget *b);
 
-/* Spend a retry token. A local budget (or a shared one whose Redis is down) decides at
- * once: returns 1 (allowed) or 0 (throttled) and fn is not called. A shared budget with
- * its connection up returns -1 and calls fn(ud, allowed) later on the loop, exactly once
+/* Spend a retry token. A local budget (or a shared one whose Redis is unreachable: the
+ * last attempt to connect failed) decides at once: returns 1 (allowed) or 0 (throttled)
+ * and fn is not called. Otherwise (connected, or reconnecting after a dropped
+ * connection) it returns -1 and calls fn(ud, allowed) later on the loop, exactly once
  * unless *pending is cancelled first; a failed or timed-out command decides with the
  * local fallback. Never calls fn before returning. */
 typedef void (*ah_retry_budget_fn)(void *ud, int allowed);
@@ -147,7 +148,7 @@ AH_EXPORT int ah_rate_limit_is_shared(const ah_rate_limit *rl);
 /* Which limit made a request wait: "requests_per_minute" or "tokens_per_minute". */
 typedef void (*ah_rate_limit_fn)(void *ud, int64_t wait_ms, const char *limit);
 /* Reserve a slot for one request, times taken on `loop`'s clock when local. Decided at
- * once (local, or Redis down): returns 0 and sets *wait_ms (0 = go now) and *limit.
+ * once (local, or Redis unreachable): returns 0 and sets *wait_ms (0 = go now) and *limit.
  * Shared: returns 1 and calls fn later on the loop (never before returning), exactly once
  * unless *pending is cancelled; on a Redis error the local schedule decides. */
 AH_EXPORT int ah_rate_limit_acquire(ah_rate_limit *rl, ah_loop *loop, int64_t *wait_ms,
