@@ -614,9 +614,8 @@ static void reply_cb(redisAsyncContext *ac, void *reply_v, void *privdata)
             return;
         }
         char buf[300];
-        if (strncmp(msg, "NOAUTH", 6) == 0) {
-            ah__bufprintf(buf, sizeof buf, "authentication failed (%s): give the password "
-                                           "in the URL", msg);
+        if (strncmp(msg, "NOAUTH", 6) == 0) { /* (the handshake's PING says it first) */
+            ah__bufprintf(buf, sizeof buf, "authentication required (%s)", msg);
             msg = buf;
         }
         if (!q->want)
@@ -809,6 +808,9 @@ static void handshake_cb(redisAsyncContext *ac, void *reply_v, void *privdata)
         char why[256];
         if (which == 0 && r->url.password[0])
             ah__bufprintf(why, sizeof why, "authentication failed (%s)", msg);
+        else if (strncmp(msg, "NOAUTH", 6) == 0)
+            ah__bufprintf(why, sizeof why, "authentication required (%s): the URL gives no "
+                                           "password (redis://:PASSWORD@host:port/db)", msg);
         else
             ah__bufprintf(why, sizeof why, "the server refused the connection (%s)", msg);
         ah__log(AH_LOG_ERROR, "redis %s: %s", r->name, why);

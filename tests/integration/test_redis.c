@@ -803,6 +803,13 @@ static void wrong_password_says_authentication_failed(void **state)
             fail_msg("message: %s", m);
     }
     ah_ledger_free(a);
+    /* no password at all, where one is required */
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d/0", f.port);
+    ah_ledger_new_redis(loop, &c, &a, err, sizeof err);
+    assert_int_equal(lclaim(loop, a, "w2", "{}", &x), AH_LEDGER_FAILED);
+    if (!strstr(ah_ledger_errmsg(a), "authentication required (NOAUTH"))
+        fail_msg("message: %s", ah_ledger_errmsg(a));
+    ah_ledger_free(a);
     ah_loop_free(loop);
     redis_fixture_stop(&f);
     assert_null(strstr(logbuf, "wrong-pass-xyz"));
