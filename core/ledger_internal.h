@@ -76,6 +76,12 @@ typedef struct ah__ledger_waiter ah__ledger_waiter; /* front end's BUSY waiters 
 
 enum { AH__LEDGER_ERR_MAX = 512 };
 
+/* How long a backend keeps trying to record a receipt whose effect already happened
+ * (SQLite: a write lock that stays busy; Redis: a connection that is down, a stalled
+ * or restarting server) before it reports the receipt lost: losing a receipt costs more
+ * than waiting (the key may run its effect again). A claim never waits this long. */
+#define AH__LEDGER_PATIENCE_MS 60000
+
 struct ah_ledger {
     const ah__ledger_ops *ops;
     const ah_clock *clock; /* borrowed; NULL = real wall clock */

@@ -54,9 +54,10 @@ enum { SQL_BUSY_POLL_MS = 10 };
 #define LEDGER_BUSY_MS 5000
 /* How long a write that must not be lost (recording a receipt whose effect happened,
  * creating the schema) keeps retrying a lock that stays busy past LEDGER_BUSY_MS, e.g.
- * under heavy contention on a loaded machine. A claim does not wait this long: a busy
- * lock answers BUSY and the caller asks again from its loop. */
-#define LEDGER_PATIENCE_MS 60000
+ * under heavy contention on a loaded machine (the Redis ledger waits as long for its
+ * receipts). A claim does not wait this long: a busy lock answers BUSY and the caller
+ * asks again from its loop. */
+#define LEDGER_PATIENCE_MS AH__LEDGER_PATIENCE_MS
 #define LEDGER_STR_(x) #x
 #define LEDGER_STR(x)  LEDGER_STR_(x)
 

@@ -27,19 +27,54 @@ typedef struct ah__redis_user {
 typedef void (*ah__redis_fn)(void *ud, const ah__redis_user *user, const redisReply *reply,
                              const char *err);
 
-/* Send one command (argv with lengths). Returns NULL when it could not be sent now
- * (connection down or just lost, out of memory): the caller decides without Redis.
- * Otherwise fn runs later on the loop, exactly once unless cancelled. fn may be NULL
- * (fire and forget). When script is non-NULL, argv must start "EVALSHA", "<sha>":
- * on NOSCRIPT the command is sent again once as EVAL with the source. */
+/* What a command may do (flags of the _ex forms):
+ *   AH__REDIS_RESEND   its effect is idempotent: lost in flight with the connection (or
+ *                      answered BUSY, LOADING, READONLY, ... while a failover or a long
+ *                      script elsewhere runs), it is sent again until its deadline;
+ *   AH__REDIS_PATIENT  it waits for a connection even in an outage (every attempt to
+ *                      connect failing) until its deadline; others fail at once then;
+ *   AH__REDIS_KEEP     it is still sent when its caller cancels it (the write matters:
+ *                      a receipt, a claim's release). */
+enum { AH__REDIS_RESEND = 1, AH__REDIS_PATIENT = 2, AH__REDIS_KEEP = 4 };
+
+/* Send one command (argv with lengths). While the connection is down or being made, it
+ * waits for it (reconnecting at once after a connection that served was lost); its
+ * deadline is timeout_ms from now (0 = the connection's command_timeout_ms), after
+ * which fn gets an error ("no connection within ...", "no reply within ..."). Returns
+ * NULL when it cannot be sent: in an outage (the last attempt to connect failed; not
+ * for PATIENT commands), out of memory: the caller decides without Redis. Otherwise fn
+ * runs later on the loop, exactly once unless cancelled, never from inside this call.
+ * fn may be NULL (fire and forget). When script is non-NULL, argv must start
+ * "EVALSHA", "<sha>": on NOSCRIPT the command is sent again once as EVAL with the
+ * source. */
+ah_redis_req *ah__redis_command_ex(ah_redis *r, const ah__redis_script *script, int argc,
+                                   const char **argv, const size_t *lens, unsigned flags,
+                                   int timeout_ms, ah__redis_fn fn, void *ud,
+                                   ah__redis_user user);
 ah_redis_req *ah__redis_command(ah_redis *r, const ah__redis_script *script, int argc,
                                 const char **argv, const size_t *lens, ah__redis_fn fn,
                                 void *ud, ah__redis_user user);
 
 /* EVALSHA script with keys and args given as C strings. */
+ah_redis_req *ah__redis_eval_ex(ah_redis *r, const ah__redis_script *script, int nkeys,
+                                const char *const *keys, int nargs, const char *const *args,
+                                unsigned flags, int timeout_ms, ah__redis_fn fn, void *ud,
+                                ah__redis_user user);
 ah_redis_req *ah__redis_eval(ah_redis *r, const ah__redis_script *script, int nkeys,
                              const char *const *keys, int nargs, const char *const *args,
                              ah__redis_fn fn, void *ud, ah__redis_user user);
+
+/* From inside the callback of q (an EVALSHA request that got its reply): send another
+ * EVALSHA of the same script under the same handle, with a fresh deadline, so that a
+ * caller's handle stays valid across a sequence of commands (a paged listing): q's
+ * callback runs again with that reply. 1 when it will be sent; 0 (nothing sent) when q
+ * was cancelled, is not in its callback, or out of memory. */
+int ah__redis_eval_again(ah_redis_req *q, int nkeys, const char *const *keys, int nargs,
+                         const char *const *args);
+
+/* Why the connection is not up: the last attempt's failure or the loss ("authentication
+ * failed (WRONGPASS ...)", "connection refused", ...), or "unreachable". */
+const char *ah__redis_last_error(const ah_redis *r);
 
 /* SHA-1 of data as 40 lowercase hex digits + NUL. */
 void ah__sha1_hex(const void *data, size_t len, char out[41]);

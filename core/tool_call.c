@@ -711,6 +711,9 @@ static int blocking_wait(blocking *b, int64_t ms)
     return 1;
 }
 
+/* How often a wait for our own receipt re-checks when no answer woke it. */
+enum { RECORD_RECHECK_MS = 100 };
+
 static ah_tool_outcome blocking_run(blocking *b)
 {
     ah_tool_call *c = b->c;
@@ -736,8 +739,12 @@ static ah_tool_outcome blocking_run(blocking *b)
                 claim_since = now;
             int64_t left = bound - (now - claim_since);
             if (left <= 0) {
-                ah_tool_call_stop_waiting(c);
-                break;
+                if (ah_tool_call_stop_waiting(c) == AH_OK)
+                    break;
+                /* Not a claim but our own receipt being recorded (the effect happened):
+                 * that is waited for past the bound; the ledger's answer wakes us, the
+                 * timer only re-checks. */
+                left = RECORD_RECHECK_MS;
             }
             int64_t ms = c->wait_ms > 0 ? c->wait_ms : 10;
             if (!blocking_wait(b, ms < left ? ms : left)) {

@@ -4,7 +4,13 @@
  * server dies, shared again after it returns; a stalled server times out into the
  * fallback), GCRA pacing shared by two limiters, a password that never reaches a log
  * line, and the ledger backend (claims, BUSY, mismatches, a lease taken over with the
- * fencing token guarding the new holder's claim, cancel, fail closed). */
+ * fencing token guarding the new holder's claim, cancel, fail closed).
+ * A connection the server drops (CLIENT KILL, as Redis's idle `timeout` or a load
+ * balancer does), seen by the loop or not: claims, receipts, releases, budget and
+ * pacing wait for the reconnect, and a tool body the drop happened under runs once; a
+ * receipt outlasts a stalled and a restarted server; a wrong password says
+ * "authentication failed (WRONGPASS ...)"; fences grow across data loss; expired
+ * entries leave the index as the ledger is used; listings are paged. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -197,6 +203,7 @@ static void budget_falls_back_once_and_comes_back(void **state)
     ah_redis_options_init(&o);
     o.reconnect_min_ms = 20;
     o.reconnect_max_ms = 40;
+    o.command_timeout_ms = 150; /* the spend that finds the server gone waits this long */
     ah_redis *r = NULL;
     ah_redis_new(loop, f.url, &o, &r, err, sizeof err);
     assert_non_null(r);
@@ -209,7 +216,8 @@ static void budget_falls_back_once_and_comes_back(void **state)
 
     redis_fixture_kill(&f, SIGKILL);
     log_reset();
-    /* Every decision now comes from the local bucket; the fallback is said once. */
+    /* Every decision now comes from the local bucket (the first after waiting for the
+     * reconnect that fails); the fallback is said once. */
     int local = 0;
     for (int i = 0; i < 6; i++) {
         spend(loop, b, &async);
@@ -309,8 +317,9 @@ static void bad_password_is_named_not_shown(void **state)
     ah_retry_budget *b = NULL;
     ah_retry_budget_new_redis(r, "k", 10, 0.1, &b, err, sizeof err);
     int async;
-    for (int i = 0; i < 100 && !ah_redis_ready(r); i++)
+    for (int i = 0; i < 100 && !count_in_log("authentication failed"); i++)
         ah_loop_run_once(loop, 10);
+    assert_false(ah_redis_ready(r)); /* up only once the handshake answered */
     spend(loop, b, &async); /* refused by the server (NOAUTH/WRONGPASS): decided locally */
     for (int i = 0; i < 20; i++)
         ah_loop_run_once(loop, 5);
@@ -467,9 +476,13 @@ static void ledger_claims_leases_and_fencing(void **state)
     char err[256];
     ah_ledger_redis_config c;
     ah_ledger_redis_config_init(&c);
+    ah_redis_options o;
+    ah_redis_options_init(&o);
+    o.command_timeout_ms = 200; /* a claim waits this long for a server that is gone */
     c.url = f.url;
     c.prefix = "lt:";
     c.lease_ms = 150;
+    c.redis = &o;
     ah_ledger *a = NULL;
     ah_ledger_new_redis(loop, &c, &a, err, sizeof err);
     ah_ledger *b = NULL;
@@ -530,11 +543,485 @@ static void ledger_claims_leases_and_fencing(void **state)
     redis_fixture_kill(&f, SIGKILL);
     for (int i = 0; i < 20; i++)
         ah_loop_run_once(loop, 5);
-    assert_int_equal(lclaim(loop, a, "k4", "{}", &x), AH_LEDGER_FAILED); /* the loss */
-    assert_int_equal(lclaim(loop, a, "k5", "{}", &x), AH_LEDGER_FAILED);
+    /* the first waits for a reconnect that fails; the next fails at once (an outage) */
+    assert_int_equal(lclaim(loop, a, "k4", "{}", &x), AH_LEDGER_FAILED);
+    assert_non_null(strstr(ah_ledger_errmsg(a), "no connection within 200 ms"));
+    ah_ledger_result r5;
+    assert_int_equal(ah_ledger_claim(a, "k5", "{}", &r5, on_lanswer, &x), AH_LEDGER_FAILED);
     assert_non_null(strstr(ah_ledger_errmsg(a), "failing closed"));
     ah_ledger_free(a);
     ah_ledger_free(b);
+    ah_loop_free(loop);
+    redis_fixture_stop(&f);
+}
+
+/* ---- a connection Redis dropped (idle timeout, load balancer, CLIENT KILL) ---------- */
+
+static ah_redis *ledger_conn(ah_ledger *l)
+{
+    return ah_ledger_redis_connection(l);
+}
+
+/* Step the loop until r has seen its connection go (the server's FIN). */
+static void wait_down(ah_loop *loop, ah_redis *r)
+{
+    for (int i = 0; i < 500 && ah_redis_ready(r); i++)
+        ah_loop_run_once(loop, 10);
+    assert_false(ah_redis_ready(r));
+}
+
+typedef struct kill_body {
+    const redis_fixture *f;
+    int runs;
+    int step_loop; /* 1: let the loop see the drop before the body returns */
+    ah_loop *loop;
+    ah_redis *conn;
+} kill_body;
+
+/* A tool body during which Redis drops every connection (what its `timeout` does to a
+ * connection idle for longer than the body takes). */
+static void body_with_idle_drop(void *ud, ah_tool_call *call)
+{
+    kill_body *k = ud;
+    k->runs++;
+    assert_true(redis_fixture_kill_clients(k->f) >= 1);
+    if (k->step_loop)
+        wait_down(k->loop, k->conn);
+    ah_tool_call_body_ok(call, "{\"charged\":1}");
+}
+
+static void idle_drop_is_not_a_failure(void **state)
+{
+    redis_fixture f;
+    assert_int_equal(redis_fixture_start(&f, 0, NULL), 0);
+    ah_loop *loop = ah_loop_new(NULL, NULL);
+    char err[256];
+    ah_ledger_redis_config c;
+    ah_ledger_redis_config_init(&c);
+    c.url = f.url;
+    c.prefix = "idle:";
+    c.lease_ms = 300;
+    ah_ledger *a = NULL, *b = NULL;
+    ah_ledger_new_redis(loop, &c, &a, err, sizeof err);
+    ah_ledger_new_redis(loop, &c, &b, err, sizeof err);
+    assert_non_null(a);
+    assert_non_null(b);
+    wait_ready(loop, ledger_conn(a));
+    wait_ready(loop, ledger_conn(b));
+    lanswer x;
+
+    /* The loop saw the drop: the next claim and the receipt wait for the reconnect
+     * instead of failing closed. */
+    assert_int_equal(lclaim(loop, a, "k1", "{}", &x), AH_LEDGER_OWNED);
+    assert_true(redis_fixture_kill_clients(&f) >= 2);
+    wait_down(loop, ledger_conn(a));
+    assert_int_equal(lcomplete(loop, a, "k1", "{}", "\"r1\"", &x), AH_LEDGER_DONE);
+    assert_int_equal(x.r.duplicate, 0);
+    assert_true(redis_fixture_kill_clients(&f) >= 1);
+    wait_down(loop, ledger_conn(a));
+    assert_int_equal(lclaim(loop, a, "k2", "{}", &x), AH_LEDGER_OWNED);
+
+    /* The loop did not run (a body blocking the thread): the command finds a socket the
+     * server has closed, and still gets through. */
+    assert_true(redis_fixture_kill_clients(&f) >= 1);
+    assert_int_equal(lcomplete(loop, a, "k2", "{}", "\"r2\"", &x), AH_LEDGER_DONE);
+    assert_true(redis_fixture_kill_clients(&f) >= 1);
+    assert_int_equal(lclaim(loop, a, "k3", "{}", &x), AH_LEDGER_OWNED);
+
+    /* A release after a drop reaches the server: the other handle gets the key at once. */
+    assert_true(redis_fixture_kill_clients(&f) >= 1);
+    wait_down(loop, ledger_conn(a));
+    ah_ledger_abandon(a, "k3");
+    for (int i = 0; i < 50; i++)
+        ah_loop_run_once(loop, 5);
+    assert_int_equal(lclaim(loop, b, "k3", "{}", &x), AH_LEDGER_OWNED);
+    assert_int_equal(lcomplete(loop, b, "k3", "{}", "\"r3\"", &x), AH_LEDGER_DONE);
+
+    /* The issue's repro: a body that outlasts the idle timeout, two callers of one key:
+     * the body runs once, the second caller gets the first one's receipt. */
+    for (int step_loop = 0; step_loop < 2; step_loop++) {
+        kill_body k = {&f, 0, step_loop, loop, ledger_conn(a)};
+        ah_tool_policy tp;
+        ah_tool_policy_init(&tp);
+        tp.loop = loop;
+        const char *key = step_loop ? "order-2" : "order-1";
+        for (int caller = 0; caller < 2; caller++) {
+            ah_tool_call *t = NULL;
+            ah_tool_call_new(&tp, caller ? b : a, NULL, key, "{\"amount\":5}", &t, err,
+                             sizeof err);
+            assert_non_null(t);
+            ah_tool_driver d = {.body = body_with_idle_drop, .body_ud = &k};
+            ah_tool_outcome o = ah_tool_call_run(t, &d);
+            if (o != AH_TOOL_OK)
+                fail_msg("caller %d: %s", caller, ah_tool_call_error(t)->message);
+            assert_int_equal(ah_tool_call_duplicate(t), caller);
+            assert_string_equal(ah_tool_call_receipt(t), "{\"charged\":1}");
+            ah_tool_call_free(t);
+        }
+        assert_int_equal(k.runs, 1);
+    }
+    assert_int_equal(count_in_log("could not be recorded"), 0);
+    ah_ledger_free(a);
+    ah_ledger_free(b);
+    ah_loop_free(loop);
+    redis_fixture_stop(&f);
+}
+
+static void idle_drop_keeps_budget_and_pacing_shared(void **state)
+{
+    redis_fixture f;
+    assert_int_equal(redis_fixture_start(&f, 0, NULL), 0);
+    ah_loop *loop = ah_loop_new(NULL, NULL);
+    char err[256];
+    ah_redis *r = NULL;
+    ah_redis_new(loop, f.url, NULL, &r, err, sizeof err);
+    wait_ready(loop, r);
+    ah_retry_budget *b = NULL;
+    ah_retry_budget_new_redis(r, "idle:budget", 100, 0.1, &b, err, sizeof err);
+    ah_rate_limit_config rc = {.requests_per_minute = 6000, .burst = 100, .key = "idle:rl"};
+    ah_rate_limit *rl = NULL;
+    ah_rate_limit_new(&rc, r, &rl, err, sizeof err);
+    int async;
+    assert_int_equal(spend(loop, b, &async), 1);
+    assert_true(async);
+    for (int blocked = 0; blocked < 2; blocked++) {
+        assert_true(redis_fixture_kill_clients(&f) >= 1);
+        if (!blocked)
+            wait_down(loop, r);
+        assert_int_equal(spend(loop, b, &async), 1);
+        assert_true(async);
+        assert_true(ah_retry_budget_tokens(b) == 100.0); /* the local bucket: untouched */
+        assert_true(redis_fixture_kill_clients(&f) >= 1);
+        if (!blocked)
+            wait_down(loop, r);
+        verdict v = {0};
+        int64_t w;
+        const char *lim;
+        ah_redis_req *q;
+        assert_int_equal(ah_rate_limit_acquire(rl, loop, &w, &lim, on_paced, &v, &q), 1);
+        run_until(loop, &v.done);
+    }
+    assert_true(ah_retry_budget_using_redis(b));
+    assert_int_equal(count_in_log("falls back"), 0);
+    ah_rate_limit_free(rl);
+    ah_retry_budget_free(b);
+    ah_redis_free(r);
+    ah_loop_free(loop);
+    redis_fixture_stop(&f);
+}
+
+/* A receipt (the effect ran) is retried like the SQLite ledger's: through a stalled
+ * server (each attempt times out and the connection is made again) and a restart. */
+static void receipt_outlasts_a_stall_and_a_restart(void **state)
+{
+    redis_fixture f;
+    assert_int_equal(redis_fixture_start(&f, 0, NULL), 0);
+    ah_loop *loop = ah_loop_new(NULL, NULL);
+    char err[256];
+    ah_redis_options o;
+    ah_redis_options_init(&o);
+    o.command_timeout_ms = 100;
+    o.connect_timeout_ms = 100;
+    o.reconnect_min_ms = 20;
+    o.reconnect_max_ms = 50;
+    ah_ledger_redis_config c;
+    ah_ledger_redis_config_init(&c);
+    c.url = f.url;
+    c.prefix = "st:";
+    c.redis = &o;
+    ah_ledger *a = NULL;
+    ah_ledger_new_redis(loop, &c, &a, err, sizeof err);
+    wait_ready(loop, ledger_conn(a));
+    lanswer x;
+    ah_ledger_result r;
+
+    /* stalled: several command timeouts pass before the server answers again */
+    assert_int_equal(lclaim(loop, a, "s1", "{}", &x), AH_LEDGER_OWNED);
+    redis_fixture_kill(&f, SIGSTOP);
+    memset(&x, 0, sizeof x);
+    assert_int_equal(ah_ledger_complete(a, "s1", "{}", "\"r\"", &r, on_lanswer, &x),
+                     AH_LEDGER_PENDING);
+    int64_t until = ah_loop_now_ms(loop) + 5 * o.command_timeout_ms;
+    while (ah_loop_now_ms(loop) < until && !x.done)
+        ah_loop_run_once(loop, 10);
+    assert_int_equal(x.done, 0); /* still trying, not "could not be recorded" */
+    redis_fixture_kill(&f, SIGCONT);
+    run_until(loop, &x.done);
+    assert_int_equal(x.r.answer, AH_LEDGER_DONE);
+    assert_int_equal(x.r.duplicate, 0); /* a resend of our own write is not a duplicate */
+    assert_int_equal(x.r.entry.seq, 1);
+
+    /* restarted (empty): the receipt waits for the server and is recorded there */
+    assert_int_equal(lclaim(loop, a, "s2", "{}", &x), AH_LEDGER_OWNED);
+    redis_fixture_kill(&f, SIGKILL);
+    memset(&x, 0, sizeof x);
+    assert_int_equal(ah_ledger_complete(a, "s2", "{}", "\"r2\"", &r, on_lanswer, &x),
+                     AH_LEDGER_PENDING);
+    until = ah_loop_now_ms(loop) + 5 * o.command_timeout_ms;
+    while (ah_loop_now_ms(loop) < until && !x.done)
+        ah_loop_run_once(loop, 10);
+    assert_int_equal(x.done, 0);
+    assert_int_equal(redis_fixture_spawn(&f), 0);
+    run_until(loop, &x.done);
+    assert_int_equal(x.r.answer, AH_LEDGER_DONE);
+    int refreshed = 0;
+    ah_redis_req *q;
+    assert_int_equal(ah_ledger_redis_refresh(a, on_refreshed, &refreshed, &q), AH_OK);
+    run_until(loop, &refreshed);
+    assert_int_equal(ah_ledger_count(a), 1); /* the new server has the receipt */
+    ah_ledger_entry e;
+    assert_int_equal(ah_ledger_lookup(a, "s2", "{}", &e), AH_OK);
+    assert_string_equal(e.receipt, "\"r2\"");
+    ah_ledger_free(a);
+    ah_loop_free(loop);
+    redis_fixture_stop(&f);
+}
+
+/* A wrong password says so (WRONGPASS, authentication failed), naming the URL without
+ * the password; the commands behind AUTH never reach the server unauthenticated. */
+static void wrong_password_says_authentication_failed(void **state)
+{
+    redis_fixture f;
+    assert_int_equal(redis_fixture_start(&f, 1, "right-pass"), 0);
+    char url[256];
+    snprintf(url, sizeof url, "redis://:wrong-pass-xyz@127.0.0.1:%d/0", f.port);
+    ah_loop *loop = ah_loop_new(NULL, NULL);
+    char err[256];
+    ah_ledger_redis_config c;
+    ah_ledger_redis_config_init(&c);
+    c.url = url;
+    ah_ledger *a = NULL;
+    ah_ledger_new_redis(loop, &c, &a, err, sizeof err);
+    assert_non_null(a);
+    lanswer x;
+    for (int i = 0; i < 2; i++) { /* the first use and one in the outage that follows */
+        assert_int_equal(lclaim(loop, a, "w1", "{}", &x), AH_LEDGER_FAILED);
+        const char *m = ah_ledger_errmsg(a);
+        if (!strstr(m, "authentication failed") || !strstr(m, "WRONGPASS") ||
+            !strstr(m, ":***@127.0.0.1:") || strstr(m, "wrong-pass-xyz") ||
+            strstr(m, "Protocol error"))
+            fail_msg("message: %s", m);
+    }
+    ah_ledger_free(a);
+    /* no password at all, where one is required */
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d/0", f.port);
+    ah_ledger_new_redis(loop, &c, &a, err, sizeof err);
+    assert_int_equal(lclaim(loop, a, "w2", "{}", &x), AH_LEDGER_FAILED);
+    if (!strstr(ah_ledger_errmsg(a), "authentication required (NOAUTH"))
+        fail_msg("message: %s", ah_ledger_errmsg(a));
+    ah_ledger_free(a);
+    ah_loop_free(loop);
+    redis_fixture_stop(&f);
+    assert_null(strstr(logbuf, "wrong-pass-xyz"));
+    assert_int_equal(count_in_log("Protocol error"), 0);
+}
+
+/* Fences keep growing when Redis loses its data (a restart without persistence, a
+ * failover to an empty replica): a downstream that keeps the highest one still accepts
+ * the next holder. */
+static void fences_survive_data_loss(void **state)
+{
+    redis_fixture f;
+    assert_int_equal(redis_fixture_start(&f, 0, NULL), 0);
+    ah_loop *loop = ah_loop_new(NULL, NULL);
+    char err[256];
+    ah_ledger_redis_config c;
+    ah_ledger_redis_config_init(&c);
+    c.url = f.url;
+    c.prefix = "fence:";
+    ah_ledger *a = NULL;
+    ah_ledger_new_redis(loop, &c, &a, err, sizeof err);
+    wait_ready(loop, ledger_conn(a));
+    lanswer x;
+    int64_t last = 0;
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < 3; i++) {
+            char key[16];
+            snprintf(key, sizeof key, "f%d-%d", round, i);
+            assert_int_equal(lclaim(loop, a, key, "{}", &x), AH_LEDGER_OWNED);
+            if (x.r.fence <= last)
+                fail_msg("round %d: fence %lld after %lld", round, (long long)x.r.fence,
+                         (long long)last);
+            last = x.r.fence;
+        }
+        if (round == 0) { /* the data is gone: restart without persistence */
+            redis_fixture_kill(&f, SIGKILL);
+            assert_int_equal(redis_fixture_spawn(&f), 0);
+        } else {
+            char out[64];
+            assert_int_equal(redis_fixture_call(&f, "FLUSHALL", out, sizeof out), 0);
+        }
+    }
+    ah_ledger_free(a);
+    ah_loop_free(loop);
+    redis_fixture_stop(&f);
+}
+
+/* Expired entries leave the index as the ledger is used (a few per completion), not
+ * only when someone lists it. */
+static void expired_entries_are_trimmed_as_you_go(void **state)
+{
+    redis_fixture f;
+    assert_int_equal(redis_fixture_start(&f, 0, NULL), 0);
+    ah_loop *loop = ah_loop_new(NULL, NULL);
+    char err[256];
+    ah_ledger_redis_config c;
+    ah_ledger_redis_config_init(&c);
+    c.url = f.url;
+    c.prefix = "trim:";
+    c.ttl_s = 1;
+    ah_ledger *a = NULL;
+    ah_ledger_new_redis(loop, &c, &a, err, sizeof err);
+    wait_ready(loop, ledger_conn(a));
+    lanswer x;
+    char key[32], out[64];
+    for (int i = 0; i < 40; i++) {
+        snprintf(key, sizeof key, "old-%d", i);
+        assert_int_equal(lcomplete(loop, a, key, "{}", "1", &x), AH_LEDGER_DONE);
+    }
+    assert_int_equal(redis_fixture_call(&f, "ZCARD trim:idx", out, sizeof out), 0);
+    assert_string_equal(out, ":40");
+    /* wait (real time: the TTL is on the server's clock) until they have expired */
+    for (int i = 0; i < 100; i++) {
+        assert_int_equal(redis_fixture_call(&f, "EXISTS trim:e:old-39", out, sizeof out), 0);
+        if (strcmp(out, ":0") == 0)
+            break;
+        redis_fixture_sleep_ms(50);
+    }
+    assert_string_equal(out, ":0");
+    for (int i = 0; i < 10; i++) {
+        snprintf(key, sizeof key, "new-%d", i);
+        assert_int_equal(lcomplete(loop, a, key, "{}", "1", &x), AH_LEDGER_DONE);
+    }
+    /* 10 completions trim up to 80 expired members: only the 10 live ones are left */
+    assert_int_equal(redis_fixture_call(&f, "ZCARD trim:idx", out, sizeof out), 0);
+    assert_string_equal(out, ":10");
+    ah_ledger_free(a);
+    ah_loop_free(loop);
+    redis_fixture_stop(&f);
+}
+
+/* A listing is paged: several short scripts, never one over the whole index; the
+ * snapshot still holds every entry in seq order, and lookups find them. */
+static void listing_is_paged(void **state)
+{
+    enum { N = 1234 };
+    redis_fixture f;
+    assert_int_equal(redis_fixture_start(&f, 0, NULL), 0);
+    ah_loop *loop = ah_loop_new(NULL, NULL);
+    char err[256];
+    ah_ledger_redis_config c;
+    ah_ledger_redis_config_init(&c);
+    c.url = f.url;
+    c.prefix = "page:";
+    ah_ledger *a = NULL;
+    ah_ledger_new_redis(loop, &c, &a, err, sizeof err);
+    wait_ready(loop, ledger_conn(a));
+    int refreshed = 0;
+    ah_redis_req *q;
+    assert_int_equal(ah_ledger_redis_refresh(a, on_refreshed, &refreshed, &q), AH_OK);
+    run_until(loop, &refreshed); /* an empty ledger: one page, nothing in it */
+    assert_int_equal(ah_ledger_count(a), 0);
+    lanswer *xs = calloc(N, sizeof *xs);
+    assert_non_null(xs);
+    for (int i = 0; i < N; i++) { /* pipelined */
+        char key[32], receipt[32];
+        snprintf(key, sizeof key, "p-%d", i);
+        snprintf(receipt, sizeof receipt, "%d", i);
+        ah_ledger_result r;
+        assert_int_equal(ah_ledger_complete(a, key, "{}", receipt, &r, on_lanswer, &xs[i]),
+                         AH_LEDGER_PENDING);
+    }
+    run_until(loop, &xs[N - 1].done);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(xs[i].r.answer, AH_LEDGER_DONE);
+    free(xs);
+    uint64_t before = ah_redis_commands(ledger_conn(a));
+    refreshed = 0;
+    assert_int_equal(ah_ledger_redis_refresh(a, on_refreshed, &refreshed, &q), AH_OK);
+    run_until(loop, &refreshed);
+    assert_int_equal(refreshed, 1);
+    assert_true(ah_redis_commands(ledger_conn(a)) - before >= 3); /* 500 a page */
+    assert_int_equal(ah_ledger_count(a), N);
+    ah_ledger_entry e;
+    assert_int_equal(ah_ledger_lookup(a, "p-0", "{}", &e), AH_OK);
+    assert_string_equal(e.receipt, "0");
+    assert_int_equal(ah_ledger_lookup(a, "p-1233", "{}", &e), AH_OK);
+    assert_int_equal(e.seq, N);
+    assert_int_equal(ah_ledger_lookup(a, "p-1234", "{}", &e), AH_ERR_NOT_FOUND);
+    /* a listing cancelled before its first page, and one after it: never called back,
+     * and the ledger closes cleanly with the second still walking */
+    int cancelled = 0;
+    assert_int_equal(ah_ledger_redis_refresh(a, on_refreshed, &cancelled, &q), AH_OK);
+    ah_redis_req_cancel(q);
+    assert_int_equal(ah_ledger_redis_refresh(a, on_refreshed, &cancelled, &q), AH_OK);
+    for (int i = 0; i < 400 && ah_redis_commands(ledger_conn(a)) < before + 6; i++)
+        ah_loop_run_once(loop, 5);
+    ah_redis_req_cancel(q); /* the same handle, some pages in */
+    for (int i = 0; i < 20; i++)
+        ah_loop_run_once(loop, 5);
+    assert_int_equal(cancelled, 0);
+    assert_int_equal(ah_ledger_redis_refresh(a, on_refreshed, &cancelled, &q), AH_OK);
+    ah_loop_run_once(loop, 5);
+    ah_ledger_free(a);
+    assert_int_equal(cancelled, 0);
+    ah_loop_free(loop);
+    redis_fixture_stop(&f);
+}
+
+typedef struct stall_body {
+    redis_fixture *f;
+    ah_timer *resume;
+    int runs;
+} stall_body;
+
+static void resume_server(void *ud)
+{
+    redis_fixture_kill(ud, SIGCONT);
+}
+
+/* The body's effect happens, then the server stalls for longer than the driver waits
+ * for a claim; the server resumes from a loop timer. */
+static void body_then_stall(void *ud, ah_tool_call *call)
+{
+    stall_body *k = ud;
+    k->runs++;
+    redis_fixture_kill(k->f, SIGSTOP);
+    ah_timer_start(k->resume, 300);
+    ah_tool_call_body_ok(call, "\"done\"");
+}
+
+/* The blocking driver waits for its own receipt past its claim-wait bound: the effect
+ * happened, so the call ends with the receipt recorded, not as an error. */
+static void driver_waits_for_its_receipt(void **state)
+{
+    redis_fixture f;
+    assert_int_equal(redis_fixture_start(&f, 0, NULL), 0);
+    ah_loop *loop = ah_loop_new(NULL, NULL);
+    char err[256];
+    ah_ledger_redis_config c;
+    ah_ledger_redis_config_init(&c);
+    c.url = f.url;
+    c.prefix = "drv:";
+    ah_ledger *a = NULL;
+    ah_ledger_new_redis(loop, &c, &a, err, sizeof err);
+    wait_ready(loop, ledger_conn(a));
+    stall_body k = {&f, ah_timer_new(loop, resume_server, &f), 0};
+    ah_tool_policy tp;
+    ah_tool_policy_init(&tp);
+    tp.loop = loop;
+    ah_tool_call *t = NULL;
+    ah_tool_call_new(&tp, a, NULL, "slow-receipt", "{}", &t, err, sizeof err);
+    ah_tool_driver d = {.body = body_then_stall, .body_ud = &k, .claim_wait_ms = 100};
+    ah_tool_outcome o = ah_tool_call_run(t, &d);
+    if (o != AH_TOOL_OK)
+        fail_msg("outcome %d: %s", (int)o, ah_tool_call_error(t)->message);
+    assert_int_equal(ah_tool_call_seq(t), 1);
+    assert_int_equal(ah_tool_call_duplicate(t), 0);
+    ah_tool_call_free(t);
+    assert_int_equal(k.runs, 1);
+    ah_timer_free(k.resume);
+    ah_ledger_free(a);
     ah_loop_free(loop);
     redis_fixture_stop(&f);
 }
@@ -551,6 +1038,18 @@ int main(void)
         cmocka_unit_test_setup_teardown(shared_pacing_spaces_requests, setup, teardown),
         cmocka_unit_test_setup_teardown(cancelled_request_never_calls_back, setup, teardown),
         cmocka_unit_test_setup_teardown(ledger_claims_leases_and_fencing, setup, teardown),
+        cmocka_unit_test_setup_teardown(idle_drop_is_not_a_failure, setup, teardown),
+        cmocka_unit_test_setup_teardown(idle_drop_keeps_budget_and_pacing_shared, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(receipt_outlasts_a_stall_and_a_restart, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(wrong_password_says_authentication_failed, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(fences_survive_data_loss, setup, teardown),
+        cmocka_unit_test_setup_teardown(expired_entries_are_trimmed_as_you_go, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(listing_is_paged, setup, teardown),
+        cmocka_unit_test_setup_teardown(driver_waits_for_its_receipt, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

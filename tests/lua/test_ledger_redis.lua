@@ -3,7 +3,8 @@
 -- running the body; other arguments are idempotency_mismatch (body not run), also while
 -- the key is in flight; two calls at once run the body once; two handles (two processes,
 -- as far as Redis knows) share one ledger; entries() and #ledger; entries carry a TTL;
--- a claim whose holder vanished is taken over after its lease; an unreachable Redis fails
+-- a claim whose holder vanished is taken over after its lease; a connection Redis drops
+-- during a body costs nothing (no failure, no second run); an unreachable Redis fails
 -- the call closed with kind `ledger`, body not run.
 local ah = require "agenthost"
 local T = require "toolcheck"
@@ -167,7 +168,34 @@ T.test("redis: a dead holder's claim is taken over after its lease", function()
   local r = tool:call({ amount = 1 }, { key = "L-1", ledger = ledger })
   T.eq({ r.ok, r.duplicate, p.runs }, { true, false, 1 }, "taken over at once (lease over)")
   tool:call({ amount = 1 }, { key = "L-2", ledger = ledger })
-  T.eq(fences, { 2, 3 }, "ctx.fence: the claims' fencing tokens, increasing")
+  T.ok(#fences == 2 and fences[1] > 1 and fences[2] > fences[1],
+       "ctx.fence: the claims' fencing tokens, increasing: " .. table.concat(fences, " "))
+end)
+
+T.test("redis: a connection Redis dropped during the body is no duplicate effect", function()
+  -- Redis's `timeout`, a load balancer's idle timeout or CLIENT KILL drops the ledger's
+  -- connection while the body runs (blocking the loop, or on it): the receipt still
+  -- reaches Redis and the second caller of the key gets it, the body ran once.
+  local prefix = "drop" .. n .. ":"
+  local a, b = new_ledger { prefix = prefix, lease_ms = 300 },
+               new_ledger { prefix = prefix, lease_ms = 300 }
+  for _, on_loop in ipairs({ false, true }) do
+    local p = { runs = 0 }
+    local tool = ah.tool { name = "charge", run = function(args, ctx)
+      p.runs = p.runs + 1
+      redis.cli("client kill type normal")
+      if on_loop then ah.sleep(20) end
+      return { charge = "ch_" .. p.runs }
+    end }
+    local key = on_loop and "D-2" or "D-1"
+    local r1 = tool:call({ amount = 5 }, { key = key, ledger = a })
+    local r2 = tool:call({ amount = 5 }, { key = key, ledger = b })
+    T.eq({ r1.ok, r1.duplicate, r1.error and r1.error.message },
+         { true, false, nil }, "first caller recorded its receipt")
+    T.eq({ r2.ok, r2.duplicate, r2.receipt and r2.receipt.charge },
+         { true, true, "ch_1" }, "second caller got it")
+    T.eq(p.runs, 1, "the body ran once")
+  end
 end)
 
 T.test("redis unreachable: the call fails closed with kind ledger", function()

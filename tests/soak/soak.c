@@ -37,6 +37,15 @@
  * with the run's key starts while the first's body is in flight; it must wait for the
  * claim and return the first's receipt as a duplicate, the body running once).
  *
+ * Redis idle drops: when a redis-server is installed (the soak starts its own), one run
+ * in eight (a draw of its own, so the other draws stay those of earlier versions) keeps
+ * its ledger in Redis and Redis drops every connection during the body (CLIENT KILL,
+ * what its idle `timeout` or a load balancer does) and again before a second delivery of
+ * the key: the receipt must still be recorded, the second delivery must get it as a
+ * duplicate and the body must run once. The tool call is then driven on the shared loop
+ * (ah_tool_step, answered through ah_worker_tool_done), as an embedder with a network
+ * ledger does.
+ *
  * Memory: the heap in use (mallinfo2, or the sanitizer allocator's count under ASan) and
  * the RSS are taken after run CHECKPOINT (100) and after the last run. Every run frees
  * everything it made, so the live heap must come back to the same level: growth beyond
@@ -61,6 +70,8 @@
 
 #include "agenthost.h"
 #include "agenthost/mock.h"
+#include "agenthost/redis.h"
+#include "support/redis_fixture.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define SOAK_ASAN 1
@@ -241,6 +252,7 @@ typedef struct params {
     int f[MAX_FAULTS]; /* indexes into FAULTS */
     int k[MAX_FAULTS];
     int same_key_twice; /* deliver the tool call twice at once, one key */
+    int redis_drop;     /* a Redis ledger that loses its connection during the body */
     char plan[1024];
 } params;
 
@@ -277,6 +289,8 @@ static void draw_params(uint64_t seed, size_t run, params *p)
     static const size_t deltas[] = {0, 0, 1, 2, 5, 11};
     p->delta_bytes = deltas[draw(&s, 6)];
     p->same_key_twice = draw(&s, 4) == 0;
+    uint64_t s2 = p->seed ^ 0x5bd1e9955bd1e995ULL; /* its own stream: s stays as it was */
+    p->redis_drop = draw(&s2, 8) == 0; /* main keeps it only with a Redis server */
     static const int nweights[] = {10, 22, 25, 20, 13, 7, 3}; /* 0..6 faults */
     int total = 0, w;
     for (int i = 0; i <= MAX_FAULTS; i++)
@@ -378,8 +392,12 @@ static void simulate(const params *p, const int *like, prediction *o)
 /* ---- the harness ---------------------------------------------------------------------
  */
 
+typedef struct redis_exec redis_exec;
+
 typedef struct run_state {
     const params *p;
+    ah_loop *loop;
+    redis_exec *rx; /* a Redis run's tool call in flight (or done) */
     ah_worker *worker;
     char **events;
     size_t n_events, cap_events;
@@ -389,6 +407,10 @@ typedef struct run_state {
     ah_ledger *ledger;
     int oom;
 } run_state;
+
+/* The Redis server of the idle-drop runs (started by main when redis-server exists). */
+static redis_fixture g_redis;
+static int g_redis_up;
 
 static atomic_long log_lines;
 static atomic_int log_leak;
@@ -429,6 +451,8 @@ static void add_body(void *ud, ah_tool_call *call)
 {
     run_state *r = ud;
     r->body_runs++;
+    if (r->p->redis_drop && redis_fixture_kill_clients(&g_redis) < 1)
+        r->oom = 1; /* (the harness failed: reported as such) */
     cJSON *args = cJSON_Parse(ah_tool_call_args(call));
     const cJSON *a = cJSON_GetObjectItem(args, "a"), *b = cJSON_GetObjectItem(args, "b");
     if (!cJSON_IsNumber(a) || !cJSON_IsNumber(b)) {
@@ -442,10 +466,117 @@ static void add_body(void *ud, ah_tool_call *call)
     ah_tool_call_body_ok(call, out);
 }
 
+/* ---- a Redis run's tool call, driven on the shared loop -------------------------------
+ * The first delivery runs the body (during which Redis drops the connections); once it
+ * is answered, Redis drops them again and a second delivery of the key must return the
+ * first's receipt as a duplicate. Then the worker gets the first's answer. */
+struct redis_exec {
+    run_state *r;
+    ah_worker *w;
+    size_t index;
+    char key[160], args[256];
+    ah_tool_call *c, *c2;
+    ah_timer *tick;
+    ah_tool_response res;
+    char content[600];
+};
+
+static void rx_notify(void *ud)
+{
+    ah_timer_start(((redis_exec *)ud)->tick, 0); /* step from the loop, not from here */
+}
+
+static ah_tool_call *rx_call(redis_exec *x)
+{
+    ah_tool_policy tp;
+    ah_tool_policy_init(&tp);
+    tp.loop = x->r->loop;
+    tp.notify = rx_notify;
+    tp.notify_ud = x;
+    ah_tool_call *c = NULL;
+    ah_tool_call_new(&tp, x->r->ledger, NULL, x->key, x->args, &c, NULL, 0);
+    return c;
+}
+
+static void rx_step(void *ud)
+{
+    redis_exec *x = ud;
+    run_state *r = x->r;
+    ah_tool_call *c = x->c2 ? x->c2 : x->c;
+    for (;;) {
+        ah_tool_action a = ah_tool_step(c);
+        if (a == AH_TOOL_DO_RUN_BODY) {
+            add_body(r, c);
+            continue;
+        }
+        if (a == AH_TOOL_DO_RETRY_AFTER || a == AH_TOOL_DO_WAIT_CLAIM) {
+            /* a notify (the ledger answered) comes first; the timer only re-checks */
+            int64_t ms = ah_tool_call_wait_ms(c);
+            ah_timer_start(x->tick, a == AH_TOOL_DO_RETRY_AFTER ? ms : (ms > 0 ? ms : 100));
+            return;
+        }
+        break;
+    }
+    if (!x->c2) {
+        x->res.outcome = ah_tool_call_outcome(c);
+        snprintf(x->content, sizeof x->content, "%s",
+                 x->res.outcome == AH_TOOL_OK ? ah_tool_call_receipt(c)
+                                              : ah_tool_call_error(c)->message);
+        x->res.content = x->content;
+        x->res.duplicate = ah_tool_call_duplicate(c);
+        x->res.attempts = ah_tool_call_attempts(c);
+        if (redis_fixture_kill_clients(&g_redis) < 0 || !(x->c2 = rx_call(x))) {
+            r->oom = 1;
+            ah_worker_tool_done(x->w, x->index, &x->res);
+            return;
+        }
+        ah_timer_start(x->tick, 0);
+        return;
+    }
+    r->twice_ran = 1;
+    r->twice_dup = ah_tool_call_outcome(c) == AH_TOOL_OK && ah_tool_call_duplicate(c) &&
+                   ah_tool_call_attempts(c) == 0 && x->res.outcome == AH_TOOL_OK &&
+                   strcmp(ah_tool_call_receipt(c), ah_tool_call_receipt(x->c)) == 0;
+    ah_worker_tool_done(x->w, x->index, &x->res);
+}
+
+static void rx_free(redis_exec *x)
+{
+    if (!x)
+        return;
+    ah_timer_free(x->tick);
+    ah_tool_call_free(x->c);
+    ah_tool_call_free(x->c2);
+    free(x);
+}
+
 static int add_exec(void *ud, ah_worker *w, const ah_tool_request *req,
                     ah_tool_response *res)
 {
     run_state *r = ud;
+    if (r->p->redis_drop) {
+        r->exec_calls++;
+        snprintf(r->key, sizeof r->key, "%s", req->key);
+        redis_exec *x = calloc(1, sizeof *x);
+        if (x) {
+            x->r = r;
+            x->w = w;
+            x->index = req->index;
+            snprintf(x->key, sizeof x->key, "%s", req->key);
+            snprintf(x->args, sizeof x->args, "%s", req->arguments);
+            x->tick = ah_timer_new(r->loop, rx_step, x);
+        }
+        if (!x || !x->tick || r->rx || !(x->c = rx_call(x))) {
+            rx_free(x);
+            r->oom = 1;
+            res->outcome = AH_TOOL_ERROR;
+            res->content = "error: the harness could not start the call";
+            return 0;
+        }
+        r->rx = x;
+        ah_timer_start(x->tick, 0);
+        return 1; /* answered through ah_worker_tool_done */
+    }
     (void)w;
     r->exec_calls++;
     snprintf(r->key, sizeof r->key, "%s", req->key);
@@ -659,6 +790,11 @@ typedef struct reference {
     char bad_final[N_BAD_ARGS][512]; /* after a tool call with BAD_ARGS[i] */
 } reference;
 
+static void refreshed(void *ud, ah_status st)
+{
+    *(int *)ud = st == AH_OK ? 1 : -1;
+}
+
 static int check_run(run_state *r, ah_mock *mock, const prediction *o,
                      const reference *ref, ah_run_outcome out)
 {
@@ -689,6 +825,16 @@ static int check_run(run_state *r, ah_mock *mock, const prediction *o,
     /* The tool: asked for once per key and run once, from the completed response only;
      * never with arguments that are not an object. */
     int runs = o->tool_reached && !o->bad_args;
+    if (ah_ledger_is_redis(r->ledger)) { /* the counts read a snapshot: take one */
+        int done = 0;
+        ah_redis_req *q = NULL;
+        if (ah_ledger_redis_refresh(r->ledger, refreshed, &done, &q) != AH_OK)
+            return fail("redis ledger: %s", ah_ledger_errmsg(r->ledger));
+        while (!done)
+            ah_loop_run_once(r->loop, 100);
+        if (done < 0)
+            return fail("redis ledger: %s", ah_ledger_errmsg(r->ledger));
+    }
     if (r->exec_calls != runs || r->body_runs != runs)
         return fail("tool asked %d times and run %d times, expected %d", r->exec_calls,
                     r->body_runs, runs);
@@ -697,7 +843,9 @@ static int check_run(run_state *r, ah_mock *mock, const prediction *o,
     if (ah_ledger_claims(r->ledger) != 0)
         return fail("ledger holds %" PRId64 " claims after the run",
                     ah_ledger_claims(r->ledger));
-    if (runs && r->p->same_key_twice && (!r->twice_ran || !r->twice_dup))
+    if (runs && r->rx && r->rx->res.outcome != AH_TOOL_OK)
+        return fail("the tool call across a Redis idle drop failed: %s", r->rx->content);
+    if (runs && (r->p->same_key_twice || r->p->redis_drop) && (!r->twice_ran || !r->twice_dup))
         return fail("the second delivery of one key did not get the first's receipt as a "
                     "duplicate");
     if (runs) {
@@ -773,7 +921,7 @@ static int one_run(ah_loop *loop, const params *p, const reference *ref,
 {
     int rc = 2;
     char err[256];
-    run_state r = {.p = p};
+    run_state r = {.p = p, .loop = loop};
     ah_client *client = NULL;
     ah_mock_config mc;
     ah_mock_config_init(&mc);
@@ -804,7 +952,18 @@ static int one_run(ah_loop *loop, const params *p, const reference *ref,
         fail("client: %s", err);
         goto cleanup;
     }
-    if (!(r.ledger = ah_ledger_new_memory())) {
+    if (p->redis_drop) {
+        char prefix[64];
+        snprintf(prefix, sizeof prefix, "soak:%016" PRIx64 ":", p->seed);
+        ah_ledger_redis_config lc;
+        ah_ledger_redis_config_init(&lc);
+        lc.url = g_redis.url;
+        lc.prefix = prefix;
+        if (ah_ledger_new_redis(loop, &lc, &r.ledger, err, sizeof err) != AH_OK) {
+            fail("redis ledger: %s", err);
+            goto cleanup;
+        }
+    } else if (!(r.ledger = ah_ledger_new_memory())) {
         fail("ledger: out of memory");
         goto cleanup;
     }
@@ -862,6 +1021,7 @@ static int one_run(ah_loop *loop, const params *p, const reference *ref,
     }
 cleanup:
     ah_worker_free(r.worker);
+    rx_free(r.rx);
     ah_ledger_free(r.ledger);
     ah_client_free(client);
     ah_mock_free(mock);
@@ -954,8 +1114,10 @@ static int parse_u64(const char *s, uint64_t *out)
 
 static void describe(const params *p)
 {
-    fprintf(stderr, "  wire %s, max_attempts %d, max_continuations %d, delta_bytes %zu\n",
-            ah_wire_name(p->wire), p->max_attempts, p->max_continuations, p->delta_bytes);
+    fprintf(stderr, "  wire %s, max_attempts %d, max_continuations %d, delta_bytes %zu%s%s\n",
+            ah_wire_name(p->wire), p->max_attempts, p->max_continuations, p->delta_bytes,
+            p->same_key_twice ? ", the key delivered twice at once" : "",
+            p->redis_drop ? ", a Redis ledger whose connections drop during the body" : "");
     for (int i = 0; i < p->n; i++) {
         if (FAULTS[p->f[i]].k != K_NONE)
             fprintf(stderr, "  plan step %d: %s after %d events\n", i + 1,
@@ -1007,6 +1169,9 @@ int main(int argc, char **argv)
     printf("soak: seed %" PRIu64 ", %" PRIu64 " runs (reproduce: soak --seed %" PRIu64
            ")\n",
            seed, only == UINT64_MAX ? runs : 1, seed);
+    g_redis_up = redis_fixture_start(&g_redis, 0, NULL) == 0;
+    if (!g_redis_up)
+        printf("soak: no redis-server: the Redis idle-drop runs use the memory ledger\n");
     fflush(stdout);
     ah_log_set_handler(log_handler, NULL, AH_LOG_DEBUG);
 
@@ -1041,7 +1206,7 @@ int main(int argc, char **argv)
             snprintf(ref[w].bad_final[b], sizeof ref[w].bad_final[b], "%s", tmp.final);
         }
     }
-    size_t same_key_twice = 0;
+    size_t same_key_twice = 0, redis_drops = 0;
     size_t outcomes[AH_OUTCOME_COUNT_] = {0}, fired[N_FAULTS] = {0}, conts = 0,
            retries = 0;
     mem at_checkpoint = {0, 0, 0}, at_end;
@@ -1050,6 +1215,9 @@ int main(int argc, char **argv)
     for (uint64_t i = first; i < last; i++) {
         params p;
         draw_params(seed, (size_t)i, &p);
+        p.redis_drop &= g_redis_up;
+        if (p.redis_drop)
+            p.same_key_twice = 0; /* its second delivery comes after the first */
         prediction o;
         if (g_verbose || only != UINT64_MAX)
             describe(&p);
@@ -1064,6 +1232,7 @@ int main(int argc, char **argv)
         }
         outcomes[out]++;
         same_key_twice += p.same_key_twice && o.tool_reached && !o.bad_args;
+        redis_drops += p.redis_drop && o.tool_reached && !o.bad_args;
         conts += (size_t)o.continuations;
         retries += (size_t)o.n_retries;
         for (int k = 0; k < o.requests && k < p.n; k++)
@@ -1092,6 +1261,8 @@ int main(int argc, char **argv)
         printf("  %-36s %5zu requests\n", FAULTS[f].name, fired[f]);
     printf("  %-36s %5zu runs (body once, second a duplicate)\n", "same key delivered twice",
            same_key_twice);
+    printf("  %-36s %5zu runs (receipt kept, body once, second a duplicate)\n",
+           "Redis idle drop during the body", redis_drops);
     rc = 0;
     printf("soak: after run %d: heap %" PRId64 " B, RSS %" PRId64 " KiB, %d fds\n",
            CHECKPOINT, at_checkpoint.heap, at_checkpoint.rss / 1024, at_checkpoint.fds);
@@ -1123,6 +1294,8 @@ int main(int argc, char **argv)
 cleanup:
     ah_loop_free(loop);
     ah_seeded_rng_free(rng);
+    if (g_redis_up)
+        redis_fixture_stop(&g_redis);
     ah_log_set_handler(NULL, NULL, AH_LOG_ERROR);
     fflush(stdout);
     return rc;

@@ -53,8 +53,8 @@ static int redis_fixture_free_port(void)
     return port;
 }
 
-/* 1 when something answers +PONG on the fixture's address. */
-static int redis_fixture_ping(const redis_fixture *f)
+/* A blocking connection to the fixture's address (-1 when nothing listens). */
+static int redis_fixture_dial(const redis_fixture *f)
 {
     int fd;
     if (f->port) {
@@ -67,7 +67,7 @@ static int redis_fixture_ping(const redis_fixture *f)
         if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
             if (fd >= 0)
                 close(fd);
-            return 0;
+            return -1;
         }
     } else {
         struct sockaddr_un a;
@@ -75,15 +75,24 @@ static int redis_fixture_ping(const redis_fixture *f)
         a.sun_family = AF_UNIX;
         size_t n = strlen(f->sock);
         if (n >= sizeof a.sun_path)
-            return 0;
+            return -1;
         memcpy(a.sun_path, f->sock, n + 1);
         fd = socket(AF_UNIX, SOCK_STREAM, 0);
         if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
             if (fd >= 0)
                 close(fd);
-            return 0;
+            return -1;
         }
     }
+    return fd;
+}
+
+/* 1 when something answers +PONG on the fixture's address. */
+static int redis_fixture_ping(const redis_fixture *f)
+{
+    int fd = redis_fixture_dial(f);
+    if (fd < 0)
+        return 0;
     char cmd[128];
     if (f->password[0])
         snprintf(cmd, sizeof cmd, "AUTH %s\r\nPING\r\n", f->password);
@@ -105,6 +114,70 @@ static int redis_fixture_ping(const redis_fixture *f)
     }
     close(fd);
     return ok;
+}
+
+/* Send one inline command (e.g. "CLIENT KILL TYPE normal") on a connection of its own
+ * and wait for the first line of the reply, blocking this thread (and so the test's
+ * loop: what the server does meanwhile, the loop has not seen yet). The reply's first
+ * line goes to out (without CRLF). 0 on success, -1 when nothing answered. */
+static inline int redis_fixture_call(const redis_fixture *f, const char *cmd, char *out,
+                              size_t size)
+{
+    int fd = redis_fixture_dial(f);
+    if (fd < 0)
+        return -1;
+    char buf[512];
+    if (f->password[0])
+        snprintf(buf, sizeof buf, "AUTH %s\r\n%s\r\n", f->password, cmd);
+    else
+        snprintf(buf, sizeof buf, "%s\r\n", cmd);
+    int lines = f->password[0] ? 2 : 1, rc = -1;
+    if (write(fd, buf, strlen(buf)) == (ssize_t)strlen(buf)) {
+        size_t got = 0;
+        char rep[1024];
+        while (got < sizeof rep - 1) {
+            ssize_t n = read(fd, rep + got, sizeof rep - 1 - got);
+            if (n <= 0)
+                break;
+            got += (size_t)n;
+            rep[got] = '\0';
+            int seen = 0;
+            for (const char *p = rep; (p = strstr(p, "\r\n")) != NULL; p += 2)
+                seen++;
+            if (seen >= lines)
+                break;
+        }
+        rep[got] = '\0';
+        const char *line = rep;
+        for (int i = 1; i < lines && line; i++) {
+            line = strstr(line, "\r\n");
+            line = line ? line + 2 : NULL;
+        }
+        if (line && strstr(line, "\r\n")) {
+            size_t n = (size_t)(strstr(line, "\r\n") - line);
+            if (out && size) {
+                if (n >= size)
+                    n = size - 1;
+                memcpy(out, line, n);
+                out[n] = '\0';
+            }
+            rc = 0;
+        }
+    }
+    close(fd);
+    return rc;
+}
+
+/* Drop every client connection but the caller's own, as Redis's idle `timeout`, a load
+ * balancer's idle timeout or an operator's CLIENT KILL does. Returns how many (-1 when
+ * the server did not answer). Blocking: see redis_fixture_call. */
+static inline int redis_fixture_kill_clients(const redis_fixture *f)
+{
+    char out[64];
+    if (redis_fixture_call(f, "CLIENT KILL TYPE normal", out, sizeof out) != 0 ||
+        out[0] != ':')
+        return -1;
+    return atoi(out + 1);
 }
 
 /* (Re)start the server of an initialised fixture (same address). 0 on success. */

@@ -3,10 +3,16 @@
  * ledger's Redis backend (docs/scale-out.md).
  *
  * The connection uses hiredis's asynchronous API on an ah_loop (fd watches, loop timers):
- * no thread, never a blocking call on the loop. It connects at creation and, after a
- * loss, again on first use once a short back-off has passed; every command has a timeout
- * (a timed-out command drops the connection, so a stalled server cannot hold a caller).
- * A password in the URL is never logged: messages show "redis://:***@host:port/db".
+ * no thread, never a blocking call on the loop. It connects at creation and is up once
+ * its handshake ([AUTH] [SELECT] PING) answered. Every command has a deadline
+ * (command_timeout_ms): one that finds the connection down (an idle timeout, a killed
+ * client, a failover) waits for the reconnect within it; after a connection that served
+ * the reconnect is immediate, after a failed attempt it backs off, and while attempts
+ * fail (an outage) commands do not wait: the budget and the pacer decide locally, the
+ * ledger fails its claims closed. A command without a reply within command_timeout_ms
+ * drops the connection, so a stalled server cannot hold a caller. A password in the URL
+ * is never logged: messages show "redis://:***@host:port/db"; a refused one reads
+ * "authentication failed (WRONGPASS ...)".
  *
  * Threads: an ah_redis and everything built on it belong to the loop's thread.
  */
@@ -55,7 +61,7 @@ typedef struct ah_redis ah_redis;
 
 typedef struct ah_redis_options {
     int connect_timeout_ms; /* default 1000 */
-    int command_timeout_ms; /* default 1000 */
+    int command_timeout_ms; /* default 1000: a command's deadline, and its reply's */
     int reconnect_min_ms;   /* first back-off after a loss, default 100 (doubles) */
     int reconnect_max_ms;   /* default 2000 */
 } ah_redis_options;
@@ -102,9 +108,10 @@ AH_EXPORT int ah_retry_budget_is_shared(const ah_retry_budget *b);
 /* 1 while its decisions go to Redis, 0 while on the local fallback (or not shared). */
 AH_EXPORT int ah_retry_budget_using_redis(const ah_retry_budget *b);
 
-/* Spend a retry token. A local budget (or a shared one whose Redis is down) decides at
- * once: returns 1 (allowed) or 0 (throttled) and fn is not called. A shared budget with
- * its connection up returns -1 and calls fn(ud, allowed) later on the loop, exactly once
+/* Spend a retry token. A local budget (or a shared one whose Redis is unreachable: the
+ * last attempt to connect failed) decides at once: returns 1 (allowed) or 0 (throttled)
+ * and fn is not called. Otherwise (connected, or reconnecting after a dropped
+ * connection) it returns -1 and calls fn(ud, allowed) later on the loop, exactly once
  * unless *pending is cancelled first; a failed or timed-out command decides with the
  * local fallback. Never calls fn before returning. */
 typedef void (*ah_retry_budget_fn)(void *ud, int allowed);
@@ -141,7 +148,7 @@ AH_EXPORT int ah_rate_limit_is_shared(const ah_rate_limit *rl);
 /* Which limit made a request wait: "requests_per_minute" or "tokens_per_minute". */
 typedef void (*ah_rate_limit_fn)(void *ud, int64_t wait_ms, const char *limit);
 /* Reserve a slot for one request, times taken on `loop`'s clock when local. Decided at
- * once (local, or Redis down): returns 0 and sets *wait_ms (0 = go now) and *limit.
+ * once (local, or Redis unreachable): returns 0 and sets *wait_ms (0 = go now) and *limit.
  * Shared: returns 1 and calls fn later on the loop (never before returning), exactly once
  * unless *pending is cancelled; on a Redis error the local schedule decides. */
 AH_EXPORT int ah_rate_limit_acquire(ah_rate_limit *rl, ah_loop *loop, int64_t *wait_ms,
@@ -163,9 +170,13 @@ AH_EXPORT void ah_rate_limit_hold(ah_rate_limit *rl, ah_loop *loop, int64_t req_
  * MISMATCH; a key in flight elsewhere is BUSY), plus what many hosts need: a claim is a
  * lease (lease_ms, on the server's clock) with a fencing token, and a claim whose
  * holder died is taken over once its lease is over (OWNED, reclaimed = 1): the one case
- * where an effect may run twice (pass the key on to the downstream service). Entries
- * expire after ttl_s (0 = never). claim and complete answer asynchronously (PENDING,
- * then the callback from the loop); every Redis error is FAILED: fail closed. The
+ * where an effect may run twice (pass the key on to the downstream service). Fencing
+ * tokens of one prefix strictly increase in the order claims are granted, across keys,
+ * also after Redis lost its data (max(last + 1, the server's clock in microseconds):
+ * docs/scale-out.md). Entries expire after ttl_s (0 = never). claim and complete answer
+ * asynchronously (PENDING, then the callback from the loop); a claim that gets no
+ * answer within its deadline is FAILED: fail closed; a receipt (complete) waits for
+ * Redis up to 60 s, as the SQLite ledger waits for its lock. The
  * synchronous reads (ah_ledger_lookup, _count, _claims, _foreach) read the snapshot of
  * the last ah_ledger_redis_refresh(); the synchronous ah_ledger_record() answers FAILED
  * (use ah_ledger_complete() with a callback); nothing blocks the loop. Durability is Redis's:
@@ -187,8 +198,10 @@ AH_EXPORT ah_status ah_ledger_new_redis(ah_loop *loop, const ah_ledger_redis_con
 AH_EXPORT int ah_ledger_is_redis(const ah_ledger *l);
 AH_EXPORT ah_redis *ah_ledger_redis_connection(const ah_ledger *l); /* borrowed, or NULL */
 /* Take a snapshot of the entries (seq order) and the live claims for the synchronous
- * reads. AH_OK: fn(ud, status) comes later on the loop (unless *pending is cancelled);
- * otherwise an error at once (AH_ERR_IO when Redis is unreachable; errmsg says so). */
+ * reads, page by page (one short script per 500 entries; an entry made or expired
+ * during the walk may or may not be in it). AH_OK: fn(ud, status) comes later on the
+ * loop, once, after the last page (unless *pending, valid until then, is cancelled);
+ * otherwise an error at once (AH_ERR_IO when Redis is unreachable; errmsg says why). */
 typedef void (*ah_ledger_refresh_fn)(void *ud, ah_status st);
 AH_EXPORT ah_status ah_ledger_redis_refresh(ah_ledger *l, ah_ledger_refresh_fn fn, void *ud,
                                             ah_redis_req **pending);

@@ -209,7 +209,8 @@ typedef struct ah_tool_driver {
     const char *id, *name;   /* tool_call_end fields; NULL = "" */
     const char *budget_name; /* budget_exhausted.budget; NULL = "tool_calls" */
     /* How long to wait for a key in flight in another call before giving up with
-     * IN_PROGRESS. 0 = the ledger's lease. */
+     * IN_PROGRESS. 0 = the ledger's lease. The call's own receipt (its body ran) is
+     * waited for past it, for as long as the ledger keeps trying to record it. */
     int64_t claim_wait_ms;
 } ah_tool_driver;
 
