@@ -58,7 +58,8 @@ end
 
 -- Event fields may be nil, or a JSON null sentinel when events came from a decoder.
 local function num(v)
-    return math.type(v) and v or tonumber(v)
+    if type(v) == "number" then return v end
+    return tonumber(v)
 end
 
 local function clean(s)
@@ -219,7 +220,7 @@ function Status:columns()
     end
     if self.term_width then
         local got, cols = pcall(self.term_width, self.stream)
-        if got and math.type(cols) == "integer" and cols > 1 then return cols end
+        if got and type(cols) == "number" and cols > 1 then return math.floor(cols) end
     end
     local cols = num(os.getenv("COLUMNS"))
     if cols and cols > 1 then return math.floor(cols) end
