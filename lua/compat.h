@@ -53,8 +53,10 @@ int lahc_absindex(lua_State *L, int idx);
 #define lua_absindex(L, i) lahc_absindex((L), (i))
 void lahc_setfuncs(lua_State *L, const luaL_Reg *l, int nup);
 #define luaL_setfuncs(L, l, n) lahc_setfuncs((L), (l), (n))
+#ifndef luaL_newlib /* LuaJIT 2.1's lauxlib.h has them (and luaL_setfuncs) */
 #define luaL_newlibtable(L, l) lua_createtable((L), 0, (int)(sizeof(l) / sizeof((l)[0]) - 1))
 #define luaL_newlib(L, l) (luaL_newlibtable((L), (l)), luaL_setfuncs((L), (l), 0))
+#endif
 void lahc_setmetatable(lua_State *L, const char *tname);
 #define luaL_setmetatable(L, t) lahc_setmetatable((L), (t))
 void *lahc_testudata(lua_State *L, int idx, const char *tname);
