@@ -42,7 +42,8 @@ local r = agent:run("from the rock")
 check(r.outcome == "completed", "the run completes (" .. tostring(r.outcome) .. ")")
 local want = 'You said: "from the rock". This is a deterministic reply from the agenthost mock provider.'
 check(r.text == want, "the exact answer (" .. tostring(r.text) .. ")")
-check(r.stats.retries == 1, "one retry (the 503): " .. tostring(r.stats.retries))
+check(r.stats.retries == 2, "two retries (the 503, and the cut that kept nothing): " ..
+      tostring(r.stats.retries))
 check(r.stats.continuations == 1, "one continuation (the cut): " .. tostring(r.stats.continuations))
 check(#m:requests() == 3, "three requests: " .. #m:requests())
 local shown = table.concat(lines)
