@@ -1,4 +1,4 @@
--- agenthost.nvim: agenthost driven by Neovim's own event loop (docs/lua.md, "Neovim").
+-- agenthost.nvim: agenthost driven by Neovim's own event loop (examples/nvim/README.md).
 --
 --   local ah = require "agenthost"
 --   local nvim = require "agenthost.nvim"
@@ -398,13 +398,13 @@ local function split_lines(text)
 end
 
 local function with_modifiable(buf, fn)
-    local was = vim.api.nvim_buf_get_option(buf, "modifiable")
+    local was = vim.bo[buf].modifiable
     if not was then
-        vim.api.nvim_buf_set_option(buf, "modifiable", true)
+        vim.bo[buf].modifiable = true
     end
     local ok, err = pcall(fn)
     if not was then
-        vim.api.nvim_buf_set_option(buf, "modifiable", false)
+        vim.bo[buf].modifiable = false
     end
     if not ok then
         error(err, 0)
