@@ -54,6 +54,8 @@ local S = {
     wakeups = 0,       -- poll callbacks
     steps = 0,         -- ah.step() calls
     errors = 0,
+    step_ns = 0,       -- time spent in ah.step(), and the longest one
+    step_max_ns = 0,
     log_set = false,
 }
 
@@ -75,7 +77,13 @@ local function step(gen)
     end
     S.in_step = true
     S.steps = S.steps + 1
+    local t0 = uv().hrtime()
     local ok, err = pcall(S.ah.step)
+    local dt = uv().hrtime() - t0
+    S.step_ns = S.step_ns + dt
+    if dt > S.step_max_ns then
+        S.step_max_ns = dt
+    end
     S.in_step = false
     if not ok then
         S.errors = S.errors + 1
@@ -162,9 +170,12 @@ function M.is_attached()
     return S.attached
 end
 
--- Counters since the module was loaded: wakeups (poll callbacks), steps, errors.
+-- Counters since the module was loaded: wakeups (poll callbacks), steps, errors (raised
+-- out of ah.step()), step_ms (time inside ah.step(), hooks included), step_max_ms (the
+-- longest one: what a step can hold the editor up).
 function M.stats()
-    return { wakeups = S.wakeups, steps = S.steps, errors = S.errors }
+    return { wakeups = S.wakeups, steps = S.steps, errors = S.errors,
+             step_ms = S.step_ns / 1e6, step_max_ms = S.step_max_ns / 1e6 }
 end
 
 -- ---- the status line ----------------------------------------------------------------------
@@ -288,7 +299,11 @@ function Answer:update(ev)
         if t == "text_delta" and text == "" then
             return -- an empty text block is neither kept nor dropped
         end
-        local call = self:_call(ev.llm_call)
+        local call = self.calls[ev.llm_call]
+        if not call then
+            call = { blocks = {}, order = {} }
+            self.calls[ev.llm_call] = call
+        end
         local b = call.blocks[ev.block]
         if not b then
             b = { bytes = 0, text = t == "text_delta" }
@@ -296,7 +311,7 @@ function Answer:update(ev)
             call.order[#call.order + 1] = b
         end
         if t == "text_delta" then
-            if self.new_call and self.separator and #self.shown > 0 then
+            if self.new_call and self.separator and self.len > 0 then
                 self:_append(self.separator) -- stays if this block is dropped
             end
             self.new_call = false
@@ -321,11 +336,13 @@ function Answer:update(ev)
         if drop > budget then
             drop = budget
         end
-        if drop > #self.shown then
-            drop = #self.shown
+        if drop > self.len then
+            drop = self.len
         end
         if drop > 0 then
-            self.shown = self.shown:sub(1, #self.shown - drop)
+            local s = self:text()
+            self.parts = { s:sub(1, #s - drop) }
+            self.len = #s - drop
             if self.on_discard then
                 self.on_discard(drop)
             end
@@ -333,17 +350,10 @@ function Answer:update(ev)
     end
 end
 
-function Answer:_call(n)
-    local call = self.calls[n]
-    if not call then
-        call = { blocks = {}, order = {} }
-        self.calls[n] = call
-    end
-    return call
-end
-
 function Answer:_append(text)
-    self.shown = self.shown .. text
+    local parts = self.parts
+    parts[#parts + 1] = text
+    self.len = self.len + #text
     if self.on_append then
         self.on_append(text)
     end
@@ -351,7 +361,15 @@ end
 
 -- What is shown now.
 function Answer:text()
-    return self.shown
+    local parts = self.parts
+    if #parts > 1 then
+        self.parts = { table.concat(parts) }
+    end
+    return self.parts[1] or ""
+end
+
+-- Nothing to do for a plain tracker; a buffer writer writes what it holds (M.buffer).
+function Answer:flush()
 end
 
 -- M.answer([opts]) -> an answer tracker. opts: on_append(text), on_discard(nbytes),
@@ -359,7 +377,7 @@ end
 -- tool round; default none).
 function M.answer(opts)
     opts = opts or {}
-    return setmetatable({ shown = "", calls = {}, new_call = false,
+    return setmetatable({ parts = {}, len = 0, calls = {}, new_call = false,
         on_append = opts.on_append, on_discard = opts.on_discard,
         separator = opts.separator }, Answer)
 end
@@ -397,14 +415,16 @@ local function split_lines(text)
     return parts
 end
 
+-- fn() with buf modifiable (a 'nomodifiable' buffer is made modifiable for the call)
 local function with_modifiable(buf, fn)
-    local was = vim.bo[buf].modifiable
+    local bo = vim.bo[buf]
+    local was = bo.modifiable
     if not was then
-        vim.bo[buf].modifiable = true
+        bo.modifiable = true
     end
     local ok, err = pcall(fn)
     if not was then
-        vim.bo[buf].modifiable = false
+        bo.modifiable = false
     end
     if not ok then
         error(err, 0)
@@ -413,43 +433,71 @@ end
 
 -- M.buffer(buf [, opts]) -> an answer tracker (M.answer) that writes into buf, from the
 -- end of its text when it is made (the writer owns what follows: do not edit it while
--- the answer streams). A 'nomodifiable' buffer is made modifiable for each write.
+-- the answer streams). Text is written once per step, not once per delta: what the
+-- deltas of one ah.step() added goes in with one nvim_buf_set_text, from a callback
+-- scheduled (vim.schedule) behind the step; writer:flush() writes it at once (before
+-- you add lines of your own below the answer, e.g. in on_done). A 'nomodifiable'
+-- buffer is made modifiable for each write.
 -- opts: separator (as M.answer), on_change() after each write (e.g. to scroll).
 function M.buffer(buf, opts)
     opts = opts or {}
     local api = vim.api
-    local w = {}
     local n = api.nvim_buf_line_count(buf)
     local lastline = api.nvim_buf_get_lines(buf, n - 1, n, false)[1] or ""
-    w.row0, w.col0 = n - 1, #lastline
-    w.row, w.col = w.row0, w.col0
+    local row0, col0 = n - 1, #lastline
+    local row, col = row0, col0 -- the end of what is in the buffer
+    local pending, npending = {}, 0 -- appended, not yet written
+    local scheduled = false
     local ans
-    local function append(text)
-        if not api.nvim_buf_is_valid(buf) then
+
+    local function flush()
+        if npending == 0 or not api.nvim_buf_is_valid(buf) then
+            pending, npending = {}, 0
             return
         end
+        local text = table.concat(pending)
+        pending, npending = {}, 0
         with_modifiable(buf, function()
-            api.nvim_buf_set_text(buf, w.row, w.col, w.row, w.col, split_lines(text))
+            api.nvim_buf_set_text(buf, row, col, row, col, split_lines(text))
         end)
-        w.row, w.col = advance(w.row, w.col, text)
+        row, col = advance(row, col, text)
         if opts.on_change then
             opts.on_change()
         end
     end
-    local function discard()
+    local function scheduled_flush()
+        scheduled = false
+        flush()
+    end
+    local function append(text)
+        pending[#pending + 1] = text
+        npending = npending + #text
+        if not scheduled then
+            scheduled = true
+            vim.schedule(scheduled_flush)
+        end
+    end
+    local function discard(nbytes)
+        if nbytes <= npending then -- all of it still pending
+            local s = table.concat(pending)
+            pending, npending = { s:sub(1, #s - nbytes) }, #s - nbytes
+            return
+        end
+        pending, npending = {}, 0
         if not api.nvim_buf_is_valid(buf) then
             return
         end
-        local row, col = advance(w.row0, w.col0, ans:text())
+        local r, c = advance(row0, col0, ans:text()) -- already shortened
         with_modifiable(buf, function()
-            api.nvim_buf_set_text(buf, row, col, w.row, w.col, { "" })
+            api.nvim_buf_set_text(buf, r, c, row, col, { "" })
         end)
-        w.row, w.col = row, col
+        row, col = r, c
         if opts.on_change then
             opts.on_change()
         end
     end
     ans = M.answer{ on_append = append, on_discard = discard, separator = opts.separator }
+    ans.flush = flush
     return ans
 end
 

@@ -72,6 +72,50 @@ local function main()
         end
     end, "warning")
 
+    -- ---- 0. the answer writer on events made here ------------------------------------
+    do
+        local buf = api.nvim_create_buf(false, true)
+        api.nvim_buf_set_lines(buf, 0, -1, false, { "> q", "" })
+        vim.bo[buf].modifiable = false
+        local w = nvim.buffer(buf, { separator = "\n\n" })
+        local function delta(call, block, text)
+            w:update({ type = "text_delta", llm_call = call, block = block, text = text })
+        end
+        local function cont(call, committed, dropped, bytes)
+            w:update({ type = "llm_continuation", llm_call = call, committed_blocks = committed,
+                       discarded_blocks = dropped, discarded_bytes = bytes, mode = "prompt" })
+        end
+        w:update({ type = "llm_call_start", llm_call = 1, continuation = 0 })
+        delta(1, 0, "Hello")
+        delta(1, 0, " wo\nrl")
+        w:flush()
+        eq(buf_text(buf), "> q\nHello wo\nrl", "writer: text written on flush")
+        cont(1, 0, 1, 11) -- the open block, already in the buffer, is dropped
+        w:flush()
+        eq(buf_text(buf), "> q\n", "writer: a dropped block taken back from the buffer")
+        w:update({ type = "llm_call_start", llm_call = 2, continuation = 1 })
+        delta(2, 0, "Hello")
+        delta(2, 0, " world.")
+        cont(2, 0, 1, 12) -- dropped before it was written
+        delta(2, 1, "x") -- (never in one call; only the bookkeeping matters)
+        w:update({ type = "llm_call_start", llm_call = 3, continuation = 2 })
+        delta(3, 0, "Hello world.")
+        delta(3, 1, " Calling.")
+        w:flush()
+        eq(buf_text(buf), "> q\nxHello world. Calling.", "writer: pending text taken back")
+        -- both text blocks kept, the tool call's 8 argument bytes dropped: nothing shown goes
+        cont(3, 2, 1, 8)
+        w:flush()
+        eq(buf_text(buf), "> q\nxHello world. Calling.", "writer: a dropped tool call takes no text")
+        w:update({ type = "llm_call_start", llm_call = 4, continuation = 0 })
+        delta(4, 0, "Done.")
+        w:flush()
+        eq(buf_text(buf), "> q\nxHello world. Calling.\n\nDone.", "writer: the separator")
+        eq(w:text(), "xHello world. Calling.\n\nDone.", "writer: its text")
+        check(not vim.bo[buf].modifiable, "writer: the buffer stays nomodifiable")
+        api.nvim_buf_delete(buf, { force = true })
+    end
+
     -- ---- 1. four agents through four faults, concurrently -----------------------------
     local tool_runs = 0
     local add = {

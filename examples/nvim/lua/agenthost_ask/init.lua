@@ -127,6 +127,7 @@ local function finish(ask, r)
     if not api.nvim_buf_is_valid(buf) then
         return
     end
+    ask.answer:flush() -- the answer's last text, before the line below it
     if r.outcome ~= "completed" then
         local msg = r.error and tostring(r.error.message or r.error) or r.outcome
         if msg:sub(1, #r.outcome) ~= r.outcome then -- "cancelled: by the user" as it is
