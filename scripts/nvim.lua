@@ -242,6 +242,10 @@ function Status:update(ev)
     if type(ev) ~= "table" then
         return false
     end
+    local t = ev.type
+    if (t == "text_delta" or t == "reasoning_delta") and self.kind ~= "transient" then
+        return false -- the hot path: nothing to clear, and deltas have no words
+    end
     local before = self.line
     if PROGRESS[ev.type] and self.kind == "transient" then
         self.line, self.kind = "", nil
