@@ -56,6 +56,7 @@ local S = {
     errors = 0,
     step_ns = 0,       -- time spent in ah.step(), and the longest one
     step_max_ns = 0,
+    after = {},        -- functions to call once the running step is over
     log_set = false,
 }
 
@@ -89,7 +90,28 @@ local function step(gen)
         S.errors = S.errors + 1
         notify("agenthost: ah.step: " .. tostring(err), vim.log.levels.ERROR)
     end
+    -- what the step's hooks queued for after it (buffer writers: one write per step)
+    local after = S.after
+    if #after > 0 then
+        S.after = {}
+        for i = 1, #after do
+            local fine, e = pcall(after[i])
+            if not fine then
+                notify("agenthost.nvim: " .. tostring(e), vim.log.levels.ERROR)
+            end
+        end
+    end
     rearm()
+end
+
+-- fn() once the running step is over (inside a step driven by attach), else from
+-- vim.schedule. Returns nothing.
+local function after_step(fn)
+    if S.in_step then
+        S.after[#S.after + 1] = fn
+    else
+        vim.schedule(fn)
+    end
 end
 
 -- libuv callback (a fast event): no API calls here, only queue the step.
@@ -438,10 +460,10 @@ end
 -- M.buffer(buf [, opts]) -> an answer tracker (M.answer) that writes into buf, from the
 -- end of its text when it is made (the writer owns what follows: do not edit it while
 -- the answer streams). Text is written once per step, not once per delta: what the
--- deltas of one ah.step() added goes in with one nvim_buf_set_text, from a callback
--- scheduled (vim.schedule) behind the step; writer:flush() writes it at once (before
--- you add lines of your own below the answer, e.g. in on_done). A 'nomodifiable'
--- buffer is made modifiable for each write.
+-- deltas of one ah.step() added goes in with one nvim_buf_set_text right after the step
+-- (or from vim.schedule when something else than attach() drives the step);
+-- writer:flush() writes it at once (before you add lines of your own below the answer,
+-- e.g. in on_done). A 'nomodifiable' buffer is made modifiable for each write.
 -- opts: separator (as M.answer), on_change() after each write (e.g. to scroll).
 function M.buffer(buf, opts)
     opts = opts or {}
@@ -478,7 +500,7 @@ function M.buffer(buf, opts)
         npending = npending + #text
         if not scheduled then
             scheduled = true
-            vim.schedule(scheduled_flush)
+            after_step(scheduled_flush)
         end
     end
     local function discard(nbytes)
