@@ -10,10 +10,12 @@ vim.g.loaded_agenthost_ask = true
 -- the checkout: CMake's build/ (build/lua-5.1/agenthost.so, build/lua/agenthost/*.lua) or
 -- a luarocks tree in rocks/ (see README.md).
 local function use_checkout()
-    if package.searchpath("agenthost", package.cpath) then
-        return
-    end
     local uv = vim.uv or vim.loop
+    for template in package.cpath:gmatch("[^;]+") do -- package.searchpath, also on PUC 5.1
+        if uv.fs_stat((template:gsub("%?", "agenthost"))) then
+            return
+        end
+    end
     local me = debug.getinfo(1, "S").source:gsub("^@", "")
     local real = uv.fs_realpath(me) or me
     local root = vim.fn.fnamemodify(real, ":h:h:h:h") -- <root>/examples/nvim/plugin/x.lua
