@@ -1118,7 +1118,12 @@ static void default_status(lua_State *L, int agent, lagent *a)
         ah__log(AH_LOG_DEBUG, "no default status display (agenthost.status not loaded)");
         return;
     }
-    lua_getfield(L, -1, "new");
+    /* default(): the display an agent gets when it has no on_event (none inside Neovim,
+     * where stderr is the editor's screen); new() for an older module */
+    if (lua_getfield(L, -1, "default") != LUA_TFUNCTION) {
+        lua_pop(L, 1);
+        lua_getfield(L, -1, "new");
+    }
     if (lah_pcall_once(L, 0, 1, "agenthost.status.new", NULL) && !lua_isnil(L, -1)) {
         lua_setiuservalue(L, agent, A_STATUS);
         a->has_status = 1;

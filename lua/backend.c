@@ -39,6 +39,7 @@ struct lah_backend {
     int64_t due;       /* real monotonic ms the loop wants ah_loop_timeout, -1 none */
     int64_t armed_due; /* what the timerfd is armed to (-1 disarmed) */
     int external;      /* a host watches epfd: keep the timerfd and eventfd truthful */
+    int stepping;      /* inside a step: its end arms the timerfd (lah_backend_idle) */
     unsigned char *registered; /* per fd: the AH_IO_* events asked for, 0 = not in set */
     size_t n_registered;
 };
@@ -104,9 +105,9 @@ static void hook_set_timeout(void *ud, int64_t ms)
 {
     lah_backend *b = ud;
     b->due = ms < 0 ? -1 : now_ms() + ms;
-    /* work started outside a step (agent:start from the host's own code) must wake the
-     * host too: the timerfd follows at once once a host watches the fd */
-    if (b->external)
+    /* Outside a step (agent:start from the host's own code: a Neovim command) no step's
+     * end will arm the timerfd, and a host watching only the fd would never step. */
+    if (b->external && !b->stepping)
         arm_timerfd(b);
 }
 
@@ -250,6 +251,11 @@ int lah_backend_fd(lah_backend *b)
 int lah_backend_is_external(const lah_backend *b)
 {
     return b->external;
+}
+
+void lah_backend_stepping(lah_backend *b, int on)
+{
+    b->stepping = on;
 }
 
 void lah_backend_idle(lah_backend *b, int pending)

@@ -29,5 +29,8 @@ int lah_backend_is_external(const lah_backend *b);
 /* End of a step: pending = Lua work is ready (keep the fd readable); arm the timerfd to
  * the loop's next timeout. Does nothing until lah_backend_fd was asked. */
 void lah_backend_idle(lah_backend *b, int pending);
+/* on = a step is running: its end calls lah_backend_idle. Off, a change of the loop's
+ * timeout arms the timerfd at once (a run started from the host's own code). */
+void lah_backend_stepping(lah_backend *b, int on);
 
 #endif

@@ -195,6 +195,14 @@ lah_gate *lah_gate_of(lua_State *L)
 
 /* ---- coroutines -------------------------------------------------------------------- */
 
+/* Lua work added outside a step (from the host's own code) while a host watches the fd:
+ * make it readable now, since no step's end will. */
+static void work_added(sched *s)
+{
+    if (s->depth == 0 && lah_backend_is_external(s->backend))
+        lah_backend_idle(s->backend, 1);
+}
+
 lua_State *lah_spawn_ex(lua_State *L, int nargs, lah_done_fn on_done, void *ud, int anchor,
                         int child)
 {
@@ -233,6 +241,7 @@ lua_State *lah_spawn_ex(lua_State *L, int nargs, lah_done_fn on_done, void *ud, 
     e->owner = child ? s->running : NULL;
     s->v[s->n++] = e;
     s->live++;
+    work_added(s);
     return co;
 }
 
@@ -338,6 +347,7 @@ int lah_defer(lua_State *L, lah_defer_fn fn, void *ud)
         s->cap_defers = cap;
     }
     s->defers[s->n_defers++] = (deferred){fn, ud};
+    work_added(s);
     return 1;
 }
 
@@ -416,7 +426,8 @@ int lah_step(lua_State *L, int block)
         luaL_unref(L, LUA_REGISTRYINDEX, s->unrefs[--s->n_unrefs]);
     lua_State *prev_running = s->running;
     s->running = L;
-    s->depth++;
+    if (s->depth++ == 0)
+        lah_backend_stepping(s->backend, 1);
     int ran = run_defers(L, s);
     /* Entries spawned during this pass are appended and run in the same pass. */
     for (size_t i = 0; i < s->n; i++) {
@@ -444,6 +455,7 @@ int lah_step(lua_State *L, int block)
     s->running = prev_running;
     if (s->depth == 0) {
         compact(s);
+        lah_backend_stepping(s->backend, 0);
         if (lah_backend_is_external(s->backend)) /* a host watches the fd: keep it true */
             lah_backend_idle(s->backend, work_ready(s));
     }

@@ -568,6 +568,14 @@ end
 --   log_retries  off a terminal, also write retry and give-up lines. Default: unless
 --             they would repeat the library's own warnings, i.e. unless the stream is
 --             io.stderr and the agenthost module is loaded (its log handler prints them)
+-- The display an agent without on_event gets (ah.agent calls this): a new one on
+-- stderr, except inside Neovim, where stderr is the screen the editor draws on (there
+-- require("agenthost.nvim").status() shows the same words in a status line).
+function M.default()
+    if type(vim) == "table" and type(vim.api) == "table" then return nil end
+    return M.new()
+end
+
 function M.new(opts)
     opts = opts or {}
     local self = setmetatable({}, Status)
