@@ -656,6 +656,8 @@ static void handshake_timeout(void *ud)
 static void begin_handshake(ah_mcp *s)
 {
     int probe = !s->want || strcmp(s->want, AH_MCP_PROTOCOL_2026) == 0;
+    if (s->http)
+        ah__mcp_http_forget_session(s); /* a new handshake is a new session */
     s->modern = 0;
     s->protocol[0] = '\0';
     /* a silent probe on stdio falls back sooner than a whole handshake times out */

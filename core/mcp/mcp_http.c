@@ -24,6 +24,17 @@
 
 typedef struct xfer xfer;
 
+/* What a transfer delivered, handed to the client from a loop timer: a sink runs inside
+ * libcurl's callbacks, where no other transfer may be started, and an answer often
+ * starts one (the next handshake step, a notification). In order: messages, then the
+ * transfer's end. */
+typedef struct qitem {
+    xfer *x;
+    char *msg; /* NULL: the transfer's end */
+    size_t len;
+    struct qitem *next;
+} qitem;
+
 struct mcp_http {
     char *url;
     ah_header *headers;
@@ -32,14 +43,20 @@ struct mcp_http {
     const ah_transport *tr;
     char *session;
     xfer *posts; /* fire-and-forget transfers (notifications, replies) */
+    qitem *qhead, *qtail;
+    ah_timer *qtimer;
 };
 
 struct xfer {
     ah_mcp *s;
     mcp_req *r; /* NULL: fire and forget, or detached */
     void *attempt;
-    int is_get, sent, status, sse, in_cb, detached;
-    int saw_response;
+    int is_get, sent, status, sse, detached;
+    int in_cb;   /* its queued items are being handed over (x stays until they end) */
+    int in_sink; /* inside a sink callback of the transport */
+    int queued;   /* items of it in the queue */
+    int finished; /* the transfer ended (on_done came, or it was aborted) */
+    ah_error end; /* how it ended */
     ah_sse *parser;
     char *body;
     size_t blen, bcap;
@@ -50,6 +67,8 @@ struct xfer {
     ah_error hint; /* retry hints of a non-2xx head */
     xfer *next;
 };
+
+static void drain(void *ud);
 
 int ah__mcp_http_new(ah_mcp *s, const ah_mcp_config *cfg, char *err, size_t errsize)
 {
@@ -69,6 +88,11 @@ int ah__mcp_http_new(ah_mcp *s, const ah_mcp_config *cfg, char *err, size_t errs
     }
     s->http = h;
     h->tr = cfg->transport ? cfg->transport : ah_transport_curl();
+    h->qtimer = ah_timer_new(s->loop, drain, s);
+    if (!h->qtimer) {
+        ah__bufprintf(err, errsize, "out of memory");
+        return -1;
+    }
     h->url = ah__strdup(cfg->url);
     h->headers = calloc(cfg->n_headers + 1, sizeof *h->headers);
     h->hstore = calloc(2 * cfg->n_headers + 1, sizeof *h->hstore);
@@ -127,6 +151,8 @@ static const char *header(const ah_header *h, size_t n, const char *name)
     return NULL;
 }
 
+static int x_body_(xfer *x, const char *buf, size_t len);
+
 static int x_head(void *ud, int status, const ah_header *h, size_t n)
 {
     xfer *x = ud;
@@ -177,7 +203,27 @@ static int add_body(xfer *x, const char *buf, size_t len)
     return 0;
 }
 
-/* Dispatch the complete SSE events: each data is one JSON-RPC message. */
+static int enqueue(xfer *x, const char *msg, size_t len)
+{
+    mcp_http *h = x->s->http;
+    qitem *q = calloc(1, sizeof *q);
+    if (!q || (msg && !(q->msg = ah__strndup(msg, len)))) {
+        free(q);
+        return -1;
+    }
+    q->x = x;
+    q->len = len;
+    x->queued++;
+    if (h->qtail)
+        h->qtail->next = q;
+    else
+        h->qhead = q;
+    h->qtail = q;
+    ah_timer_start(h->qtimer, 0);
+    return 0;
+}
+
+/* Queue the complete SSE events: each data is one JSON-RPC message. */
 static int pump_sse(xfer *x)
 {
     ah_sse_event ev;
@@ -190,13 +236,8 @@ static int pump_sse(xfer *x)
         }
         if (r && ev.retry_ms >= 0)
             r->retry_ms = ev.retry_ms;
-        if (ev.data_len) {
-            x->in_cb = 1;
-            ah__mcp_receive(x->s, ev.data, ev.data_len);
-            x->in_cb = 0;
-            if (x->detached)
-                return 1; /* the request ended: stop this stream */
-        }
+        if (ev.data_len && enqueue(x, ev.data, ev.data_len) != 0)
+            return 1;
     }
     if (x->r && ah_sse_retry_ms(x->parser) >= 0)
         x->r->retry_ms = ah_sse_retry_ms(x->parser);
@@ -208,6 +249,14 @@ static int x_body(void *ud, const char *buf, size_t len)
     xfer *x = ud;
     if (x->detached)
         return 1;
+    x->in_sink = 1;
+    int rc = x_body_(x, buf, len);
+    x->in_sink = 0;
+    return rc;
+}
+
+static int x_body_(xfer *x, const char *buf, size_t len)
+{
     if (x->status < 200 || x->status >= 300 || !x->sse)
         return add_body(x, buf, len) == 0 ? 0 : 1;
     if (ah_sse_feed(x->parser, buf, len) != AH_OK)
@@ -267,28 +316,45 @@ static void x_done(void *ud, const ah_error *err)
 {
     xfer *x = ud;
     ah_mcp *s = x->s;
-    mcp_req *r = x->r;
-    if (!r) { /* fire and forget, or its request ended */
+    x->finished = 1;
+    if (!x->r) { /* fire and forget, or its request ended */
         if (!x->detached)
             unlink_post(s->http, x);
-        xfer_free(x);
+        if (!x->queued)
+            xfer_free(x);
         return;
     }
-    /* r->http stays x while the body is handed over: an answer that ends r detaches x
-     * (ah__mcp_http_abort inside its own callback), and r may be gone after */
-    if (x->status >= 200 && x->status < 300 && !x->sse && x->blen) {
-        x->in_cb = 1;
-        ah__mcp_receive(s, x->body, x->blen);
-        x->in_cb = 0;
-    } else if (x->status >= 200 && x->status < 300 && x->sse && x->parser) {
+    if (err)
+        x->end = *err;
+    else
+        ah_error_clear(&x->end);
+    if (x->status >= 200 && x->status < 300 && !x->sse && x->blen)
+        enqueue(x, x->body, x->blen);
+    else if (x->status >= 200 && x->status < 300 && x->sse && x->parser) {
         ah_sse_feed(x->parser, "\n\n", 2); /* a last event without its blank line */
         pump_sse(x);
     }
-    if (x->detached) {
-        xfer_free(x);
-        return;
+    if (enqueue(x, NULL, 0) != 0) {
+        /* out of memory: end it now, as an unknown outcome */
+        mcp_req *r = x->r;
+        r->http = NULL;
+        x->r = NULL;
+        x->detached = 1;
+        ah__mcp_req_end(r, NULL, NULL, &x->end);
+        if (!x->queued)
+            xfer_free(x);
     }
+}
+
+/* The transfer's end, once what it delivered was handed over. */
+static void finish_xfer(xfer *x)
+{
+    ah_mcp *s = x->s;
+    mcp_req *r = x->r;
+    const ah_error *err = &x->end;
     r->http = NULL;
+    x->r = NULL;
+    x->detached = 1;
     char detail[300];
     ah__bufprintf(detail, sizeof detail, "%s",
                   err && err->kind != AH_EK_NONE ? err->message : "the answer ended");
@@ -323,7 +389,35 @@ static void x_done(void *ud, const ah_error *err)
              "may or may not have happened",
              s->name, detail);
     }
-    xfer_free(x);
+}
+
+static void drain(void *ud)
+{
+    ah_mcp *s = ud;
+    mcp_http *h = s->http;
+    int budget = 64; /* a long stream does not hold the loop: the rest on the next step */
+    while (h->qhead && budget-- > 0) {
+        qitem *q = h->qhead;
+        h->qhead = q->next;
+        if (!h->qhead)
+            h->qtail = NULL;
+        xfer *x = q->x;
+        x->queued--;
+        if (!x->detached && x->r) {
+            x->in_cb = 1;
+            if (q->msg)
+                ah__mcp_receive(s, q->msg, q->len);
+            else
+                finish_xfer(x);
+            x->in_cb = 0;
+        }
+        free(q->msg);
+        free(q);
+        if (x->detached && !x->queued && x->finished)
+            xfer_free(x);
+    }
+    if (h->qhead)
+        ah_timer_start(h->qtimer, 0);
 }
 
 static const ah_transport_sink sink = {x_head, x_body, x_done, x_sent};
@@ -474,12 +568,15 @@ void ah__mcp_http_abort(ah_mcp *s, mcp_req *r)
         return;
     r->http = NULL;
     x->r = NULL;
-    if (x->in_cb) {
-        x->detached = 1; /* inside its own sink: it stops itself, x_done frees it */
-        return;
+    x->detached = 1;
+    if (x->in_sink)
+        return; /* inside its own sink: it stops itself (returns nonzero), x_done frees */
+    if (!x->finished) {
+        s->http->tr->ops->abort(s->http->tr->self, x->attempt);
+        x->finished = 1;
     }
-    s->http->tr->ops->abort(s->http->tr->self, x->attempt);
-    xfer_free(x);
+    if (!x->queued && !x->in_cb)
+        xfer_free(x);
 }
 
 void ah__mcp_http_forget_session(ah_mcp *s)
@@ -501,9 +598,23 @@ void ah__mcp_http_free(ah_mcp *s)
     while (h->posts) {
         xfer *x = h->posts;
         h->posts = x->next;
-        h->tr->ops->abort(h->tr->self, x->attempt);
-        xfer_free(x);
+        if (!x->finished)
+            h->tr->ops->abort(h->tr->self, x->attempt);
+        x->finished = 1;
+        x->detached = 1;
+        if (!x->queued)
+            xfer_free(x);
     }
+    while (h->qhead) {
+        qitem *q = h->qhead;
+        h->qhead = q->next;
+        xfer *x = q->x;
+        if (--x->queued == 0 && x->detached && x->finished)
+            xfer_free(x);
+        free(q->msg);
+        free(q);
+    }
+    ah_timer_free(h->qtimer);
     for (size_t i = 0; h->hstore && i < 2 * h->n_headers; i++)
         free(h->hstore[i]);
     free(h->hstore);
