@@ -92,10 +92,12 @@ static int settled(ah_mcp_state st)
 static void server_event(void *ud, const ah_event *ev)
 {
     mcp_ud *u = ud;
-    if (ev->type == AH_EV_MCP_SERVER)
-        u->wait.ready = settled(ah_mcp_state_of(u->s)) || ah_mcp_state_of(u->s) == AH_MCP_RESTARTING;
-    if (ev->type == AH_EV_MCP_SERVER && ah_mcp_state_of(u->s) == AH_MCP_STARTING)
-        u->wait.ready = 0;
+    if (ev->type == AH_EV_MCP_SERVER) {
+        /* from the event, not u->s: the first one comes from inside ah_mcp_new */
+        const char *st = ev->u.mcp_server.state;
+        u->wait.ready = strcmp(st, "ready") == 0 || strcmp(st, "failed") == 0 ||
+                        strcmp(st, "closed") == 0;
+    }
     ah_event_fn fn = NULL;
     void *sud = NULL;
     lua_State *L = lah_running(u->main);
