@@ -568,7 +568,7 @@ static int run_tool_exec(void *ud, ah_worker *w, const ah_tool_request *req,
     set_str(L, "tool_call_id", req->id);
     set_str(L, "name", req->name);
     set_str(L, "key", req->key);
-    if (lua_getfield(L, spec, "idempotency_key") == LUA_TFUNCTION) {
+    if (lua_istable(L, spec) && lua_getfield(L, spec, "idempotency_key") == LUA_TFUNCTION) {
         lua_pushvalue(L, args);
         lua_pushvalue(L, opts);
         if (lah_pcall_once(L, 2, 1, r->what_key, &a->key_failed)) {
