@@ -70,6 +70,11 @@ function M.http(script_args, env)
   return "http://127.0.0.1:" .. port .. "/mcp", pid
 end
 
+function M.modern_http()
+  sh("cp '" .. M.src .. "/tests/mcp/modern_server.mjs' '" .. M.tmp .. "/modern_server.mjs'")
+  return M.http("'" .. M.tmp .. "/modern_server.mjs' PORT", {})
+end
+
 function M.fault_http(events)
   return M.http("'" .. link .. "' http PORT", { EVENTS = events and "1" or "0" })
 end

@@ -32,6 +32,15 @@ r = eh:call("get-sum", { a = 20, b = 22 })
 check(r.ok and r.text:find("42", 1, true), "HTTP: get-sum in the same session")
 eh:close()
 
+-- the stateless 2026-07-28 era, on the official v2 SDK: detected by server/discover
+local mu = fix.modern_http()
+local mo = ah.mcp{ name = "modern", url = mu }
+r = mo:call("charge", { amount = 3 }, { key = "m1" })
+check(mo.protocol == "2026-07-28" and r.ok and r.text == "charged 3",
+  "2026-07-28: discovered, called statelessly (" .. tostring(mo.protocol) .. ", " .. tostring(r.error) .. ")")
+check(fix.effects("charge", "m1") == 1, "2026-07-28: the key reached the server in _meta")
+mo:close()
+
 local dir = fix.tmp .. "/files"
 os.execute("mkdir -p '" .. dir .. "' && printf 'hello from a file' > '" .. dir .. "/a.txt'")
 local fs = ah.mcp{ name = "fs", command = { "node",
