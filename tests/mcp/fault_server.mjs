@@ -47,7 +47,12 @@ async function withFaults(tool, args, extra) {
   if (fault === "crash_before" && once("crash_before", key)) process.exit(3);
   fs.appendFileSync(COUNT, `${tool} ${key}\n`);
   if (fault === "crash_after" && once("crash_after", key)) process.exit(3);
-  if (fault === "hang" && once("hang", key)) await new Promise(() => {});
+  if (fault === "hang" && once("hang", key)) {
+    // no answer; a cancel from the client (notifications/cancelled) is recorded
+    await new Promise(() => {
+      extra.signal?.addEventListener("abort", () => fs.appendFileSync(COUNT, `cancelled ${key}\n`));
+    });
+  }
   if (fault === "cut" && once("cut", key)) {
     if (EVENTS && extra.closeSSEStream) {
       await extra.sendNotification({

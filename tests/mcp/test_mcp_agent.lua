@@ -50,6 +50,30 @@ for _, provider in ipairs({ "anthropic", "openai", "responses" }) do
   end
 end
 
+-- run:cancel while an MCP call hangs: the run ends cancelled and the server is told
+do
+  local m = ah.mock{ plan = { { ok = true, tool_args = { fault = "hang" } } } }
+  local started
+  local agent = ah.agent{ client = ah.client{ provider = "anthropic", model = "mock-model",
+    base_url = m.url }, mcp = { pay },
+    on_event = function(e) if e.type == "tool_call_start" then started = e end end }
+  local run = agent:start("charge and hang")
+  while not started do ah.sleep(10) end
+  local key = started.run_id .. ":" .. started.id
+  -- until the server holds the call (its effect is written before it hangs)
+  while fix.effects("charge", key) == 0 do ah.sleep(10) end
+  run:cancel()
+  local r = run:wait()
+  local told = false
+  for _ = 1, 200 do -- the notification's effect in the server's file
+    if fix.effects("cancelled", key) == 1 then told = true break end
+    ah.sleep(10)
+  end
+  check(r.outcome == "cancelled", "run:cancel during an MCP call: the run ends cancelled")
+  check(told, "the server was told (notifications/cancelled reached the tool)")
+  m:close()
+end
+
 -- two tools offered under one name: an error from ah.agent naming both
 local m = ah.mock{}
 local client = ah.client{ provider = "anthropic", model = "mock-model", base_url = m.url }
