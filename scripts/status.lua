@@ -58,7 +58,8 @@ end
 
 -- Event fields may be nil, or a JSON null sentinel when events came from a decoder.
 local function num(v)
-    return math.type(v) and v or tonumber(v)
+    if type(v) == "number" then return v end
+    return tonumber(v)
 end
 
 local function clean(s)
