@@ -377,7 +377,7 @@ static void cancel_done(void *ud, const ah_error *err)
     ah_timer_start(c->timer, 0);
 }
 
-static const ah_transport_sink cancel_sink = {cancel_head, cancel_body, cancel_done};
+static const ah_transport_sink cancel_sink = {cancel_head, cancel_body, cancel_done, NULL};
 
 static void send_cancel(ah_call *c)
 {
@@ -960,7 +960,7 @@ static void sink_done(void *ud, const ah_error *terr)
     attempt_failed(c, &e);
 }
 
-static const ah_transport_sink call_sink = {sink_head, sink_body, sink_done};
+static const ah_transport_sink call_sink = {sink_head, sink_body, sink_done, NULL};
 
 /* A paced attempt: say so, then wait on the timer (1), or go now (0), or give up when the
  * wait does not fit the deadline (1). */

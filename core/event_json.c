@@ -99,7 +99,14 @@ static void j_error(void *ud, const char *key, const ah_error *e)
     j->failed |= inner.failed;
 }
 
-static const ah_event_fields json_fields = {j_str, j_num, j_bool, j_null, j_error};
+static void j_fraction(void *ud, const char *key, double v)
+{
+    jsink *j = ud;
+    check(j, cJSON_AddNumberToObject(j->o, key, v));
+}
+
+static const ah_event_fields json_fields = {j_str,  j_num,   j_bool,
+                                            j_null, j_error, j_fraction};
 
 char *ah_event_to_json(const ah_event *ev)
 {
@@ -148,6 +155,22 @@ static int64_t get_int(reader *r, const char *key)
         return 0;
     }
     return (int64_t)v->valuedouble;
+}
+
+/* A NUM field: any finite number, or null (NaN) */
+static double get_num(reader *r, const char *key)
+{
+    const cJSON *v = field(r, key);
+    if (!v || cJSON_IsNull(v))
+        return NAN;
+    if (!cJSON_IsNumber(v)) {
+        if (!r->failed)
+            ah__bufprintf(r->err, r->errsize, "event: field '%s' must be a number or null",
+                          key);
+        r->failed = 1;
+        return NAN;
+    }
+    return v->valuedouble;
 }
 
 static int get_status(reader *r, const char *key)
@@ -279,6 +302,7 @@ static const ah_error *get_error(reader *r, ah_event_box *b, const char *key)
     p->len = p->m ? strlen(p->m) : 0;
 #define D_STATUS(m, key, arg) p->m = get_status(&r, key);
 #define D_ERROR(m, key, arg) p->m = get_error(&r, b, key);
+#define D_NUM(m, key, arg) p->m = get_num(&r, key);
 #define D_ENUM(m, key, arg)                                                               \
     p->m = (ah_##arg)get_enum(&r, key, ah_##arg##_name_i, COUNT_##arg);
 #define D_RUN_ID(m, key, arg) p->m = ev->run_id;

@@ -7,6 +7,7 @@
 
 #include "agenthost/event.h"
 
+#include <math.h>
 #include <string.h>
 
 static void str(const ah_event_fields *f, void *ud, const char *key, const char *s)
@@ -27,6 +28,17 @@ static void error(const ah_event_fields *f, void *ud, const char *key, const ah_
     f->error(ud, key, e && e->kind != AH_EK_NONE ? e : NULL);
 }
 
+/* A NUM: null for NaN, a whole number to num, a fraction to fraction (or num, cut) */
+static void number(const ah_event_fields *f, void *ud, const char *key, double v)
+{
+    if (isnan(v))
+        f->null(ud, key);
+    else if ((v == floor(v) && fabs(v) < 9e15) || !f->fraction)
+        f->num(ud, key, fabs(v) < 9e18 ? (int64_t)v : v < 0 ? INT64_MIN : INT64_MAX);
+    else
+        f->fraction(ud, key, v);
+}
+
 /* One statement per field kind (agenthost/event.h, AH_EVENT_MAP) */
 #define V_INT(v, key, arg) f->num(ud, key, v);
 #define V_I64(v, key, arg) f->num(ud, key, v);
@@ -35,6 +47,7 @@ static void error(const ah_event_fields *f, void *ud, const char *key, const ah_
 #define V_TEXT(v, key, arg) f->str(ud, key, (v) ? (v) : "", (v) ? p->len : 0);
 #define V_STATUS(v, key, arg) status(f, ud, key, v);
 #define V_ERROR(v, key, arg) error(f, ud, key, v);
+#define V_NUM(v, key, arg) number(f, ud, key, v);
 #define V_ENUM(v, key, arg) str(f, ud, key, ah_##arg##_name(v));
 #define V_RUN_ID(v, key, arg) /* visited with the common fields */
 #define V_FIELD(kind, m, arg) V_##kind(p->m, #m, arg)

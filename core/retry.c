@@ -24,6 +24,7 @@ void ah__retry_init(ah__retry *r, const ah_policy *policy, ah__retry_class cls)
     r->attempts = 0;
     r->start_ms = 0;
     r->prev_wait_ms = 0;
+    r->repeat_unknown = r->resumes = 0;
 }
 
 void ah__retry_start(ah__retry *r, int64_t now_ms)
@@ -107,10 +108,13 @@ static ah_decision give_up(ah_decision d, ah_giveup_reason reason)
     return d;
 }
 
-static int default_verdict(ah__retry_class cls, const ah_error *err)
+static int default_verdict(const ah__retry *r, const ah_error *err)
 {
-    return cls == AH__RETRY_TOOL ? err->kind == AH_EK_TRANSIENT
-                                 : ah_error_is_retryable(err);
+    if (r->cls != AH__RETRY_TOOL)
+        return ah_error_is_retryable(err);
+    return err->kind == AH_EK_TRANSIENT ||
+           (err->kind == AH_EK_OUTCOME_UNKNOWN && r->repeat_unknown) ||
+           (err->kind == AH_EK_STREAM && r->resumes);
 }
 
 ah_decision ah__retry_verdict(const ah__retry *r, const ah_error *err)
@@ -127,7 +131,7 @@ ah_decision ah__retry_verdict(const ah__retry *r, const ah_error *err)
 
     /* 2. The class's default, then the user's predicate, which sees the default and may
      * keep it by failing (-1). */
-    int verdict = default_verdict(r->cls, err);
+    int verdict = default_verdict(r, err);
     if (p->retry_on) {
         int v = p->retry_on(p->retry_on_ud, err, verdict);
         if (v == 0 || v == 1)

@@ -7,7 +7,8 @@
  *
  *   verdict   1. cancelled: never retried, never offered to retry_on (cancellation first)
  *             2. the default verdict of the owner's class (an LLM request: the transport
- *                and HTTP table, ah_error_is_retryable; a tool body: `transient` only),
+ *                and HTTP table, ah_error_is_retryable; a tool body: `transient`, and
+ *                `outcome_unknown` / `stream` where the tool says it may repeat / resume),
  *                then policy->retry_on, which may override it (-1 keeps the default)
  *             3. a tool's `budget` error: never retried, whatever retry_on said
  *             4. the attempt count: failed_attempt >= max_attempts gives up
@@ -51,6 +52,9 @@ typedef struct ah__retry {
     int attempts;     /* attempts made in the current phase (what max_attempts bounds) */
     int64_t start_ms; /* when the operation began, on the owner's monotonic clock */
     int64_t prev_wait_ms; /* the wait before the latest retry (0 before the first) */
+    /* AH__RETRY_TOOL only: an `outcome_unknown` error is retried (the body is safe to
+     * repeat); a `stream` error is retried (resumed) */
+    int repeat_unknown, resumes;
 } ah__retry;
 
 /* Attach a policy (borrowed) and a class; attempts 0, start 0, no previous wait. */

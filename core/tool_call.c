@@ -66,6 +66,8 @@ struct ah_tool_call {
     int claimed;   /* this call holds the key's claim */
     int woken;     /* a ledger callback came while waiting */
     int has_async; /* an asynchronous ledger answer is in `async` */
+    int resume_next; /* the next attempt resumes the last one (a `stream` error) */
+    int resuming;    /* the running attempt is a resume */
     ah_ledger_result async;
     char *async_receipt; /* async.entry.receipt, copied */
 };
@@ -150,6 +152,8 @@ static int set_backoff(ah_tool_call *c, char *err, size_t errsize)
         return 0;
     }
     ah__retry_init(&c->retry, &c->backoff, AH__RETRY_TOOL);
+    c->retry.repeat_unknown = c->policy.repeat_unknown;
+    c->retry.resumes = c->policy.resumes;
     return 1;
 }
 
@@ -261,10 +265,13 @@ static ah_tool_action budget_exhausted(ah_tool_call *c)
     return finish(c, AH_TOOL_DO_RETURN_BUDGET_EXHAUSTED, AH_TOOL_BUDGET_EXHAUSTED);
 }
 
-/* Take one unit of budget and start the next attempt. */
+/* Take one unit of budget and start the next attempt (a resume executes nothing again:
+ * it takes none). */
 static ah_tool_action start_attempt(ah_tool_call *c)
 {
-    if (!ah_budget_try_take(c->budget)) {
+    c->resuming = c->resume_next;
+    c->resume_next = 0;
+    if (!c->resuming && !ah_budget_try_take(c->budget)) {
         c->budget_first_refusal = ah_budget_refused(c->budget) == 1;
         return budget_exhausted(c);
     }
@@ -365,6 +372,7 @@ static ah_tool_action step_start(ah_tool_call *c)
         return start_attempt(c);
     ah_ledger_result r;
     c->woken = 0;
+    c->resume_next = 0;
     ah_ledger_claim(c->ledger, c->key, c->args, &r, ledger_answered, c);
     return on_claim(c, &r);
 }
@@ -461,9 +469,10 @@ static void emit_retry(ah_tool_call *c, int64_t wait_ms)
 static ah_tool_action step_reported_fail(ah_tool_call *c)
 {
     ah_decision d = ah__retry_verdict(&c->retry, &c->error);
+    c->resume_next = d.retry && c->policy.resumes && c->error.kind == AH_EK_STREAM;
     if (d.retry) {
         /* Do not wait for an attempt the budget can no longer grant. */
-        if (ah_budget_remaining(c->budget) <= 0)
+        if (!c->resume_next && ah_budget_remaining(c->budget) <= 0)
             return start_attempt(c); /* refused and counted as a refusal, like any take */
         /* Draws need an RNG: the loop's (a schedule without jitter draws nothing). */
         const ah_rng *rng = NULL;
@@ -489,6 +498,14 @@ static ah_tool_action step_reported_fail(ah_tool_call *c)
                 log_name(c), c->retry.attempts, c->backoff.max_attempts,
                 ah_error_kind_name(c->error.kind), c->error.message,
                 ah_giveup_reason_name(d.reason));
+    c->resume_next = 0;
+    /* The request reached its server and no answer came back (not even by resuming):
+     * whether its effect happened is unknown, and the call says so. */
+    if (c->error.kind == AH_EK_OUTCOME_UNKNOWN ||
+        (c->error.kind == AH_EK_STREAM && c->policy.resumes)) {
+        c->error.kind = AH_EK_OUTCOME_UNKNOWN;
+        return finish(c, AH_TOOL_DO_FAIL, AH_TOOL_OUTCOME_UNKNOWN);
+    }
     return finish(c, AH_TOOL_DO_FAIL, AH_TOOL_ERROR);
 }
 
@@ -575,6 +592,11 @@ int ah_tool_call_finished(const ah_tool_call *c)
 int ah_tool_call_attempts(const ah_tool_call *c)
 {
     return c ? c->retry.attempts : 0;
+}
+
+int ah_tool_call_resuming(const ah_tool_call *c)
+{
+    return c && c->ph == PH_RUNNING ? c->resuming : 0;
 }
 
 int64_t ah_tool_call_wait_ms(const ah_tool_call *c)

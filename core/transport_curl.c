@@ -204,6 +204,8 @@ static int on_prereq(void *ud, char *conn_primary_ip, char *conn_local_ip,
         a->resend_refused = 1;
         return CURL_PREREQFUNC_ABORT;
     }
+    if (a->sink.on_sent)
+        a->sink.on_sent(a->ud);
     return CURL_PREREQFUNC_OK;
 }
 

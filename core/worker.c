@@ -247,6 +247,7 @@ typedef struct pending_tool {
     ah_tool_outcome outcome;
     int exclusive;
     int answered;
+    const char *server; /* the tool's MCP server (borrowed from the worker), or NULL */
 } pending_tool;
 
 struct ah_worker {
@@ -258,6 +259,7 @@ struct ah_worker {
     ah_rate_limit *rate_limit;
     ah_tool_def *tools;
     int *tool_exclusive; /* n_tools flags */
+    char **tool_servers; /* n_tools MCP server names (NULL: not an MCP tool) */
     size_t n_tools;
     ah_tool_exec_fn tool_exec;
     void *tool_ud;
@@ -1368,6 +1370,7 @@ static ah_status answer(ah_worker *w, size_t index, const ah_tool_response *res)
     ev.u.tool_call_end.outcome = res->outcome;
     ev.u.tool_call_end.duplicate = res->duplicate;
     ev.u.tool_call_end.attempts = res->attempts;
+    ev.u.tool_call_end.server = t->server;
     emit(w, &ev);
     if (!t->content) {
         fail_nomem(w, "tool result");
@@ -1408,6 +1411,7 @@ static void exec_tool(ah_worker *w, size_t index)
     ev.u.tool_call_start.llm_call = w->llm_call;
     ev.u.tool_call_start.id = t->id;
     ev.u.tool_call_start.name = t->name;
+    ev.u.tool_call_start.server = t->server;
     emit(w, &ev);
     if (w->state != W_TOOLS)
         return;
@@ -1489,6 +1493,7 @@ static void run_tools(ah_worker *w, size_t msg)
         }
         const ah_tool_def *def = find_tool(w, t->name);
         t->exclusive = def && w->tool_exclusive[def - w->tools];
+        t->server = def ? w->tool_servers[def - w->tools] : NULL;
     }
     set_state(w, W_TOOLS);
     start_tools(w);
@@ -1588,11 +1593,16 @@ static ah_worker *worker_make(const ah_worker_config *cfg, char *err, size_t err
     if (cfg->n_tools) {
         w->tools = calloc(cfg->n_tools, sizeof *w->tools);
         w->tool_exclusive = calloc(cfg->n_tools, sizeof *w->tool_exclusive);
-        if (!w->tools || !w->tool_exclusive)
+        w->tool_servers = calloc(cfg->n_tools, sizeof *w->tool_servers);
+        if (!w->tools || !w->tool_exclusive || !w->tool_servers)
             goto nomem;
         for (size_t i = 0; cfg->tool_exclusive && i < cfg->n_tools; i++)
             w->tool_exclusive[i] = cfg->tool_exclusive[i] != 0;
         w->n_tools = cfg->n_tools;
+        for (size_t i = 0; cfg->tool_servers && i < cfg->n_tools; i++)
+            if (cfg->tool_servers[i] &&
+                !(w->tool_servers[i] = ah__strdup(cfg->tool_servers[i])))
+                goto nomem;
         for (size_t i = 0; i < cfg->n_tools; i++) {
             const ah_tool_def *t = &cfg->tools[i];
             if (!t->name || !*t->name) {
@@ -1647,9 +1657,12 @@ void ah_worker_free(ah_worker *w)
         free((char *)w->tools[i].name);
         free((char *)w->tools[i].description);
         free((char *)w->tools[i].schema_json);
+        if (w->tool_servers)
+            free(w->tool_servers[i]);
     }
     free(w->tools);
     free(w->tool_exclusive);
+    free(w->tool_servers);
     free(w->continue_prompt);
     free(w->text);
     free(w->jbuf);

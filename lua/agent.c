@@ -49,7 +49,8 @@ enum {
     A_LEDGER,
     A_BUDGET,
     A_RL,
-    A_NUV = A_RL
+    A_MCP, /* { list = { server, ... }, map = { name -> { server, tool } } } or nil */
+    A_NUV = A_MCP
 };
 
 /* run uservalues: 1 the agent, 3 the run's budget, and its own ledger when the agent
@@ -195,6 +196,7 @@ static void unref(lua_State *L, int *ref)
 /* Runs a tool body started (sub-agents) stop with it. */
 static void cancel_started_on(lua_State *co)
 {
+    lah_mcp_cancel_started_on(co); /* the servers are told at once */
     for (lrun *x = live_runs; x; x = x->next_live)
         if (x->started_on == co && x->w && !ah_worker_finished(x->w))
             ah_worker_cancel_with(x->w, "the tool call that ran it was cancelled");
@@ -450,8 +452,12 @@ static void tool_done(void *ud, lua_State *co, int ok)
             break;
         default:
             /* failed, or in progress: the key is in flight in another call and its
-             * receipt did not come in time (calling again later gets the receipt) */
-            if (tr->error.kind == AH_EK_NONE)
+             * receipt did not come in time (calling again later gets the receipt); an
+             * MCP call gives its own text (the tool's isError answer) */
+            if (lua_type(co, 2) == LUA_TSTRING) {
+                lua_pushvalue(co, 2);
+                lua_xmove(co, L, 1);
+            } else if (tr->error.kind == AH_EK_NONE)
                 lua_pushliteral(L, "error: the tool failed");
             else
                 lua_pushfstring(L, "error: %s", tr->error.message);
@@ -485,7 +491,8 @@ static void tool_done(void *ud, lua_State *co, int ok)
 static void seam_event(void *ud, lua_State *L, const ah_event *in)
 {
     lrun *r = ud;
-    if (!r->w || (in->type != AH_EV_BUDGET_EXHAUSTED && in->type != AH_EV_TOOL_RETRY))
+    if (!r->w || (in->type != AH_EV_BUDGET_EXHAUSTED && in->type != AH_EV_TOOL_RETRY &&
+                  in->type != AH_EV_MCP_PROGRESS))
         return;
     ah_event ev = *in;
     ev.run_id = ah_worker_run_id(r->w);
@@ -525,6 +532,18 @@ static int run_tool_exec(void *ud, ah_worker *w, const ah_tool_request *req,
     lua_getiuservalue(L, agent, A_SPECS);
     lua_getfield(L, -1, req->name);
     int spec = lua_gettop(L);
+    int mcp_entry = 0;
+    if (lua_isnil(L, obj) && lua_getiuservalue(L, agent, A_MCP) == LUA_TTABLE) {
+        lua_getfield(L, -1, "map");
+        lua_getfield(L, -1, req->name);
+        if (lua_istable(L, -1)) {
+            lua_replace(L, obj); /* { server, tool name } */
+            mcp_entry = 1;
+        }
+        lua_pop(L, 2);
+    } else if (lua_isnil(L, obj)) {
+        lua_pop(L, 1);
+    }
     if (lua_isnil(L, obj)) {
         lua_settop(L, top);
         ah__bufprintf(msg, sizeof msg, "error: unknown tool '%.60s'", req->name);
@@ -551,7 +570,7 @@ static int run_tool_exec(void *ud, ah_worker *w, const ah_tool_request *req,
     set_str(L, "tool_call_id", req->id);
     set_str(L, "name", req->name);
     set_str(L, "key", req->key);
-    if (lua_getfield(L, spec, "idempotency_key") == LUA_TFUNCTION) {
+    if (lua_istable(L, spec) && lua_getfield(L, spec, "idempotency_key") == LUA_TFUNCTION) {
         lua_pushvalue(L, args);
         lua_pushvalue(L, opts);
         if (lah_pcall_once(L, 2, 1, r->what_key, &a->key_failed)) {
@@ -605,6 +624,18 @@ static int run_tool_exec(void *ud, ah_worker *w, const ah_tool_request *req,
     /* the call, in a coroutine of its own: lua/waits.lua's tool_call_into, the tool
      * driver of lua/tools.c with its results for C */
     lah_push_private(L);
+    if (mcp_entry) {
+        /* an MCP server's tool: lua/waits.lua's mcp_call_into(server, tool, args, opts) */
+        lua_getfield(L, -1, "mcp_call_into");
+        lua_remove(L, -2);
+        lua_rawgeti(L, obj, 1);
+        lua_rawgeti(L, obj, 2);
+        lua_pushvalue(L, args);
+        lua_pushvalue(L, opts);
+        op->co = lah_spawn(L, 4, tool_done, op);
+        lua_settop(L, top);
+        return 1;
+    }
     lua_getfield(L, -1, "tool_call_into");
     lua_remove(L, -2);
     lua_pushvalue(L, obj);
@@ -818,6 +849,28 @@ static int start_run(lua_State *L, const char *where)
     }
     lua_setiuservalue(L, run, 3);
 
+    /* the tools of the agent's MCP servers as listed now, in a fresh map for this and
+     * later runs: the map (in the agent) anchors the names and arrays the worker copies */
+    ah_tool_def *mcp_defs = NULL;
+    const char **mcp_servers = NULL;
+    int *mcp_excl = NULL;
+    size_t mcp_n = 0;
+    if (lua_getiuservalue(L, 1, A_MCP) == LUA_TTABLE) {
+        lua_getfield(L, -1, "list");
+        lua_newtable(L);
+        mcp_n = lah_mcp_offer(L, -2, -1, a->tools, a->n_tools, &mcp_defs, &mcp_servers);
+        mcp_excl = lua_newuserdatauv(L, (mcp_n + 1) * sizeof *mcp_excl, 0);
+        for (size_t i = 0; i < mcp_n; i++)
+            mcp_excl[i] = i < a->n_tools && a->tool_exclusive ? a->tool_exclusive[i] : 0;
+        lua_rawsetp(L, -2, (void *)mcp_excl);
+        lua_setfield(L, -3, "map");
+        if (mcp_n == 0)
+            mcp_n = (size_t)-1; /* none at all: the agent's own (none either) */
+    }
+    lua_settop(L, run);
+    if (mcp_n == (size_t)-1)
+        mcp_n = 0;
+
     /* last of the checks: nothing raises between here and the worker's copy of it */
     if (lua_istable(L, 3) && lua_getfield(L, 3, "history") != LUA_TNIL) {
         char herr[320];
@@ -840,6 +893,12 @@ static int start_run(lua_State *L, const char *where)
     wc.tools = a->tools;
     wc.n_tools = a->n_tools;
     wc.tool_exclusive = a->tool_exclusive;
+    if (mcp_n) {
+        wc.tools = mcp_defs;
+        wc.n_tools = mcp_n;
+        wc.tool_exclusive = mcp_excl;
+        wc.tool_servers = mcp_servers;
+    }
     wc.max_tool_concurrency = a->max_tool_concurrency;
     wc.tool_exec = run_tool_exec;
     wc.tool_ud = r;
@@ -1165,7 +1224,7 @@ static int l_agent(lua_State *L)
     static const char *const known[] = {
         "client",   "system", "max_steps", "policy",          "tools",
         "on_event", "ledger", "budget",    "continue_prompt", "on_event_reuse",
-        "rate_limit", "max_tool_concurrency", "on_event_coalesce", NULL};
+        "rate_limit", "max_tool_concurrency", "on_event_coalesce", "mcp", NULL};
     const char *where = "ah.agent";
     luaL_checktype(L, 1, LUA_TTABLE);
     lua_settop(L, 1);
@@ -1296,8 +1355,81 @@ static int l_agent(lua_State *L)
         a->rl = lah_client_rate_limit(L, -1);
         lua_pop(L, 1);
     }
+    /* mcp: a list of ah.mcp servers whose tools the agent offers as <server>__<tool> */
+    ty = lua_getfield(L, 1, "mcp");
+    if (ty == LUA_TTABLE) {
+        int list = lua_gettop(L);
+        lua_createtable(L, 0, 2);
+        lua_createtable(L, (int)lua_rawlen(L, list), 0);
+        for (int i = 1; i <= (int)lua_rawlen(L, list); i++) {
+            lua_rawgeti(L, list, i);
+            if (!lah_mcp_test(L, -1))
+                return luaL_error(L, "%s: mcp[%d] must be an ah.mcp{...}, got %s", where, i,
+                                  luaL_typename(L, -1));
+            lah_mcp_listen(L, -1, agent);
+            lua_rawseti(L, -2, i);
+        }
+        lua_setfield(L, -2, "list");
+        lua_newtable(L);
+        int map = lua_gettop(L);
+        /* the tools known now: a collision is an error here already */
+        ah_tool_def *defs;
+        const char **servers;
+        lua_getfield(L, -2, "list");
+        lah_mcp_offer(L, -1, map, a->tools, a->n_tools, &defs, &servers);
+        lua_pop(L, 1);
+        lua_setfield(L, -2, "map");
+        lua_setiuservalue(L, agent, A_MCP);
+    } else if (ty != LUA_TNIL) {
+        return luaL_error(L, "%s: mcp must be a list of ah.mcp{...} servers", where);
+    }
     lua_settop(L, agent);
     return 1;
+}
+
+/* agent_mcp_pending(agent) -> a server of the agent not yet settled, or nil
+ * (lua/waits.lua: agent:run waits for it) */
+static int p_agent_mcp_pending(lua_State *L)
+{
+    check_agent(L, 1);
+    if (lua_getiuservalue(L, 1, A_MCP) != LUA_TTABLE)
+        return 0;
+    lua_getfield(L, -1, "list");
+    lah_push_private(L);
+    lua_getfield(L, -1, "mcp_settle");
+    int settle = lua_gettop(L);
+    int list = settle - 2;
+    for (int i = 1; i <= (int)lua_rawlen(L, list); i++) {
+        lua_pushvalue(L, settle);
+        lua_rawgeti(L, list, i);
+        if (lah_gate_protect_call(L, 1, 1) != LUA_OK)
+            return lua_error(L);
+        if (!lua_isnil(L, -1))
+            return 1;
+        lua_pop(L, 1);
+    }
+    return 0;
+}
+
+void lah_agent_mcp_event(lua_State *L, int agent, const ah_event *ev)
+{
+    lagent *a = luaL_testudata(L, agent, AGENT_MT);
+    if (!a || !lua_checkstack(L, 6))
+        return;
+    agent = lua_absindex(L, agent);
+    int top = lua_gettop(L);
+    if (a->has_on_event) {
+        lua_getiuservalue(L, agent, A_ON_EVENT);
+        lah_push_event(L, ev);
+        lah_pcall_once(L, 1, 0, "on_event", &a->event_failed);
+    } else if (a->has_status) {
+        lua_getiuservalue(L, agent, A_STATUS);
+        lua_getfield(L, -1, "update");
+        lua_insert(L, -2);
+        lah_push_event(L, ev);
+        lah_pcall_once(L, 2, 0, "status display", &a->event_failed);
+    }
+    lua_settop(L, top);
 }
 
 static int agent_tostring(lua_State *L)
@@ -1317,7 +1449,10 @@ void lah_open_agent(lua_State *L)
     /* run (agent:run) and run:wait are added by lua/waits.lua */
     static const luaL_Reg agent_methods[] = {{"start", agent_start}, {NULL, NULL}};
     static const luaL_Reg priv[] = {
-        {"run_start", p_run_start}, {"run_result", run_result}, {NULL, NULL}};
+        {"run_start", p_run_start},
+        {"run_result", run_result},
+        {"agent_mcp_pending", p_agent_mcp_pending},
+        {NULL, NULL}};
     static const luaL_Reg fns[] = {{"agent", l_agent}, {NULL, NULL}};
     lah_push_private(L);
     int priv_t = lua_gettop(L);

@@ -463,6 +463,7 @@ int luaopen_agenthost(lua_State *L)
     lah_open_mock(L);
     lah_open_agent(L);
     lah_open_history(L);
+    lah_open_mcp(L);
     lah_tty_open(L); /* ah.isatty (lua/tty.h) */
     lah_tools_open(L);
     run_waits(L); /* last: it reads what the others registered */

@@ -27,11 +27,21 @@
 #include "lah.h"
 #include "internal.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* ---- lah_push_event ---------------------------------------------------------------- */
+
+/* A NUM field: an integer where the runtime has them and the value is whole */
+static void lah_push_number(lua_State *L, double v)
+{
+    if (v == floor(v) && fabs(v) < 9e15)
+        lua_pushinteger(L, (lua_Integer)v);
+    else
+        lua_pushnumber(L, (lua_Number)v);
+}
 
 /* Set field key of the table on top to the value on top; a null value is left out */
 #define SET(key) lua_setfield(L, -2, key)
@@ -58,6 +68,12 @@
     } else                                                                                \
         NUL(key);
 #define T_ENUM(v, key, arg) (lua_pushstring(L, ah_##arg##_name(v)), SET(key));
+#define T_NUM(v, key, arg)                                                                \
+    if (!isnan(v)) {                                                                      \
+        lah_push_number(L, v);                                                            \
+        SET(key);                                                                         \
+    } else                                                                                \
+        NUL(key);
 #define T_RUN_ID(v, key, arg) /* the common run_id */
 #define T_FIELD(kind, m, arg) T_##kind(p->m, #m, arg)
 #define T_CASE(name, s, member, own, ...)                                                 \
@@ -100,6 +116,7 @@ static void fill(lua_State *L, const ah_event *ev)
 #define N_STATUS +1
 #define N_ERROR +1
 #define N_ENUM +1
+#define N_NUM +1
 #define N_RUN_ID
 #define N_TYPE(name, s, member, own, ...) 3 __VA_ARGS__,
 static const unsigned char n_fields[AH_EV_COUNT_ + 1] = {AH_EVENT_MAP(N_TYPE, N_FIELD) 3};
@@ -124,6 +141,7 @@ void lah_push_event(lua_State *L, const ah_event *ev)
 #define A_STATUS A_INT
 #define A_ERROR A_INT
 #define A_ENUM A_INT
+#define A_NUM A_INT
 #define S_FIELD(kind, m, arg) S_##kind(m)
 #define S_RUN_ID(m)
 #define S_INT(m) ", " #m " = " #m
@@ -134,6 +152,7 @@ void lah_push_event(lua_State *L, const ah_event *ev)
 #define S_STATUS S_INT
 #define S_ERROR S_INT
 #define S_ENUM S_INT
+#define S_NUM S_INT
 #define R_FIELD(kind, m, arg) R_##kind(m)
 #define R_RUN_ID(m)
 #define R_INT(m) " ah__e." #m " = " #m
@@ -144,6 +163,7 @@ void lah_push_event(lua_State *L, const ah_event *ev)
 #define R_STATUS R_INT
 #define R_ERROR R_INT
 #define R_ENUM R_INT
+#define R_NUM R_INT
 #define SRC(name, s, member, own, ...) "" __VA_ARGS__,
 static const char *const params[] = {AH_EVENT_MAP(SRC, A_FIELD)};
 static const char *const ctor[] = {AH_EVENT_MAP(SRC, S_FIELD)};
@@ -223,6 +243,11 @@ static trampolines *get_trampolines(lua_State *L)
     else                                                                                  \
         lua_pushnil(L);
 #define P_ENUM(v, arg) lua_pushstring(L, ah_##arg##_name(v));
+#define P_NUM(v, arg)                                                                     \
+    if (!isnan(v))                                                                        \
+        lah_push_number(L, v);                                                            \
+    else                                                                                  \
+        lua_pushnil(L);
 #define P_RUN_ID(v, arg) /* not an argument */
 #define P_FIELD(kind, m, arg) P_##kind(p->m, arg)
 #define P_CASE(name, s, member, own, ...)                                                 \

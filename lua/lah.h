@@ -419,6 +419,26 @@ void lah_open_agent(lua_State *L);
 void lah_open_mock(lua_State *L);
 void lah_open_errors(lua_State *L); /* ah.transient, ah.permanent, ah.is_retryable */
 
+/* ---- MCP servers (lua/mcp.c, docs/mcp.md) ----------------------------------------- */
+/* ah.mcp into the module table on top; its primitives into the private table. */
+void lah_open_mcp(lua_State *L);
+/* The ah_mcp of an "agenthost.mcp" userdata at idx, or NULL. */
+struct ah_mcp;
+struct ah_mcp *lah_mcp_test(lua_State *L, int idx);
+/* The agent at idx gets the server's mcp_server events (lah_agent_mcp_event). */
+void lah_mcp_listen(lua_State *L, int server, int agent);
+/* The tools an agent offers: its own (n_own) and those of the servers in the list at
+ * `list`, each as "<server>__<tool>" fitted to ^[A-Za-z0-9_-]{1,64}$; map (a table at
+ * idx) gets name -> { server, tool name } and anchors what *defs and *servers point to.
+ * Raises for two tools offered under one name, naming both. */
+size_t lah_mcp_offer(lua_State *L, int list, int map, const ah_tool_def *own,
+                     size_t n_own, ah_tool_def **defs, const char ***servers);
+/* End the MCP calls a coroutine started (a cancelled run's tool calls): the servers are
+ * told at once. */
+void lah_mcp_cancel_started_on(lua_State *co);
+/* agent.c: an mcp_server event to the agent at idx (its on_event or status display). */
+void lah_agent_mcp_event(lua_State *L, int agent, const ah_event *ev);
+
 /* The log handler of scripts (host program and plain lua5.4): "agenthost: warning: ..."
  * on stderr. On a terminal the core's per-request retry / give-up lines are left out:
  * the status display shows them from the events (no stacked retry lines). */

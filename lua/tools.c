@@ -475,6 +475,8 @@ static const char *outcome_name(ah_tool_outcome o)
         return "budget_exhausted";
     case AH_TOOL_IN_PROGRESS:
         return "in_progress";
+    case AH_TOOL_OUTCOME_UNKNOWN:
+        return "outcome_unknown";
     default:
         return "failed";
     }

@@ -110,3 +110,53 @@ P.ledger_mt.__len = function(ledger)
   local n = ledger:count()
   return n
 end
+
+-- MCP servers (lua/mcp.c, docs/mcp.md): server:tools() and server:call() first wait for
+-- the server to settle (ready, failed or closed), then for the call; P.mcp_call_into is an
+-- agent's form (results for C, as P.tool_call_into)
+local mcp_settle, mcp_tools = P.mcp_settle, P.mcp_tools
+local mcp_call_start, mcp_call_result = P.mcp_call_start, P.mcp_call_result
+local function settle(server, what)
+  local w = mcp_settle(server)
+  if w then
+    await(w, what)
+  end
+end
+function P.mcp_methods.tools(server)
+  check_wait("server:tools()")
+  settle(server, "server:tools()")
+  local list = mcp_tools(server)
+  return list
+end
+local function mcp_call(server, name, args, opts, into)
+  check_wait("server:call()")
+  settle(server, "server:call()")
+  local c = mcp_call_start(server, name, args, opts, into)
+  await(c, "server:call()")
+  local a, b = mcp_call_result(c)
+  return a, b
+end
+function P.mcp_methods.call(server, name, args, opts)
+  local record = mcp_call(server, name, args, opts, false)
+  return record
+end
+function P.mcp_call_into(server, name, args, opts)
+  local result, text = mcp_call(server, name, args, opts, true)
+  return result, text
+end
+-- agent:run waits for its MCP servers to settle before the run starts (their tools are
+-- offered as they are then); agent:start does not wait
+local agent_mcp_pending = P.agent_mcp_pending
+local agent_run = P.agent_methods.run
+function P.agent_methods.run(agent, input, opts)
+  check_wait("agent:run")
+  while true do
+    local w = agent_mcp_pending(agent)
+    if not w then
+      break
+    end
+    settle(w, "agent:run")
+  end
+  local r = agent_run(agent, input, opts)
+  return r
+end

@@ -160,9 +160,35 @@ local function interruption(reason)
     return "stream cut"
 end
 
+-- MCP servers (docs/mcp.md): "fs: restarting (2/5)", "fs__search 40%"; a server that
+-- failed stays as a line. Kept apart from describe so the wording of the other events
+-- can change beside it.
+local function mcp_words(self, ev)
+    if ev.type == "mcp_server" then
+        local name = clean(ev.server)
+        if ev.state == "restarting" then
+            return "transient", string.format("%s: restarting (%d/%d)", name,
+                num(ev.attempt) or 0, num(ev.max_attempts) or 0)
+        elseif ev.state == "failed" then
+            local why = ev.reason and (" " .. self.dash .. " " .. clean(ev.reason)) or ""
+            return "permanent", "MCP server " .. name .. " failed" .. why
+        end
+        return nil
+    end
+    local p, total = num(ev.progress), num(ev.total)
+    local name = clean(ev.name)
+    if p and total and total > 0 then
+        return "transient", string.format("%s %d%%", name, math.floor(100 * p / total))
+    elseif ev.message then
+        return "transient", name .. ": " .. clean(ev.message)
+    end
+    return "transient", name .. " " .. self.ellipsis
+end
+
 -- Returns kind ("transient" | "permanent" | nil), text.
 function Status:describe(ev)
     local t = ev.type
+    if t == "mcp_server" or t == "mcp_progress" then return mcp_words(self, ev) end
     if t == "llm_retry" then
         local failed = num(ev.failed_attempt) or 0
         local text = string.format("retrying LLM request after %s (attempt %d/%d in %s%s)",

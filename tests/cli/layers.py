@@ -77,4 +77,13 @@ below = [f for f in core if not ABOVE.match(os.path.basename(f))]
 check(below, LUA + "|" + UPPER,
       "nothing below the worker includes Lua, worker.h, tool.h, conversation.h, ledger.h, "
       "budget.h or agenthost.h")
+# MCP sits above the tool-call machine (core/mcp/ drives tool_call.c): no file of the
+# core outside core/mcp/ reaches agenthost/mcp.h or core/mcp/'s own header.
+MCP = r"/agenthost/mcp\.h$|/core/mcp/"
+check(core, MCP, "nothing below the MCP client (core/*.c: the tool-call machine, the worker "
+      "and all beneath them) includes agenthost/mcp.h or core/mcp/")
+mcpdir = os.path.join(src, "core", "mcp")
+mcp = sorted(os.path.join(mcpdir, f) for f in os.listdir(mcpdir) if f.endswith(".c"))
+check(mcp, LUA + r"|/agenthost/worker\.h$|/agenthost/conversation\.h$|/include/agenthost\.h$",
+      "core/mcp/ includes no Lua header, worker.h, conversation.h or agenthost.h")
 sys.exit(1 if fails else 0)

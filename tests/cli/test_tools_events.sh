@@ -17,10 +17,10 @@ ah.batch({ 1 }, function() end, { budget = 0 })
 LUA
 "$bin" --events "$tmp/events.jsonl" "$tmp/script.lua" || { echo "FAIL: script exited $?"; exit 1; }
 want='{"type":"tool_retry","id":"A-1","name":"charge","failed_attempt":1,"max_attempts":2,"wait_ms":0,"error":{"kind":"transient","status":null,"message":"blip","provider_type":null,"retry_after_ms":null}}
-{"type":"tool_call_end","id":"A-1","name":"charge","outcome":"ok","duplicate":false,"attempts":2}
-{"type":"tool_call_end","id":"A-1","name":"charge","outcome":"ok","duplicate":true,"attempts":0}
+{"type":"tool_call_end","id":"A-1","name":"charge","outcome":"ok","duplicate":false,"attempts":2,"server":null}
+{"type":"tool_call_end","id":"A-1","name":"charge","outcome":"ok","duplicate":true,"attempts":0,"server":null}
 {"type":"budget_exhausted","budget":"tool_calls","used":0,"limit":0}
-{"type":"tool_call_end","id":"A-2","name":"charge","outcome":"budget_exhausted","duplicate":false,"attempts":0}
+{"type":"tool_call_end","id":"A-2","name":"charge","outcome":"budget_exhausted","duplicate":false,"attempts":0,"server":null}
 {"type":"budget_exhausted","budget":"batch","used":0,"limit":0}'
 # every event carries run_id (null: no run) and ts_ms (wall ms) right after its type
 if grep -vq '^{"type":"[a-z_]*","run_id":null,"ts_ms":[0-9]\{13\},' "$tmp/events.jsonl"; then

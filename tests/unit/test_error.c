@@ -176,6 +176,8 @@ static void retryable_kinds(void **state)
         {AH_EK_OUTPUT, 0, -1, 0},
         {AH_EK_IDEMPOTENCY_MISMATCH, 0, -1, 0},
         {AH_EK_LEDGER, 0, -1, 0}, /* a ledger that cannot answer: the effect must not run */
+        {AH_EK_OUTCOME_UNKNOWN, 0, 1, 0}, /* may have happened: only a tool's safety repeats it */
+        {AH_EK_MCP_SESSION, 404, -1, 0},
         {AH_EK_COUNT_, 503, -1, 0}, /* unknown kinds are not retryable */
         {99, 0, 1, 0},
         {-1, 503, 1, 0},

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,7 @@ static ah_error sample_error(void)
 #define S_STATUS(m, arg) p->m = null_them ? 0 : 503;
 #define S_ERROR(m, arg) p->m = null_them ? NULL : err;
 #define S_ENUM(m, arg) p->m = 1;
+#define S_NUM(m, arg) p->m = null_them ? NAN : (double)++n;
 #define S_RUN_ID(m, arg) p->m = ev->run_id;
 #define S_FIELD(kind, m, arg) S_##kind(m, arg)
 #define S_CASE(name, s, member, own, ...)                                                 \
@@ -113,7 +115,7 @@ static void v_error(void *ud, const char *key, const ah_error *e)
     else
         add(ud, key, "null");
 }
-static const ah_event_fields visit_fields = {v_str, v_num, v_bool, v_null, v_error};
+static const ah_event_fields visit_fields = {v_str, v_num, v_bool, v_null, v_error, NULL};
 
 static void json_keys(const ah_event *ev, keys *k)
 {

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,6 +108,20 @@ static int make_events(ah_event *evs, const ah_error *err)
     evs[n].type = AH_EV_RUN_END;
     evs[n].u.run_end.outcome = AH_OUTCOME_COMPLETED;
     evs[n++].u.run_end.error = NULL;
+    evs[n].type = AH_EV_MCP_SERVER;
+    evs[n].u.mcp_server.server = "fs";
+    evs[n].u.mcp_server.state = "restarting";
+    evs[n].u.mcp_server.attempt = 2;
+    evs[n].u.mcp_server.max_attempts = 5;
+    evs[n].u.mcp_server.protocol = "2025-11-25";
+    evs[n++].u.mcp_server.reason = "exited with status 1";
+    evs[n].type = AH_EV_MCP_PROGRESS;
+    evs[n].u.mcp_progress.server = "fs";
+    evs[n].u.mcp_progress.id = "toolu_1";
+    evs[n].u.mcp_progress.name = "fs__search";
+    evs[n].u.mcp_progress.progress = 0.25;
+    evs[n].u.mcp_progress.total = NAN;
+    evs[n++].u.mcp_progress.message = NULL;
     return n;
 }
 
@@ -225,6 +240,22 @@ static void assert_event_eq(const ah_event *a, const ah_event *b)
         assert_int_equal(a->u.run_end.outcome, b->u.run_end.outcome);
         assert_error_eq(a->u.run_end.error, b->u.run_end.error);
         break;
+    case AH_EV_MCP_SERVER:
+        assert_str_eq_nullable(a->u.mcp_server.server, b->u.mcp_server.server);
+        assert_str_eq_nullable(a->u.mcp_server.state, b->u.mcp_server.state);
+        assert_int_equal(a->u.mcp_server.attempt, b->u.mcp_server.attempt);
+        assert_int_equal(a->u.mcp_server.max_attempts, b->u.mcp_server.max_attempts);
+        assert_str_eq_nullable(a->u.mcp_server.protocol, b->u.mcp_server.protocol);
+        assert_str_eq_nullable(a->u.mcp_server.reason, b->u.mcp_server.reason);
+        break;
+    case AH_EV_MCP_PROGRESS:
+        assert_str_eq_nullable(a->u.mcp_progress.server, b->u.mcp_progress.server);
+        assert_str_eq_nullable(a->u.mcp_progress.id, b->u.mcp_progress.id);
+        assert_str_eq_nullable(a->u.mcp_progress.name, b->u.mcp_progress.name);
+        assert_true(a->u.mcp_progress.progress == b->u.mcp_progress.progress);
+        assert_true(isnan(a->u.mcp_progress.total) == isnan(b->u.mcp_progress.total));
+        assert_str_eq_nullable(a->u.mcp_progress.message, b->u.mcp_progress.message);
+        break;
     default:
         fail_msg("unexpected type %d", a->type);
     }
@@ -234,7 +265,7 @@ static void every_type_round_trips(void **state)
 {
     (void)state;
     ah_error err = sample_error();
-    ah_event evs[16];
+    ah_event evs[24];
     memset(evs, 0, sizeof evs);
     int n = make_events(evs, &err);
     int seen[AH_EV_COUNT_] = {0};
@@ -332,7 +363,7 @@ static void run_id_and_ts_on_every_event(void **state)
 {
     (void)state;
     ah_error err = sample_error();
-    ah_event evs[16];
+    ah_event evs[24];
     memset(evs, 0, sizeof evs);
     int n = make_events(evs, &err);
     for (int i = 0; i < n; i++) {

@@ -829,6 +829,86 @@ typedef struct seen_events {
     int duplicate, attempts;
 } seen_events;
 
+/* The failure rule of a body that reaches a server (docs/mcp.md): an outcome_unknown
+ * error is never repeated unless the tool is safe to repeat, and the call then says the
+ * outcome is unknown; a safe tool is repeated like a transient failure. */
+static void outcome_unknown_repeats_only_when_safe(void **state)
+{
+    (void)state;
+    sleeps sl;
+    memset(&sl, 0, sizeof sl);
+    scripted s = script_of(2, AH_EK_OUTCOME_UNKNOWN, AH_EK_NONE);
+    ah_tool_policy p = policy_of(4, NULL, 0);
+    ah_tool_driver d = driver(&s, &sl);
+    ah_tool_call *c = NULL;
+    ah_tool_call_new(&p, NULL, NULL, "k", "{}", &c, NULL, 0);
+    assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_OUTCOME_UNKNOWN);
+    assert_int_equal(s.runs, 1);
+    assert_int_equal(ah_tool_call_error(c)->kind, AH_EK_OUTCOME_UNKNOWN);
+    ah_tool_call_free(c);
+
+    s = script_of(2, AH_EK_OUTCOME_UNKNOWN, AH_EK_NONE);
+    p.repeat_unknown = 1;
+    ah_tool_call_new(&p, NULL, NULL, "k", "{}", &c, NULL, 0);
+    assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_OK);
+    assert_int_equal(s.runs, 2);
+    ah_tool_call_free(c);
+}
+
+/* A resumable cut (kind stream, policy.resumes): the next attempt is a resume that takes
+ * no budget; once resumes run out the outcome is unknown, never a silent repeat. */
+typedef struct resumer {
+    int runs, resumes, fail_until;
+} resumer;
+
+static void resuming_body(void *ud, ah_tool_call *c)
+{
+    resumer *r = ud;
+    r->runs++;
+    r->resumes += ah_tool_call_resuming(c);
+    assert_int_equal(ah_tool_call_resuming(c), r->runs > 1);
+    if (r->runs <= r->fail_until) {
+        ah_error e;
+        ah_error_set(&e, AH_EK_STREAM, 0, "cut after event 3");
+        ah_tool_call_body_failed(c, &e);
+    } else {
+        ah_tool_call_body_ok(c, "\"done\"");
+    }
+}
+
+static void stream_cut_is_resumed_without_budget(void **state)
+{
+    (void)state;
+    sleeps sl;
+    memset(&sl, 0, sizeof sl);
+    resumer r = {0, 0, 2};
+    ah_tool_policy p = policy_of(4, NULL, 0);
+    p.resumes = 1;
+    ah_tool_driver d = driver(NULL, &sl);
+    d.body = resuming_body;
+    d.body_ud = &r;
+    ah_budget *b = NULL;
+    ah_budget_new(1, &b, NULL, 0);
+    ah_tool_call *c = NULL;
+    ah_tool_call_new(&p, NULL, b, "k", "{}", &c, NULL, 0);
+    assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_OK);
+    assert_int_equal(r.runs, 3);
+    assert_int_equal(r.resumes, 2);
+    assert_int_equal(ah_budget_used(b), 1); /* one execution, two resumes */
+    ah_tool_call_free(c);
+
+    ah_budget_free(b);
+    ah_budget_new(5, &b, NULL, 0);
+    r = (resumer){0, 0, 99};
+    ah_tool_call_new(&p, NULL, b, "k3", "{}", &c, NULL, 0);
+    assert_int_equal(ah_tool_call_run(c, &d), AH_TOOL_OUTCOME_UNKNOWN);
+    assert_int_equal(r.runs, 4); /* max_attempts bounds the resumes */
+    assert_int_equal(ah_budget_used(b), 1);
+    assert_int_equal(ah_tool_call_error(c)->kind, AH_EK_OUTCOME_UNKNOWN);
+    ah_tool_call_free(c);
+    ah_budget_free(b);
+}
+
 static void on_event(void *ud, const ah_event *ev)
 {
     seen_events *se = ud;
@@ -918,6 +998,8 @@ int main(void)
         cmocka_unit_test(concurrent_same_key_runs_once),
         cmocka_unit_test(blocking_driver_gives_up_with_in_progress),
         cmocka_unit_test(tool_call_end_event_fields),
+        cmocka_unit_test(outcome_unknown_repeats_only_when_safe),
+        cmocka_unit_test(stream_cut_is_resumed_without_budget),
     };
     return cmocka_run_group_tests(tests, setup_loop, teardown_loop);
 }

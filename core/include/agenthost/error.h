@@ -42,7 +42,12 @@ extern "C" {
     X(PERMANENT, "permanent")                                                             \
     X(OUTPUT, "output")                                                                   \
     X(IDEMPOTENCY_MISMATCH, "idempotency_mismatch")                                       \
-    X(LEDGER, "ledger")
+    X(LEDGER, "ledger")                                                                   \
+    /* a tool call reached its server but its answer was lost: the effect may or may    \
+     * not have happened (docs/mcp.md, "The failure rule") */                           \
+    X(OUTCOME_UNKNOWN, "outcome_unknown")                                                 \
+    /* an MCP server's session ended twice in a row before the call was accepted */      \
+    X(MCP_SESSION, "mcp_session")
 
 typedef enum ah_error_kind {
 #define AH__KIND_ENUM(name, s) AH_EK_##name,

@@ -34,6 +34,7 @@ extern "C" {
  *   TEXT    const char *, size_t len a string of len bytes (not NUL-terminated); NULL is ""
  *   STATUS  int                      an HTTP status; 0 is null
  *   ERROR   const ah_error *         an error object; NULL or kind NONE is null
+ *   NUM     double                   a number that may have a fraction; NaN is null
  *   ENUM    ah_<arg>                 a string: ah_<arg>_name(value)
  *   RUN_ID  const char *             not a field of its own: the event's run_id
  * The JSON key and the Lua field are the member's name. F's arg is empty but for ENUM.
@@ -45,11 +46,12 @@ extern "C" {
       F(INT, llm_call, ) F(INT, attempt, ) F(INT, continuation, ))                        \
     X(TEXT_DELTA, "text_delta", delta, OWN, AH__EVF_DELTA(F))                             \
     X(REASONING_DELTA, "reasoning_delta", delta, SHARED, AH__EVF_DELTA(F))                \
+    /* server: the MCP server an agent's tool comes from (docs/mcp.md), else null */       \
     X(TOOL_CALL_START, "tool_call_start", tool_call_start, OWN,                           \
-      F(INT, llm_call, ) F(STR, id, ) F(STR, name, ))                                     \
+      F(INT, llm_call, ) F(STR, id, ) F(STR, name, ) F(STR, server, ))                    \
     X(TOOL_CALL_END, "tool_call_end", tool_call_end, OWN,                                 \
       F(STR, id, ) F(STR, name, ) F(ENUM, outcome, tool_outcome) F(BOOL, duplicate, )     \
-      F(INT, attempts, ))                                                                 \
+      F(INT, attempts, ) F(STR, server, ))                                                \
     X(LLM_RETRY, "llm_retry", llm_retry, OWN,                                             \
       F(INT, llm_call, ) F(INT, failed_attempt, ) F(INT, max_attempts, )                  \
       F(I64, wait_ms, ) F(ENUM, wait_source, wait_source) F(I64, elapsed_ms, )            \
@@ -75,7 +77,18 @@ extern "C" {
     X(BUDGET_EXHAUSTED, "budget_exhausted", budget_exhausted, OWN,                        \
       F(STR, budget, ) F(I64, used, ) F(I64, limit, ))                                    \
     /* error: NULL on success */                                                          \
-    X(RUN_END, "run_end", run_end, OWN, F(ENUM, outcome, run_outcome) F(ERROR, error, ))
+    X(RUN_END, "run_end", run_end, OWN, F(ENUM, outcome, run_outcome) F(ERROR, error, ))  \
+    /* an MCP server's life (docs/mcp.md): state starting / ready / restarting / failed / \
+     * closed; attempt: the restart (0 for the first start) of max_attempts; protocol: \
+     * the revision spoken (null before it is known); reason: why (null when none) */    \
+    X(MCP_SERVER, "mcp_server", mcp_server, OWN,                                          \
+      F(STR, server, ) F(STR, state, ) F(INT, attempt, ) F(INT, max_attempts, )           \
+      F(STR, protocol, ) F(STR, reason, ))                                                \
+    /* progress of an MCP tool call: id is the call's (tool_call_start.id), name the     \
+     * tool's; progress and total as the server sent them (total null when unknown) */   \
+    X(MCP_PROGRESS, "mcp_progress", mcp_progress, OWN,                                    \
+      F(STR, server, ) F(STR, id, ) F(STR, name, ) F(NUM, progress, ) F(NUM, total, )     \
+      F(STR, message, ))
 
 /* text_delta and reasoning_delta */
 #define AH__EVF_DELTA(F) F(INT, llm_call, ) F(INT, block, ) F(TEXT, text, )
@@ -147,7 +160,8 @@ typedef enum ah_cont_mode {
     X(OK, "ok")                                                                           \
     X(ERROR, "error")                                                                     \
     X(BUDGET_EXHAUSTED, "budget_exhausted")                                               \
-    X(IN_PROGRESS, "in_progress")
+    X(IN_PROGRESS, "in_progress")                                                         \
+    X(OUTCOME_UNKNOWN, "outcome_unknown")
 typedef enum ah_tool_outcome {
 #define AH__TO_ENUM(name, s) AH_TOOL_##name,
     AH_TOOL_OUTCOME_MAP(AH__TO_ENUM)
@@ -171,6 +185,7 @@ typedef struct ah_event {
 #define AH__EV_DECL_TEXT(m, arg) const char *m; size_t len;
 #define AH__EV_DECL_STATUS(m, arg) int m;
 #define AH__EV_DECL_ERROR(m, arg) const ah_error *m;
+#define AH__EV_DECL_NUM(m, arg) double m;
 #define AH__EV_DECL_ENUM(m, arg) ah_##arg m;
 #define AH__EV_DECL_RUN_ID(m, arg) const char *m;
 #define AH__EV_DECL(kind, m, arg) AH__EV_DECL_##kind(m, arg)
@@ -208,6 +223,9 @@ typedef struct ah_event_fields {
     void (*boolean)(void *ud, const char *key, int v);
     void (*null)(void *ud, const char *key);
     void (*error)(void *ud, const char *key, const ah_error *e); /* e NULL: null */
+    /* A NUM field that has a fraction (a whole one goes to num). Optional: NULL sends
+     * it to num, truncated. */
+    void (*fraction)(void *ud, const char *key, double v);
 } ah_event_fields;
 AH_EXPORT void ah_event_visit(const ah_event *ev, const ah_event_fields *f, void *ud);
 

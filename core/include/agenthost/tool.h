@@ -35,7 +35,15 @@
  *     outcome with a `budget` error, never retried). A retry is not even waited for when
  *     the budget is already spent.
  *   - Only `transient` errors are retried by default; `permanent` and every other kind
- *     are not. policy.retry_on, when set, sees every error a body reported (except
+ *     are not, except as the policy's repeat_unknown and resumes say (a body that
+ *     reaches a server, such as an MCP tool: docs/mcp.md): an `outcome_unknown` error
+ *     (the request reached the server, its answer was lost) is retried only when
+ *     repeat_unknown is set, else the call ends with outcome OUTCOME_UNKNOWN; a
+ *     `stream` error (the answer's stream was cut and can be picked up again without
+ *     sending the request again) is retried as a RESUME when resumes is set: the attempt
+ *     takes no budget (nothing is executed again) and ah_tool_call_resuming() says so;
+ *     when no retry follows it, the call ends OUTCOME_UNKNOWN as well (kind
+ *     `outcome_unknown`). policy.retry_on, when set, sees every error a body reported (except
  *     `cancelled`) and decides; a `budget` or `cancelled` error is never retried whatever
  *     it says. max_attempts counts ALL attempts (3 = first try + 2 retries). The wait
  *     before a retry comes from the same retry machine as an LLM call's (policy.backoff:
@@ -123,6 +131,10 @@ typedef struct ah_tool_policy {
     ah_event_fn on_event;
     void *event_ud; /* not owned */
     const char *id;
+    /* Bodies that reach a server (the rule above): 1 = an `outcome_unknown` error may be
+     * repeated (the tool is safe to repeat); resumes 1 = a `stream` error is resumed. */
+    int repeat_unknown;
+    int resumes;
 } ah_tool_policy;
 
 /* max_attempts = AH_TOOL_DEFAULT_MAX_ATTEMPTS, no hooks, no backoff, no loop. */
@@ -164,8 +176,12 @@ AH_EXPORT ah_status ah_tool_call_stop_waiting(ah_tool_call *c);
 
 /* Results and progress. Strings are borrowed and live as long as the call. */
 AH_EXPORT int ah_tool_call_finished(const ah_tool_call *c);
-/* Body executions so far; during RUN_BODY, the number of the running attempt. */
+/* Body executions so far (resumes included); during RUN_BODY, the number of the
+ * running attempt. */
 AH_EXPORT int ah_tool_call_attempts(const ah_tool_call *c);
+/* During RUN_BODY: 1 when this attempt resumes the previous one (its `stream` error,
+ * policy.resumes): pick the answer up again, do not send the request again. */
+AH_EXPORT int ah_tool_call_resuming(const ah_tool_call *c);
 AH_EXPORT int64_t ah_tool_call_wait_ms(const ah_tool_call *c);         /* after RETRY_AFTER */
 AH_EXPORT ah_tool_outcome ah_tool_call_outcome(const ah_tool_call *c); /* once finished */
 AH_EXPORT const ah_error *ah_tool_call_error(const ah_tool_call *c);   /* kind NONE on success */

@@ -52,6 +52,12 @@ typedef struct ah_transport_sink {
      * Otherwise: connect (refused, DNS, TLS, reset before a response), timeout, stream
      * (broken after the head was delivered) or cancelled. Messages are safe to show. */
     void (*on_done)(void *ud, const ah_error *err);
+    /* Optional (NULL: not told): the request is about to leave on a connection (called
+     * at most once, before on_head). A failure before it is certain never to have
+     * reached the server; a transport that cannot tell never calls it, and its caller
+     * must then treat every failure before the head as possibly sent (agenthost/mcp.h
+     * uses it to tell "never sent" from "outcome unknown"). */
+    void (*on_sent)(void *ud);
 } ah_transport_sink;
 
 typedef struct ah_transport_ops {

@@ -132,6 +132,9 @@ typedef struct ah_worker_config {
      * they are answered in. */
     int max_tool_concurrency;
     const int *tool_exclusive; /* n_tools flags (nonzero: exclusive), or NULL; copied */
+    /* n_tools names of the MCP server each tool comes from (NULL entries: not an MCP
+     * tool), or NULL: tool_call_start / tool_call_end carry it as `server`. Copied. */
+    const char *const *tool_servers;
     ah_event_fn on_event; /* every event of the run; optional */
     void *event_ud;
     /* The prompt rung's user message, added to history after the partial assistant
