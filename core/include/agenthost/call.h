@@ -185,6 +185,12 @@ AH_EXPORT int ah_call_attempts(const ah_call *call);       /* attempts started s
 AH_EXPORT int ah_call_resumes(const ah_call *call);        /* re-attaches started (resume hook) */
 AH_EXPORT int ah_call_http_status(const ah_call *call);    /* status of the last head, or 0 */
 AH_EXPORT int64_t ah_call_elapsed_ms(const ah_call *call); /* since start (frozen when finished) */
+/* The last complete non-2xx response any attempt received (a proxy answers a request
+ * that finally failed with it): returns its status, 0 when no attempt got one (connect
+ * errors, time-outs). Headers and body (at most 64 KiB of it, as received) are borrowed
+ * until the call is freed; any pointer may be NULL. */
+AH_EXPORT int ah_call_last_response(const ah_call *call, const ah_header **headers,
+                                    size_t *n, const char **body, size_t *len);
 /* Why the call gave up (GAVE_UP only; AH_GIVEUP_COUNT_ otherwise). */
 AH_EXPORT ah_giveup_reason ah_call_giveup_reason(const ah_call *call);
 
