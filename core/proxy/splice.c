@@ -278,7 +278,8 @@ static void hook_start(void *ud, size_t index, ah_block_kind kind, const char *i
                 return;
             }
             if (clen) {
-                s->ov = ah__overlap_new(c, clen);
+                /* text cut inside its block may have been cut inside a word */
+                s->ov = s->open_text ? ah__overlap_new_cut(c, clen) : ah__overlap_new(c, clen);
                 if (!s->ov)
                     s->failed_nomem = 1;
                 s->ov_block = (long)index;
