@@ -153,7 +153,7 @@ static void call_ah(lua_State *L, int ah, const char *fn, int idx, const char *r
         }
         lua_pop(L, 1);
     }
-    lua_call(L, 1, 1);
+    lah_gate_call_raising(L, 1, 1);
 }
 
 static int parse_listen(const char *s, char *host, size_t hsize, int *port)
@@ -195,7 +195,7 @@ static int proxy_lmain(lua_State *L)
     lua_pop(L, 1);
     lua_getglobal(L, "require");
     lua_pushliteral(L, "agenthost");
-    lua_call(L, 1, 1);
+    lah_gate_call_raising(L, 1, 1);
     int ah = lua_gettop(L);
     h->L = L;
 
@@ -203,7 +203,7 @@ static int proxy_lmain(lua_State *L)
     if (h->o.policy) {
         if (luaL_loadfile(L, h->o.policy) != LUA_OK)
             return luaL_error(L, "%s", lua_tostring(L, -1));
-        lua_call(L, 0, 1);
+        lah_gate_call_raising(L, 0, 1);
         if (!lua_istable(L, -1))
             return luaL_error(L, "%s: must return a table { policy = {...}, on_event = fn, "
                                  "retry_budget = {...}, rate_limit = {...} }, got %s",
