@@ -266,7 +266,7 @@ static int proxy_lmain(lua_State *L)
         /* the default status display, as an agent without on_event gets */
         lua_getglobal(L, "require");
         lua_pushliteral(L, "agenthost.status");
-        if (lah_pcall(L, 1, 1, NULL) && lua_istable(L, -1)) {
+        if (lah_pcall_once(L, 1, 1, NULL, &(int){1}) && lua_istable(L, -1)) {
             lua_getfield(L, -1, "new");
             if (lah_pcall(L, 0, 1, "agenthost.status.new") && !lua_isnil(L, -1))
                 h->status_ref = luaL_ref(L, LUA_REGISTRYINDEX);
