@@ -148,6 +148,14 @@ struct ah_call {
     char *ebody;
     size_t elen, ecap;
     int ebody_full; /* the cap was reached: the transfer was dropped there */
+    /* The last complete non-2xx response of any attempt (ah_call_last_response): its
+     * status, headers and (capped) body, kept when a later attempt starts. */
+    int last_status;
+    ah_header *last_h;
+    size_t last_n;
+    char *last_hbuf;
+    char *last_body;
+    size_t last_len;
 };
 
 const char *ah_call_state_name(ah_call_state s)
@@ -247,6 +255,25 @@ static void keep_error_head(ah_call *c, const ah_header *h, size_t n)
         p += vl;
     }
     c->neh = n;
+}
+
+/* A complete non-2xx response: it becomes the call's last response (moved, not copied). */
+static void keep_last_response(ah_call *c)
+{
+    free(c->last_h);
+    free(c->last_hbuf);
+    free(c->last_body);
+    c->last_status = c->status;
+    c->last_h = c->eh;
+    c->last_n = c->neh;
+    c->last_hbuf = c->ehbuf;
+    c->eh = NULL;
+    c->ehbuf = NULL;
+    c->neh = 0;
+    c->last_body = c->elen ? malloc(c->elen) : NULL;
+    c->last_len = c->last_body ? c->elen : 0;
+    if (c->last_body)
+        memcpy(c->last_body, c->ebody, c->elen);
 }
 
 static void keep_error_body(ah_call *c, const char *buf, size_t len)
@@ -954,6 +981,7 @@ static void sink_done(void *ud, const ah_error *terr)
          * and body. */
         ah_error_from_http(&e, c->status, c->eh, c->neh, c->ebody, c->elen,
                            ah_loop_wall_ms(c->loop), (const char *const *)c->secrets);
+        keep_last_response(c);
     } else {
         e = *terr;
     }
@@ -1260,6 +1288,9 @@ void ah_call_free(ah_call *c)
     ah_async_free(c->async);
     clear_error_response(c);
     free(c->ebody);
+    free(c->last_h);
+    free(c->last_hbuf);
+    free(c->last_body);
     for (char **s = c->secrets; s && *s; s++)
         free(*s);
     free(c->secrets);
@@ -1357,4 +1388,18 @@ int ah_call_retry_granted(const ah_call *c, ah_call_retry *out)
 ah_giveup_reason ah_call_giveup_reason(const ah_call *c)
 {
     return c->state == AH_CALL_GAVE_UP ? c->reason : AH_GIVEUP_COUNT_;
+}
+
+int ah_call_last_response(const ah_call *call, const ah_header **headers, size_t *n,
+                          const char **body, size_t *len)
+{
+    if (headers)
+        *headers = call ? call->last_h : NULL;
+    if (n)
+        *n = call ? call->last_n : 0;
+    if (body)
+        *body = call ? call->last_body : NULL;
+    if (len)
+        *len = call ? call->last_len : 0;
+    return call ? call->last_status : 0;
 }

@@ -146,6 +146,14 @@ fail:
     return NULL;
 }
 
+ah__overlap *ah__overlap_new_cut(const char *committed, size_t len)
+{
+    ah__overlap *o = ah__overlap_new(committed, len);
+    if (o)
+        o->word_end = 0; /* the cut is a boundary: no lookahead */
+    return o;
+}
+
 void ah__overlap_free(ah__overlap *o)
 {
     if (!o)

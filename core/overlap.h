@@ -37,6 +37,11 @@ typedef struct ah__overlap ah__overlap;
 /* A trimmer for a continuation of `committed` (copied; may be empty, then every byte
  * flows through). NULL on allocation failure. */
 ah__overlap *ah__overlap_new(const char *committed, size_t len);
+/* The same for text cut where the stream stopped (the proxy forwards text up to any
+ * byte): a match of the whole committed text counts whatever byte follows it, so a
+ * restatement that completes the cut word ("Retri" + "Retries are") is dropped up to
+ * where the cut was. */
+ah__overlap *ah__overlap_new_cut(const char *committed, size_t len);
 void ah__overlap_free(ah__overlap *o);
 
 /* The next bytes of the block (any split, even inside a UTF-8 sequence). *out / *out_len

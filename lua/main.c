@@ -47,6 +47,8 @@ static void usage(FILE *out)
         "usage: agenthost [OPTIONS] SCRIPT.lua [ARGS...]\n"
         "       agenthost mock [--port N] [--plan PLAN.json] [--text-deltas N]\n"
         "                      [--delta-bytes N]\n"
+        "       agenthost proxy [--listen HOST:PORT] [--anthropic-url URL] [--openai-url URL]\n"
+        "                       [--policy FILE.lua] [--events FILE] [--redis URL]\n"
         "\n"
         "Runs an agent script written in Lua against an LLM provider, retrying what is\n"
         "safe to retry and continuing interrupted streams. The script sees its\n"
@@ -68,7 +70,10 @@ static void usage(FILE *out)
         "  --port N          port to listen on; 0 (the default) picks a free one\n"
         "  --plan FILE       fault plan: a JSON array of steps, one per request\n"
         "  --text-deltas N   stream every reply's text in N deltas\n"
-        "  --delta-bytes N   or split it every N bytes\n",
+        "  --delta-bytes N   or split it every N bytes\n"
+        "\n"
+        "proxy: agenthost's retries and cut-stream continuation for clients that cannot\n"
+        "embed it (agenthost proxy --help, docs/proxy.md).\n",
         out);
 }
 
@@ -80,6 +85,7 @@ static void log_to_stderr(void *ud, ah_log_level level, int event, const char *l
 }
 
 int luaopen_agenthost(lua_State *L);
+int lah_proxy_main(int argc, char **argv); /* lua/proxy.c */
 
 /* A whole non-negative number no larger than max, or -1. */
 static long parse_count(const char *s, long max)
@@ -632,6 +638,8 @@ int main(int argc, char **argv)
     }
     if (strcmp(argv[1], "mock") == 0)
         return run_mock(argc, argv);
+    if (strcmp(argv[1], "proxy") == 0)
+        return lah_proxy_main(argc, argv);
     const char *events = NULL;
     int i = 1;
     for (; i < argc; i++) {

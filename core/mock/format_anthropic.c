@@ -1,9 +1,9 @@
 /* format_anthropic.c - the mock's Anthropic Messages API (POST /v1/messages): its
  * request reader, SSE events, JSON body and error shapes, behind one ah__mock_format.
  *
- * Byte layout as recorded in tests/fixtures/real-streams: `event:` lines, a ping right
- * after the first content block starts, `{"type": "ping"}` with its space, usage in
- * message_start and message_delta. Shares no code with the client's codec. */
+ * The events of a reply are planned here (a ping right after the first content block
+ * starts, as the API sends it) and written by core/writer/writer_anthropic.c, the writer
+ * the proxy uses too. Shares no code with the client's codec. */
 #include "mock_internal.h"
 
 #include <string.h>
@@ -218,13 +218,10 @@ static int plan(ah__mock_writer *w)
     return 0;
 }
 
-static void usage(ah__mock_buf *o, const ah__mock_reply *r, long long output)
+static ah__wr_anthropic_head head(const ah__mock_reply *r)
 {
-    PUT(o, "\"usage\":{\"input_tokens\":");
-    ah__mock_put_int(o, r->input_tokens);
-    PUT(o, ",\"cache_creation_input_tokens\":0,\"cache_read_input_tokens\":0,"
-           "\"output_tokens\":");
-    ah__mock_put_int(o, output);
+    ah__wr_anthropic_head h = {.id = r->msg_id, .model = r->model, .service_tier = "standard"};
+    return h;
 }
 
 static void emit(ah__mock_writer *w, ah__mock_buf *o, int k, size_t j, size_t call)
@@ -232,74 +229,50 @@ static void emit(ah__mock_writer *w, ah__mock_buf *o, int k, size_t j, size_t ca
     const ah__mock_reply *r = w->r;
     /* the tool block follows the text one; parallel calls follow each other */
     size_t tool_index = (size_t)(r->ndeltas > 0) + call;
+    char id[72];
     switch (k) {
-    case A_MSG_START:
-        ah__mock_begin_event(o, "message_start");
-        PUT(o, "{\"type\":\"message_start\",\"message\":{\"id\":");
-        ah__mock_buf_json_cstr(o, r->msg_id);
-        PUT(o, ",\"type\":\"message\",\"role\":\"assistant\",\"model\":");
-        ah__mock_buf_json_cstr(o, r->model);
-        PUT(o, ",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,");
-        usage(o, r, 1);
-        PUT(o, ",\"service_tier\":\"standard\"}}}\n\n");
+    case A_MSG_START: {
+        ah__wr_anthropic_head h = head(r);
+        ah__wr_usage u = ah__mock_usage(r, 1);
+        ah__wr_a_message_start(o, &h, &u);
         break;
-    case A_TEXT_START:
-        ah__mock_begin_event(o, "content_block_start");
-        PUT(o, "{\"type\":\"content_block_start\",\"index\":0,"
-               "\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n");
+    }
+    case A_TEXT_START: {
+        ah__wr_block b = {.kind = AH__WR_TEXT};
+        ah__wr_a_block_start(o, 0, &b);
         break;
+    }
     case A_PING:
-        ah__mock_begin_event(o, "ping");
-        PUT(o, "{\"type\": \"ping\"}\n\n");
+        ah__wr_a_ping(o);
         break;
     case A_TEXT_DELTA:
-        PUT(o, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\","
-               "\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":");
-        ah__mock_put_delta(o, r, j);
-        PUT(o, "}}\n\n");
+        ah__wr_a_delta(o, 0, AH__WR_A_TEXT, AH__MOCK_DELTA(r, j));
         break;
     case A_TEXT_STOP:
     case A_TOOL_STOP:
-        ah__mock_begin_event(o, "content_block_stop");
-        PUT(o, "{\"type\":\"content_block_stop\",\"index\":");
-        ah__mock_put_size(o, k == A_TEXT_STOP ? 0 : tool_index);
-        PUT(o, "}\n\n");
+        ah__wr_a_block_stop(o, k == A_TEXT_STOP ? 0 : tool_index);
         break;
-    case A_TOOL_START:
-        ah__mock_begin_event(o, "content_block_start");
-        PUT(o, "{\"type\":\"content_block_start\",\"index\":");
-        ah__mock_put_size(o, tool_index);
-        PUT(o, ",\"content_block\":{\"type\":\"tool_use\",\"id\":");
-        ah__mock_put_call_id(o, r->tool_id, call);
-        PUT(o, ",\"name\":");
-        ah__mock_buf_json_cstr(o, r->tool_name);
-        PUT(o, ",\"input\":{}}}\n\n");
+    case A_TOOL_START: {
+        ah__wr_block b = {.kind = AH__WR_TOOL,
+                          .id = ah__mock_call_id(id, sizeof id, r->tool_id, call),
+                          .name = r->tool_name};
+        ah__wr_a_block_start(o, tool_index, &b);
         break;
+    }
     case A_TOOL_DELTA:
-        ah__mock_begin_event(o, "content_block_delta");
-        PUT(o, "{\"type\":\"content_block_delta\",\"index\":");
-        ah__mock_put_size(o, tool_index);
-        PUT(o, ",\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":");
+        /* the first partial_json is "" */
         if (j == 0)
-            PUT(o, "\"\"");
+            ah__wr_a_delta(o, tool_index, AH__WR_A_JSON, "", 0);
         else
-            ah__mock_put_arg(o, r, j - 1);
-        PUT(o, "}}\n\n");
+            ah__wr_a_delta(o, tool_index, AH__WR_A_JSON, AH__MOCK_ARG(r, j - 1));
         break;
-    case A_MSG_DELTA:
-        ah__mock_begin_event(o, "message_delta");
-        PUT(o, "{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":");
-        if (r->has_tool)
-            PUT(o, "\"tool_use\"");
-        else
-            PUT(o, "\"end_turn\"");
-        PUT(o, ",\"stop_sequence\":null},");
-        usage(o, r, r->output_tokens);
-        PUT(o, "}}\n\n");
+    case A_MSG_DELTA: {
+        ah__wr_usage u = ah__mock_usage(r, r->output_tokens);
+        ah__wr_a_message_delta(o, r->has_tool ? "tool_use" : "end_turn", &u);
         break;
+    }
     case A_MSG_STOP:
-        ah__mock_begin_event(o, "message_stop");
-        PUT(o, "{\"type\":\"message_stop\"}\n\n");
+        ah__wr_a_message_stop(o);
         break;
     }
 }
@@ -307,81 +280,32 @@ static void emit(ah__mock_writer *w, ah__mock_buf *o, int k, size_t j, size_t ca
 static void error_event(ah__mock_writer *w, ah__mock_buf *out, const char *type,
                         const char *message)
 {
-    PUT(out, "event: error\ndata: {\"type\":\"error\",\"error\":{\"details\":null,"
-             "\"type\":");
-    ah__mock_buf_json_cstr(out, type);
-    PUT(out, ",\"message\":");
-    ah__mock_buf_json_cstr(out, message);
-    PUT(out, "},\"request_id\":");
-    ah__mock_buf_json_cstr(out, w->request_id);
-    PUT(out, "}\n\n");
+    ah__wr_a_error(out, type, message, w->request_id);
 }
 
 /* ---- bodies ------------------------------------------------------------------------ */
 
 static void body(const ah__mock_reply *r, ah__mock_buf *o)
 {
-    PUT(o, "{\"id\":");
-    ah__mock_buf_json_cstr(o, r->msg_id);
-    PUT(o, ",\"type\":\"message\",\"role\":\"assistant\",\"model\":");
-    ah__mock_buf_json_cstr(o, r->model);
-    PUT(o, ",\"content\":[");
-    if (r->ndeltas) {
-        PUT(o, "{\"type\":\"text\",\"text\":");
-        ah__mock_buf_json_str(o, r->text, r->text_len);
-        PUT(o, "}");
-    }
-    if (r->has_tool) {
-        if (r->ndeltas)
-            PUT(o, ",");
-        PUT(o, "{\"type\":\"tool_use\",\"id\":");
-        ah__mock_buf_json_cstr(o, r->tool_id);
-        PUT(o, ",\"name\":");
-        ah__mock_buf_json_cstr(o, r->tool_name);
-        PUT(o, ",\"input\":");
-        ah__mock_buf_put(o, r->tool_args, r->args_len);
-        PUT(o, "}");
-    }
-    PUT(o, "],\"stop_reason\":");
+    ah__wr_block b[2];
+    size_t n = 0;
+    if (r->ndeltas)
+        b[n++] = (ah__wr_block){.kind = AH__WR_TEXT, .text = r->text, .text_len = r->text_len};
     if (r->has_tool)
-        PUT(o, "\"tool_use\"");
-    else
-        PUT(o, "\"end_turn\"");
-    PUT(o, ",\"stop_sequence\":null,");
-    usage(o, r, r->output_tokens);
-    PUT(o, ",\"service_tier\":\"standard\"}}");
+        b[n++] = (ah__wr_block){.kind = AH__WR_TOOL,
+                                .id = r->tool_id,
+                                .name = r->tool_name,
+                                .text = r->tool_args,
+                                .text_len = r->args_len};
+    ah__wr_anthropic_head h = head(r);
+    ah__wr_usage u = ah__mock_usage(r, r->output_tokens);
+    ah__wr_a_body(o, &h, b, n, r->has_tool ? "tool_use" : "end_turn", &u);
 }
-
-/* clang-format off */
-static const char *status_type(int status)
-{
-    switch (status) {
-    case 400: return "invalid_request_error";
-    case 401: return "authentication_error";
-    case 402: return "billing_error";
-    case 403: return "permission_error";
-    case 404: return "not_found_error";
-    case 413: return "request_too_large";
-    case 429: return "rate_limit_error";
-    case 504: return "timeout_error";
-    case 529: return "overloaded_error";
-    default: return status >= 500 ? "api_error" : "invalid_request_error";
-    }
-}
-/* clang-format on */
 
 static void error_body(int status, const char *type, const char *message,
                        const char *request_id, ah__mock_buf *out)
 {
-    if (!type)
-        type = status_type(status);
-    PUT(out, "{\"type\":\"error\",\"error\":{\"type\":");
-    ah__mock_buf_json_cstr(out, type);
-    PUT(out, ",\"message\":");
-    ah__mock_buf_json_cstr(out, message ? message : ah__mock_default_message(type));
-    PUT(out, "},\"request_id\":");
-    ah__mock_buf_json_cstr(out, request_id);
-    PUT(out, "}");
+    ah__wr_a_error_body(out, status, type, message, request_id);
 }
 
 /* What extra_after_end: true sends after the final event: a tool call (to a tool named

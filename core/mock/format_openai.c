@@ -2,9 +2,9 @@
  * wire name "openai"): its request reader, SSE chunks, JSON body and error shapes,
  * behind one ah__mock_format.
  *
- * Byte layout as recorded in tests/fixtures/real-streams: no `event:` lines, every chunk
- * repeats the id/model prefix, a usage-only chunk when stream_options.include_usage,
- * then `data: [DONE]`. Shares no code with the client's codec. */
+ * The chunks of a reply are planned here (a tool-only reply carries the role in the tool
+ * call's first chunk) and written by core/writer/writer_openai.c, the writer the proxy
+ * uses too. Shares no code with the client's codec. */
 #include "mock_internal.h"
 
 #include <string.h>
@@ -148,6 +148,17 @@ static int read_request(const cJSON *req, ah__mock_conv *c, ah__mock_reply *out,
 
 enum { C_ROLE, C_TEXT_DELTA, C_TOOL_START, C_TOOL_DELTA, C_FINISH, C_USAGE, C_DONE };
 
+static ah__wr_chat_head head(const ah__mock_reply *r)
+{
+    ah__wr_chat_head h = {.id = r->msg_id,
+                          .model = r->model,
+                          .created = AH__MOCK_CREATED,
+                          .service_tier = "default",
+                          .system_fingerprint = "fp_mock",
+                          .include_usage = r->include_usage};
+    return h;
+}
+
 static int plan(ah__mock_writer *w)
 {
     const ah__mock_reply *r = w->r;
@@ -163,106 +174,41 @@ static int plan(ah__mock_writer *w)
     ah__mock_writer_add(w, C_USAGE, r->include_usage, 0);
     ah__mock_writer_add(w, C_DONE, 1, 0);
     /* every chunk starts with the same prefix, up to "choices":[ */
-    ah__mock_buf *p = &w->chunk;
-    ah__mock_buf_puts(p, "{\"id\":");
-    ah__mock_buf_json_cstr(p, r->msg_id);
-    ah__mock_buf_puts(p, ",\"object\":\"chat.completion.chunk\",\"created\":" AH__MOCK_CREATED_AT
-                         ",\"model\":");
-    ah__mock_buf_json_cstr(p, r->model);
-    ah__mock_buf_puts(p, ",\"service_tier\":\"default\","
-                         "\"system_fingerprint\":\"fp_mock\",\"choices\":[");
-    return p->failed ? -1 : 0;
-}
-
-static void usage(ah__mock_buf *o, const ah__mock_reply *r)
-{
-    PUT(o, "\"usage\":{\"prompt_tokens\":");
-    ah__mock_put_int(o, r->input_tokens);
-    PUT(o, ",\"completion_tokens\":");
-    ah__mock_put_int(o, r->output_tokens);
-    PUT(o, ",\"total_tokens\":");
-    ah__mock_put_int(o, r->input_tokens + r->output_tokens);
-    PUT(o, ",\"prompt_tokens_details\":{\"cached_tokens\":0,\"audio_tokens\":0},"
-           "\"completion_tokens_details\":{\"reasoning_tokens\":0,\"audio_tokens\":0,"
-           "\"accepted_prediction_tokens\":0,\"rejected_prediction_tokens\":0}}");
-}
-
-static void chunk_start(ah__mock_writer *w, ah__mock_buf *o)
-{
-    PUT(o, "data: ");
-    ah__mock_buf_put(o, w->chunk.data, w->chunk.len);
-}
-
-static void choice_end(ah__mock_writer *w, ah__mock_buf *o)
-{
-    PUT(o, ",\"logprobs\":null,\"finish_reason\":null}]");
-    if (w->r->include_usage)
-        PUT(o, ",\"usage\":null");
-    PUT(o, "}\n\n");
+    ah__wr_chat_head h = head(r);
+    ah__wr_c_prefix(&w->chunk, &h);
+    return w->chunk.failed ? -1 : 0;
 }
 
 static void emit(ah__mock_writer *w, ah__mock_buf *o, int k, size_t j, size_t call)
 {
     const ah__mock_reply *r = w->r;
+    int iu = r->include_usage;
+    char id[72];
     switch (k) {
     case C_ROLE:
-        chunk_start(w, o);
-        PUT(o, "{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\","
-               "\"refusal\":null}");
-        choice_end(w, o);
+        ah__wr_c_role(o, &w->chunk, iu);
         break;
     case C_TEXT_DELTA:
-        chunk_start(w, o);
-        PUT(o, "{\"index\":0,\"delta\":{\"content\":");
-        ah__mock_put_delta(o, r, j);
-        PUT(o, "}");
-        choice_end(w, o);
+        ah__wr_c_text(o, &w->chunk, iu, AH__MOCK_DELTA(r, j));
         break;
     case C_TOOL_START:
-        chunk_start(w, o);
-        PUT(o, "{\"index\":0,\"delta\":{");
-        if (!r->ndeltas && call == 0)
-            PUT(o, "\"role\":\"assistant\",\"content\":null,");
-        PUT(o, "\"tool_calls\":[{\"index\":");
-        ah__mock_put_size(o, call);
-        PUT(o, ",\"id\":");
-        ah__mock_put_call_id(o, r->tool_id, call);
-        PUT(o, ",\"type\":\"function\",\"function\":{\"name\":");
-        ah__mock_buf_json_cstr(o, r->tool_name);
-        PUT(o, ",\"arguments\":\"\"}}]");
-        if (!r->ndeltas && call == 0)
-            PUT(o, ",\"refusal\":null");
-        PUT(o, "}");
-        choice_end(w, o);
+        ah__wr_c_tool_start(o, &w->chunk, iu, call,
+                            ah__mock_call_id(id, sizeof id, r->tool_id, call), r->tool_name,
+                            !r->ndeltas && call == 0);
         break;
     case C_TOOL_DELTA:
-        chunk_start(w, o);
-        PUT(o, "{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":");
-        ah__mock_put_size(o, call);
-        PUT(o, ",\"function\":{\"arguments\":");
-        ah__mock_put_arg(o, r, j);
-        PUT(o, "}}]}");
-        choice_end(w, o);
+        ah__wr_c_tool_args(o, &w->chunk, iu, call, AH__MOCK_ARG(r, j));
         break;
     case C_FINISH:
-        chunk_start(w, o);
-        PUT(o, "{\"index\":0,\"delta\":{},\"logprobs\":null,\"finish_reason\":");
-        if (r->has_tool)
-            PUT(o, "\"tool_calls\"}]");
-        else
-            PUT(o, "\"stop\"}]");
-        if (r->include_usage)
-            PUT(o, ",\"usage\":null");
-        PUT(o, "}\n\n");
+        ah__wr_c_finish(o, &w->chunk, iu, r->has_tool ? "tool_calls" : "stop");
         break;
-    case C_USAGE:
-        chunk_start(w, o);
-        PUT(o, "],");
-        usage(o, r);
-        PUT(o, "}\n\n");
+    case C_USAGE: {
+        ah__wr_usage u = ah__mock_usage(r, r->output_tokens);
+        ah__wr_c_usage(o, &w->chunk, &u);
         break;
+    }
     case C_DONE:
-        PUT(o, "data: [DONE]\n\n");
+        ah__wr_c_done(o);
         break;
     }
 }
@@ -271,90 +217,31 @@ static void error_event(ah__mock_writer *w, ah__mock_buf *out, const char *type,
                         const char *message)
 {
     (void)w;
-    PUT(out, "data: {\"error\":{\"message\":");
-    ah__mock_buf_json_cstr(out, message);
-    PUT(out, ",\"type\":");
-    ah__mock_buf_json_cstr(out, type);
-    PUT(out, ",\"param\":null,\"code\":null}}\n\ndata: [DONE]\n\n");
+    /* the API ends an errored stream with [DONE] too */
+    ah__wr_c_error(out, type, message);
+    ah__wr_c_done(out);
 }
 
 /* ---- bodies ------------------------------------------------------------------------ */
 
 static void body(const ah__mock_reply *r, ah__mock_buf *o)
 {
-    PUT(o, "{\"id\":");
-    ah__mock_buf_json_cstr(o, r->msg_id);
-    PUT(o, ",\"object\":\"chat.completion\",\"created\":" AH__MOCK_CREATED_AT ",\"model\":");
-    ah__mock_buf_json_cstr(o, r->model);
-    PUT(o, ",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\","
-           "\"content\":");
-    if (r->ndeltas)
-        ah__mock_buf_json_str(o, r->text, r->text_len);
-    else
-        PUT(o, "null");
-    if (r->has_tool) {
-        PUT(o, ",\"tool_calls\":[{\"id\":");
-        ah__mock_buf_json_cstr(o, r->tool_id);
-        PUT(o, ",\"type\":\"function\",\"function\":{\"name\":");
-        ah__mock_buf_json_cstr(o, r->tool_name);
-        PUT(o, ",\"arguments\":");
-        ah__mock_buf_json_str(o, r->tool_args, r->args_len);
-        PUT(o, "}}]");
-    }
-    PUT(o, ",\"refusal\":null,\"annotations\":[]},\"logprobs\":null,"
-           "\"finish_reason\":");
-    if (r->has_tool)
-        PUT(o, "\"tool_calls\"}],");
-    else
-        PUT(o, "\"stop\"}],");
-    usage(o, r);
-    PUT(o, ",\"service_tier\":\"default\",\"system_fingerprint\":\"fp_mock\"}");
+    ah__wr_block tool = {.kind = AH__WR_TOOL,
+                         .id = r->tool_id,
+                         .name = r->tool_name,
+                         .text = r->tool_args,
+                         .text_len = r->args_len};
+    ah__wr_chat_head h = head(r);
+    ah__wr_usage u = ah__mock_usage(r, r->output_tokens);
+    ah__wr_c_body(o, &h, r->ndeltas ? r->text : NULL, r->text_len, &tool, r->has_tool ? 1 : 0,
+                  r->has_tool ? "tool_calls" : "stop", &u);
 }
 
-/* clang-format off */
-static const char *status_type(int status)
-{
-    if (status == 429)
-        return "requests";
-    return status >= 500 ? "server_error" : "invalid_request_error";
-}
-
-static const char *status_message(int status)
-{
-    switch (status) {
-    case 401: return "Incorrect API key provided.";
-    case 404: return "The requested resource was not found.";
-    case 405: return "Method not allowed.";
-    case 429: return "Rate limit reached for requests";
-    case 503: return "The server is overloaded or not ready yet.";
-    default:
-        return status >= 500 ? "The server had an error while processing your request. "
-                               "Sorry about that!"
-                             : "Invalid request.";
-    }
-}
-/* clang-format on */
-
-void ah__mock_openai_error_body(int status, const char *type, const char *message,
-                                const char *request_id, ah__mock_buf *out)
+static void error_body(int status, const char *type, const char *message,
+                       const char *request_id, ah__mock_buf *out)
 {
     (void)request_id;
-    const char *code = NULL;
-    if (!type) {
-        type = status_type(status);
-        code = status == 429   ? "rate_limit_exceeded"
-               : status == 401 ? "invalid_api_key"
-                               : NULL;
-        if (!message)
-            message = status_message(status);
-    }
-    PUT(out, "{\"error\":{\"message\":");
-    ah__mock_buf_json_cstr(out, message ? message : ah__mock_default_message(type));
-    PUT(out, ",\"type\":");
-    ah__mock_buf_json_cstr(out, type);
-    PUT(out, ",\"param\":null,\"code\":");
-    ah__mock_buf_json_cstr(out, code);
-    PUT(out, "}}");
+    ah__wr_openai_error_body(out, status, type, message);
 }
 
 /* What extra_after_end: true sends after [DONE]: a tool call (to a tool named
@@ -386,5 +273,5 @@ const ah__mock_format ah__mock_format_OPENAI = {
     .emit = emit,
     .error_event = error_event,
     .body = body,
-    .error_body = ah__mock_openai_error_body,
+    .error_body = error_body,
 };

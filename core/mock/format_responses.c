@@ -3,9 +3,8 @@
  * error shapes, behind one ah__mock_format. The background endpoints themselves
  * (GET /v1/responses/{id}, POST .../cancel) are served by mock.c.
  *
- * Byte layout as recorded in tests/fixtures/real-streams: `event:` lines, every event
- * numbered, the closing events repeating the whole answer. Shares no code with the
- * client's codec. */
+ * The events of a reply are planned here and written by core/writer/writer_responses.c,
+ * the writer the proxy uses too. Shares no code with the client's codec. */
 #include "mock_internal.h"
 
 #include <string.h>
@@ -137,105 +136,54 @@ static int read_request(const cJSON *req, ah__mock_conv *c, ah__mock_reply *out,
 
 /* ---- the response object and its items --------------------------------------------- */
 
-/* Responses output items. */
-static void resp_msg_item(ah__mock_buf *o, const ah__mock_reply *r, int done)
+static ah__wr_resp_head head(const ah__mock_reply *r)
 {
-    PUT(o, "{\"id\":");
-    ah__mock_buf_json_cstr(o, r->item_id);
-    if (!done) {
-        PUT(o, ",\"type\":\"message\",\"status\":\"in_progress\",\"content\":[],"
-               "\"role\":\"assistant\"}");
-        return;
-    }
-    PUT(o, ",\"type\":\"message\",\"status\":\"completed\",\"content\":[{\"type\":"
-           "\"output_text\",\"annotations\":[],\"logprobs\":[],\"text\":");
-    ah__mock_buf_json_str(o, r->text, r->text_len);
-    PUT(o, "}],\"role\":\"assistant\"}");
+    ah__wr_resp_head h = {.id = r->msg_id,
+                          .model = r->model,
+                          .created_at = AH__MOCK_CREATED,
+                          .background = r->background,
+                          .store = r->background,
+                          .tools_json = r->tools_json};
+    return h;
 }
 
-static void resp_fc_item(ah__mock_buf *o, const ah__mock_reply *r, int done, size_t call)
+static ah__wr_block msg_item(const ah__mock_reply *r)
 {
-    PUT(o, "{\"id\":");
-    ah__mock_put_call_id(o, r->tool_id, call);
-    PUT(o, ",\"type\":\"function_call\",\"status\":");
-    if (done) {
-        PUT(o, "\"completed\",\"arguments\":");
-        ah__mock_buf_json_str(o, r->tool_args, r->args_len);
-    } else {
-        PUT(o, "\"in_progress\",\"arguments\":\"\"");
-    }
-    PUT(o, ",\"call_id\":");
-    ah__mock_put_call_id(o, r->call_id, call);
-    PUT(o, ",\"name\":");
-    ah__mock_buf_json_cstr(o, r->tool_name);
-    PUT(o, "}");
+    ah__wr_block b = {.kind = AH__WR_TEXT, .id = r->item_id, .text = r->text,
+                      .text_len = r->text_len};
+    return b;
 }
 
-typedef enum { RS_IN_PROGRESS, RS_COMPLETED, RS_FAILED } resp_state;
-
-static void resp_object(ah__mock_buf *o, const ah__mock_reply *r, resp_state st,
-                        const char *err_code, const char *err_msg)
+static ah__wr_block fc_item(const ah__mock_reply *r, size_t call, char *id, char *cid,
+                            size_t size)
 {
-    static const char *const status[] = {"in_progress", "completed", "failed"};
-    PUT(o, "{\"id\":");
-    ah__mock_buf_json_cstr(o, r->msg_id);
-    PUT(o, ",\"object\":\"response\",\"created_at\":" AH__MOCK_CREATED_AT ",\"status\":\"");
-    ah__mock_buf_puts(o, status[st]);
-    ah__mock_buf_puts(o, r->background ? "\",\"background\":true,\"completed_at\":"
-                                       : "\",\"background\":false,\"completed_at\":");
-    if (st == RS_COMPLETED)
-        PUT(o, AH__MOCK_CREATED_AT);
+    ah__wr_block b = {.kind = AH__WR_TOOL,
+                      .id = ah__mock_call_id(id, size, r->tool_id, call),
+                      .call_id = ah__mock_call_id(cid, size, r->call_id, call),
+                      .name = r->tool_name,
+                      .text = r->tool_args,
+                      .text_len = r->args_len};
+    return b;
+}
+
+/* The completed response object: the message item, then each call's item. */
+static void completed(const ah__mock_reply *r, ah__mock_buf *o, size_t seq, int event)
+{
+    enum { MAX = 1 + AH__MOCK_MAX_TOOL_CALLS };
+    ah__wr_block items[MAX];
+    char ids[MAX][72], cids[MAX][72];
+    size_t n = 0;
+    if (r->ndeltas)
+        items[n++] = msg_item(r);
+    for (size_t c = 0; c < ah__mock_ncalls(r) && n < MAX; c++, n++)
+        items[n] = fc_item(r, c, ids[n], cids[n], sizeof ids[n]);
+    ah__wr_usage u = ah__mock_usage(r, r->output_tokens);
+    ah__wr_resp_end end = {.items = items, .n_items = n, .usage = &u};
+    ah__wr_resp_head h = head(r);
+    if (event)
+        ah__wr_r_terminal(o, &h, AH__WR_RS_COMPLETED, &end, seq);
     else
-        PUT(o, "null");
-    PUT(o, ",\"error\":");
-    if (st == RS_FAILED) {
-        PUT(o, "{\"code\":");
-        ah__mock_buf_json_cstr(o, err_code);
-        PUT(o, ",\"message\":");
-        ah__mock_buf_json_cstr(o, err_msg);
-        PUT(o, "}");
-    } else {
-        PUT(o, "null");
-    }
-    PUT(o,
-        ",\"incomplete_details\":null,\"instructions\":null,\"max_output_tokens\":null,"
-        "\"model\":");
-    ah__mock_buf_json_cstr(o, r->model);
-    PUT(o, ",\"output\":[");
-    if (st == RS_COMPLETED) {
-        int any = 0;
-        if (r->ndeltas) {
-            resp_msg_item(o, r, 1);
-            any = 1;
-        }
-        for (size_t c = 0; c < ah__mock_ncalls(r); c++) {
-            if (any)
-                PUT(o, ",");
-            resp_fc_item(o, r, 1, c);
-            any = 1;
-        }
-    }
-    PUT(o,
-        "],\"parallel_tool_calls\":true,\"previous_response_id\":null,"
-        "\"reasoning\":{\"effort\":null,\"summary\":null},\"service_tier\":\"default\","
-        "\"store\":");
-    ah__mock_buf_puts(o, r->background ? "true" : "false");
-    PUT(o, ",\"temperature\":1.0,\"text\":{\"format\":{\"type\":\"text\"}},"
-           "\"tool_choice\":\"auto\",\"tools\":");
-    ah__mock_buf_puts(o, r->tools_json);
-    PUT(o, ",\"top_p\":1.0,\"truncation\":\"disabled\",\"usage\":");
-    if (st == RS_COMPLETED) {
-        PUT(o, "{\"input_tokens\":");
-        ah__mock_put_int(o, r->input_tokens);
-        PUT(o, ",\"input_tokens_details\":{\"cached_tokens\":0},\"output_tokens\":");
-        ah__mock_put_int(o, r->output_tokens);
-        PUT(o, ",\"output_tokens_details\":{\"reasoning_tokens\":0},\"total_tokens\":");
-        ah__mock_put_int(o, r->input_tokens + r->output_tokens);
-        PUT(o, "}");
-    } else {
-        PUT(o, "null");
-    }
-    PUT(o, ",\"user\":null,\"metadata\":{}}");
+        ah__wr_r_object(o, &h, AH__WR_RS_COMPLETED, &end);
 }
 
 /* ---- the stream -------------------------------------------------------------------- */
@@ -271,121 +219,50 @@ static int plan(ah__mock_writer *w)
     return 0;
 }
 
-static void end_seq(ah__mock_buf *o, size_t seq)
-{
-    PUT(o, ",\"sequence_number\":");
-    ah__mock_put_size(o, seq);
-    PUT(o, "}\n\n");
-}
-
 static void emit(ah__mock_writer *w, ah__mock_buf *o, int k, size_t j, size_t call)
 {
     const ah__mock_reply *r = w->r;
     /* the tool item follows the text one; parallel calls follow each other */
     size_t tool_index = (size_t)(r->ndeltas > 0) + call;
+    ah__wr_resp_head h = head(r);
+    ah__wr_block msg = msg_item(r);
+    char id[72], cid[72];
     switch (k) {
     case R_CREATED:
     case R_IN_PROGRESS:
-        ah__mock_begin_event(o, k == R_CREATED ? "response.created" : "response.in_progress");
-        PUT(o, "{\"type\":");
-        ah__mock_buf_puts(o, k == R_CREATED ? "\"response.created\""
-                                            : "\"response.in_progress\"");
-        PUT(o, ",\"response\":");
-        resp_object(o, r, RS_IN_PROGRESS, NULL, NULL);
-        end_seq(o, w->seq);
+        ah__wr_r_lifecycle(o, k == R_CREATED ? "response.created" : "response.in_progress",
+                           &h, w->seq);
         break;
     case R_MSG_ADDED:
     case R_MSG_DONE:
-        ah__mock_begin_event(o,
-              k == R_MSG_ADDED ? "response.output_item.added"
-                               : "response.output_item.done");
-        PUT(o, "{\"type\":");
-        ah__mock_buf_puts(o, k == R_MSG_ADDED ? "\"response.output_item.added\""
-                                              : "\"response.output_item.done\"");
-        PUT(o, ",\"item\":");
-        resp_msg_item(o, r, k == R_MSG_DONE);
-        PUT(o, ",\"output_index\":0");
-        end_seq(o, w->seq);
+        ah__wr_r_item_event(o, k == R_MSG_DONE, &msg, 0, w->seq);
         break;
     case R_PART_ADDED:
     case R_PART_DONE:
-        ah__mock_begin_event(o,
-              k == R_PART_ADDED ? "response.content_part.added"
-                                : "response.content_part.done");
-        PUT(o, "{\"type\":");
-        ah__mock_buf_puts(o, k == R_PART_ADDED ? "\"response.content_part.added\""
-                                               : "\"response.content_part.done\"");
-        PUT(o, ",\"content_index\":0,\"item_id\":");
-        ah__mock_buf_json_cstr(o, r->item_id);
-        PUT(o,
-            ",\"output_index\":0,\"part\":{\"type\":\"output_text\",\"annotations\":[],"
-            "\"logprobs\":[],\"text\":");
-        if (k == R_PART_DONE)
-            ah__mock_buf_json_str(o, r->text, r->text_len);
-        else
-            PUT(o, "\"\"");
-        PUT(o, "}");
-        end_seq(o, w->seq);
+        ah__wr_r_part_event(o, k == R_PART_DONE, r->item_id, 0, r->text, r->text_len, w->seq);
         break;
     case R_TEXT_DELTA:
-        PUT(o, "event: response.output_text.delta\ndata: {\"type\":"
-               "\"response.output_text.delta\",\"content_index\":0,\"delta\":");
-        ah__mock_put_delta(o, r, j);
-        PUT(o, ",\"item_id\":");
-        ah__mock_buf_json_cstr(o, r->item_id);
-        PUT(o, ",\"logprobs\":[],\"output_index\":0");
-        end_seq(o, w->seq);
+        ah__wr_r_text_delta(o, r->item_id, 0, AH__MOCK_DELTA(r, j), w->seq);
         break;
     case R_TEXT_DONE:
-        ah__mock_begin_event(o, "response.output_text.done");
-        PUT(o,
-            "{\"type\":\"response.output_text.done\",\"content_index\":0,\"item_id\":");
-        ah__mock_buf_json_cstr(o, r->item_id);
-        PUT(o, ",\"logprobs\":[],\"output_index\":0,\"sequence_number\":");
-        ah__mock_put_size(o, w->seq);
-        PUT(o, ",\"text\":");
-        ah__mock_buf_json_str(o, r->text, r->text_len);
-        PUT(o, "}\n\n");
+        ah__wr_r_text_done(o, r->item_id, 0, r->text, r->text_len, w->seq);
         break;
     case R_FC_ADDED:
-    case R_FC_DONE:
-        ah__mock_begin_event(o,
-              k == R_FC_ADDED ? "response.output_item.added"
-                              : "response.output_item.done");
-        PUT(o, "{\"type\":");
-        ah__mock_buf_puts(o, k == R_FC_ADDED ? "\"response.output_item.added\""
-                                             : "\"response.output_item.done\"");
-        PUT(o, ",\"item\":");
-        resp_fc_item(o, r, k == R_FC_DONE, call);
-        PUT(o, ",\"output_index\":");
-        ah__mock_put_size(o, tool_index);
-        end_seq(o, w->seq);
+    case R_FC_DONE: {
+        ah__wr_block b = fc_item(r, call, id, cid, sizeof id);
+        ah__wr_r_item_event(o, k == R_FC_DONE, &b, tool_index, w->seq);
         break;
+    }
     case R_ARGS_DELTA:
-        ah__mock_begin_event(o, "response.function_call_arguments.delta");
-        PUT(o, "{\"type\":\"response.function_call_arguments.delta\",\"delta\":");
-        ah__mock_put_arg(o, r, j);
-        PUT(o, ",\"item_id\":");
-        ah__mock_put_call_id(o, r->tool_id, call);
-        PUT(o, ",\"output_index\":");
-        ah__mock_put_size(o, tool_index);
-        end_seq(o, w->seq);
+        ah__wr_r_args_delta(o, ah__mock_call_id(id, sizeof id, r->tool_id, call), tool_index,
+                            AH__MOCK_ARG(r, j), w->seq);
         break;
     case R_ARGS_DONE:
-        ah__mock_begin_event(o, "response.function_call_arguments.done");
-        PUT(o, "{\"type\":\"response.function_call_arguments.done\",\"arguments\":");
-        ah__mock_buf_json_str(o, r->tool_args, r->args_len);
-        PUT(o, ",\"item_id\":");
-        ah__mock_put_call_id(o, r->tool_id, call);
-        PUT(o, ",\"output_index\":");
-        ah__mock_put_size(o, tool_index);
-        end_seq(o, w->seq);
+        ah__wr_r_args_done(o, ah__mock_call_id(id, sizeof id, r->tool_id, call), tool_index,
+                           r->tool_args, r->args_len, w->seq);
         break;
     case R_COMPLETED:
-        ah__mock_begin_event(o, "response.completed");
-        PUT(o, "{\"type\":\"response.completed\",\"response\":");
-        resp_object(o, r, RS_COMPLETED, NULL, NULL);
-        end_seq(o, w->seq);
+        completed(r, o, w->seq, 1);
         break;
     }
 }
@@ -393,25 +270,25 @@ static void emit(ah__mock_writer *w, ah__mock_buf *o, int k, size_t j, size_t ca
 static void error_event(ah__mock_writer *w, ah__mock_buf *out, const char *type,
                         const char *message)
 {
-    PUT(out, "event: error\ndata: {\"type\":\"error\",\"sequence_number\":");
-    ah__mock_put_size(out, w->seq++);
-    PUT(out, ",\"error\":{\"type\":");
-    ah__mock_buf_json_cstr(out, type);
-    PUT(out, ",\"code\":");
-    ah__mock_buf_json_cstr(out, type);
-    PUT(out, ",\"message\":");
-    ah__mock_buf_json_cstr(out, message);
-    PUT(out, ",\"param\":null}}\n\nevent: response.failed\ndata: {\"type\":"
-             "\"response.failed\",\"response\":");
-    resp_object(out, w->r, RS_FAILED, type, message);
-    end_seq(out, w->seq++);
+    /* the API follows an error event with response.failed */
+    ah__wr_r_error(out, type, message, w->seq++);
+    ah__wr_resp_head h = head(w->r);
+    ah__wr_resp_end end = {.error_code = type, .error_message = message};
+    ah__wr_r_terminal(out, &h, AH__WR_RS_FAILED, &end, w->seq++);
 }
 
 /* ---- bodies ------------------------------------------------------------------------ */
 
 static void body(const ah__mock_reply *r, ah__mock_buf *o)
 {
-    resp_object(o, r, RS_COMPLETED, NULL, NULL);
+    completed(r, o, 0, 0);
+}
+
+static void error_body(int status, const char *type, const char *message,
+                       const char *request_id, ah__mock_buf *out)
+{
+    (void)request_id;
+    ah__wr_openai_error_body(out, status, type, message);
 }
 
 /* What extra_after_end: true sends after response.completed: a tool call (to a tool
@@ -445,5 +322,5 @@ const ah__mock_format ah__mock_format_RESPONSES = {
     .emit = emit,
     .error_event = error_event,
     .body = body,
-    .error_body = ah__mock_openai_error_body,
+    .error_body = error_body,
 };

@@ -28,33 +28,25 @@
 
 #include <cjson/cJSON.h>
 
-/* ---- buf.c ------------------------------------------------------------------------- */
+/* ---- the byte buffer and the wire formats' writers (core/writer/) ------------------ */
 
-/* A growable buffer. Once an allocation fails, `failed` sticks and further appends are
- * dropped, so writers check once at the end instead of after every append. */
-typedef struct ah__mock_buf {
-    char *data;
-    size_t len, cap;
-    int failed;
-} ah__mock_buf;
+/* The mock writes every event and body through the writers it shares with the proxy
+ * (core/writer/writer.h); these are its historical names for the buffer. */
+#include "writer/writer.h"
 
-int ah__mock_buf_reserve(ah__mock_buf *b, size_t extra); /* 0 ok, -1 failed */
-void ah__mock_buf_put(ah__mock_buf *b, const char *s, size_t n);
-void ah__mock_buf_puts(ah__mock_buf *b, const char *s);
-void ah__mock_buf_printf(ah__mock_buf *b, const char *fmt, ...) AH__PRINTF(2, 3);
-/* Append s[0..n) as a JSON string literal, quotes included. */
-void ah__mock_buf_json_str(ah__mock_buf *b, const char *s, size_t n);
-/* Append a NUL-terminated string as a JSON literal; NULL becomes null. */
-void ah__mock_buf_json_cstr(ah__mock_buf *b, const char *s);
-void ah__mock_buf_reset(ah__mock_buf *b); /* len = 0, keeps the memory */
-void ah__mock_buf_free(ah__mock_buf *b);
-/* Hand the NUL-terminated contents to the caller (NULL if failed); leaves b empty. */
-char *ah__mock_buf_take(ah__mock_buf *b);
-
-/* Length of the longest prefix of s[0..n) that does not end inside a UTF-8 sequence. */
-size_t ah__mock_utf8_floor(const char *s, size_t n);
-uint64_t ah__mock_fnv1a(uint64_t h, const void *data, size_t n);
-#define AH__MOCK_FNV_INIT 0xcbf29ce484222325ULL
+typedef ah__wbuf ah__mock_buf;
+#define ah__mock_buf_reserve ah__wbuf_reserve
+#define ah__mock_buf_put ah__wbuf_put
+#define ah__mock_buf_puts ah__wbuf_puts
+#define ah__mock_buf_printf ah__wbuf_printf
+#define ah__mock_buf_json_str ah__wbuf_json_str
+#define ah__mock_buf_json_cstr ah__wbuf_json_cstr
+#define ah__mock_buf_reset ah__wbuf_reset
+#define ah__mock_buf_free ah__wbuf_free
+#define ah__mock_buf_take ah__wbuf_take
+#define ah__mock_utf8_floor ah__wr_utf8_floor
+#define ah__mock_fnv1a ah__wr_fnv1a
+#define AH__MOCK_FNV_INIT AH__WR_FNV_INIT
 
 /* ---- plan.c ------------------------------------------------------------------------ */
 
@@ -323,27 +315,23 @@ const char *ah__mock_default_error_type(ah_wire wire);
 /* The HTTP status a provider would use for an error type (non-streaming error_event). */
 int ah__mock_error_status(ah_wire wire, const char *type);
 
-/* ---- pieces the format writers share (reply.c) ---------------------------------------- */
+/* ---- pieces the format files share (reply.c) ----------------------------------------- */
 
 /* Add a segment of `count` events of `kind` (nothing when count is 0). */
 void ah__mock_writer_add(ah__mock_writer *w, int kind, size_t count, size_t call);
 /* How many tool calls the reply makes (0, 1, or `tool_calls` parallel ones). */
 size_t ah__mock_ncalls(const ah__mock_reply *r);
-#define AH__MOCK_PUT(o, lit) ah__mock_buf_put((o), lit, sizeof(lit) - 1)
-/* "event: NAME\ndata: " */
-void ah__mock_begin_event(ah__mock_buf *o, const char *name);
-void ah__mock_put_delta(ah__mock_buf *o, const ah__mock_reply *r, size_t i); /* text i */
-void ah__mock_put_arg(ah__mock_buf *o, const ah__mock_reply *r, size_t i); /* args i */
-void ah__mock_put_int(ah__mock_buf *o, long long v);
-void ah__mock_put_size(ah__mock_buf *o, size_t v);
-/* The id of parallel call `call` as a JSON string: the base id, then <id>_1, ... */
-void ah__mock_put_call_id(ah__mock_buf *o, const char *base, size_t call);
-/* The message an error of `type` carries when the plan gives none. */
-const char *ah__mock_default_message(const char *type);
+#define AH__MOCK_PUT AH__WR_PUT
+/* The id of parallel call `call`: the base id, then <id>_1, ... (into buf, returned). */
+const char *ah__mock_call_id(char *buf, size_t size, const char *base, size_t call);
+/* Text delta i, argument fragment i of the reply. */
+#define AH__MOCK_DELTA(r, i) (r)->text + (r)->cuts[i], (r)->cuts[(i) + 1] - (r)->cuts[i]
+#define AH__MOCK_ARG(r, i)                                                                \
+    (r)->tool_args + (r)->arg_cuts[i], (r)->arg_cuts[(i) + 1] - (r)->arg_cuts[i]
+#define ah__mock_default_message ah__wr_default_message
 #define AH__MOCK_CREATED_AT "1700000000"
-/* The OpenAI error body {"error":{"message","type","param","code"}}, which Chat
- * Completions and Responses share (format_openai.c). */
-void ah__mock_openai_error_body(int status, const char *type, const char *message,
-                                const char *request_id, ah__mock_buf *out);
+#define AH__MOCK_CREATED 1700000000LL
+/* The mock's usage of a reply with `output` tokens. */
+ah__wr_usage ah__mock_usage(const ah__mock_reply *r, long long output);
 
 #endif

@@ -1,9 +1,9 @@
 /* reply.c - the mock's format-blind writer driver and the registry of its formats.
  *
- * Each wire format's bytes are in its own format_<name>.c (one ah__mock_format table);
+ * Each wire format's events are planned in its own format_<name>.c (one ah__mock_format
+ * table) and written by the writers the mock shares with the proxy (core/writer/);
  * this file only walks a writer's segments, cuts an event in half for a malformed
- * step, defaults error types and messages, and holds the byte helpers the formats
- * share. The layouts follow the real APIs as recorded in tests/fixtures/real-streams,
+ * step, and defaults error types and messages. The layouts follow the real APIs as recorded in tests/fixtures/real-streams,
  * so a decoder that reads the mock reads the providers. This file and the formats share
  * no code with the client's encoders/decoders on purpose.
  *
@@ -179,80 +179,16 @@ int ah__mock_error_status(ah_wire wire, const char *type)
 
 /* ---- shared pieces ----------------------------------------------------------------- */
 
-void ah__mock_begin_event(ah__mock_buf *o, const char *name)
+const char *ah__mock_call_id(char *buf, size_t size, const char *base, size_t call)
 {
-    AH__MOCK_PUT(o, "event: ");
-    ah__mock_buf_puts(o, name);
-    AH__MOCK_PUT(o, "\ndata: ");
+    if (call == 0)
+        return base;
+    snprintf(buf, size, "%.47s_%zu", base, call);
+    return buf;
 }
 
-void ah__mock_put_delta(ah__mock_buf *o, const ah__mock_reply *r, size_t i)
+ah__wr_usage ah__mock_usage(const ah__mock_reply *r, long long output)
 {
-    ah__mock_buf_json_str(o, r->text + r->cuts[i], r->cuts[i + 1] - r->cuts[i]);
-}
-
-void ah__mock_put_arg(ah__mock_buf *o, const ah__mock_reply *r, size_t i)
-{
-    ah__mock_buf_json_str(o, r->tool_args + r->arg_cuts[i],
-                          r->arg_cuts[i + 1] - r->arg_cuts[i]);
-}
-
-void ah__mock_put_int(ah__mock_buf *o, long long v)
-{
-    ah__mock_buf_printf(o, "%lld", v);
-}
-
-void ah__mock_put_size(ah__mock_buf *o, size_t v)
-{
-    /* Hot path (sequence numbers): avoid printf. */
-    char tmp[24];
-    size_t n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    if (ah__mock_buf_reserve(o, n) != 0)
-        return;
-    while (n)
-        o->data[o->len++] = tmp[--n];
-    o->data[o->len] = '\0';
-}
-
-void ah__mock_put_call_id(ah__mock_buf *o, const char *base, size_t call)
-{
-    if (call == 0) {
-        ah__mock_buf_json_cstr(o, base);
-        return;
-    }
-    char id[72];
-    snprintf(id, sizeof id, "%.47s_%zu", base, call);
-    ah__mock_buf_json_cstr(o, id);
-}
-
-const char *ah__mock_default_message(const char *type)
-{
-    static const struct {
-        const char *type, *message;
-    } t[] = {
-        {"overloaded_error", "Overloaded"},
-        {"rate_limit_error", "Number of requests has exceeded your rate limit"},
-        {"api_error", "Internal server error"},
-        {"timeout_error", "Request timed out"},
-        {"invalid_request_error", "Invalid request"},
-        {"authentication_error", "invalid x-api-key"},
-        {"permission_error", "Your API key does not have permission to use the specified "
-                             "resource."},
-        {"not_found_error", "Not found"},
-        {"billing_error", "Your credit balance is too low"},
-        {"request_too_large", "Request exceeds the maximum allowed number of bytes."},
-        {"server_error", "The server had an error while processing your request. Sorry "
-                         "about that!"},
-        {"requests", "Rate limit reached for requests"},
-        {"insufficient_quota", "You exceeded your current quota, please check your plan "
-                               "and billing details."},
-    };
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
-        if (strcmp(type, t[i].type) == 0)
-            return t[i].message;
-    return "Mock provider error";
+    ah__wr_usage u = {.input = r->input_tokens, .output = output};
+    return u;
 }

@@ -225,6 +225,12 @@ AH_EXPORT int64_t ah_call_elapsed_ms(const ah_call *call); /* since start (froze
 /* INTERRUPTED after a break that break_is_retry called a failed attempt and the retry
  * machine let go on: 1 with *out filled (for the next request's retry_of); else 0. */
 AH_EXPORT int ah_call_retry_granted(const ah_call *call, ah_call_retry *out);
+/* The last complete non-2xx response any attempt received (a proxy answers a request
+ * that finally failed with it): returns its status, 0 when no attempt got one (connect
+ * errors, time-outs). Headers and body (at most 64 KiB of it, as received) are borrowed
+ * until the call is freed; any pointer may be NULL. */
+AH_EXPORT int ah_call_last_response(const ah_call *call, const ah_header **headers,
+                                    size_t *n, const char **body, size_t *len);
 /* Why the call gave up (GAVE_UP only; AH_GIVEUP_COUNT_ otherwise). */
 AH_EXPORT ah_giveup_reason ah_call_giveup_reason(const ah_call *call);
 

@@ -1,16 +1,16 @@
-/* buf.c - the mock's growable byte buffer and JSON string escaping.
+/* buf.c - the writers' growable byte buffer and JSON string escaping.
  *
  * The SSE writers append hundreds of thousands of small events per reply, so appends are
  * memcpy into amortised-doubling storage and escaping copies runs of safe bytes at once.
  * Invariant: data[len] == '\0' whenever data != NULL; `failed` is sticky. */
-#include "mock_internal.h"
+#include "writer.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-int ah__mock_buf_reserve(ah__mock_buf *b, size_t extra)
+int ah__wbuf_reserve(ah__wbuf *b, size_t extra)
 {
     if (b->failed)
         return -1;
@@ -34,9 +34,9 @@ int ah__mock_buf_reserve(ah__mock_buf *b, size_t extra)
     return 0;
 }
 
-void ah__mock_buf_put(ah__mock_buf *b, const char *s, size_t n)
+void ah__wbuf_put(ah__wbuf *b, const char *s, size_t n)
 {
-    if (ah__mock_buf_reserve(b, n) != 0)
+    if (ah__wbuf_reserve(b, n) != 0)
         return;
     if (n)
         memcpy(b->data + b->len, s, n);
@@ -44,12 +44,12 @@ void ah__mock_buf_put(ah__mock_buf *b, const char *s, size_t n)
     b->data[b->len] = '\0';
 }
 
-void ah__mock_buf_puts(ah__mock_buf *b, const char *s)
+void ah__wbuf_puts(ah__wbuf *b, const char *s)
 {
-    ah__mock_buf_put(b, s, strlen(s));
+    ah__wbuf_put(b, s, strlen(s));
 }
 
-void ah__mock_buf_printf(ah__mock_buf *b, const char *fmt, ...)
+void ah__wbuf_printf(ah__wbuf *b, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -57,7 +57,7 @@ void ah__mock_buf_printf(ah__mock_buf *b, const char *fmt, ...)
     va_copy(ap2, ap);
     int n = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
-    if (n < 0 || ah__mock_buf_reserve(b, (size_t)n) != 0) {
+    if (n < 0 || ah__wbuf_reserve(b, (size_t)n) != 0) {
         b->failed = 1;
         va_end(ap2);
         return;
@@ -67,11 +67,11 @@ void ah__mock_buf_printf(ah__mock_buf *b, const char *fmt, ...)
     b->len += (size_t)n;
 }
 
-void ah__mock_buf_json_str(ah__mock_buf *b, const char *s, size_t n)
+void ah__wbuf_json_str(ah__wbuf *b, const char *s, size_t n)
 {
     static const char hex[] = "0123456789abcdef";
     /* Worst case every byte becomes \u00XX: reserve once, then write without checks. */
-    if (n > (SIZE_MAX - 2) / 6 || ah__mock_buf_reserve(b, n * 6 + 2) != 0) {
+    if (n > (SIZE_MAX - 2) / 6 || ah__wbuf_reserve(b, n * 6 + 2) != 0) {
         b->failed = 1;
         return;
     }
@@ -111,42 +111,42 @@ void ah__mock_buf_json_str(ah__mock_buf *b, const char *s, size_t n)
     b->len = (size_t)(o - b->data);
 }
 
-void ah__mock_buf_json_cstr(ah__mock_buf *b, const char *s)
+void ah__wbuf_json_cstr(ah__wbuf *b, const char *s)
 {
     if (s)
-        ah__mock_buf_json_str(b, s, strlen(s));
+        ah__wbuf_json_str(b, s, strlen(s));
     else
-        ah__mock_buf_put(b, "null", 4);
+        ah__wbuf_put(b, "null", 4);
 }
 
-void ah__mock_buf_reset(ah__mock_buf *b)
+void ah__wbuf_reset(ah__wbuf *b)
 {
     b->len = 0;
     if (b->data)
         b->data[0] = '\0';
 }
 
-void ah__mock_buf_free(ah__mock_buf *b)
+void ah__wbuf_free(ah__wbuf *b)
 {
     free(b->data);
     memset(b, 0, sizeof *b);
 }
 
-char *ah__mock_buf_take(ah__mock_buf *b)
+char *ah__wbuf_take(ah__wbuf *b)
 {
     char *p = NULL;
     if (!b->failed) {
         if (!b->data)
-            ah__mock_buf_put(b, "", 0);
+            ah__wbuf_put(b, "", 0);
         p = b->failed ? NULL : b->data;
         if (p)
             b->data = NULL;
     }
-    ah__mock_buf_free(b);
+    ah__wbuf_free(b);
     return p;
 }
 
-size_t ah__mock_utf8_floor(const char *s, size_t n)
+size_t ah__wr_utf8_floor(const char *s, size_t n)
 {
     /* Find the lead byte of the last sequence (at most 3 continuation bytes back) and
      * drop that sequence if it is incomplete. Invalid UTF-8 keeps the cut as is. */
@@ -166,7 +166,7 @@ size_t ah__mock_utf8_floor(const char *s, size_t n)
     return i - 1;
 }
 
-uint64_t ah__mock_fnv1a(uint64_t h, const void *data, size_t n)
+uint64_t ah__wr_fnv1a(uint64_t h, const void *data, size_t n)
 {
     const unsigned char *p = data;
     for (size_t i = 0; i < n; i++) {
@@ -174,4 +174,60 @@ uint64_t ah__mock_fnv1a(uint64_t h, const void *data, size_t n)
         h *= 0x100000001b3ULL;
     }
     return h;
+}
+
+void ah__wbuf_int(ah__wbuf *o, long long v)
+{
+    ah__wbuf_printf(o, "%lld", v);
+}
+
+void ah__wbuf_size(ah__wbuf *o, size_t v)
+{
+    /* Hot path (sequence numbers): avoid printf. */
+    char tmp[24];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    if (ah__wbuf_reserve(o, n) != 0)
+        return;
+    while (n)
+        o->data[o->len++] = tmp[--n];
+    o->data[o->len] = '\0';
+}
+
+void ah__wr_begin_event(ah__wbuf *o, const char *name)
+{
+    AH__WR_PUT(o, "event: ");
+    ah__wbuf_puts(o, name);
+    AH__WR_PUT(o, "\ndata: ");
+}
+
+const char *ah__wr_default_message(const char *type)
+{
+    static const struct {
+        const char *type, *message;
+    } t[] = {
+        {"overloaded_error", "Overloaded"},
+        {"rate_limit_error", "Number of requests has exceeded your rate limit"},
+        {"api_error", "Internal server error"},
+        {"timeout_error", "Request timed out"},
+        {"invalid_request_error", "Invalid request"},
+        {"authentication_error", "invalid x-api-key"},
+        {"permission_error", "Your API key does not have permission to use the specified "
+                             "resource."},
+        {"not_found_error", "Not found"},
+        {"billing_error", "Your credit balance is too low"},
+        {"request_too_large", "Request exceeds the maximum allowed number of bytes."},
+        {"server_error", "The server had an error while processing your request. Sorry "
+                         "about that!"},
+        {"requests", "Rate limit reached for requests"},
+        {"insufficient_quota", "You exceeded your current quota, please check your plan "
+                               "and billing details."},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (strcmp(type, t[i].type) == 0)
+            return t[i].message;
+    return "Mock provider error";
 }

@@ -1,0 +1,143 @@
+/* proxy_internal.h - the proxy's pieces shared between its files, never installed.
+ *
+ *   server.c        libmicrohttpd side (threads), the hand-over to the loop, routing,
+ *                   the upstream calls, retries' and continuations' bookkeeping
+ *   splice.c        the format-blind splicer: upstream events (decoder + timeline) in,
+ *                   one response out through a format's output table; the continuation
+ *                   request
+ *   out_<name>.c    one per wire format: what the response's head is, how each block and
+ *                   the end are written (through core/writer/), the in-band error
+ *
+ * Everything here runs on the loop thread except what server.c says otherwise. Prefix
+ * ah__px_. */
+#ifndef AH_PROXY_INTERNAL_H
+#define AH_PROXY_INTERNAL_H
+
+#include "internal.h"
+#include "overlap.h"
+#include "writer/writer.h"
+
+#include "agenthost/capabilities.h"
+#include "agenthost/proxy.h"
+#include "agenthost/sse.h"
+#include "agenthost/timeline.h"
+#include "agenthost/wire.h"
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* One block of the spliced response, as the client sees it. */
+typedef struct ah__px_block {
+    ah__wr_kind kind;
+    size_t index;  /* Anthropic index, Responses output_index, Chat tool-call index */
+    char *id;      /* tool id / call id; Responses item id of text and reasoning */
+    char *call_id; /* Responses function_call call_id */
+    char *name;
+    ah__wbuf text; /* text forwarded, thinking, arguments */
+    ah__wbuf sig;  /* thinking signature */
+    ah__wbuf enc;  /* redacted data / encrypted_content */
+    ah__wbuf raw;  /* opaque block JSON */
+    int open;      /* its start was written, its stop not yet */
+} ah__px_block;
+
+typedef struct ah__px_splice ah__px_splice;
+
+/* A format's output side. */
+typedef struct ah__px_out {
+    const char *messages_key; /* where the conversation is: "messages" / "input" */
+    /* The first event of an attempt: 1 when it is the format's opening event (its head
+     * fields are taken from it when the response has not started), 0 to wait for one. */
+    int (*head)(ah__px_splice *s, const ah_sse_event *ev, const cJSON *data);
+    void (*start)(ah__px_splice *s);
+    void (*open)(ah__px_splice *s, ah__px_block *b);
+    void (*text)(ah__px_splice *s, ah__px_block *b, const char *t, size_t n);
+    void (*close)(ah__px_splice *s, ah__px_block *b);
+    /* A complete block written at once (held tool calls, reasoning). */
+    void (*whole)(ah__px_splice *s, ah__px_block *b);
+    void (*finish)(ah__px_splice *s);
+    void (*fail)(ah__px_splice *s, const char *type, const char *message);
+} ah__px_out;
+
+extern const ah__px_out ah__px_out_anthropic, ah__px_out_openai, ah__px_out_responses;
+const ah__px_out *ah__px_out_of(ah_wire wire);
+
+/* What a timeline block of the current attempt became. */
+enum { AH__PX_UNSEEN = -1, AH__PX_HELD = -2, AH__PX_DROPPED = -3 };
+
+struct ah__px_splice {
+    ah_wire wire;
+    const ah__px_out *out;
+    const cJSON *req; /* the client's request (borrowed) */
+    ah__wbuf o;       /* bytes for the client not yet handed over */
+
+    /* the response's head, from the first attempt's opening event */
+    char *id, *model, *service_tier, *fingerprint;
+    long long created;
+    cJSON *tmpl; /* Responses: the upstream's response object */
+    int include_usage;
+    ah__wbuf prefix; /* Chat: every chunk's prefix, built once */
+    int started; /* the head events were written */
+    int ended;   /* the terminal event was written */
+
+    ah__px_block **blocks; /* each allocated alone: pointers to them stay valid */
+    size_t n, cap;
+    size_t next_index; /* Anthropic / Responses */
+    size_t next_tool;  /* Chat tool-call index */
+    size_t seq;        /* Responses sequence_number */
+    int role_sent;     /* Chat */
+    ah__px_block *open_text; /* a text block open on the client's side (stop deferred) */
+
+    long long input_tokens; /* the first attempt's (-1 unknown) */
+    long long output_tokens; /* every attempt's reported, summed */
+    long long cache_read, cache_write;
+    char *stop_reason;
+
+    /* the current attempt */
+    int attempt;        /* 1-based */
+    int continuation;   /* it continues what was forwarded */
+    ah_timeline *tl;
+    ah_decoder *dec;
+    ah_sse *sse;
+    int *map;           /* timeline index -> block index or AH__PX_* */
+    size_t map_cap;
+    int holding;        /* a held block started: later blocks wait for the end */
+    int first_event;    /* the attempt's first event was seen */
+    size_t events;      /* events decoded in this attempt */
+    int saw_text;       /* a text block of this attempt was routed */
+    ah__overlap *ov;    /* trims the continuation's first text block */
+    long ov_block;      /* its timeline index, -1 before it opens */
+    int failed_nomem;
+    uint64_t trimmed;   /* bytes trimmed, all attempts */
+    uint64_t trimmed_attempt;
+};
+
+/* splice.c */
+ah_status ah__px_splice_init(ah__px_splice *s, ah_wire wire, const cJSON *req);
+void ah__px_splice_clear(ah__px_splice *s);
+/* A new upstream attempt (the first, or a continuation of what was forwarded). */
+ah_status ah__px_splice_attempt(ah__px_splice *s, int continuation);
+/* Bytes of the attempt's stream. AH_OK, or an error that makes it a cut (malformed). */
+ah_status ah__px_splice_feed(ah__px_splice *s, const char *buf, size_t len, ah_error *err);
+/* The attempt's stream ended cleanly at the HTTP level: AH_OK when the format's end
+ * arrived, else a stream error in *err. */
+ah_status ah__px_splice_eof(ah__px_splice *s, ah_error *err);
+int ah__px_splice_ended(const ah__px_splice *s); /* the format's final event arrived */
+/* The attempt completed: write the held blocks and the end. */
+void ah__px_splice_finish(ah__px_splice *s);
+/* The attempt broke: drop what was held, count its usage. */
+void ah__px_splice_break(ah__px_splice *s);
+/* Past the last continuation: the format's in-band error, the stream ends. */
+void ah__px_splice_fail(ah__px_splice *s, const ah_error *err);
+/* Anything forwarded that a continuation must continue from? */
+int ah__px_splice_has_partial(const ah__px_splice *s);
+/* The next request's body: the client's request with the forwarded blocks as a partial
+ * assistant message (mode PREFILL), and the prompt after it (PROMPT). malloc'd. */
+ah_status ah__px_continuation_body(const ah__px_splice *s, ah_cont_mode mode,
+                                   const char *prompt, char **out, size_t *len);
+
+/* helpers for the out_ files */
+void ah__px_flush_text(ah__px_splice *s); /* write the deferred stop of the open text */
+char *ah__px_strdup(const char *s);
+
+#endif

@@ -1,0 +1,216 @@
+/* test_proxy_splice.c - the proxy's splicer without sockets: upstream streams written by
+ * the shared writers (core/writer/, as the mock writes them) fed to the splice in every
+ * byte split give the same client bytes as one feed; a stream cut after every event and
+ * continued by the rest (with and without a restatement) gives the client exactly the
+ * text of the whole stream, in one text block, with indexes and sequence numbers that
+ * keep counting. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proxy/proxy_internal.h"
+
+static const char *const TEXT = "Retries are safe before the stream. After it, continue.";
+
+/* An upstream Anthropic stream of TEXT from byte `from` on, in deltas of 5 bytes. */
+static void upstream_a(ah__wbuf *o, size_t from, const char *restate)
+{
+    ah__wr_anthropic_head h = {.id = "msg_1", .model = "claude-test"};
+    ah__wr_usage u = {.input = 10, .output = 1};
+    ah__wr_a_message_start(o, &h, &u);
+    ah__wr_block b = {.kind = AH__WR_TEXT};
+    ah__wr_a_block_start(o, 0, &b);
+    if (restate)
+        ah__wr_a_delta(o, 0, AH__WR_A_TEXT, restate, strlen(restate));
+    for (size_t i = from; i < strlen(TEXT); i += 5)
+        ah__wr_a_delta(o, 0, AH__WR_A_TEXT, TEXT + i, strlen(TEXT + i) < 5 ? strlen(TEXT + i) : 5);
+    ah__wr_a_block_stop(o, 0);
+    u.output = 12;
+    ah__wr_a_message_delta(o, "end_turn", &u);
+    ah__wr_a_message_stop(o);
+}
+
+static void upstream_r(ah__wbuf *o, size_t from, const char *restate)
+{
+    ah__wr_resp_head h = {.id = "resp_1", .model = "gpt-test", .created_at = 1};
+    size_t seq = 0;
+    ah__wr_r_lifecycle(o, "response.created", &h, seq++);
+    ah__wr_r_lifecycle(o, "response.in_progress", &h, seq++);
+    ah__wr_block m = {.kind = AH__WR_TEXT, .id = "msg_1", .text = TEXT, .text_len = strlen(TEXT)};
+    ah__wr_r_item_event(o, 0, &m, 0, seq++);
+    ah__wr_r_part_event(o, 0, "msg_1", 0, NULL, 0, seq++);
+    if (restate)
+        ah__wr_r_text_delta(o, "msg_1", 0, restate, strlen(restate), seq++);
+    for (size_t i = from; i < strlen(TEXT); i += 5)
+        ah__wr_r_text_delta(o, "msg_1", 0, TEXT + i,
+                            strlen(TEXT + i) < 5 ? strlen(TEXT + i) : 5, seq++);
+    ah__wr_r_text_done(o, "msg_1", 0, TEXT, strlen(TEXT), seq++);
+    ah__wr_r_part_event(o, 1, "msg_1", 0, TEXT, strlen(TEXT), seq++);
+    ah__wr_r_item_event(o, 1, &m, 0, seq++);
+    ah__wr_usage u = {.input = 10, .output = 12};
+    ah__wr_resp_end end = {.items = &m, .n_items = 1, .usage = &u};
+    ah__wr_r_terminal(o, &h, AH__WR_RS_COMPLETED, &end, seq++);
+}
+
+static const char REQ_A[] = "{\"model\":\"claude-test\",\"max_tokens\":9,\"stream\":true,"
+                            "\"messages\":[{\"role\":\"user\",\"content\":\"q\"}]}";
+static const char REQ_R[] = "{\"model\":\"gpt-test\",\"stream\":true,\"input\":\"q\"}";
+
+/* The client's bytes for one upstream stream fed in pieces of `step` bytes. */
+static char *splice_once(ah_wire wire, const char *req, const ah__wbuf *up, size_t step)
+{
+    cJSON *r = cJSON_Parse(req);
+    ah__px_splice s;
+    assert_int_equal(ah__px_splice_init(&s, wire, r), AH_OK);
+    assert_int_equal(ah__px_splice_attempt(&s, 0), AH_OK);
+    ah_error e;
+    for (size_t off = 0; off < up->len; off += step) {
+        size_t n = up->len - off < step ? up->len - off : step;
+        assert_int_equal(ah__px_splice_feed(&s, up->data + off, n, &e), AH_OK);
+    }
+    assert_true(ah__px_splice_ended(&s));
+    assert_int_equal(ah__px_splice_eof(&s, &e), AH_OK);
+    ah__px_splice_finish(&s);
+    char *out = ah__wbuf_take(&s.o);
+    ah__px_splice_clear(&s);
+    cJSON_Delete(r);
+    return out;
+}
+
+static void every_byte_split_gives_the_same_bytes(void **state)
+{
+    (void)state;
+    for (int w = 0; w < 2; w++) {
+        ah_wire wire = w ? AH_WIRE_RESPONSES : AH_WIRE_ANTHROPIC;
+        ah__wbuf up = {0};
+        if (w)
+            upstream_r(&up, 0, NULL);
+        else
+            upstream_a(&up, 0, NULL);
+        char *whole = splice_once(wire, w ? REQ_R : REQ_A, &up, up.len);
+        assert_non_null(strstr(whole, "\"Retri\""));
+        for (size_t step = 1; step < 64; step++) {
+            char *split = splice_once(wire, w ? REQ_R : REQ_A, &up, step);
+            assert_string_equal(whole, split);
+            free(split);
+        }
+        free(whole);
+        ah__wbuf_free(&up);
+    }
+}
+
+/* The text of the client's stream (text deltas joined), its text blocks, and that its
+ * indexes / sequence numbers keep counting. */
+static void client_text(ah_wire wire, const char *bytes, char *text, size_t size, int *blocks)
+{
+    ah_sse *p = ah_sse_new(NULL);
+    ah_sse_feed(p, bytes, strlen(bytes));
+    ah_sse_event ev;
+    text[0] = '\0';
+    *blocks = 0;
+    long long seq = -1;
+    while (ah_sse_next(p, &ev) == 1) {
+        cJSON *j = cJSON_Parse(ev.data);
+        assert_non_null(j);
+        const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "type"));
+        if (wire == AH_WIRE_RESPONSES) {
+            const cJSON *sn = cJSON_GetObjectItemCaseSensitive(j, "sequence_number");
+            assert_true(cJSON_IsNumber(sn) && sn->valuedouble > (double)seq);
+            seq = (long long)sn->valuedouble;
+            if (strcmp(type, "response.output_item.added") == 0)
+                (*blocks)++;
+            if (strcmp(type, "response.output_text.delta") == 0)
+                strncat(text, cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "delta")),
+                        size - strlen(text) - 1);
+        } else {
+            if (strcmp(type, "content_block_start") == 0)
+                (*blocks)++;
+            if (strcmp(type, "content_block_delta") == 0)
+                strncat(text,
+                        cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+                            cJSON_GetObjectItemCaseSensitive(j, "delta"), "text")),
+                        size - strlen(text) - 1);
+        }
+        cJSON_Delete(j);
+    }
+    ah_sse_free(p);
+}
+
+/* Cut after every event of the first attempt; the second attempt continues from the text
+ * forwarded (restating the last sentence of it, or not): the client sees the whole text
+ * once, in one block. */
+static void every_cut_is_continued_exactly(void **state)
+{
+    (void)state;
+    for (int w = 0; w < 2; w++) {
+        ah_wire wire = w ? AH_WIRE_RESPONSES : AH_WIRE_ANTHROPIC;
+        ah__wbuf up = {0};
+        if (w)
+            upstream_r(&up, 0, NULL);
+        else
+            upstream_a(&up, 0, NULL);
+        /* event boundaries */
+        size_t cuts[256], nc = 0;
+        for (size_t i = 0; i + 1 < up.len && nc < 256; i++)
+            if (up.data[i] == '\n' && up.data[i + 1] == '\n')
+                cuts[nc++] = i + 2;
+        for (size_t c = 0; c + 1 < nc; c++) {
+            for (int restate = 0; restate < 2; restate++) {
+                cJSON *r = cJSON_Parse(w ? REQ_R : REQ_A);
+                ah__px_splice s;
+                assert_int_equal(ah__px_splice_init(&s, wire, r), AH_OK);
+                assert_int_equal(ah__px_splice_attempt(&s, 0), AH_OK);
+                ah_error e;
+                assert_int_equal(ah__px_splice_feed(&s, up.data, cuts[c], &e), AH_OK);
+                ah__px_splice_break(&s);
+                /* what was forwarded: the continuation's model goes on from there */
+                size_t fwd = 0;
+                for (size_t i = 0; i < s.n; i++)
+                    if (s.blocks[i]->kind == AH__WR_TEXT)
+                        fwd += s.blocks[i]->text.len;
+                assert_memory_equal(TEXT, s.blocks && s.n ? s.blocks[0]->text.data : TEXT,
+                                    s.n ? s.blocks[0]->text.len : 0);
+                char said[128] = "";
+                if (restate && fwd)
+                    memcpy(said, TEXT, fwd); /* it restates all it said */
+                ah__wbuf rest = {0};
+                if (w)
+                    upstream_r(&rest, fwd, said[0] ? said : NULL);
+                else
+                    upstream_a(&rest, fwd, said[0] ? said : NULL);
+                assert_int_equal(ah__px_splice_attempt(&s, fwd > 0), AH_OK);
+                for (size_t i = 0; i < rest.len; i += 7)
+                    assert_int_equal(
+                        ah__px_splice_feed(&s, rest.data + i, rest.len - i < 7 ? rest.len - i : 7, &e),
+                        AH_OK);
+                ah__px_splice_finish(&s);
+                char *out = ah__wbuf_take(&s.o);
+                char text[512];
+                int blocks;
+                client_text(wire, out, text, sizeof text, &blocks);
+                if (strcmp(text, TEXT) != 0 || blocks != 1)
+                    fail_msg("%s cut after event %zu (restate %d): '%s', %d blocks",
+                             ah_wire_name(wire), c + 1, restate, text, blocks);
+                free(out);
+                ah__wbuf_free(&rest);
+                ah__px_splice_clear(&s);
+                cJSON_Delete(r);
+            }
+        }
+        ah__wbuf_free(&up);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(every_byte_split_gives_the_same_bytes),
+        cmocka_unit_test(every_cut_is_continued_exactly),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
