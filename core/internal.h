@@ -60,6 +60,13 @@ char *ah__utf8_dup(const char *s, size_t n, size_t *outlen);
  * memory. */
 int ah__json_text_fix(const char *s, size_t n, char **out, size_t *outlen);
 
+/* url.c: where a URL's path ends (the index of its first '?' or '#', else its length). */
+size_t ah__url_path_end(const char *url);
+/* A malloc'd copy of url with `path` appended to its path (trailing '/' of the path
+ * trimmed first) and `query` ("a=1&b=2", without '?') added to its query; a fragment is
+ * dropped. path and query may be NULL. NULL when out of memory. */
+char *ah__url_append(const char *url, const char *path, const char *query);
+
 /* snprintf into a fixed buffer, always NUL-terminated, truncating safely. */
 void ah__bufprintf(char *buf, size_t size, const char *fmt, ...) AH__PRINTF(3, 4);
 

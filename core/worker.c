@@ -60,10 +60,11 @@ static int extra_enables_thinking(const char *extra_json)
     return on;
 }
 
-static int ends_with(const char *s, const char *suffix)
+/* Whether s[0..n) ends with suffix. */
+static int ends_with(const char *s, size_t n, const char *suffix)
 {
-    size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && strcmp(s + n - m, suffix) == 0;
+    size_t m = strlen(suffix);
+    return n >= m && memcmp(s + n - m, suffix, m) == 0;
 }
 
 static ah_client *client_make(const ah_client_config *cfg, char *err, size_t errsize,
@@ -126,27 +127,19 @@ static ah_client *client_make(const ah_client_config *cfg, char *err, size_t err
     atomic_init(&c->prefill_refused, 0);
     c->background = cfg->background != 0;
     c->max_tokens = cfg->max_tokens ? cfg->max_tokens : 1024;
+    /* The format's path goes at the end of the base URL's path, before any query the
+     * base URL carries; a base URL that already names the version ("https://host/v1")
+     * gets only the rest of the path, one that names the whole path nothing. */
     const char *path = ah_wire_path(cfg->wire);
-    size_t blen = strlen(cfg->base_url);
+    size_t blen = ah__url_path_end(cfg->base_url);
     while (blen > 0 && cfg->base_url[blen - 1] == '/')
         blen--;
-    char *base = ah__strndup(cfg->base_url, blen);
-    if (!base)
+    const char *rest = ends_with(cfg->base_url, blen, path)  ? ""
+                       : ends_with(cfg->base_url, blen, "/v1") ? path + 3
+                                                               : path;
+    c->url = ah__url_append(cfg->base_url, rest, NULL);
+    if (!c->url)
         goto nomem;
-    if (ends_with(base, path)) {
-        c->url = base;
-    } else {
-        /* A base URL that already names the version ("https://host/v1") gets only the
-         * rest of the path. */
-        const char *rest = ends_with(base, "/v1") ? path + 3 : path;
-        size_t n = strlen(base) + strlen(rest) + 1;
-        c->url = malloc(n);
-        if (c->url)
-            snprintf(c->url, n, "%s%s", base, rest);
-        free(base);
-        if (!c->url)
-            goto nomem;
-    }
     c->model = ah__strdup(cfg->model);
     if (!c->model)
         goto nomem;
