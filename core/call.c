@@ -702,7 +702,7 @@ static int sink_head(void *ud, int status, const ah_header *h, size_t n)
     ah_call *c = ud;
     c->status = status;
     if (c->rate_limit) /* a limit the provider says is exhausted holds the schedule */
-        ah__rate_limit_observe(c->rate_limit, c->loop, h, n);
+        ah__rate_limit_observe(c->rate_limit, c->loop, h, n, c->policy.max_retry_after_ms);
     if (status < 200 || status > 299) {
         keep_error_head(c, h, n); /* the body follows; the attempt timer still runs */
         c->last_rx_ms = now_ms(c);

@@ -72,7 +72,9 @@ void ah__bufprintf(char *buf, size_t size, const char *fmt, ...) AH__PRINTF(3, 4
 
 /* error_hints.c: from a response's rate-limit headers (anthropic-ratelimit-*,
  * x-ratelimit-*), the ms until the reset of an exhausted (remaining 0) request limit and
- * of an exhausted token limit; -1 each when none is exhausted or its reset is unknown. */
+ * of an exhausted token limit; -1 each when none is exhausted or its reset is unknown.
+ * A reset instant is measured from the server's Date when the local clock is off by more
+ * than 2 s (see ah_error_apply_headers). */
 void ah__ratelimit_exhausted(const ah_header *h, size_t n, int64_t now_wall_ms,
                              int64_t *req_hold_ms, int64_t *tok_hold_ms);
 #endif

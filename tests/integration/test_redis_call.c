@@ -3,7 +3,7 @@
  * bounds the attempts of a run of failing calls exactly as the local bucket would; a
  * paced attempt emits llm_paced before its llm_call_start and waits; a response whose
  * rate-limit headers say the limit is exhausted holds the schedule until the reset (local
- * and shared); a cancel while the
+ * and shared), never past the call's max_retry_after_ms; a cancel while the
  * verdict is awaited ends the call with no further attempt; with Redis gone the same
  * calls decide locally. */
 #include <setjmp.h>
@@ -252,6 +252,40 @@ static void provider_headers_slow_the_fleet(void **state)
     ah_rate_limit_free(local);
 }
 
+/* A reset far ahead ("1000000h") holds the schedule, local or shared by the fleet, no
+ * longer than the call's max_retry_after_ms: the next call is paced at most that long
+ * (it used to be paced 114 years, so it gave up at its deadline without an attempt). */
+static void a_far_reset_holds_no_longer_than_the_cap(void **state)
+{
+    harness *h = *state;
+    start_mock(h, "{\"steps\": [], \"then\": {\"ok\": true, \"headers\": "
+                  "{\"x-ratelimit-remaining-requests\": \"0\", "
+                  "\"x-ratelimit-reset-requests\": \"1000000h\"}}}");
+    char err[256];
+    ah_rate_limit_config rc = {.requests_per_minute = 600000, .key = "call:far"};
+    ah_rate_limit *shared = NULL;
+    ah_rate_limit_new(&rc, h->r, &shared, err, sizeof err);
+    ah_rate_limit *local = NULL;
+    ah_rate_limit_new(&rc, NULL, &local, err, sizeof err);
+    ah_rate_limit *both[] = {local, shared};
+    h->policy.max_retry_after_ms = 50;
+    h->policy.deadline_ms = 30000;
+    for (int k = 0; k < 2; k++) {
+        ah_call *c = make_call(h, NULL, both[k]);
+        assert_int_equal(ah_call_run(c), AH_CALL_DONE);
+        ah_call_free(c);
+        h->paced = 0;
+        h->paced_wait = 0;
+        c = make_call(h, NULL, both[k]);
+        assert_int_equal(ah_call_run(c), AH_CALL_DONE);
+        assert_int_equal(ah_call_attempts(c), 1);
+        assert_true(h->paced_wait <= 50);
+        ah_call_free(c);
+    }
+    ah_rate_limit_free(shared);
+    ah_rate_limit_free(local);
+}
+
 static void cancel_while_the_verdict_is_awaited(void **state)
 {
     harness *h = *state;
@@ -286,6 +320,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(shared_budget_bounds_failing_calls, setup, teardown),
         cmocka_unit_test_setup_teardown(paced_attempt_says_so_first, setup, teardown),
         cmocka_unit_test_setup_teardown(provider_headers_slow_the_fleet, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_far_reset_holds_no_longer_than_the_cap, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(cancel_while_the_verdict_is_awaited, setup,
                                         teardown),
     };
