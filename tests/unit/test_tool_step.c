@@ -10,8 +10,11 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <sqlite3.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "agenthost.h"
 #include "agenthost/manual_clock.h"
@@ -804,6 +807,46 @@ static void tool_call_end_event_fields(void **state)
     ah_ledger_free(l);
 }
 
+/* A ledger that cannot answer a claim (here a SQLite file whose tables another program
+ * dropped) fails the call closed, and its message says "ledger claim failed" once: the
+ * backend's message says what went wrong, the call what it was doing (it read "ledger
+ * claim failed: ledger claim failed: no such table: ..."). */
+static void a_failed_claim_is_named_once(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/ah-ledger-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    unlink(path);
+    ah_ledger *l = NULL;
+    char err[256];
+    assert_int_equal(ah_ledger_open(path, &l, err, sizeof err), AH_OK);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "DROP TABLE ah_ledger_claims", NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    ah_tool_call *c = NULL;
+    ah_tool_call_new(NULL, l, NULL, "k", "{}", &c, NULL, 0);
+    assert_int_equal(ah_tool_step(c), AH_TOOL_DO_FAIL);
+    const ah_error *e = ah_tool_call_error(c);
+    assert_int_equal(e->kind, AH_EK_LEDGER);
+    const char *first = strstr(e->message, "ledger claim failed");
+    if (!first || strstr(first + 1, "ledger claim") || strstr(e->message, "failed: ledger"))
+        fail_msg("message: %s", e->message);
+    assert_non_null(strstr(e->message, "no such table"));
+    assert_int_equal(ah_tool_call_attempts(c), 0); /* the body did not run */
+    ah_tool_call_free(c);
+    ah_ledger_free(l);
+    char side[64];
+    unlink(path);
+    snprintf(side, sizeof side, "%s-wal", path);
+    unlink(side);
+    snprintf(side, sizeof side, "%s-shm", path);
+    unlink(side);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -829,6 +872,7 @@ int main(void)
         cmocka_unit_test(concurrent_same_key_runs_once),
         cmocka_unit_test(blocking_driver_gives_up_with_in_progress),
         cmocka_unit_test(tool_call_end_event_fields),
+        cmocka_unit_test(a_failed_claim_is_named_once),
     };
     return cmocka_run_group_tests(tests, setup_loop, teardown_loop);
 }
