@@ -12,6 +12,7 @@ bin=${1:?usage: test_readme.sh AGENTHOST_BIN}
 bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
 build=$(dirname "$bin")
 root=$(cd "$(dirname "$0")/../.." && pwd)
+. "$root/tests/cli/wait_lib.sh"
 pass=0
 fail=0
 work=$(mktemp -d)
@@ -111,7 +112,7 @@ if [ -f "$build/libagenthost.a" ] && command -v pkg-config >/dev/null &&
     ok "the C program compiles (-Wall -Wextra -Werror)"
     "$bin" mock --port 0 --plan faults.json >app_url.txt 2>/dev/null &
     mock_pid=$!
-    for _ in $(seq 50); do [ -s app_url.txt ] && break; sleep 0.1; done
+    wait_until "$mock_pid" test -s app_url.txt
     ANTHROPIC_BASE_URL=$(head -n1 app_url.txt) ./app >app.out 2>app.err
     rc=$?
     if [ "$rc" -eq 0 ] && grep -q '^completed: You said: "Say hello."' app.out &&
