@@ -887,7 +887,7 @@ static int sink_head(void *ud, int status, const ah_header *h, size_t n)
     ah_call *c = ud;
     c->status = status;
     if (c->rate_limit) /* a limit the provider says is exhausted holds the schedule */
-        ah__rate_limit_observe(c->rate_limit, c->loop, h, n);
+        ah__rate_limit_observe(c->rate_limit, c->loop, h, n, c->policy.max_retry_after_ms);
     if (status < 200 || status > 299) {
         keep_error_head(c, h, n); /* the body follows; the attempt timer still runs */
         c->last_rx_ms = now_ms(c);
@@ -1141,8 +1141,9 @@ static int is_secret_header(const char *name)
 static ah_status copy_request(ah_call *c, const ah_call_config *cfg)
 {
     const ah_http_request *r = &cfg->request;
-    size_t total =
-        strlen(r->method ? r->method : "POST") + 1 + strlen(r->url) + 1 + r->body_len + 1;
+    size_t total = strlen(r->method ? r->method : "POST") + 1 + strlen(r->url) + 1 +
+                   r->body_len + 1 + (r->ca_file ? strlen(r->ca_file) + 1 : 0) +
+                   (r->ca_path ? strlen(r->ca_path) + 1 : 0);
     for (size_t i = 0; i < r->n_headers; i++) {
         if (!r->headers[i].name || !r->headers[i].value)
             return AH_ERR_INVALID;
@@ -1163,6 +1164,10 @@ static ah_status copy_request(ah_call *c, const ah_call_config *cfg)
     const char *m = r->method ? r->method : "POST";
     COPY(c->req.method, m, strlen(m));
     COPY(c->req.url, r->url, strlen(r->url));
+    if (r->ca_file)
+        COPY(c->req.ca_file, r->ca_file, strlen(r->ca_file));
+    if (r->ca_path)
+        COPY(c->req.ca_path, r->ca_path, strlen(r->ca_path));
     if (r->body) {
         char *b;
         COPY(b, r->body, r->body_len);
@@ -1200,6 +1205,8 @@ static ah_status copy_request(ah_call *c, const ah_call_config *cfg)
     c->reattach_req.method = "GET";
     c->reattach_req.headers = c->reattach_headers;
     c->reattach_req.n_headers = nr;
+    c->reattach_req.ca_file = c->req.ca_file;
+    c->reattach_req.ca_path = c->req.ca_path;
     for (const char *const *s = cfg->secrets; s && *s; s++)
         if (add_secret(&c->secrets, &nsec, *s, strlen(*s)) != 0)
             return AH_ERR_NOMEM;

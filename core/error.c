@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* Longest text (provider message or raw body) kept before redaction. Enough for any
  * message we can show (AH_ERROR_MESSAGE_MAX) plus context for patterns that straddle the
@@ -176,11 +177,11 @@ static void copy_ident(char *dst, size_t size, const char *src)
  * first byte of a multi-byte character, so the cut never splits a secret (which would
  * leave a prefix no pattern recognises) nor a character. 0 when there is no such place:
  * the text is dropped rather than risked. */
-static size_t safe_cap(const char *s, size_t n)
+static size_t safe_cap_at(const char *s, size_t n, size_t cap)
 {
-    if (n <= TEXT_CAP)
+    if (n <= cap)
         return n;
-    for (size_t i = TEXT_CAP; i > 0; i--) {
+    for (size_t i = cap; i > 0; i--) {
         unsigned char c = (unsigned char)s[i];
         int tok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
                   (c >= '0' && c <= '9') || (c != '\0' && strchr("-_.~+/=%", c) != NULL);
@@ -188,6 +189,11 @@ static size_t safe_cap(const char *s, size_t n)
             return i;
     }
     return 0;
+}
+
+static size_t safe_cap(const char *s, size_t n)
+{
+    return safe_cap_at(s, n, TEXT_CAP);
 }
 
 /* ---- building ---------------------------------------------------------------------- */
@@ -305,6 +311,16 @@ void ah_error_redact(ah_error *e, const char *const *secrets)
 static const char *reason_phrase(int status)
 {
     switch (status) {
+    case 301:
+        return "Moved Permanently";
+    case 302:
+        return "Found";
+    case 303:
+        return "See Other";
+    case 307:
+        return "Temporary Redirect";
+    case 308:
+        return "Permanent Redirect";
     case 400:
         return "Bad Request";
     case 401:
@@ -378,6 +394,17 @@ static void extract(const cJSON *root, const char **type, const char **msg)
         *msg = json_string(root, "message");
 }
 
+/* The Location of a redirect (301, 302, 303, 307, 308), or NULL. */
+static const char *redirect_location(int status, const ah_header *h, size_t n)
+{
+    if (status != 301 && status != 302 && status != 303 && status != 307 && status != 308)
+        return NULL;
+    for (size_t i = 0; h && i < n; i++)
+        if (h[i].name && h[i].value && h[i].value[0] && strcasecmp(h[i].name, "location") == 0)
+            return h[i].value;
+    return NULL;
+}
+
 void ah_error_from_http(ah_error *e, int status, const ah_header *h, size_t n,
                         const char *body, size_t body_len, int64_t now_wall_ms,
                         const char *const *secrets)
@@ -426,6 +453,22 @@ void ah_error_from_http(ah_error *e, int status, const ah_header *h, size_t n,
         cap = sizeof small;
     }
     int o = snprintf(buf, cap, "HTTP %d", status);
+    const char *loc = redirect_location(status, h, n);
+    if (loc) {
+        /* Redirects are not followed (a POST must not be re-sent somewhere else behind
+         * the policy's back), so say where it points and what to change. */
+        char rbuf[1024]; /* room for the masks of what the Location holds */
+        size_t ll = strlen(loc), keep = safe_cap_at(loc, ll, 300);
+        snprintf(rbuf, sizeof rbuf,
+                 "HTTP %d %s to %.*s%s: the API is at another address; set the client's "
+                 "base_url there (redirects are not followed)",
+                 status, reason_phrase(status), (int)keep, loc, keep < ll ? "..." : "");
+        finish_message(e, rbuf, sizeof rbuf, secrets);
+        if (buf != small)
+            free(buf);
+        cJSON_Delete(root);
+        return;
+    }
     if (e->provider_type[0])
         o += snprintf(buf + o, cap - (size_t)o, " %s", e->provider_type);
     if (shown > 0)

@@ -494,6 +494,34 @@ static int parse_rfc3339(const char *s, size_t n, int64_t *out)
     return 1;
 }
 
+/* ---- the server's clock ------------------------------------------------------------ */
+
+/* How far the local clock may be from a response's Date (which has whole seconds and
+ * was stamped a moment before the head arrived) and still be trusted for an instant. */
+enum { CLOCK_SLACK_MS = 2000 };
+
+/* The "now" an instant in these headers (an HTTP-date Retry-After, an Anthropic reset)
+ * is measured from: the local wall clock, unless the response's Date says it is off by
+ * more than the slack; then the server's own time. A host whose clock is a day behind
+ * would otherwise read a reset 60 s ahead as a day and 60 s. */
+static int64_t server_now(const ah_header *h, size_t n, int64_t local_ms)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!h[i].name || !h[i].value || !eq_ci(h[i].name, strlen(h[i].name), "date"))
+            continue;
+        const char *v = h[i].value;
+        size_t len = strlen(v);
+        int64_t date;
+        trim(&v, &len);
+        if (!parse_http_date(v, len, local_ms, &date))
+            return local_ms;
+        if (local_ms < date - CLOCK_SLACK_MS || local_ms > date + 1000 + CLOCK_SLACK_MS)
+            return date;
+        return local_ms;
+    }
+    return local_ms;
+}
+
 /* ---- Retry-After ------------------------------------------------------------------- */
 
 /* Returns ms or -1, and whether the value was a date. */
@@ -562,6 +590,7 @@ void ah__ratelimit_exhausted(const ah_header *h, size_t n, int64_t now_wall_ms,
                              int64_t *req_hold_ms, int64_t *tok_hold_ms)
 {
     *req_hold_ms = *tok_hold_ms = -1;
+    now_wall_ms = server_now(h, n, now_wall_ms);
     for (size_t k = 0; k < N_RESET; k++) {
         int64_t reset = -1;
         int rem = -1;
@@ -599,6 +628,7 @@ void ah_error_apply_headers(ah_error *e, const ah_header *h, size_t n,
     int remaining[N_RESET];
     if (!e || (!h && n > 0))
         return;
+    now_wall_ms = server_now(h, n, now_wall_ms);
     for (size_t k = 0; k < N_RESET; k++) {
         reset_ms[k] = -1;
         remaining[k] = -1;

@@ -60,12 +60,21 @@ char *ah__utf8_dup(const char *s, size_t n, size_t *outlen);
  * memory. */
 int ah__json_text_fix(const char *s, size_t n, char **out, size_t *outlen);
 
+/* url.c: where a URL's path ends (the index of its first '?' or '#', else its length). */
+size_t ah__url_path_end(const char *url);
+/* A malloc'd copy of url with `path` appended to its path (trailing '/' of the path
+ * trimmed first) and `query` ("a=1&b=2", without '?') added to its query; a fragment is
+ * dropped. path and query may be NULL. NULL when out of memory. */
+char *ah__url_append(const char *url, const char *path, const char *query);
+
 /* snprintf into a fixed buffer, always NUL-terminated, truncating safely. */
 void ah__bufprintf(char *buf, size_t size, const char *fmt, ...) AH__PRINTF(3, 4);
 
 /* error_hints.c: from a response's rate-limit headers (anthropic-ratelimit-*,
  * x-ratelimit-*), the ms until the reset of an exhausted (remaining 0) request limit and
- * of an exhausted token limit; -1 each when none is exhausted or its reset is unknown. */
+ * of an exhausted token limit; -1 each when none is exhausted or its reset is unknown.
+ * A reset instant is measured from the server's Date when the local clock is off by more
+ * than 2 s (see ah_error_apply_headers). */
 void ah__ratelimit_exhausted(const ah_header *h, size_t n, int64_t now_wall_ms,
                              int64_t *req_hold_ms, int64_t *tok_hold_ms);
 #endif

@@ -250,7 +250,7 @@ static ah_ledger_answer mem_claim_key(ah_ledger *l, const char *key, const char 
     m->nclaims++;
     return out->answer = AH_LEDGER_OWNED;
 nomem:
-    ah__ledger_seterr(l, "out of memory claiming a ledger key");
+    ah__ledger_seterr(l, "out of memory");
     return out->answer = AH_LEDGER_FAILED;
 }
 
@@ -283,7 +283,7 @@ static ah_status mem_insert(mem_ledger *m, const char *key, const char *fp,
 nomem:
     free(k);
     free(r);
-    ah__ledger_seterr(&m->base, "out of memory recording a ledger entry");
+    ah__ledger_seterr(&m->base, "out of memory");
     return AH_ERR_NOMEM;
 }
 
@@ -466,7 +466,7 @@ ah_status ah_ledger_lookup(ah_ledger *l, const char *key, const char *args_canon
     ah_ledger_entry e;
     if (!l || !key || !out) {
         if (l)
-            ah__ledger_seterr(l, "ledger lookup: missing key or output");
+            ah__ledger_seterr(l, "missing key or output");
         return AH_ERR_INVALID;
     }
     l->err[0] = '\0';
@@ -491,7 +491,7 @@ ah_ledger_answer ah_ledger_claim(ah_ledger *l, const char *key, const char *args
     memset(out, 0, sizeof *out);
     if (!l || !key) {
         if (l)
-            ah__ledger_seterr(l, "ledger claim: missing key");
+            ah__ledger_seterr(l, "missing key");
         return out->answer = AH_LEDGER_FAILED;
     }
     l->err[0] = '\0';
@@ -514,7 +514,7 @@ ah_ledger_answer ah_ledger_complete(ah_ledger *l, const char *key, const char *a
     memset(out, 0, sizeof *out);
     if (!l || !key || !receipt) {
         if (l)
-            ah__ledger_seterr(l, "ledger record: missing key or receipt");
+            ah__ledger_seterr(l, "missing key or receipt");
         return out->answer = AH_LEDGER_FAILED;
     }
     l->err[0] = '\0';
@@ -563,7 +563,7 @@ ah_status ah_ledger_record(ah_ledger *l, const char *key, const char *args_canon
     ah_ledger_result r;
     if (!l || !key || !receipt) {
         if (l)
-            ah__ledger_seterr(l, "ledger record: missing key or receipt");
+            ah__ledger_seterr(l, "missing key or receipt");
         return AH_ERR_INVALID;
     }
     switch (ah_ledger_complete(l, key, args_canonical, receipt, &r, NULL, NULL)) {

@@ -115,10 +115,12 @@ static int64_t new_nonce(const void *seed)
     return (int64_t)(x & 0x7fffffffffffffffULL);
 }
 
-static ah_status sql_fail(sql_conn *c, const char *what)
+/* The message says what went wrong; the caller, which knows what it was doing, says that
+ * ("ledger claim failed: SQLite: database is locked"). */
+static ah_status sql_fail(sql_conn *c)
 {
     int rc = sqlite3_errcode(c->db);
-    ah__ledger_seterr(c->el, "ledger %s failed: %s", what, sqlite3_errmsg(c->db));
+    ah__ledger_seterr(c->el, "SQLite: %s", sqlite3_errmsg(c->db));
     return rc == SQLITE_NOMEM ? AH_ERR_NOMEM : AH_ERR_IO;
 }
 
@@ -147,7 +149,7 @@ static ah_status conn_find(sql_conn *c, const char *key, ah_ledger_entry *e,
         goto cleanup;
     }
     if (rc != SQLITE_ROW) {
-        st = sql_fail(c, "lookup");
+        st = sql_fail(c);
         goto cleanup;
     }
     if (!replace_str(&c->key_buf, sqlite3_column_text(q, 0)) ||
@@ -202,22 +204,22 @@ static int exec_patient(sqlite3 *db, const char *sql)
 }
 
 /* 1 in a write transaction; 0 with err set; -1 (claims only) when the lock is busy. */
-static int sql_begin(sql_conn *c, const char *what, int patient)
+static int sql_begin(sql_conn *c, int patient)
 {
     int rc = patient ? exec_patient(c->db, "BEGIN IMMEDIATE")
                      : sqlite3_exec(c->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
     if (rc == SQLITE_OK)
         return 1;
-    sql_fail(c, what);
+    sql_fail(c);
     return !patient && is_busy(rc) ? -1 : 0;
 }
 
-static int sql_commit(sql_conn *c, const char *what)
+static int sql_commit(sql_conn *c)
 {
     /* With synchronous=FULL, COMMIT returns after the WAL is fsynced: durable. */
     if (sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK)
         return 1;
-    sql_fail(c, what);
+    sql_fail(c);
     sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
     return 0;
 }
@@ -271,7 +273,7 @@ static ah_ledger_answer claim_tx(sql_ledger *s, sql_conn *c, const char *key,
     ah_ledger_entry e;
     const char *stored = NULL;
     int reclaimed = 0;
-    int begun = sql_begin(c, "claim", 0);
+    int begun = sql_begin(c, 0);
     if (begun < 0) {
         /* Someone holds the write lock for longer than the busy timeout: no claim was
          * taken, so the caller may simply ask again (from its loop, not blocking it). */
@@ -309,7 +311,7 @@ static ah_ledger_answer claim_tx(sql_ledger *s, sql_conn *c, const char *key,
         reclaimed = 1;
     } else if (rc != SQLITE_DONE) {
         sql_reset(q);
-        sql_fail(c, "claim");
+        sql_fail(c);
         goto fail;
     }
     sql_reset(q);
@@ -325,10 +327,10 @@ static ah_ledger_answer claim_tx(sql_ledger *s, sql_conn *c, const char *key,
     rc = sqlite3_step(q);
     sql_reset(q);
     if (rc != SQLITE_DONE) {
-        sql_fail(c, "claim");
+        sql_fail(c);
         goto fail;
     }
-    if (!sql_commit(c, "claim"))
+    if (!sql_commit(c))
         return out->answer = AH_LEDGER_FAILED;
     out->reclaimed = reclaimed;
     return out->answer = AH_LEDGER_OWNED;
@@ -350,7 +352,7 @@ ah_ledger_answer ah__sqlite_claim_on(sql_ledger *s, sql_conn *c, const char *key
     ah_ledger_answer a = claim_tx(s, c, key, fp, now_ms, lease_ms, out);
     if (sqlite3_exec(c->db, "PRAGMA synchronous=FULL", NULL, NULL, NULL) != SQLITE_OK) {
         /* Never leave the connection recording receipts without the fsync. */
-        sql_fail(c, "claim");
+        sql_fail(c);
         if (a == AH_LEDGER_OWNED)
             ah__sqlite_drop_mine(s, c, key);
         out->reclaimed = 0;
@@ -369,18 +371,18 @@ ah_ledger_answer ah__sqlite_complete_on(sql_ledger *s, sql_conn *c, const char *
 {
     ah_ledger_entry e;
     const char *stored = NULL;
-    if (sql_begin(c, "record", 1) != 1)
+    if (sql_begin(c, 1) != 1)
         return out->answer = AH_LEDGER_FAILED;
     ah_status st = conn_find(c, key, &e, &stored);
     if (st != AH_OK && st != AH_ERR_NOT_FOUND)
         goto fail;
     if (!ah__sqlite_drop_mine(s, c, key)) {
-        sql_fail(c, "record");
+        sql_fail(c);
         goto fail;
     }
     if (st == AH_OK) {
         ah_ledger_answer a = ah__ledger_entry_answer(c->el, key, fp, stored, &e, out);
-        if (!sql_commit(c, "record"))
+        if (!sql_commit(c))
             return out->answer = AH_LEDGER_FAILED;
         out->duplicate = 1;
         return a;
@@ -393,13 +395,13 @@ ah_ledger_answer ah__sqlite_complete_on(sql_ledger *s, sql_conn *c, const char *
     int rc = sqlite3_step(q);
     sql_reset(q);
     if (rc != SQLITE_DONE) {
-        sql_fail(c, "record");
+        sql_fail(c);
         goto fail;
     }
     int64_t seq = sqlite3_last_insert_rowid(c->db);
     if (s->hold)
         s->hold(s->hold_ud);
-    if (!sql_commit(c, "record"))
+    if (!sql_commit(c))
         return out->answer = AH_LEDGER_FAILED;
     /* The entry's strings: ours (the caller's, valid for the call) are what was stored. */
     if (!replace_str(&c->key_buf, (const unsigned char *)key) ||
@@ -482,7 +484,7 @@ static ah_status sql_count_q(sql_conn *c, sqlite3_stmt *q, int64_t *n)
 {
     ah_status st = AH_OK;
     if (sqlite3_step(q) != SQLITE_ROW)
-        st = sql_fail(c, "count");
+        st = sql_fail(c);
     else
         *n = sqlite3_column_int64(q, 0);
     sqlite3_reset(q);
@@ -518,7 +520,7 @@ static ah_status sql_foreach(ah_ledger *l, ah_ledger_entry_fn fn, void *ud)
         }
     }
     if (rc != SQLITE_DONE)
-        st = sql_fail(c, "listing");
+        st = sql_fail(c);
     sqlite3_reset(c->all);
     return st;
 }

@@ -97,9 +97,11 @@ AH_WIRE_MAP(AH__PROVIDER_DECL)
 /* The table of wire format w, or NULL out of range. */
 const ah__provider *ah__provider_of(ah_wire w);
 
-/* request_url (trailing slashes dropped) + "/" + id percent-encoded + tail, malloc'd;
- * NULL on allocation failure (wire.c). */
-char *ah__response_url(const char *request_url, const char *id, const char *tail);
+/* request_url with "/" + id percent-encoded + tail appended to its path and `query`
+ * (NULL = none) to its query, so a request URL that carries a query keeps it last;
+ * malloc'd, NULL on allocation failure (wire.c). */
+char *ah__response_url(const char *request_url, const char *id, const char *tail,
+                       const char *query);
 
 /* Capability rows (capabilities.c), reached through each provider's `caps`. */
 extern const ah__cap_row ah__caps_anthropic[];

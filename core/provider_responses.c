@@ -13,15 +13,15 @@
 /* GET {request_url}/{id}?stream=true&starting_after={after}: the events after `after`. */
 static char *reattach_url(const char *request_url, const char *id, int64_t after)
 {
-    char tail[64];
-    snprintf(tail, sizeof tail, "?stream=true&starting_after=%lld", (long long)after);
-    return ah__response_url(request_url, id, tail);
+    char query[64];
+    snprintf(query, sizeof query, "stream=true&starting_after=%lld", (long long)after);
+    return ah__response_url(request_url, id, "", query);
 }
 
 /* POST {request_url}/{id}/cancel */
 static char *cancel_url(const char *request_url, const char *id)
 {
-    return ah__response_url(request_url, id, "/cancel");
+    return ah__response_url(request_url, id, "/cancel", NULL);
 }
 
 const ah__provider ah__provider_RESPONSES = {

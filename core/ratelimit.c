@@ -337,11 +337,27 @@ void ah_rate_limit_hold(ah_rate_limit *rl, ah_loop *loop, int64_t req_ms, int64_
     pthread_mutex_unlock(&rl->mu);
 }
 
-void ah__rate_limit_observe(ah_rate_limit *rl, ah_loop *loop, const ah_header *h, size_t n)
+/* A hold a header asks for, capped: a reset far ahead ("1000000h", or an instant read
+ * on a skewed clock) must not stop the fleet for longer than the call would wait for a
+ * Retry-After. The limit is then asked again by the next request after the cap. */
+static int64_t cap_hold(int64_t ms, int64_t max_ms, const char *which)
+{
+    if (ms < 0 || max_ms < 0 || ms <= max_ms)
+        return ms;
+    ah__log(AH_LOG_WARN,
+            "rate limit: the provider's %s limit resets in %lld ms; pacing holds only "
+            "max_retry_after_ms (%lld ms)",
+            which, (long long)ms, (long long)max_ms);
+    return max_ms;
+}
+
+void ah__rate_limit_observe(ah_rate_limit *rl, ah_loop *loop, const ah_header *h, size_t n,
+                            int64_t max_hold_ms)
 {
     if (!rl || rl->ignore_headers || n == 0)
         return;
     int64_t req_ms, tok_ms;
     ah__ratelimit_exhausted(h, n, ah_loop_wall_ms(loop), &req_ms, &tok_ms);
-    ah_rate_limit_hold(rl, loop, req_ms, tok_ms);
+    ah_rate_limit_hold(rl, loop, cap_hold(req_ms, max_hold_ms, "request"),
+                       cap_hold(tok_ms, max_hold_ms, "token"));
 }

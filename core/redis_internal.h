@@ -85,8 +85,10 @@ int ah__redis_note_down(ah_redis *r, int *logged_flag, const char *what);
 /* Reset the flag when r is up again (logs "back on Redis" when it had been set). */
 void ah__redis_note_up(ah_redis *r, int *logged_flag, const char *what);
 
-/* ratelimit.c: feed a response's headers to the pacer (call.c, on every response head). */
-void ah__rate_limit_observe(ah_rate_limit *rl, ah_loop *loop, const ah_header *h, size_t n);
+/* ratelimit.c: feed a response's headers to the pacer (call.c, on every response head);
+ * a hold they ask for is capped at max_hold_ms (the call's max_retry_after_ms). */
+void ah__rate_limit_observe(ah_rate_limit *rl, ah_loop *loop, const ah_header *h, size_t n,
+                            int64_t max_hold_ms);
 
 /* The shared retry budget's hooks used by retry_budget.c. */
 typedef struct ah__budget_shared ah__budget_shared;

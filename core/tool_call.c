@@ -68,6 +68,7 @@ struct ah_tool_call {
     int has_async; /* an asynchronous ledger answer is in `async` */
     int resume_next; /* the next attempt resumes the last one (a `stream` error) */
     int resuming;    /* the running attempt is a resume */
+    int saw_busy;  /* the ledger said BUSY: the key is (or was) in flight elsewhere */
     ah_ledger_result async;
     char *async_receipt; /* async.entry.receipt, copied */
 };
@@ -288,6 +289,8 @@ static void ledger_answered(void *ud, const ah_ledger_result *r)
     ah_tool_call *c = ud;
     if (c->ph != PH_WAIT_CLAIM && c->ph != PH_WAIT_RECORD)
         return;
+    if (r->answer == AH_LEDGER_BUSY && c->ph == PH_WAIT_CLAIM)
+        c->saw_busy = 1;
     if (r->answer != AH_LEDGER_BUSY || c->ph == PH_WAIT_RECORD) {
         /* An asynchronous answer: copy it (its strings are borrowed for this call). */
         char *receipt = NULL;
@@ -330,6 +333,8 @@ static ah_tool_action on_claim(ah_tool_call *c, const ah_ledger_result *r)
         return return_entry(c, &r->entry);
     case AH_LEDGER_BUSY:
     case AH_LEDGER_PENDING:
+        if (r->answer == AH_LEDGER_BUSY)
+            c->saw_busy = 1;
         c->wait_ms = r->answer == AH_LEDGER_BUSY ? r->retry_ms : -1;
         set_phase(c, PH_WAIT_CLAIM);
         return AH_TOOL_DO_WAIT_CLAIM;
@@ -571,10 +576,25 @@ ah_status ah_tool_call_cancel(ah_tool_call *c)
     return AH_OK;
 }
 
-ah_status ah_tool_call_stop_waiting(ah_tool_call *c)
+/* Whether the call waits for its own ledger's first answer to its claim (PENDING: a
+ * SQLite writer thread, a Redis round trip) and nothing has said the key is in flight
+ * elsewhere yet. (Once a BUSY came, a PENDING re-claim may be a BUSY in the making: the
+ * Redis backend answers BUSY only after its poll delay.) */
+static int own_answer_due(const ah_tool_call *c)
 {
-    if (!c || c->ph != PH_WAIT_CLAIM)
+    return c->ph == PH_WAIT_CLAIM && c->wait_ms < 0 && !c->woken && !c->has_async &&
+           !c->saw_busy;
+}
+
+/* End a wait for a key in flight elsewhere with IN_PROGRESS. Not while the ledger's own
+ * answer is due (unless force: the driver cannot wait any more): a claim that is slow
+ * to commit (fsync, a loaded machine, valgrind) is not someone else's, and giving up on
+ * it said "in flight in another call" when no other call existed. */
+static ah_status stop_waiting(ah_tool_call *c, int force)
+{
+    if (!c || c->ph != PH_WAIT_CLAIM || (own_answer_due(c) && !force))
         return AH_ERR_STATE;
+    ah_ledger_cancel(c->ledger, c);
     size_t n = strlen(c->key);
     ah_error_set(&c->error, AH_EK_TRANSIENT, 0,
                  "idempotency key '%.80s%s' is in flight in another call; its receipt did "
@@ -582,6 +602,11 @@ ah_status ah_tool_call_stop_waiting(ah_tool_call *c)
                  c->key, n > 80 ? "..." : "");
     finish(c, AH_TOOL_DO_FAIL, AH_TOOL_IN_PROGRESS);
     return AH_OK;
+}
+
+ah_status ah_tool_call_stop_waiting(ah_tool_call *c)
+{
+    return stop_waiting(c, 0);
 }
 
 int ah_tool_call_finished(const ah_tool_call *c)
@@ -769,8 +794,8 @@ static ah_tool_outcome blocking_run(blocking *b)
                 left = RECORD_RECHECK_MS;
             }
             int64_t ms = c->wait_ms > 0 ? c->wait_ms : 10;
-            if (!blocking_wait(b, ms < left ? ms : left)) {
-                ah_tool_call_stop_waiting(c); /* no loop to wait on */
+            if (!blocking_wait(b, left > 0 && ms > left ? left : ms)) {
+                stop_waiting(c, 1); /* no loop to wait on */
                 break;
             }
             continue;

@@ -46,6 +46,7 @@ typedef struct attempt {
     int local_port;     /* of the connection the request went out on */
     int resend_refused; /* on_prereq refused a second send */
     int status;
+    const char *url; /* borrowed from the request, like the body */
     /* The request body, borrowed from the request (the caller keeps it alive until the
      * attempt ends). */
     const char *body;
@@ -233,6 +234,20 @@ static int is_connect_failure(CURLcode rc)
     case CURLE_COULDNT_RESOLVE_HOST:
     case CURLE_COULDNT_RESOLVE_PROXY:
     case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_PROXY:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* TLS failures a retry cannot fix: the peer's certificate does not verify (unknown CA,
+ * expired, wrong host name), the CA bundle cannot be read, a pinned key or the
+ * certificate status does not match, no usable cipher. A handshake cut half-way
+ * (CURLE_SSL_CONNECT_ERROR) stays a connect error: that one can be transient. */
+static int is_certificate_failure(CURLcode rc)
+{
+    switch (rc) {
     case CURLE_PEER_FAILED_VERIFICATION:
     case CURLE_SSL_CERTPROBLEM:
     case CURLE_SSL_CIPHER:
@@ -240,11 +255,93 @@ static int is_connect_failure(CURLcode rc)
     case CURLE_SSL_ISSUER_ERROR:
     case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
     case CURLE_SSL_INVALIDCERTSTATUS:
-    case CURLE_PROXY:
         return 1;
     default:
         return 0;
     }
+}
+
+/* ---- the proxy a URL goes through (for messages) -------------------------------- */
+
+/* Whether host matches one entry of a no_proxy list (libcurl's rules, simplified: "*"
+ * matches every host; an entry matches the same name or a name ending in "." + entry;
+ * a leading dot in the entry is ignored; names compare case-insensitively). */
+static int no_proxy_matches(const char *list, const char *host, size_t hlen)
+{
+    const char *p = list;
+    while (*p) {
+        p += strspn(p, ", \t");
+        size_t n = strcspn(p, ", \t");
+        const char *e = p;
+        p += n;
+        if (n == 1 && e[0] == '*')
+            return 1;
+        if (n > 0 && e[0] == '.') {
+            e++;
+            n--;
+        }
+        if (n == 0 || n > hlen)
+            continue;
+        if (strncasecmp(host + hlen - n, e, n) == 0 &&
+            (n == hlen || host[hlen - n - 1] == '.'))
+            return 1;
+    }
+    return 0;
+}
+
+/* The proxy libcurl takes for url from the environment (<scheme>_proxy, HTTPS_PROXY,
+ * all_proxy / ALL_PROXY, unless no_proxy / NO_PROXY names the host): its variable's
+ * name in *var and its host[:port] (no scheme, no credentials) in buf. 0 when none. */
+static int proxy_for(const char *url, const char **var, char *buf, size_t size)
+{
+    int https = strncasecmp(url, "https://", 8) == 0;
+    const char *host = strstr(url, "://");
+    if (!host)
+        return 0;
+    host += 3;
+    size_t hlen = strcspn(host, "/?#");
+    const char *at = memchr(host, '@', hlen);
+    if (at) {
+        hlen -= (size_t)(at + 1 - host);
+        host = at + 1;
+    }
+    if (hlen > 0 && host[0] == '[') { /* [v6]:port */
+        const char *close = memchr(host, ']', hlen);
+        hlen = close ? (size_t)(close - host) + 1 : hlen;
+    } else {
+        const char *colon = memchr(host, ':', hlen);
+        if (colon)
+            hlen = (size_t)(colon - host);
+    }
+    const char *np = getenv("no_proxy");
+    if (!np || !*np)
+        np = getenv("NO_PROXY");
+    if (np && no_proxy_matches(np, host, hlen))
+        return 0;
+    /* libcurl reads http_proxy in lower case only (HTTP_PROXY may be set by a CGI
+     * request's Proxy header); the others in either case */
+    static const char *const http_vars[] = {"http_proxy", "all_proxy", "ALL_PROXY"};
+    static const char *const https_vars[] = {"https_proxy", "HTTPS_PROXY", "all_proxy",
+                                             "ALL_PROXY"};
+    const char *const *vars = https ? https_vars : http_vars;
+    size_t nv = https ? 4 : 3;
+    for (size_t i = 0; i < nv; i++) {
+        const char *v = getenv(vars[i]);
+        if (!v || !*v)
+            continue;
+        const char *h = strstr(v, "://");
+        h = h ? h + 3 : v;
+        size_t n = strcspn(h, "/?#");
+        const char *a = memchr(h, '@', n);
+        if (a) {
+            n -= (size_t)(a + 1 - h);
+            h = a + 1;
+        }
+        *var = vars[i];
+        ah__bufprintf(buf, size, "%.*s", (int)(n > 200 ? 200 : n), h);
+        return 1;
+    }
+    return 0;
 }
 
 /* Map a curl result to the error kinds of docs/errors.md. A failure after the head was delivered
@@ -272,15 +369,34 @@ static void classify(const attempt *a, CURLcode rc, ah_error *err)
          * have reached the server, so the retry policy decides, and counts it. */
         ah_error_set(err, AH_EK_CONNECT, 0,
                      "connection lost before the response (a reused connection closed)");
-    } else if (rc == CURLE_OPERATION_TIMEDOUT) {
-        ah_error_set(err, AH_EK_TIMEOUT, 0, "timed out before the response: %s", detail);
-    } else if (is_connect_failure(rc)) {
-        ah_error_set(err, AH_EK_CONNECT, 0, "connection failed: %s", detail);
-    } else {
-        /* Reset, closed or garbled before any response head: the request may not have
-         * reached the server's application; treat it as a failed connection. */
-        ah_error_set(err, AH_EK_CONNECT, 0, "connection lost before the response: %s",
+    } else if (is_certificate_failure(rc)) {
+        /* The same certificate fails the same way on every attempt: not retried. */
+        ah_error_set(err, AH_EK_CONNECT, 0,
+                     "TLS: %s (a certificate failure is not retried; for a private CA "
+                     "set the client's ca_file or ca_path, or SSL_CERT_FILE)",
                      detail);
+        err->should_retry = 0;
+    } else {
+        if (rc == CURLE_OPERATION_TIMEDOUT)
+            ah_error_set(err, AH_EK_TIMEOUT, 0, "timed out before the response: %s", detail);
+        else if (is_connect_failure(rc))
+            ah_error_set(err, AH_EK_CONNECT, 0, "connection failed: %s", detail);
+        else
+            /* Reset, closed or garbled before any response head: the request may not
+             * have reached the server's application; treat it as a failed connection. */
+            ah_error_set(err, AH_EK_CONNECT, 0, "connection lost before the response: %s",
+                         detail);
+        /* Through a proxy, libcurl's message names only an address: say it was the
+         * proxy's, so nobody hunts for a provider outage. */
+        const char *var = NULL;
+        char proxy[256];
+        if (a->url && !strstr(detail, "proxy") && proxy_for(a->url, &var, proxy, sizeof proxy)) {
+            size_t len = strlen(err->message);
+            ah__bufprintf(err->message + len, sizeof err->message - len,
+                          " (through the proxy %s, from $%s)", proxy,
+                          var);
+            ah_redact(err->message, sizeof err->message, NULL);
+        }
     }
 }
 
@@ -375,7 +491,12 @@ static ah_status curl_start(void *self, ah_loop *loop, const ah_http_request *re
 
     CURL *e = a->easy;
     const char *method = req->method ? req->method : "POST";
+    a->url = req->url;
     curl_easy_setopt(e, CURLOPT_URL, req->url);
+    if (req->ca_file)
+        curl_easy_setopt(e, CURLOPT_CAINFO, req->ca_file);
+    if (req->ca_path)
+        curl_easy_setopt(e, CURLOPT_CAPATH, req->ca_path);
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
@@ -385,7 +506,12 @@ static ah_status curl_start(void *self, ah_loop *loop, const ah_http_request *re
     curl_easy_setopt(e, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 102400L);
-    /* No CURLOPT_ACCEPT_ENCODING: the stream arrives as identity, byte for byte. */
+    /* Every encoding this libcurl decodes (gzip, deflate, br, zstd as built) is offered
+     * and decoded before the sink, as the official SDKs do (httpx, fetch): a gateway
+     * that compresses the event stream anyway is then read, not taken for a cut. One
+     * that sends an encoding libcurl does not know fails with libcurl's message naming
+     * it ("Unrecognized content encoding type"). */
+    curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, "");
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, a->req_headers);
     if (strcmp(method, "POST") == 0) {
         curl_easy_setopt(e, CURLOPT_POST, 1L);

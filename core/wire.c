@@ -1,6 +1,7 @@
 /* wire.c - the provider registry (one ops table per AH_WIRE_MAP line, see provider.h)
  * and the public wire functions, which read the tables and never branch on a format. */
 #include "agenthost/wire.h"
+#include "internal.h"
 #include "provider.h"
 
 #include <stdlib.h>
@@ -50,19 +51,16 @@ int ah_wire_has_background(ah_wire w)
     return p && p->reattach_url != NULL;
 }
 
-/* request_url + "/" + id (percent-encoded) + tail. */
-char *ah__response_url(const char *request_url, const char *id, const char *tail)
+/* request_url's path + "/" + id (percent-encoded) + tail, its query + query. */
+char *ah__response_url(const char *request_url, const char *id, const char *tail,
+                       const char *query)
 {
     static const char hex[] = "0123456789ABCDEF";
-    size_t base = strlen(request_url);
-    while (base > 0 && request_url[base - 1] == '/')
-        base--;
-    size_t n = base + 1 + 3 * strlen(id) + strlen(tail) + 1;
-    char *url = malloc(n);
-    if (!url)
+    size_t n = 1 + 3 * strlen(id) + strlen(tail) + 1;
+    char *seg = malloc(n);
+    if (!seg)
         return NULL;
-    memcpy(url, request_url, base);
-    char *p = url + base;
+    char *p = seg;
     *p++ = '/';
     for (const unsigned char *s = (const unsigned char *)id; *s; s++) {
         if ((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') ||
@@ -75,6 +73,8 @@ char *ah__response_url(const char *request_url, const char *id, const char *tail
         }
     }
     strcpy(p, tail);
+    char *url = ah__url_append(request_url, seg, query);
+    free(seg);
     return url;
 }
 

@@ -36,11 +36,13 @@
 #include "agenthost/worker.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 /* ---- client ------------------------------------------------------------------------------ */
 
@@ -55,7 +57,54 @@ struct ah_client {
     int thinking;                /* extra_json enables Anthropic thinking */
     atomic_int prefill_refused;  /* auto: the provider refused a prefill; prompt from now */
     int background; /* responses: background mode, so a broken stream is re-attached */
+    char *ca_file, *ca_path; /* TLS trust (the config's, else the environment's), or NULL */
+    char *display_url;       /* url with its secrets masked, for messages and Lua */
 };
+
+/* TLS trust: the config's ca_file / ca_path (which must be readable), else what the
+ * environment names as curl and OpenSSL read it: CURL_CA_BUNDLE (a file), else
+ * SSL_CERT_FILE and SSL_CERT_DIR. 0, or -1 with err set (-2: out of memory). */
+static int client_trust(ah_client *c, const ah_client_config *cfg, char *err, size_t errsize)
+{
+    const char *file = cfg->ca_file && *cfg->ca_file ? cfg->ca_file : NULL;
+    const char *dir = cfg->ca_path && *cfg->ca_path ? cfg->ca_path : NULL;
+    const char *fields[2] = {"ca_file", "ca_path"}, *vals[2] = {file, dir};
+    for (int i = 0; i < 2; i++) {
+        if (vals[i] && access(vals[i], R_OK) != 0) {
+            ah__bufprintf(err, errsize, "client.%s '%.200s' cannot be read: %s", fields[i],
+                          vals[i], strerror(errno));
+            return -1;
+        }
+    }
+    if (!file && !dir) {
+        const char *b = getenv("CURL_CA_BUNDLE");
+        if (b && *b) {
+            file = b;
+        } else {
+            file = getenv("SSL_CERT_FILE");
+            dir = getenv("SSL_CERT_DIR");
+            file = file && *file ? file : NULL;
+            dir = dir && *dir ? dir : NULL;
+        }
+    }
+    if ((file && !(c->ca_file = ah__strdup(file))) || (dir && !(c->ca_path = ah__strdup(dir))))
+        return -2;
+    return 0;
+}
+
+/* The request URL as it may be shown: a password in its userinfo, a key in its query and
+ * the API key masked (ah_redact). NULL when out of memory. */
+static char *client_display_url(const char *url, const char *api_key)
+{
+    const char *secrets[] = {api_key, NULL};
+    size_t size = strlen(url) * 6 + 16; /* room for every mask "[REDACTED]" */
+    char *d = malloc(size);
+    if (d) {
+        memcpy(d, url, strlen(url) + 1);
+        ah_redact(d, size, api_key ? secrets : NULL);
+    }
+    return d;
+}
 
 /* Does extra_json turn thinking on ({"thinking": {"type": "enabled" | "adaptive"}})? */
 static int extra_enables_thinking(const char *extra_json)
@@ -69,10 +118,11 @@ static int extra_enables_thinking(const char *extra_json)
     return on;
 }
 
-static int ends_with(const char *s, const char *suffix)
+/* Whether s[0..n) ends with suffix. */
+static int ends_with(const char *s, size_t n, const char *suffix)
 {
-    size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && strcmp(s + n - m, suffix) == 0;
+    size_t m = strlen(suffix);
+    return n >= m && memcmp(s + n - m, suffix, m) == 0;
 }
 
 static ah_client *client_make(const ah_client_config *cfg, char *err, size_t errsize,
@@ -135,27 +185,19 @@ static ah_client *client_make(const ah_client_config *cfg, char *err, size_t err
     atomic_init(&c->prefill_refused, 0);
     c->background = cfg->background != 0;
     c->max_tokens = cfg->max_tokens ? cfg->max_tokens : 1024;
+    /* The format's path goes at the end of the base URL's path, before any query the
+     * base URL carries; a base URL that already names the version ("https://host/v1")
+     * gets only the rest of the path, one that names the whole path nothing. */
     const char *path = ah_wire_path(cfg->wire);
-    size_t blen = strlen(cfg->base_url);
+    size_t blen = ah__url_path_end(cfg->base_url);
     while (blen > 0 && cfg->base_url[blen - 1] == '/')
         blen--;
-    char *base = ah__strndup(cfg->base_url, blen);
-    if (!base)
+    const char *rest = ends_with(cfg->base_url, blen, path)  ? ""
+                       : ends_with(cfg->base_url, blen, "/v1") ? path + 3
+                                                               : path;
+    c->url = ah__url_append(cfg->base_url, rest, NULL);
+    if (!c->url)
         goto nomem;
-    if (ends_with(base, path)) {
-        c->url = base;
-    } else {
-        /* A base URL that already names the version ("https://host/v1") gets only the
-         * rest of the path. */
-        const char *rest = ends_with(base, "/v1") ? path + 3 : path;
-        size_t n = strlen(base) + strlen(rest) + 1;
-        c->url = malloc(n);
-        if (c->url)
-            snprintf(c->url, n, "%s%s", base, rest);
-        free(base);
-        if (!c->url)
-            goto nomem;
-    }
     c->model = ah__strdup(cfg->model);
     if (!c->model)
         goto nomem;
@@ -163,6 +205,15 @@ static ah_client *client_make(const ah_client_config *cfg, char *err, size_t err
         goto nomem;
     if (cfg->extra_json && !(c->extra_json = ah__strdup(cfg->extra_json)))
         goto nomem;
+    if (!(c->display_url = client_display_url(c->url, c->api_key)))
+        goto nomem;
+    int trust = client_trust(c, cfg, err, errsize);
+    if (trust == -2)
+        goto nomem;
+    if (trust != 0) {
+        ah_client_free(c);
+        return NULL;
+    }
     return c;
 nomem:
     *st = AH_ERR_NOMEM;
@@ -197,6 +248,9 @@ void ah_client_free(ah_client *c)
     }
     free(c->model);
     free(c->extra_json);
+    free(c->ca_file);
+    free(c->ca_path);
+    free(c->display_url);
     free(c);
 }
 
@@ -208,6 +262,11 @@ ah_wire ah_client_wire(const ah_client *c)
 const char *ah_client_url(const ah_client *c)
 {
     return c->url;
+}
+
+const char *ah_client_display_url(const ah_client *c)
+{
+    return c->display_url;
 }
 
 ah_continuation ah_client_continuation(const ah_client *c)
@@ -909,6 +968,8 @@ static void send_request(ah_worker *w)
     cc.request.n_headers = hl.count;
     cc.request.body = body;
     cc.request.body_len = body_len;
+    cc.request.ca_file = w->client->ca_file;
+    cc.request.ca_path = w->client->ca_path;
     cc.policy = &pol;
     cc.retry_budget = w->retry_budget;
     cc.rate_limit = w->rate_limit;

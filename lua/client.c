@@ -1,9 +1,10 @@
 /* client.c - ah.client{ provider, model, base_url, api_key, max_tokens, extra,
- * continuation, background }: where and how to reach a provider, as an
+ * continuation, background, ca_file, ca_path }: where and how to reach a provider, as an
  * "agenthost.client" userdata owning an ah_client.
  *
  * Invariants: the API key is copied into the ah_client and never exposed back to Lua
- * (client.api_key is not readable); every config field is checked, unknown ones named.
+ * (client.api_key is not readable; client.url and tostring mask what base_url holds of
+ * secrets); every config field is checked, unknown ones named.
  */
 #include "lah.h"
 
@@ -47,8 +48,8 @@ static int client_index(lua_State *L)
     const char *k = luaL_checkstring(L, 2);
     if (strcmp(k, "provider") == 0)
         lua_pushstring(L, ah_wire_name(ah_client_wire(lc->c)));
-    else if (strcmp(k, "url") == 0)
-        lua_pushstring(L, ah_client_url(lc->c));
+    else if (strcmp(k, "url") == 0) /* secrets in base_url masked */
+        lua_pushstring(L, ah_client_display_url(lc->c));
     else if (strcmp(k, "continuation") == 0)
         lua_pushstring(L, ah_continuation_name(ah_client_continuation(lc->c)));
     else if (strcmp(k, "rung") == 0) /* what the next continuation takes */
@@ -62,7 +63,7 @@ static int client_tostring(lua_State *L)
 {
     lclient *lc = luaL_checkudata(L, 1, CLIENT_MT);
     lua_pushfstring(L, "agenthost.client (%s, %s)", ah_wire_name(ah_client_wire(lc->c)),
-                    ah_client_url(lc->c));
+                    ah_client_display_url(lc->c));
     return 1;
 }
 
@@ -101,7 +102,8 @@ static int l_client(lua_State *L)
 {
     static const char *const known[] = {"provider",     "model",      "base_url",
                                         "api_key",      "max_tokens", "extra",
-                                        "continuation", "background", "rate_limit", NULL};
+                                        "continuation", "background", "rate_limit",
+                                        "ca_file",      "ca_path",    NULL};
     static const char *const settings[] = {"auto", "prefill", "prompt", NULL};
     const char *providers[AH_WIRE_COUNT_ + 1];
     char plist[256];
@@ -128,6 +130,8 @@ static int l_client(lua_State *L)
     if (!cfg.base_url) /* only nil means the provider's public API; "" is a mistake */
         cfg.base_url = ah_wire_base_url(cfg.wire);
     cfg.api_key = opt_string(L, 1, "api_key", where);
+    cfg.ca_file = opt_string(L, 1, "ca_file", where); /* TLS trust for a private CA */
+    cfg.ca_path = opt_string(L, 1, "ca_path", where);
     if (lua_getfield(L, 1, "max_tokens") != LUA_TNIL) {
         cfg.max_tokens =
             (int64_t)lah_check_whole(L, -1, where, "max_tokens", 1, LUA_MAXINTEGER);

@@ -54,8 +54,9 @@ static void push_plan_json(lua_State *L, int idx, const char *where)
 
 static int l_mock(lua_State *L)
 {
-    static const char *const known[] = {"plan",        "plan_json", "text", "text_deltas",
-                                        "delta_bytes", "port",      NULL};
+    static const char *const known[] = {"plan",        "plan_json", "text",     "text_deltas",
+                                        "delta_bytes", "port",      "tls_cert", "tls_key",
+                                        NULL};
     const char *where = "ah.mock";
     ah_mock_config cfg;
     ah_mock_config_init(&cfg);
@@ -78,6 +79,18 @@ static int l_mock(lua_State *L)
             if (lua_type(L, -1) != LUA_TSTRING)
                 return luaL_error(L, "%s: text must be a string", where);
             cfg.text = lua_tostring(L, -1);
+        }
+        /* HTTPS: PEM files of the certificate and key (kept alive by the table) */
+        const char *tls[] = {"tls_cert", "tls_key"};
+        for (int i = 0; i < 2; i++) {
+            lua_getfield(L, 1, tls[i]);
+            if (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TSTRING)
+                return luaL_error(L, "%s: %s must be a file name (a string)", where, tls[i]);
+            if (i == 0)
+                cfg.tls_cert = lua_tostring(L, -1);
+            else
+                cfg.tls_key = lua_tostring(L, -1);
+            lua_pop(L, 1);
         }
         const char *counts[] = {"text_deltas", "delta_bytes", "port"};
         for (int i = 0; i < 3; i++) {

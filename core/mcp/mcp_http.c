@@ -498,7 +498,8 @@ static int start(ah_mcp *s, xfer *x, const char *method, const char *rpc_method,
     }
     for (size_t i = 0; i < h->n_headers; i++)
         add(x, h->headers[i].name, h->headers[i].value);
-    ah_http_request req = {method, h->url, x->hdr, x->nh, x->msg, x->msg ? strlen(x->msg) : 0};
+    ah_http_request req = {.method = method, .url = h->url, .headers = x->hdr, .n_headers = x->nh,
+                           .body = x->msg, .body_len = x->msg ? strlen(x->msg) : 0};
     ah_error err;
     ah_error_clear(&err);
     if (h->tr->ops->start(h->tr->self, s->loop, &req, &sink, x, &x->attempt, &err) != AH_OK)

@@ -32,6 +32,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <zlib.h>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -89,6 +90,7 @@ struct ah_mock {
     size_t text_deltas, delta_bytes;
     kept *kept;
     size_t n_kept, cap_kept;
+    char *tls_cert, *tls_key; /* PEM text when serving HTTPS (MHD reads them for ever) */
 };
 
 /* Per-connection request state (MHD's con_cls). */
@@ -115,6 +117,9 @@ typedef struct stream_ctx {
     int extra_sent;
     ah_wire wire;
     int fd;
+    z_stream *z;       /* a "gzip" step: what the reader hands out is compressed */
+    ah__mock_buf zout; /* the compressed form of `out`, swapped in */
+    int z_done;
 } stream_ctx;
 
 static const ah__mock_step default_ok = {.kind = AH__MOCK_OK, .stall_ms = -1};
@@ -490,8 +495,63 @@ static void stream_free(void *cls)
     ah__mock_reply_free(&s->reply);
     ah__mock_buf_free(&s->body);
     ah__mock_buf_free(&s->out);
+    ah__mock_buf_free(&s->zout);
+    if (s->z) {
+        deflateEnd(s->z);
+        free(s->z);
+    }
     box_release(s->m, s->box);
     free(s);
+}
+
+/* A "gzip" step: compress what fill() put in `out` (a sync flush, so each piece reaches
+ * the client at once, as a compressing gateway that streams would send it; the gzip
+ * trailer once the reply is done) and make that `out`. 0, or -1 when out of memory. */
+static int gzip_out(stream_ctx *s)
+{
+    int finish = s->done && !s->abort;
+    if (s->z_done || (s->out.len == 0 && !finish))
+        return 0;
+    ah__mock_buf_reset(&s->zout);
+    s->z->next_in = (Bytef *)s->out.data;
+    s->z->avail_in = (uInt)s->out.len;
+    for (;;) {
+        if (ah__mock_buf_reserve(&s->zout, 4096) != 0)
+            return -1;
+        uInt room = (uInt)(s->zout.cap - 1 - s->zout.len);
+        s->z->next_out = (Bytef *)s->zout.data + s->zout.len;
+        s->z->avail_out = room;
+        int rc = deflate(s->z, finish ? Z_FINISH : Z_SYNC_FLUSH);
+        if (rc == Z_STREAM_ERROR)
+            return -1;
+        s->zout.len += room - s->z->avail_out;
+        if (rc == Z_STREAM_END) {
+            s->z_done = 1;
+            break;
+        }
+        if (s->z->avail_in == 0 && s->z->avail_out > 0 && !finish)
+            break;
+    }
+    ah__mock_buf t = s->out;
+    s->out = s->zout;
+    s->zout = t;
+    return 0;
+}
+
+/* Start compressing a "gzip" step's reply and say so in its head. 0 or -1. */
+static int gzip_start(stream_ctx *s, struct MHD_Response *resp)
+{
+    s->z = calloc(1, sizeof *s->z);
+    if (!s->z)
+        return -1;
+    /* windowBits 15 + 16: a gzip wrapper, not zlib's */
+    if (deflateInit2(s->z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+        free(s->z);
+        s->z = NULL;
+        return -1;
+    }
+    MHD_add_response_header(resp, "Content-Encoding", "gzip");
+    return 0;
 }
 
 /* Append the next unit (an event, or half of a non-streaming body). 0 when none left. */
@@ -570,7 +630,7 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
         s->off = 0;
         if (!s->abort && !s->done)
             fill(s);
-        if (s->out.failed)
+        if (s->out.failed || (s->z && gzip_out(s) != 0))
             return MHD_CONTENT_READER_END_WITH_ERROR;
         if (s->out.len == 0) {
             if (!s->abort && s->w && s->step->unclean != AH__MOCK_UNCLEAN_NONE) {
@@ -757,6 +817,10 @@ static struct MHD_Response *reply_response(ah_mock *m, struct MHD_Connection *co
             goto fail;
         add_headers(resp, wire, request_id, "text/event-stream; charset=utf-8", step);
         MHD_add_response_header(resp, "Cache-Control", "no-cache");
+        if (step->gzip && gzip_start(s, resp) != 0) {
+            MHD_destroy_response(resp); /* frees s through stream_free */
+            return NULL;
+        }
         s->box = *box; /* the stream now holds the request's plan reference */
         *box = NULL;
         return resp;
@@ -785,11 +849,15 @@ static struct MHD_Response *reply_response(ah_mock *m, struct MHD_Connection *co
     }
     s->fault_pending = kind == AH__MOCK_CUT || kind == AH__MOCK_STALL;
     s->k = step->after_events > 0 ? 1 : 0;
-    resp = MHD_create_response_from_callback(s->body.len, BLOCK_SIZE, reader, s,
-                                             stream_free);
+    resp = MHD_create_response_from_callback(step->gzip ? MHD_SIZE_UNKNOWN : s->body.len,
+                                             BLOCK_SIZE, reader, s, stream_free);
     if (!resp)
         goto fail;
     add_headers(resp, wire, request_id, "application/json", step);
+    if (step->gzip && gzip_start(s, resp) != 0) {
+        MHD_destroy_response(resp);
+        return NULL;
+    }
     s->box = *box;
     *box = NULL;
     return resp;
@@ -1243,11 +1311,36 @@ static ah_mock *mock_make(const ah_mock_config *cfg, char *err, size_t errsize,
     addr.sin_family = AF_INET;
     addr.sin_port = htons((uint16_t)cfg->port);
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    /* HTTPS: the certificate and key as PEM text, kept for the daemon's life. */
+    unsigned int tls_flag = 0;
+    struct MHD_OptionItem tls_opts[3] = {{MHD_OPTION_END, 0, NULL}};
+    if (cfg->tls_cert || cfg->tls_key) {
+        if (!cfg->tls_cert || !cfg->tls_key) {
+            ah__bufprintf(err, errsize, "mock: HTTPS needs both tls_cert and tls_key");
+            goto fail;
+        }
+        if (!MHD_is_feature_supported(MHD_FEATURE_TLS)) {
+            ah__bufprintf(err, errsize, "mock: this libmicrohttpd has no TLS support");
+            goto fail;
+        }
+        char ferr[256];
+        if (!(m->tls_cert = read_file(cfg->tls_cert, ferr, sizeof ferr)) ||
+            !(m->tls_key = read_file(cfg->tls_key, ferr, sizeof ferr))) {
+            ah__bufprintf(err, errsize, "mock: %s", ferr);
+            *st = AH_ERR_IO;
+            goto fail;
+        }
+        tls_flag = MHD_USE_TLS;
+        tls_opts[0] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, m->tls_cert};
+        tls_opts[1] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, m->tls_key};
+        tls_opts[2] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+    }
     errno = 0;
     m->daemon = MHD_start_daemon(
         MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
-            MHD_USE_ERROR_LOG,
-        0, NULL, NULL, on_request, m, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+            MHD_USE_ERROR_LOG | tls_flag,
+        0, NULL, NULL, on_request, m, MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_SOCK_ADDR,
+        (struct sockaddr *)&addr,
         /* Many clients at once (the scale bench holds 10 000 in flight): MHD's default
          * limit is about FD_SETSIZE, and a thread per connection needs little stack. */
         MHD_OPTION_CONNECTION_LIMIT, (unsigned int)16384, MHD_OPTION_THREAD_STACK_SIZE,
@@ -1264,7 +1357,8 @@ static ah_mock *mock_make(const ah_mock_config *cfg, char *err, size_t errsize,
     const union MHD_DaemonInfo *di =
         MHD_get_daemon_info(m->daemon, MHD_DAEMON_INFO_BIND_PORT);
     m->port = di ? (int)di->port : cfg->port;
-    snprintf(m->url, sizeof m->url, "http://127.0.0.1:%d", m->port);
+    snprintf(m->url, sizeof m->url, "%s://127.0.0.1:%d", tls_flag ? "https" : "http",
+             m->port);
     free(file_text);
     ah__log(AH_LOG_INFO, "mock: listening on %s", m->url);
     return m;
@@ -1285,6 +1379,8 @@ fail:
             pthread_mutex_destroy(&m->mu);
         }
         free(m->text);
+        free(m->tls_cert);
+        free(m->tls_key);
         free(m);
     }
     return NULL;
@@ -1321,6 +1417,8 @@ void ah_mock_free(ah_mock *m)
         record_free(m->log[i]);
     free(m->log);
     free(m->text);
+    free(m->tls_cert);
+    free(m->tls_key);
     pthread_cond_destroy(&m->cv);
     pthread_mutex_destroy(&m->mu);
     free(m);

@@ -121,6 +121,7 @@ typedef struct ah__mock_step {
     int json_body;      /* OK / DELAY: a JSON body even when the request asked to stream */
     int body_fault;     /* STATUS: AH__MOCK_BODY_* */
     int invalid_utf8;   /* OK / DELAY: the reply text starts with the bytes FF FE */
+    int gzip;           /* OK / DELAY: the body is sent gzip-encoded, asked for or not */
     long long repeat_events; /* a re-attach starts this many events early (repeats) */
 } ah__mock_step;
 

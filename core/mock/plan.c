@@ -69,6 +69,7 @@ static const field fields[] = {
     {"json_body", F_TRUE, -1, K(OK) | K(DELAY), 0, 0},
     {"body_fault", F_STRING, -1, K(STATUS), 0, 0},
     {"invalid_utf8", F_TRUE, -1, K(OK) | K(DELAY), 0, 0},
+    {"gzip", F_TRUE, -1, K(OK) | K(DELAY), 0, 0},
     {"repeat_events", F_INT, -1, TEXT_KINDS, 0, LLONG_MAX},
 };
 enum { NFIELDS = sizeof fields / sizeof fields[0] };
@@ -442,6 +443,8 @@ static int parse_step(const cJSON *obj, ah__mock_step *s, const char *where, cha
         s->json_body = 1;
     if (cJSON_GetObjectItemCaseSensitive(obj, "invalid_utf8"))
         s->invalid_utf8 = 1;
+    if (cJSON_GetObjectItemCaseSensitive(obj, "gzip"))
+        s->gzip = 1;
     if ((v = cJSON_GetObjectItemCaseSensitive(obj, "body_fault"))) {
         if (strcmp(v->valuestring, "endless") == 0)
             s->body_fault = AH__MOCK_BODY_ENDLESS;

@@ -9,6 +9,7 @@ set -u
 bin=${1:?usage: test_examples.sh AGENTHOST_BIN}
 bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
 root=$(cd "$(dirname "$0")/../.." && pwd)
+. "$root/tests/cli/wait_lib.sh"
 embed=$(dirname "$bin")/agenthost-embed
 pass=0
 fail=0
@@ -129,7 +130,7 @@ rc=$?
 # program, in the OpenAI formats.
 "$bin" mock --port 0 >"$work/mock.url" 2>"$work/mock.err" &
 mock_pid=$!
-for _ in $(seq 50); do [ -s "$work/mock.url" ] && break; sleep 0.1; done
+wait_until "$mock_pid" test -s "$work/mock.url"
 url=$(head -n1 "$work/mock.url")
 for p in openai responses; do
     (cd "$work" && env -u ANTHROPIC_API_KEY OPENAI_API_KEY=sk-test-not-a-key \

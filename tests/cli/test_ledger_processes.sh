@@ -12,6 +12,7 @@
 set -u
 bin=$1
 root=$(cd "$(dirname "$0")/../.." && pwd)
+. "$root/tests/cli/wait_lib.sh"
 worker=$root/tests/lua/claims_worker.lua
 tmp=$(mktemp -d)
 pids=()
@@ -23,13 +24,6 @@ check() { # description, got, want
     else
         echo "ok: $1"
     fi
-}
-wait_for_lines() { # file, n: wait until the file has n lines (at most ~20 s)
-    for _ in $(seq 1 400); do
-        [ -f "$1" ] && [ "$(wc -l <"$1")" -ge "$2" ] && return 0
-        sleep 0.05
-    done
-    return 1
 }
 
 # 1. four processes, 200 keys
@@ -61,7 +55,7 @@ check "the file: one entry per key, no claim left" "$("$bin" "$tmp/count.lua" "$
 "$bin" "$worker" "$tmp/b.db" "$tmp/b.side" 1 600000 1 60000 >"$tmp/b1.out" 2>"$tmp/b1.err" &
 holder=$!
 pids+=($holder)
-wait_for_lines "$tmp/b.side" 1 || echo "FAIL: the holder never started its body"
+wait_until "$holder" has_lines "$tmp/b.side" 1 || echo "FAIL: the holder never started its body"
 kill -9 "$holder"
 wait "$holder" 2>/dev/null
 check "holder killed" "$?" "137"
@@ -75,7 +69,7 @@ check "body started twice (the first never finished)" "$(wc -l <"$tmp/b.side")" 
 "$bin" "$worker" "$tmp/c.db" "$tmp/c.side" 1 1500 1 300 >"$tmp/c1.out" 2>"$tmp/c1.err" &
 holder=$!
 pids+=($holder)
-wait_for_lines "$tmp/c.side" 1 || echo "FAIL: the holder never started its body"
+wait_until "$holder" has_lines "$tmp/c.side" 1 || echo "FAIL: the holder never started its body"
 kill -STOP "$holder"
 "$bin" "$worker" "$tmp/c.db" "$tmp/c.side" 1 5 1 300 20000 >"$tmp/c2.out" 2>"$tmp/c2.err"
 check "past the lease: the key is taken over and run" "$(cat "$tmp/c2.out")" "done 1 0 0 0"

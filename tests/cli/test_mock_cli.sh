@@ -4,6 +4,7 @@
 # refuses a busy port (exit 1), and stops cleanly on SIGTERM.
 set -u
 bin=$1
+. "$(dirname "$0")/wait_lib.sh"
 tmp=$(mktemp -d)
 pass=0 fail=0
 pid=
@@ -24,10 +25,7 @@ cat >"$tmp/plan.json" <<'PLAN'
 PLAN
 "$bin" mock --port 0 --plan "$tmp/plan.json" >"$tmp/url" 2>"$tmp/err" &
 pid=$!
-for _ in $(seq 1 100); do
-    [ -s "$tmp/url" ] && break
-    sleep 0.05
-done
+wait_until "$pid" test -s "$tmp/url" # until it prints its URL or exits
 url=$(head -n 1 "$tmp/url")
 check "prints its URL on one line" grep -Eq '^http://127\.0\.0\.1:[0-9]+$' "$tmp/url"
 check "prints nothing else on stdout" test "$(wc -l <"$tmp/url")" -eq 1

@@ -8,13 +8,14 @@
 set -u
 bin=$1
 root=$(cd "$(dirname "$0")/../.." && pwd)
+. "$root/tests/cli/wait_lib.sh"
 tmp=$(mktemp -d)
 server_pid=
 trap '[ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null; rm -rf "$tmp"' EXIT
 command -v python3 >/dev/null || { echo "skip: no python3"; exit 0; }
 python3 "$root/tests/cli/two_calls_server.py" "$tmp/port" "$tmp/requests.log" &
 server_pid=$!
-for _ in $(seq 1 200); do [ -f "$tmp/port" ] && break; sleep 0.05; done
+wait_until "$server_pid" test -f "$tmp/port"
 [ -f "$tmp/port" ] || { echo "FAIL: the server did not start"; exit 1; }
 port=$(cat "$tmp/port")
 

@@ -12,6 +12,7 @@ bin=${1:?usage: test_readme.sh AGENTHOST_BIN}
 bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
 build=$(dirname "$bin")
 root=$(cd "$(dirname "$0")/../.." && pwd)
+. "$root/tests/cli/wait_lib.sh"
 pass=0
 fail=0
 work=$(mktemp -d)
@@ -44,7 +45,9 @@ same "hello.lua prints what the README shows" hello.expected hello.out
 # real.lua against the mock program serving the README's fault plan.
 mkdir -p build && ln -s "$bin" build/agenthost
 sed 's/ &$/ \& echo $! >mock.pid/' cli.sh >cli_run.sh
-timeout 60 bash cli_run.sh >real.out 2>real.err
+# The timeouts only turn a hang into a failure, so they are far above any slow run
+# (valgrind on a busy machine took over 20 s for the broken-plan lines below).
+timeout 240 bash cli_run.sh >real.out 2>real.err
 mock_pid=$(cat mock.pid 2>/dev/null)
 if grep -q '^completed	You said: "Say hello.".' real.out; then
     ok "real.lua through the README's mock command line completes"
@@ -61,7 +64,7 @@ mock_pid=
 # instead of waiting forever for url.txt.
 echo '[{"status": 503, "bogus": 1}]' >faults_bad.json
 sed -e 's/faults\.json/faults_bad.json/' -e 's/ &$/ \& echo $! >mock.pid/' cli.sh >cli_bad.sh
-timeout 20 bash cli_bad.sh >bad.out 2>bad.err
+timeout 240 bash cli_bad.sh >bad.out 2>bad.err
 rc=$?
 if [ "$rc" -ne 124 ] && [ "$rc" -ne 0 ] && grep -q 'base_url is required' bad.err; then
     ok "the README's mock lines end (with an error) when the mock fails to start"
@@ -114,7 +117,7 @@ if [ -f "$build/libagenthost.a" ] && command -v pkg-config >/dev/null &&
     ok "the C program compiles (-Wall -Wextra -Werror)"
     "$bin" mock --port 0 --plan faults.json >app_url.txt 2>/dev/null &
     mock_pid=$!
-    for _ in $(seq 50); do [ -s app_url.txt ] && break; sleep 0.1; done
+    wait_until "$mock_pid" test -s app_url.txt
     ANTHROPIC_BASE_URL=$(head -n1 app_url.txt) ./app >app.out 2>app.err
     rc=$?
     if [ "$rc" -eq 0 ] && grep -q '^completed: You said: "Say hello."' app.out &&

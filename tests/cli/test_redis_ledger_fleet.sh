@@ -16,6 +16,7 @@ bin=$1
 K=100
 [ "$(basename "$bin")" = agenthost ] || K=40
 root=$(cd "$(dirname "$0")/../.." && pwd)
+. "$root/tests/cli/wait_lib.sh"
 worker=$root/tests/lua/ledger_fleet_worker.lua
 tmp=$(mktemp -d)
 sock=$tmp/redis.sock
@@ -87,7 +88,7 @@ check "the body ran twice in all (the documented at-least-once case)" \
 : >"$tmp/side4"
 "$bin" "$worker" restart "$url" "$tmp/side4" 40 >"$tmp/rs" 2>"$tmp/rs.err" &
 wpid=$!
-for _ in $(seq 1000); do [ "$(wc -l <"$tmp/rs")" -ge 10 ] && break; sleep 0.02; done
+wait_until "$wpid" has_lines "$tmp/rs" 10
 redis_kill
 # a process that runs while Redis is down: every call fails closed, no body runs
 "$bin" "$worker" restart "$url" "$tmp/side5" 3 >"$tmp/down" 2>"$tmp/down.err"

@@ -291,10 +291,12 @@ static void unreachable_from_the_start(void **state)
     const char *lim;
     ah_redis_req *q;
     verdict v = {0};
+    int64_t t0 = ah_loop_now_ms(loop);
     assert_int_equal(ah_rate_limit_acquire(rl, loop, &w, &lim, on_paced, &v, &q), 0);
     assert_int_equal(w, 0);
     assert_int_equal(ah_rate_limit_acquire(rl, loop, &w, &lim, on_paced, &v, &q), 0);
-    assert_true(w > 0 && w <= 100); /* the local schedule: one slot per 100 ms */
+    /* the local schedule: one slot per 100 ms, less the time between the two asks */
+    assert_true(w <= 100 && w >= 100 - (ah_loop_now_ms(loop) - t0) - 1);
     assert_string_equal(lim, "requests_per_minute");
     assert_int_equal(count_in_log("pacing falls back"), 1);
     assert_int_equal(v.done, 0);
@@ -353,7 +355,8 @@ static void shared_pacing_spaces_requests(void **state)
     ah_rate_limit_new(&rc, r2, &b, err, sizeof err);
     assert_non_null(a);
     assert_true(ah_rate_limit_is_shared(a));
-    int64_t waits[6];
+    int64_t waits[6], asked[6];
+    int64_t t0 = ah_loop_now_ms(loop);
     for (int i = 0; i < 6; i++) {
         verdict v = {0};
         int64_t w;
@@ -363,15 +366,16 @@ static void shared_pacing_spaces_requests(void **state)
             ah_rate_limit_acquire(i % 2 ? a : b, loop, &w, &lim, on_paced, &v, &q), 1);
         run_until(loop, &v.done);
         waits[i] = v.wait_ms;
+        asked[i] = ah_loop_now_ms(loop) - t0; /* ask i was answered by now */
         assert_string_equal(v.limit, "requests_per_minute");
     }
     assert_int_equal(waits[0], 0);
     assert_true(waits[1] <= 1);
-    /* slot k (k >= 2) is (k - 1) * 100 ms after the first, less the time the asking took */
+    /* slot k (k >= 2) is (k - 1) * 100 ms after the first, less the time the asking took
+     * (measured: the asks are slow under valgrind on a busy machine) */
     for (int i = 2; i < 6; i++) {
-        assert_true(waits[i] > waits[i - 1]);
         assert_true(waits[i] <= (i - 1) * 100);
-        assert_true(waits[i] >= (i - 1) * 100 - 60);
+        assert_true(waits[i] >= (i - 1) * 100 - asked[i] - 1);
     }
     /* tokens: 6000/min, charged 6000 -> a minute ahead at once: the next waits */
     ah_rate_limit_config tc = {.tokens_per_minute = 6000, .key = "t:tok"};
@@ -481,7 +485,7 @@ static void ledger_claims_leases_and_fencing(void **state)
     o.command_timeout_ms = 200; /* a claim waits this long for a server that is gone */
     c.url = f.url;
     c.prefix = "lt:";
-    c.lease_ms = 150;
+    c.lease_ms = 60000; /* no lease runs out by itself, however slow the machine */
     c.redis = &o;
     ah_ledger *a = NULL;
     ah_ledger_new_redis(loop, &c, &a, err, sizeof err);
@@ -507,6 +511,7 @@ static void ledger_claims_leases_and_fencing(void **state)
 
     /* fencing: a's lease runs out, b takes over; a's late record is kept (its effect
      * happened) but does not drop b's claim; b's record is then a duplicate */
+    assert_int_equal(ah_ledger_set_lease_ms(a, 150), AH_OK);
     assert_int_equal(lclaim(loop, a, "k2", "{}", &x), AH_LEDGER_OWNED);
     int64_t fence_a = x.r.fence;
     assert_true(fence_a > 0);

@@ -6,7 +6,8 @@ local T = require "toolcheck"
 
 local mock = ah.mock {}
 T.test("a client's rate limit paces its agents", function()
-  -- one slot per second: the second run is paced however slow the first (valgrind)
+  -- one slot per second: the second run is paced unless the first took a second or more
+  -- (valgrind on a busy machine): then it may go at once, and that is checked instead
   local rl = ah.rate_limit { requests_per_minute = 60 }
   T.ok(tostring(rl):find("local", 1, true), "tostring: " .. tostring(rl))
   local client = ah.client { provider = "anthropic", model = "m", base_url = mock.url,
@@ -14,8 +15,9 @@ T.test("a client's rate limit paces its agents", function()
   local evs = {}
   local agent = ah.agent { client = client, on_event = function(ev) evs[#evs + 1] = ev end }
   for i = 1, 2 do T.eq(agent:run("hi " .. i).outcome, "completed", "run " .. i) end
-  local paced, before_start = 0, 0
+  local paced, before_start, starts = 0, 0, {}
   for i, ev in ipairs(evs) do
+    if ev.type == "llm_call_start" then starts[#starts + 1] = ev.ts_ms end
     if ev.type == "llm_paced" then
       paced = paced + 1
       T.ok(ev.wait_ms > 0 and ev.wait_ms <= 1000, "wait_ms " .. ev.wait_ms)
@@ -26,8 +28,13 @@ T.test("a client's rate limit paces its agents", function()
       end
     end
   end
-  T.eq(paced, 1, "the 2nd run was paced")
-  T.eq(before_start, 1, "llm_paced comes right before its llm_call_start")
+  T.eq(#starts, 2, "two attempts")
+  if paced == 0 then -- the slot had come by itself: allowed only a second after the first
+    T.ok(starts[2] - starts[1] >= 900, "unpaced only after the slot: " .. (starts[2] - starts[1]))
+  else
+    T.eq(paced, 1, "the 2nd run was paced")
+    T.eq(before_start, 1, "llm_paced comes right before its llm_call_start")
+  end
 end)
 
 T.test("the status display words a paced wait", function()

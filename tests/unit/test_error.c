@@ -574,6 +574,43 @@ static void http_bodies(void **state)
     }
 }
 
+/* A redirect is not followed (the request is a POST): the message gives the Location
+ * and says base_url should change, instead of a bare "HTTP 307". */
+static void redirects_name_their_location(void **state)
+{
+    (void)state;
+    static const int statuses[] = {301, 302, 303, 307, 308};
+    for (size_t i = 0; i < ARRAY_LEN(statuses); i++) {
+        ah_header h[] = {{"Content-Type", "text/html"},
+                         {"Location", "https://api2.example.com/v1/messages?key=abcd1234"}};
+        ah_error e;
+        const char *body = "<html>Moved</html>";
+        ah_error_from_http(&e, statuses[i], h, 2, body, strlen(body), NOW_1994, NULL);
+        char want[64];
+        snprintf(want, sizeof want, "HTTP %d ", statuses[i]);
+        assert_true(strncmp(e.message, want, strlen(want)) == 0);
+        assert_non_null(strstr(e.message, " to https://api2.example.com/v1/messages?key="));
+        assert_non_null(strstr(e.message, "base_url"));
+        assert_null(strstr(e.message, "abcd1234")); /* the Location is redacted too */
+        assert_false(ah_error_is_retryable(&e));
+    }
+    /* without a Location: the status and its reason, as before */
+    ah_error e;
+    ah_error_from_http(&e, 307, NULL, 0, "", 0, NOW_1994, NULL);
+    assert_string_equal(e.message, "HTTP 307 Temporary Redirect");
+    /* a long Location is cut where no token is split */
+    char loc[600];
+    memset(loc, 'a', sizeof loc - 1);
+    memcpy(loc, "https://h/", 10);
+    loc[sizeof loc - 1] = '\0';
+    ah_header h[] = {{"location", loc}};
+    ah_error_from_http(&e, 308, h, 1, "", 0, NOW_1994, NULL);
+    assert_non_null(strstr(e.message, "HTTP 308 Permanent Redirect to https"));
+    assert_non_null(strstr(e.message, "...: the API is at another address"));
+    assert_true(strlen(e.message) < 300 + 200);
+    assert_single_line(e.message);
+}
+
 static void http_body_null_and_unterminated(void **state)
 {
     (void)state;
@@ -944,6 +981,7 @@ int main(void)
         cmocka_unit_test(header_hints),
         cmocka_unit_test(header_hints_edge_cases),
         cmocka_unit_test(http_bodies),
+        cmocka_unit_test(redirects_name_their_location),
         cmocka_unit_test(http_body_null_and_unterminated),
         cmocka_unit_test(http_headers_applied),
         cmocka_unit_test(body_text_hints),

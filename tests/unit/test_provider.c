@@ -15,6 +15,7 @@
 #include "../../core/provider.h"
 #include "agenthost/capabilities.h"
 #include "agenthost/conversation.h"
+#include "agenthost/worker.h"
 
 static const struct {
     const char *name, *path;
@@ -144,6 +145,50 @@ static void drivers_follow_the_table(void **state)
     }
 }
 
+/* The request URL from a base URL: the format's path goes at the end of the base URL's
+ * path, before any query it carries (Azure's "?api-version=..."); a fragment is never
+ * sent and is dropped. */
+static void client_url_puts_the_path_before_the_query(void **state)
+{
+    (void)state;
+    static const struct {
+        ah_wire wire;
+        const char *base, *want;
+    } cases[] = {
+        {AH_WIRE_OPENAI, "http://h", "http://h/v1/chat/completions"},
+        {AH_WIRE_OPENAI, "http://h/", "http://h/v1/chat/completions"},
+        {AH_WIRE_OPENAI, "http://h/v1", "http://h/v1/chat/completions"},
+        {AH_WIRE_OPENAI, "http://h/v1/chat/completions", "http://h/v1/chat/completions"},
+        {AH_WIRE_OPENAI, "http://h/v1?api-version=2024-10-21",
+         "http://h/v1/chat/completions?api-version=2024-10-21"},
+        {AH_WIRE_OPENAI, "http://h/v1/?api-version=1&x=2",
+         "http://h/v1/chat/completions?api-version=1&x=2"},
+        {AH_WIRE_OPENAI, "http://h?a=1", "http://h/v1/chat/completions?a=1"},
+        {AH_WIRE_OPENAI, "http://h/openai/v1/chat/completions?a=1",
+         "http://h/openai/v1/chat/completions?a=1"},
+        {AH_WIRE_ANTHROPIC, "http://h/v1#frag", "http://h/v1/messages"},
+        {AH_WIRE_ANTHROPIC, "http://h/x?q=1#frag", "http://h/x/v1/messages?q=1"},
+        {AH_WIRE_RESPONSES, "https://h/v1?", "https://h/v1/responses"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ah_client_config cc = {.wire = cases[i].wire, .base_url = cases[i].base, .model = "m"};
+        ah_client *c = NULL;
+        char err[128];
+        assert_int_equal(ah_client_new(&cc, &c, err, sizeof err), AH_OK);
+        assert_string_equal(ah_client_url(c), cases[i].want);
+        ah_client_free(c);
+    }
+    /* the background URLs keep the request URL's query too, after their own path */
+    char *u = ah_wire_reattach_url(AH_WIRE_RESPONSES, "http://h/v1/responses?api-version=1",
+                                   "resp_1", 7);
+    assert_string_equal(u, "http://h/v1/responses/resp_1?api-version=1&stream=true&"
+                           "starting_after=7");
+    free(u);
+    u = ah_wire_cancel_url(AH_WIRE_RESPONSES, "http://h/v1/responses?api-version=1", "r");
+    assert_string_equal(u, "http://h/v1/responses/r/cancel?api-version=1");
+    free(u);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -151,6 +196,7 @@ int main(void)
         cmocka_unit_test(every_table_is_complete),
         cmocka_unit_test(headers_come_from_the_table),
         cmocka_unit_test(drivers_follow_the_table),
+        cmocka_unit_test(client_url_puts_the_path_before_the_query),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

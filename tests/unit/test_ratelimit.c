@@ -13,6 +13,7 @@
 #include "agenthost/manual_clock.h"
 #include "agenthost/redis.h"
 #include "internal.h"
+#include "redis_internal.h"
 
 typedef struct fx {
     ah_manual_clock *clock;
@@ -190,6 +191,76 @@ static void provider_headers_hold_the_schedule(void **state)
     ah_rate_limit_free(rl);
 }
 
+/* A reset far ahead (OpenAI's "1000000h") holds the schedule no longer than the call's
+ * max_retry_after_ms, like a Retry-After would: without the cap one response froze every
+ * later request (and, on Redis, the whole fleet) for 114 years. */
+static void header_holds_are_capped(void **state)
+{
+    fx *f = *state;
+    char err[128];
+    ah_rate_limit_config c = {.requests_per_minute = 6000, .tokens_per_minute = 60000};
+    ah_rate_limit *rl = NULL;
+    ah_rate_limit_new(&c, NULL, &rl, err, sizeof err);
+    const char *lim;
+    ah_header far[] = {{"x-ratelimit-remaining-requests", "0"},
+                       {"x-ratelimit-reset-requests", "1000000h"},
+                       {"x-ratelimit-remaining-tokens", "0"},
+                       {"x-ratelimit-reset-tokens", "99999999s"}};
+    ah__rate_limit_observe(rl, f->loop, far, 4, 60000);
+    assert_int_equal(acquire(f, rl, &lim), 60000);
+    /* a hold within the cap is kept as it is */
+    ah_manual_clock_advance(f->clock, 120000);
+    ah_header near[] = {{"x-ratelimit-remaining-requests", "0"},
+                        {"x-ratelimit-reset-requests", "2s"}};
+    ah__rate_limit_observe(rl, f->loop, near, 2, 60000);
+    assert_int_equal(acquire(f, rl, &lim), 2000);
+    /* max_retry_after_ms 0: nothing a header says holds the schedule */
+    ah_manual_clock_advance(f->clock, 120000);
+    ah__rate_limit_observe(rl, f->loop, far, 4, 0);
+    assert_int_equal(acquire(f, rl, &lim), 0);
+    ah_rate_limit_free(rl);
+}
+
+/* An Anthropic reset is an instant: read on a clock a day behind (or ahead) it would hold
+ * for a day (or not at all). With the response's Date more than 2 s away from the local
+ * clock, the reset is measured from the server's Date. */
+static void reset_instants_follow_the_servers_clock(void **state)
+{
+    (void)state;
+    const int64_t server = 1700000000000; /* 2023-11-14T22:13:20Z */
+    ah_header h[] = {{"date", "Tue, 14 Nov 2023 22:13:20 GMT"},
+                     {"anthropic-ratelimit-requests-remaining", "0"},
+                     {"anthropic-ratelimit-requests-reset", "2023-11-14T22:14:20Z"}};
+    int64_t rq, tk;
+    const int64_t day = 86400000;
+    ah__ratelimit_exhausted(h, 3, server - day, &rq, &tk); /* local clock a day behind */
+    assert_int_equal(rq, 60000);
+    ah__ratelimit_exhausted(h, 3, server + day, &rq, &tk); /* a day ahead */
+    assert_int_equal(rq, 60000);
+    /* within the slack the local clock (ms, not whole seconds) is the better one */
+    ah__ratelimit_exhausted(h, 3, server + 1500, &rq, &tk);
+    assert_int_equal(rq, 58500);
+    /* no Date, or a malformed one: the local clock */
+    ah__ratelimit_exhausted(h + 1, 2, server + 1500, &rq, &tk);
+    assert_int_equal(rq, 58500);
+    ah_header bad[] = {{"Date", "yesterday"}, h[1], h[2]};
+    ah__ratelimit_exhausted(bad, 3, server - 30000, &rq, &tk);
+    assert_int_equal(rq, 90000);
+
+    /* the same for the hints of a 429: an HTTP-date Retry-After and a reset instant */
+    ah_error e;
+    ah_error_clear(&e);
+    e.status = 429;
+    ah_header ra[] = {{"Date", "Tue, 14 Nov 2023 22:13:20 GMT"},
+                      {"Retry-After", "Tue, 14 Nov 2023 22:13:50 GMT"}};
+    ah_error_apply_headers(&e, ra, 2, server - day);
+    assert_int_equal(e.retry_after_ms, 30000);
+    ah_error_clear(&e);
+    e.status = 429;
+    ah_error_apply_headers(&e, h, 3, server + day);
+    assert_int_equal(e.retry_after_ms, 60000);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -197,6 +268,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(token_charges, setup, teardown),
         cmocka_unit_test_setup_teardown(config_errors_name_the_field, setup, teardown),
         cmocka_unit_test_setup_teardown(provider_headers_hold_the_schedule, setup, teardown),
+        cmocka_unit_test_setup_teardown(header_holds_are_capped, setup, teardown),
+        cmocka_unit_test(reset_instants_follow_the_servers_clock),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

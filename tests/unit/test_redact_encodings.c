@@ -72,12 +72,78 @@ static void sanitised_type_is_redacted_later(void **state)
         fail_msg("leaked: message '%s', provider_type '%s'", e.message, e.provider_type);
 }
 
+/* A key echoed with invisible characters inside (a soft hyphen U+00AD, a zero-width
+ * space U+200B, a BOM, a word joiner), raw, percent-encoded or JSON-escaped, is still
+ * the key; so is an "sk-" key or a Bearer token broken up the same way. */
+static void invisible_characters_do_not_hide_a_key(void **state)
+{
+    (void)state;
+    static const char *const sk_secrets[] = {"sk-live-0123456789abcdef", NULL};
+    static const char *const echoes[] = {
+        "key sk-live-01234\xC2\xAD""56789abcdef rejected",           /* soft hyphen */
+        "key sk-live-\xE2\x80\x8B""0123456789ab\xE2\x80\x8B""cdef rejected", /* ZWSP */
+        "key sk-live-0123\xEF\xBB\xBF""456789abcdef rejected",     /* BOM */
+        "key sk-live-0123\xE2\x81\xA0""456789abcdef rejected",     /* word joiner */
+        "key sk-live-0123%C2%AD456789abcdef rejected",             /* percent-encoded */
+        "key sk-live-0123\\u00ad456789\\u200Babcdef rejected",    /* JSON escapes */
+        "key sk-\xC2\xAD""live-0123456789abcdef rejected",
+    };
+    for (size_t i = 0; i < sizeof echoes / sizeof echoes[0]; i++) {
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s", echoes[i]);
+        ah_redact(buf, sizeof buf, sk_secrets);
+        if (strstr(buf, "0123") || strstr(buf, "cdef") || strstr(buf, "live"))
+            fail_msg("not masked: '%s' -> '%s'", echoes[i], buf);
+        assert_non_null(strstr(buf, " rejected"));
+    }
+    /* not listed: the built-in "sk-" and Bearer patterns read through them too */
+    char sk[] = "bad key sk-abcd\xC2\xAD""efghijklmnop here";
+    ah_redact(sk, sizeof sk, NULL);
+    assert_null(strstr(sk, "ijkl"));
+    char bearer[] = "Authorization: Bearer abc\xE2\x80\x8B""defghijk, more";
+    ah_redact(bearer, sizeof bearer, NULL);
+    assert_null(strstr(bearer, "defg"));
+    /* an invisible character between words is left alone */
+    char plain[] = "soft\xC2\xAD""ware is fine";
+    assert_int_equal(ah_redact(plain, sizeof plain, sk_secrets), 0);
+}
+
+/* A URL's userinfo password (or a lone user name, a token) and credential-like query
+ * parameters are masked wherever a URL is shown. */
+static void url_credentials_are_masked(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in, *gone, *kept;
+    } cases[] = {
+        {"http://bob:hunter22@proxy:3128/v1", "hunter22", "http://bob:"},
+        {"https://ghp_TOKEN1234@h/v1", "ghp_TOKEN1234", "@h/v1"},
+        {"https://h/v1?api-version=1&key=abcd1234", "abcd1234", "api-version=1"},
+        {"https://h/v1?sig=abcd1234&se=2030", "abcd1234", "se=2030"},
+        {"https://h/v1?password=abcd1234", "abcd1234", "https://h/v1"},
+        {"https://h/v1?client_secret=abcd1234", "abcd1234", "https://h/v1"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s", cases[i].in);
+        ah_redact(buf, sizeof buf, NULL);
+        if (strstr(buf, cases[i].gone) || !strstr(buf, cases[i].kept))
+            fail_msg("'%s' -> '%s'", cases[i].in, buf);
+        /* idempotent: a second pass masks nothing more */
+        assert_int_equal(ah_redact(buf, sizeof buf, NULL), 0);
+    }
+    char mail[] = "see https://h/users/a@b.example and user@host";
+    assert_int_equal(ah_redact(mail, sizeof mail, NULL), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(encodings_are_masked),
         cmocka_unit_test(http_error_type_is_redacted_before_sanitising),
         cmocka_unit_test(sanitised_type_is_redacted_later),
+        cmocka_unit_test(invisible_characters_do_not_hide_a_key),
+        cmocka_unit_test(url_credentials_are_masked),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,11 +10,15 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <sqlite3.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "agenthost.h"
 #include "agenthost/manual_clock.h"
+#include "ledger_internal.h"
 
 /* ---- a scripted body ------------------------------------------------------------- */
 
@@ -972,6 +976,144 @@ static void tool_call_end_event_fields(void **state)
     ah_ledger_free(l);
 }
 
+/* A ledger that cannot answer a claim (here a SQLite file whose tables another program
+ * dropped) fails the call closed, and its message says "ledger claim failed" once: the
+ * backend's message says what went wrong, the call what it was doing (it read "ledger
+ * claim failed: ledger claim failed: no such table: ..."). */
+static void a_failed_claim_is_named_once(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/ah-ledger-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    unlink(path);
+    ah_ledger *l = NULL;
+    char err[256];
+    assert_int_equal(ah_ledger_open(path, &l, err, sizeof err), AH_OK);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "DROP TABLE ah_ledger_claims", NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    ah_tool_call *c = NULL;
+    ah_tool_call_new(NULL, l, NULL, "k", "{}", &c, NULL, 0);
+    assert_int_equal(ah_tool_step(c), AH_TOOL_DO_FAIL);
+    const ah_error *e = ah_tool_call_error(c);
+    assert_int_equal(e->kind, AH_EK_LEDGER);
+    const char *first = strstr(e->message, "ledger claim failed");
+    if (!first || strstr(first + 1, "ledger claim") || strstr(e->message, "failed: ledger"))
+        fail_msg("message: %s", e->message);
+    assert_non_null(strstr(e->message, "no such table"));
+    assert_int_equal(ah_tool_call_attempts(c), 0); /* the body did not run */
+    ah_tool_call_free(c);
+    ah_ledger_free(l);
+    char side[64];
+    unlink(path);
+    snprintf(side, sizeof side, "%s-wal", path);
+    unlink(side);
+    snprintf(side, sizeof side, "%s-shm", path);
+    unlink(side);
+}
+
+/* An asynchronous ledger whose answers the test delivers by hand: claim answers PENDING
+ * and keeps the callback (as the SQLite writer thread or a Redis round trip does);
+ * complete answers DONE at once. */
+typedef struct slow_ledger {
+    ah_ledger base;
+    ah_ledger_fn cb;
+    void *ud;
+    int claims;
+} slow_ledger;
+
+static ah_ledger_answer slow_claim(ah_ledger *l, const char *key, const char *fp,
+                                   int64_t now_ms, ah_ledger_result *out, ah_ledger_fn cb,
+                                   void *ud)
+{
+    (void)key, (void)fp, (void)now_ms, (void)out;
+    slow_ledger *s = (slow_ledger *)l;
+    s->cb = cb;
+    s->ud = ud;
+    s->claims++;
+    return AH_LEDGER_PENDING;
+}
+
+static ah_ledger_answer slow_complete(ah_ledger *l, const char *key, const char *fp,
+                                      const char *receipt, int64_t now_ms,
+                                      ah_ledger_result *out, ah_ledger_fn cb, void *ud)
+{
+    (void)l, (void)fp, (void)cb, (void)ud;
+    out->entry.key = key;
+    out->entry.receipt = receipt;
+    out->entry.seq = 1;
+    out->entry.created_ms = now_ms;
+    return AH_LEDGER_DONE;
+}
+
+static void slow_cancel(ah_ledger *l, void *ud)
+{
+    slow_ledger *s = (slow_ledger *)l;
+    if (s->ud == ud)
+        s->cb = NULL;
+}
+
+static void slow_abandon(ah_ledger *l, const char *key)
+{
+    (void)l, (void)key;
+}
+
+static void slow_close(ah_ledger *l)
+{
+    (void)l; /* on the test's stack */
+}
+
+static const ah__ledger_ops slow_ops = {.name = "slow",
+                                        .claim = slow_claim,
+                                        .complete = slow_complete,
+                                        .abandon = slow_abandon,
+                                        .cancel = slow_cancel,
+                                        .close = slow_close};
+
+/* A claim whose answer is slow to come (a fsync, a loaded machine, valgrind) is not a key
+ * in flight in another call: giving up on it ended the call IN_PROGRESS ("in flight in
+ * another call; its receipt did not arrive in time") though no other call existed. */
+static void a_slow_claim_answer_is_not_another_holder(void **state)
+{
+    (void)state;
+    slow_ledger sl = {0};
+    ah__ledger_init(&sl.base, &slow_ops);
+    ah_tool_call *c = NULL;
+    ah_tool_call_new(NULL, &sl.base, NULL, "k", "{}", &c, NULL, 0);
+    assert_int_equal(ah_tool_step(c), AH_TOOL_DO_WAIT_CLAIM);
+    assert_int_equal(sl.claims, 1);
+    /* the driver's bound has passed: it may not give up on our own answer */
+    assert_int_equal(ah_tool_call_stop_waiting(c), AH_ERR_STATE);
+    assert_false(ah_tool_call_finished(c));
+    assert_int_equal(ah_tool_step(c), AH_TOOL_DO_WAIT_CLAIM); /* still due */
+    /* the answer comes: the key is ours, the body runs */
+    ah_ledger_result r = {.answer = AH_LEDGER_OWNED, .fence = 1};
+    assert_non_null(sl.cb);
+    sl.cb(sl.ud, &r);
+    assert_int_equal(ah_tool_step(c), AH_TOOL_DO_RUN_BODY);
+    assert_int_equal(ah_tool_call_body_ok(c, "{}"), AH_OK);
+    assert_int_equal(ah_tool_step(c), AH_TOOL_DO_SUCCEED);
+    assert_int_equal(ah_tool_call_outcome(c), AH_TOOL_OK);
+    ah_tool_call_free(c);
+
+    /* a key another call holds (BUSY) is still given up on when asked */
+    ah_tool_call_new(NULL, &sl.base, NULL, "k2", "{}", &c, NULL, 0);
+    assert_int_equal(ah_tool_step(c), AH_TOOL_DO_WAIT_CLAIM);
+    r = (ah_ledger_result){.answer = AH_LEDGER_BUSY, .retry_ms = 50};
+    sl.cb(sl.ud, &r);
+    /* ... also while its re-claim is pending: after a BUSY, a PENDING answer may be the
+     * next BUSY in the making (the Redis backend answers BUSY after its poll delay) */
+    assert_int_equal(ah_tool_step(c), AH_TOOL_DO_WAIT_CLAIM);
+    assert_int_equal(sl.claims, 3);
+    assert_int_equal(ah_tool_call_stop_waiting(c), AH_OK);
+    assert_int_equal(ah_tool_call_outcome(c), AH_TOOL_IN_PROGRESS);
+    ah_tool_call_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1000,6 +1142,8 @@ int main(void)
         cmocka_unit_test(tool_call_end_event_fields),
         cmocka_unit_test(outcome_unknown_repeats_only_when_safe),
         cmocka_unit_test(stream_cut_is_resumed_without_budget),
+        cmocka_unit_test(a_failed_claim_is_named_once),
+        cmocka_unit_test(a_slow_claim_answer_is_not_another_holder),
     };
     return cmocka_run_group_tests(tests, setup_loop, teardown_loop);
 }

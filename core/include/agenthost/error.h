@@ -173,7 +173,9 @@ AH_EXPORT int64_t ah_retry_after_parse(const char *value, int64_t now_wall_ms);
  *      every exhausted limit has refilled. If every limit reports capacity (e.g. one
  *      large request exceeds the tokens left), the latest of all resets is used.
  * A malformed value is ignored and the next source is tried; the first valid header of a
- * name wins. When no hint is found the two fields are left unchanged.
+ * name wins. When no hint is found the two fields are left unchanged. An instant (an
+ * HTTP-date, an RFC 3339 reset) is measured from now_wall_ms, unless the response's Date
+ * header is more than 2 s from it (a skewed local clock): then from the server's Date.
  * Also x-should-retry: "true"/"false" (case-insensitive) sets e->should_retry to 1/0;
  * any other value is ignored. Header names compare case-insensitively; h may be NULL
  * when n is 0; entries with a NULL name or value are skipped. */

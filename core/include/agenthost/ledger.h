@@ -88,7 +88,9 @@ AH_EXPORT void ah_ledger_set_clock(ah_ledger *l, const ah_clock *clock);
 /* "memory" or "sqlite". */
 AH_EXPORT const char *ah_ledger_backend(const ah_ledger *l);
 
-/* The message of the last failed call on this ledger ("" when none). Borrowed. */
+/* The message of the last failed call on this ledger ("" when none). Borrowed. It says
+ * what went wrong ("SQLite: database is locked", "missing key"), not which call failed:
+ * the caller knows that and says it ("ledger claim failed: SQLite: ..."). */
 AH_EXPORT const char *ah_ledger_errmsg(const ah_ledger *l);
 
 /* Look up `key`. args_canonical is the caller's canonical arguments string (NULL is the

@@ -33,6 +33,10 @@ typedef struct ah_mock_config {
     const char *text;   /* fixed reply text instead of the model's */
     size_t text_deltas; /* stream the text in exactly this many deltas */
     size_t delta_bytes; /* or split it every this many bytes (UTF-8 safe) */
+    /* HTTPS: PEM files of the server's certificate (chain) and its private key; the URL
+     * is then https://127.0.0.1:PORT. Both or neither. */
+    const char *tls_cert;
+    const char *tls_key;
 } ah_mock_config;
 
 /* Zero the config: port 0, no plan, model defaults. */
@@ -49,7 +53,7 @@ AH_EXPORT ah_status ah_mock_new(const ah_mock_config *cfg, ah_mock **out, char *
  * Not to be called concurrently with other calls on the same mock. */
 AH_EXPORT void ah_mock_free(ah_mock *m);
 
-/* "http://127.0.0.1:PORT", owned by the mock. */
+/* "http://127.0.0.1:PORT" (https with tls_cert), owned by the mock. */
 AH_EXPORT const char *ah_mock_url(const ah_mock *m);
 AH_EXPORT int ah_mock_port(const ah_mock *m);
 

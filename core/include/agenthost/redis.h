@@ -160,7 +160,8 @@ AH_EXPORT void ah_rate_limit_charge(ah_rate_limit *rl, ah_loop *loop, int64_t to
  * tok_ms from now (< 0 = leave that one). The call state machine does this by itself
  * when a response's headers say a limit is exhausted (anthropic-ratelimit-*-remaining
  * or x-ratelimit-remaining-* = 0 with its reset time), unless ignore_headers: the fleet
- * then waits for the reset instead of collecting 429s. */
+ * then waits for the reset instead of collecting 429s; that hold is capped at the call's
+ * max_retry_after_ms. A hold given here is taken as it is. */
 AH_EXPORT void ah_rate_limit_hold(ah_rate_limit *rl, ah_loop *loop, int64_t req_ms, int64_t tok_ms);
 
 /* ---- the idempotency ledger on Redis ------------------------------------------------

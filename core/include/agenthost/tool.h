@@ -171,7 +171,9 @@ AH_EXPORT ah_status ah_tool_call_cancel(ah_tool_call *c);
 
 /* Give up waiting for a key in flight elsewhere (after WAIT_CLAIM): the call finishes
  * with outcome IN_PROGRESS (error kind `transient`, message naming the key), the body
- * never having run here. AH_ERR_STATE unless the call is waiting for a claim. */
+ * never having run here. AH_ERR_STATE unless the call is waiting for a claim, and while
+ * it waits for its own ledger's answer (a PENDING claim: that is not a key in flight
+ * elsewhere, and the answer comes; keep stepping the loop). */
 AH_EXPORT ah_status ah_tool_call_stop_waiting(ah_tool_call *c);
 
 /* Results and progress. Strings are borrowed and live as long as the call. */

@@ -40,6 +40,10 @@ typedef struct ah_http_request {
     size_t n_headers;
     const char *body;
     size_t body_len;
+    /* TLS trust: a PEM bundle of CA certificates and/or a directory of them (OpenSSL's
+     * hashed layout), replacing the system's default store; NULL = the default. */
+    const char *ca_file;
+    const char *ca_path;
 } ah_http_request;
 
 /* What the transport reports to the attempt's owner. Everything passed is borrowed for the
@@ -78,8 +82,10 @@ typedef struct ah_transport {
 } ah_transport;
 
 /* The libcurl transport: one easy handle per attempt on the loop's multi handle; TLS
- * verification on, HTTP/2 over TLS, no signals, no redirects, no compression (identity),
- * no 100-continue. Static storage; never free it. */
+ * verification on (a certificate that does not verify is an error with should_retry 0:
+ * retrying cannot fix it), HTTP/2 over TLS, no signals, no redirects, every content
+ * encoding libcurl decodes offered and decoded (the sink sees the identity bytes), no
+ * 100-continue. Static storage; never free it. */
 AH_EXPORT const ah_transport *ah_transport_curl(void);
 
 #ifdef __cplusplus

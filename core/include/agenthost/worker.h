@@ -63,6 +63,13 @@ typedef struct ah_client_config {
      * same response goes on, nothing is regenerated. A cancel also asks the provider to
      * cancel the response. An error with any other provider. */
     int background;
+    /* TLS trust for a private CA: a PEM bundle and/or a directory of CA certificates
+     * (OpenSSL's hashed layout), instead of the system's store; each must be readable.
+     * When both are NULL the environment is read as curl and OpenSSL do: CURL_CA_BUNDLE,
+     * else SSL_CERT_FILE and SSL_CERT_DIR. A certificate that does not verify fails the
+     * request at once (not retried). */
+    const char *ca_file;
+    const char *ca_path;
 } ah_client_config;
 
 /* Copies everything. AH_OK with *out set; else *out = NULL and AH_ERR_INVALID with a
@@ -73,6 +80,9 @@ AH_EXPORT ah_status ah_client_new(const ah_client_config *cfg, ah_client **out, 
 AH_EXPORT void ah_client_free(ah_client *c);
 AH_EXPORT ah_wire ah_client_wire(const ah_client *c);
 AH_EXPORT const char *ah_client_url(const ah_client *c); /* the full request URL */
+/* The request URL as it may be shown or logged: a password in its userinfo, a key in its
+ * query and the API key masked (ah_redact). Owned by the client. */
+AH_EXPORT const char *ah_client_display_url(const ah_client *c);
 AH_EXPORT ah_continuation ah_client_continuation(const ah_client *c); /* the setting */
 /* The rung the client's next continuation takes: AH_CONT_PREFILL or AH_CONT_PROMPT (from
  * the setting, the table, and whether the provider refused a prefill). Thread-safe. */
