@@ -2,7 +2,7 @@
 --   luarocks --lua-version 5.4 make            (5.1, 5.2, 5.3 alike; --tree DIR for a tree)
 -- LuaJIT uses the 5.1 module: docs/luarocks.md has the commands, what goes where, and how
 -- to set LUA_PATH/LUA_CPATH. Nothing is fetched: the one dependency is Lua itself, and the
--- C libraries are the system's (Debian: libcurl4-openssl-dev libcjson-dev libsqlite3-dev
+-- C libraries are the system's (Debian: libcurl4-openssl-dev libcjson-dev libsqlite3-dev zlib1g-dev
 -- libhiredis-dev libmicrohttpd-dev, and cmake).
 rockspec_format = "3.0"
 package = "agenthost"
@@ -36,6 +36,7 @@ external_dependencies = {
    SQLITE = { header = "sqlite3.h", library = "sqlite3" },
    HIREDIS = { header = "hiredis/hiredis.h", library = "hiredis" },
    MHD = { header = "microhttpd.h", library = "microhttpd" },
+   ZLIB = { header = "zlib.h", library = "z" },
 }
 
 build = {
@@ -58,6 +59,8 @@ build = {
       HIREDIS_LIBDIR = "$(HIREDIS_LIBDIR)",
       MHD_INCDIR = "$(MHD_INCDIR)",
       MHD_LIBDIR = "$(MHD_LIBDIR)",
+      ZLIB_INCDIR = "$(ZLIB_INCDIR)",
+      ZLIB_LIBDIR = "$(ZLIB_LIBDIR)",
    },
    copy_directories = { "docs" },
 }

@@ -9,7 +9,7 @@
 #                         ($(LIBDIR), $(LUADIR): luarocks deploys them to lib/lua/<V>/
 #                         and share/lua/<V>/ of its tree)
 #   <DEP>_INCDIR/_LIBDIR  the external_dependencies luarocks found (CURL, CJSON, SQLITE,
-#                         HIREDIS, MHD); optional hints, the compiler's default paths are
+#                         HIREDIS, MHD, ZLIB); optional hints, the compiler's default paths are
 #                         searched too (Debian keeps curl/curl.h under
 #                         /usr/include/<multiarch>/, which gcc searches by default)
 #   AH_LUA_VERSIONS       optional: if set, the one version it names must match lua.h
@@ -50,7 +50,7 @@ message(STATUS "agenthost rock: the module for Lua ${ah_abi} (${LUA_INCDIR}) -> 
 
 # The system libraries, at the directories luarocks found (if any) or the default ones.
 set(AH_ROCK_LIBS)
-foreach(dep CURL:curl CJSON:cjson SQLITE:sqlite3 HIREDIS:hiredis MHD:microhttpd)
+foreach(dep CURL:curl CJSON:cjson SQLITE:sqlite3 HIREDIS:hiredis MHD:microhttpd ZLIB:z)
   string(REPLACE ":" ";" dep "${dep}")
   list(GET dep 0 var)
   list(GET dep 1 lib)
@@ -86,10 +86,13 @@ add_custom_command(OUTPUT ${AH_GENERATED_DIR}/waits_lua.h
 # the shared core only) and the binding. The Lua symbols come from the interpreter. The
 # core's objects do not depend on the Lua version: a second `luarocks make` for another
 # Lua in the same checkout (build.luarocks/) reuses them and compiles lua/*.c alone.
+# The same source lists as the full build (CMakeLists.txt): the core with its MCP client,
+# the mock with the shared SSE writers, the binding without the program's files.
 file(GLOB ah_core CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/core/*.c
-     ${PROJECT_SOURCE_DIR}/core/mock/*.c)
+     ${PROJECT_SOURCE_DIR}/core/mcp/*.c ${PROJECT_SOURCE_DIR}/core/mock/*.c
+     ${PROJECT_SOURCE_DIR}/core/writer/*.c)
 file(GLOB ah_lua CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/lua/*.c)
-list(REMOVE_ITEM ah_lua ${PROJECT_SOURCE_DIR}/lua/main.c)
+list(REMOVE_ITEM ah_lua ${PROJECT_SOURCE_DIR}/lua/main.c ${PROJECT_SOURCE_DIR}/lua/proxy.c)
 add_library(agenthost_rock_core OBJECT ${ah_core})
 target_include_directories(agenthost_rock_core PRIVATE ${PROJECT_SOURCE_DIR}/core
   ${PROJECT_SOURCE_DIR}/core/include ${AH_ROCK_INCDIRS})
