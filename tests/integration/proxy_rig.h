@@ -25,7 +25,8 @@ typedef struct prig {
     ah_proxy *proxy;
     pthread_t th;
     atomic_int stop;
-    /* events seen by the proxy's on_event, as JSON lines (loop thread only) */
+    /* events seen by the proxy's on_event, as JSON lines (written on the loop thread,
+     * read with prig_events_contain: both under mu) */
     pthread_mutex_t mu;
     char *events;
     size_t events_len;
@@ -49,6 +50,16 @@ static void prig_event(void *ud, const ah_event *ev)
     }
     pthread_mutex_unlock(&r->mu);
     free(j);
+}
+
+/* 1 when the events seen so far contain needle. The proxy's thread may still be
+ * emitting (a call's end comes after the client has its response): read under the lock. */
+static int prig_events_contain(prig *r, const char *needle)
+{
+    pthread_mutex_lock(&r->mu);
+    int found = r->events && strstr(r->events, needle) != NULL;
+    pthread_mutex_unlock(&r->mu);
+    return found;
 }
 
 static void *prig_loop(void *ud)
