@@ -972,6 +972,13 @@ static int valid_utf8(const char *s)
     return 1;
 }
 
+/* The backoff waits of broken streams sent again (no hint), across the soak: each may be
+ * 0 (full jitter draws from 0), but not all of them (main checks). */
+static struct {
+    size_t n;
+    int64_t sum_ms;
+} g_break_waits;
+
 /* A retry's wait is the retry machine's: the full-jitter backoff of its failed attempt
  * n, U(0, min(cap_ms, base_ms * 2^(n-1))), with the server's hint as a floor (exactly the
  * hint, source server, when the hint is the longer). */
@@ -994,6 +1001,10 @@ static int check_wait(const cJSON *e, const retry_expect *x, int nth, const char
                     line);
     if (!x->hint_ms && server)
         return fail("retry %d: no hint, yet the source is server: %s", nth, line);
+    if (x->kind == AH_EK_STREAM && !x->hint_ms) {
+        g_break_waits.n++;
+        g_break_waits.sum_ms += wait;
+    }
     return 0;
 }
 
@@ -1732,6 +1743,11 @@ int main(int argc, char **argv)
         }
     }
     at_end = measure();
+    if (g_break_waits.n >= 20 && g_break_waits.sum_ms == 0) {
+        fprintf(stderr, "soak: FAILED: none of the %zu broken streams sent again waited a "
+                        "backoff (every wait_ms 0)\n", g_break_waits.n);
+        goto cleanup;
+    }
     if (atomic_load(&log_leak)) {
         fprintf(stderr, "soak: FAILED: a secret reached a log line\n");
         goto cleanup;
@@ -1754,6 +1770,8 @@ int main(int argc, char **argv)
            storm_gave_up[AH_GIVEUP_RETRY_AFTER_TOO_LONG]);
     printf("  %-36s %5zu runs (%zu gave up for retry_budget)\n", "a retry budget", budgets,
            budget_gave_up);
+    printf("  %-36s %5zu retries (backoff waits %" PRId64 " ms in all)\n",
+           "broken streams sent again", g_break_waits.n, g_break_waits.sum_ms);
     printf("  %-36s %5zu runs (%zu cancelled by the exec, %zu by the body; calls answered "
            "%zu, cancelled running %zu, not started %zu; %zu late answers refused; next "
            "turn accepted %zu)\n",

@@ -389,7 +389,7 @@ end
 -- The round's calls and results in history: the last assistant message with tool calls,
 -- and the message after it.
 local function round_of(history)
-  for m = #history - 1, 1, -1 do
+  for m = #history, 1, -1 do
     local msg = history[m]
     local uses = {}
     for _, b in ipairs(msg.content) do
@@ -397,7 +397,7 @@ local function round_of(history)
     end
     if msg.role == "assistant" and #uses > 0 then
       local results = {}
-      for _, b in ipairs(history[m + 1].content) do
+      for _, b in ipairs(history[m + 1] and history[m + 1].content or {}) do
         if b.type == "tool_result" then results[#results + 1] = b end
       end
       return uses, results
@@ -416,7 +416,9 @@ local function matches(b, want)
 end
 
 local function show(b)
-  return string.format("'%s'%s", tostring(b.content), b.is_error and " (an error)" or "")
+  local c = tostring(b.content)
+  if #c > 300 then c = c:sub(1, 300) .. "... (" .. #c .. " bytes)" end
+  return string.format("'%s'%s", c, b.is_error and " (an error)" or "")
 end
 
 -- Each answered call against what its body did; each key's executions.
