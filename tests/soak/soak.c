@@ -1177,9 +1177,14 @@ static int check_cancel_round(const run_state *r)
             return fail("call %d's answer %s the run ended was answered %d", i + 1,
                         cb->done_late ? "after" : "before", cb->done_status);
     }
-    if (started < p->cancel_at + 1 || (p->one_at_a_time && started != p->cancel_at + 1))
-        return fail("%d calls started, the cancel came in call %d%s", started,
-                    p->cancel_at + 1, p->one_at_a_time ? " (one at a time)" : "");
+    /* No call starts once the cancel is asked for: one at a time, or cancelled by an
+     * exec, the calls up to the cancelling one; else all of them (started together,
+     * before any body's timer). */
+    int want_started = p->one_at_a_time || p->cancel == CANCEL_FROM_EXEC ? p->cancel_at + 1
+                                                                         : p->n_calls;
+    if (started != want_started)
+        return fail("%d calls started, expected %d: the cancel came in call %d%s", started,
+                    want_started, p->cancel_at + 1, p->one_at_a_time ? " (one at a time)" : "");
     if (r->exec_calls != started || r->body_runs != started ||
         ah_ledger_count(r->ledger) != started)
         return fail("cancelled round: %d started, %d asked, %d bodies, %" PRId64

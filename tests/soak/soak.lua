@@ -447,20 +447,20 @@ local function check_tools(st, r, o)
     end
     local want = rec and p.beh[c].want(rec)
     if o.outcome == "cancelled" then
-      -- a body that returned: its result (or cancelled, if the cancel came first); one
-      -- still running: cancelled before it finished; one never entered: either
-      local strict = p.one_at_a_time
+      -- No call starts once the cancel is asked for: from on_event at call c's
+      -- tool_call_start, c and the calls after it never run; one at a time, the calls
+      -- after c never start and the ones before it answered. A call started before the
+      -- cancel: its result if its body returned in time, else cancelled before it
+      -- finished (its coroutine was started, whether or not its body was entered).
       local ok
-      if strict and c < p.cancel_at then
-        ok = rec and rec.execs == want.execs and matches(b, want)
-      elseif strict and c > p.cancel_at then
+      if (p.cancel == "hook" and c >= p.cancel_at) or (p.one_at_a_time and c > p.cancel_at) then
         ok = not rec and b.content == WAITING
+      elseif p.one_at_a_time and c < p.cancel_at then
+        ok = rec and rec.execs == want.execs and matches(b, want)
       elseif rec and rec.returned then
         ok = matches(b, want) or b.content == RUNNING
-      elseif rec then
-        ok = b.content == RUNNING
       else
-        ok = b.content == RUNNING or b.content == WAITING
+        ok = b.content == RUNNING
       end
       if b.content == RUNNING or b.content == WAITING then
         ok = ok and b.is_error == true
