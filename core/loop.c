@@ -644,7 +644,10 @@ int ah__loop_steppable(const ah_loop *loop)
 
 int ah_loop_alive(const ah_loop *loop)
 {
-    return loop->n_heap > 0 || loop->n_easy > 0 || loop->refs > 0;
+    /* A send not yet delivered is work too: the next step runs it (a cancel asked for
+     * from a hook when nothing else is in flight must still reach its worker). */
+    return loop->n_heap > 0 || loop->n_easy > 0 || loop->refs > 0 ||
+           atomic_load(&loop->async_pending);
 }
 
 void ah_loop_ref(ah_loop *loop)

@@ -1476,6 +1476,15 @@ static void exec_tool(ah_worker *w, size_t index)
     emit(w, &ev);
     if (w->state != W_TOOLS)
         return;
+    if (atomic_load(&w->cancel_requested)) {
+        /* cancelled from the event's hook: the call does not run (answered as not
+         * started when the cancel closes the round) */
+        w->next_tool = index;
+        w->running_tools--;
+        if (t->exclusive)
+            w->exclusive_running = 0;
+        return;
+    }
     ah_tool_response res = {.outcome = AH_TOOL_ERROR};
     char why[160];
     const ah_tool_def *def = find_tool(w, t->name);
@@ -1505,11 +1514,14 @@ static void exec_tool(ah_worker *w, size_t index)
 
 /* Start calls in call order while the bound and exclusivity allow; end the round when
  * every call is answered. Answers given meanwhile (also from inside an exec) only count:
- * this loop, not a nested one, starts the next call. */
+ * this loop, not a nested one, starts the next call. Once a cancel is requested no call
+ * starts (an answer may come before the cancel is handled at the loop's next step: the
+ * slot it frees stays empty), as no LLM attempt starts after one. */
 static void start_tools(ah_worker *w)
 {
     w->starting = 1;
-    while (w->state == W_TOOLS && w->next_tool < w->n_pending) {
+    while (w->state == W_TOOLS && w->next_tool < w->n_pending &&
+           !atomic_load(&w->cancel_requested)) {
         pending_tool *t = &w->pending[w->next_tool];
         if (w->running_tools >= w->max_tool_concurrency)
             break;

@@ -28,11 +28,16 @@ typedef struct world {
     event_log log;
     size_t started[8]; /* index of each call the worker started */
     int n_started;
+    int cancel_at_start; /* cancel from the hook at this tool_call_start (1-based; 0: no) */
+    int tool_starts;
 } world;
 
 static void record_event(void *ud, const ah_event *ev)
 {
-    event_log_add(&((world *)ud)->log, ev);
+    world *x = ud;
+    event_log_add(&x->log, ev);
+    if (ev->type == AH_EV_TOOL_CALL_START && ++x->tool_starts == x->cancel_at_start)
+        ah_worker_cancel(x->worker);
 }
 
 /* Every call waits for the test to answer it. */
@@ -188,11 +193,59 @@ static void late_answers_leave_the_closed_round_alone(void **state)
     world_close(&x);
 }
 
+/* A cancel is handled at the loop's next step; an answer that comes before that frees a
+ * slot, and no call may start in it: the run was cancelled (the soak found call 1 started
+ * after a cancel from call 0's exec, when call 0's answer came first). */
+static void no_call_starts_after_a_cancel(void **state)
+{
+    (void)state;
+    world x;
+    world_open(&x, AH_WIRE_ANTHROPIC, "[{\"ok\":true,\"tool_calls\":3}]", 1, NULL);
+    assert_int_equal(ah_worker_start(x.worker, "use slow"), AH_OK);
+    until_started(&x, 1);
+    ah_worker_cancel(x.worker);
+    ah_tool_response ok = {.outcome = AH_TOOL_OK, .content = "first done", .attempts = 1};
+    assert_int_equal(ah_worker_tool_done(x.worker, 0, &ok), AH_OK); /* the round is open */
+    assert_int_equal(x.n_started, 1);
+    until_finished(&x);
+    assert_int_equal(x.n_started, 1);
+    assert_int_equal(ah_worker_outcome(x.worker), AH_OUTCOME_CANCELLED);
+    const ah_conversation *c = ah_worker_history(x.worker);
+    assert_int_equal(ah_conversation_block_count(c, 2), 3);
+    assert_string_equal(block(c, 2, 0)->text, "first done");
+    assert_string_equal(block(c, 2, 1)->text, AH_TOOL_CANCELLED_WAITING);
+    assert_string_equal(block(c, 2, 2)->text, AH_TOOL_CANCELLED_WAITING);
+    world_close(&x);
+}
+
+/* A cancel from the on_event hook at a call's tool_call_start: that call does not run
+ * (and neither do the ones after it), and history says it did not. */
+static void a_cancel_at_tool_call_start_keeps_the_call_from_running(void **state)
+{
+    (void)state;
+    world x;
+    world_open(&x, AH_WIRE_OPENAI, "[{\"ok\":true,\"tool_calls\":3}]", 0, NULL);
+    x.cancel_at_start = 2;
+    assert_int_equal(ah_worker_start(x.worker, "use slow"), AH_OK);
+    until_finished(&x);
+    assert_int_equal(ah_worker_outcome(x.worker), AH_OUTCOME_CANCELLED);
+    assert_int_equal(x.n_started, 1); /* call 0 only */
+    assert_int_equal(x.started[0], 0);
+    const ah_conversation *c = ah_worker_history(x.worker);
+    assert_int_equal(ah_conversation_block_count(c, 2), 3);
+    assert_string_equal(block(c, 2, 0)->text, AH_TOOL_CANCELLED_RUNNING);
+    assert_string_equal(block(c, 2, 1)->text, AH_TOOL_CANCELLED_WAITING);
+    assert_string_equal(block(c, 2, 2)->text, AH_TOOL_CANCELLED_WAITING);
+    world_close(&x);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(cancel_in_a_tool_round_answers_every_call),
         cmocka_unit_test(late_answers_leave_the_closed_round_alone),
+        cmocka_unit_test(no_call_starts_after_a_cancel),
+        cmocka_unit_test(a_cancel_at_tool_call_start_keeps_the_call_from_running),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

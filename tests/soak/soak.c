@@ -46,6 +46,27 @@
  * (ah_tool_step, answered through ah_worker_tool_done), as an embedder with a network
  * ledger does.
  *
+ * In-stream overload storms: one run in five (its own draw) gets 2-4 steps in a row, at a
+ * drawn place in its plan, whose 200 stream carries the provider's overload error at
+ * event 0 (Anthropic overloaded_error, OpenAI server_is_overloaded; now and then with
+ * "try again in 15ms", a floor on the wait, or "in 2 hours", which ends the run with
+ * retry_after_too_long). Each is a retry of the one retry machine: an attempt of the
+ * chain (llm_retry's failed_attempt), the full-jitter backoff of that attempt with the
+ * hint as a floor (wait_ms, wait_source), a retry-budget token. Half the storm runs and
+ * one in eight others get a retry budget of their own (2-8 tokens, refunds of 0.1-1 per
+ * completed response); the oracle spends and refunds it as ah_retry_budget does and
+ * predicts the give-up reason retry_budget and the requests that stop there.
+ *
+ * Cancel during tools: one run in six (its own draw) makes its tool round 1-3 calls
+ * (tool_calls on the step that answers), run one at a time or together, whose bodies are
+ * in flight on the loop (a timer finishes each) when the exec of call c or that body's
+ * timer cancels the run. Predicted: outcome cancelled. Checked: every call of the round
+ * answered in history in call order (the result the worker took, or the cancelled texts
+ * of worker.h, as tool errors); the bodies still in flight finish, record their receipts
+ * (no claim left) and are refused (AH_ERR_STATE) when they answer; and the next turn from
+ * that history (a new worker, the mock's plan cleared) completes: the mock refuses an
+ * unanswered tool call with the provider's 400.
+ *
  * Memory: the heap in use (mallinfo2, or the sanitizer allocator's count under ASan) and
  * the RSS are taken after run CHECKPOINT (100) and after the last run. Every run frees
  * everything it made, so the live heap must come back to the same level: growth beyond
@@ -92,6 +113,9 @@ enum {
     DEFAULT_RUNS = 1000,
     CHECKPOINT = 100,
     MAX_FAULTS = 6,
+    MAX_STORM = 4,                     /* in-stream overloads in a row */
+    MAX_STEPS = MAX_FAULTS + MAX_STORM + 1, /* + the tool round of a cancel run */
+    MAX_CALLS = 3,                     /* tool calls in a cancel run's round */
     IDLE_TIMEOUT_MS = 80,      /* a stall costs this much */
     ATTEMPT_TIMEOUT_MS = 150,  /* headers held longer than this are a timeout fault */
     HUNG_HEADERS_MS = 300,     /* what the timeout fault holds them for */
@@ -142,7 +166,8 @@ typedef enum fclass {
     F_STREAM, /* the stream opens and then breaks: a continuation */
 } fclass;
 
-typedef enum kmode { K_NONE, K_WIDE, K_HEAD } kmode;
+/* K_STORM: an in-stream error at event 0, its error_type the wire's overload type */
+typedef enum kmode { K_NONE, K_WIDE, K_HEAD, K_STORM } kmode;
 
 typedef struct fault {
     const char *name;
@@ -152,78 +177,96 @@ typedef struct fault {
     ah_error_kind kind; /* for pre-stream faults: the error kind and status expected */
     int status;
     int server_wait; /* a retry after it must say wait_source "server" */
-    int weight;
+    int weight;      /* 0: never drawn from the catalogue (the storm's steps) */
+    int64_t hint_ms; /* the server's retry hint it carries (0: none; HINT_0: 0 ms) */
 } fault;
+#define HINT_0 (-1)
 
 /* Valid JSON that is not an object, as a mock step's tool_args (a JSON string). */
 static const char *const BAD_ARGS[] = {"[1,2,3]", "42", "\"s\"", "null"};
 enum { N_BAD_ARGS = 4 };
 
 static const fault FAULTS[] = {
-    {"ok", "{\"ok\":true}", F_BENIGN, K_NONE, AH_EK_NONE, 0, 0, 3},
-    {"delay 20ms", "{\"delay_headers_ms\":20}", F_BENIGN, K_NONE, AH_EK_NONE, 0, 0, 3},
-    {"503", "{\"status\":503}", F_RETRY, K_NONE, AH_EK_HTTP, 503, 0, 4},
-    {"500", "{\"status\":500}", F_RETRY, K_NONE, AH_EK_HTTP, 500, 0, 2},
-    {"502", "{\"status\":502}", F_RETRY, K_NONE, AH_EK_HTTP, 502, 0, 2},
-    {"504", "{\"status\":504}", F_RETRY, K_NONE, AH_EK_HTTP, 504, 0, 2},
-    {"408", "{\"status\":408}", F_RETRY, K_NONE, AH_EK_HTTP, 408, 0, 1},
+    {"ok", "{\"ok\":true}", F_BENIGN, K_NONE, AH_EK_NONE, 0, 0, 3, 0},
+    {"delay 20ms", "{\"delay_headers_ms\":20}", F_BENIGN, K_NONE, AH_EK_NONE, 0, 0, 3, 0},
+    {"503", "{\"status\":503}", F_RETRY, K_NONE, AH_EK_HTTP, 503, 0, 4, 0},
+    {"500", "{\"status\":500}", F_RETRY, K_NONE, AH_EK_HTTP, 500, 0, 2, 0},
+    {"502", "{\"status\":502}", F_RETRY, K_NONE, AH_EK_HTTP, 502, 0, 2, 0},
+    {"504", "{\"status\":504}", F_RETRY, K_NONE, AH_EK_HTTP, 504, 0, 2, 0},
+    {"408", "{\"status\":408}", F_RETRY, K_NONE, AH_EK_HTTP, 408, 0, 1, 0},
     {"529 Retry-After 0", "{\"status\":529,\"headers\":{\"Retry-After\":\"0\"}}", F_RETRY,
-     K_NONE, AH_EK_HTTP, 529, 0, 3},
+     K_NONE, AH_EK_HTTP, 529, 0, 3, HINT_0},
     {"429 retry-after-ms 20", "{\"status\":429,\"headers\":{\"retry-after-ms\":\"20\"}}",
-     F_RETRY, K_NONE, AH_EK_HTTP, 429, 1, 3},
+     F_RETRY, K_NONE, AH_EK_HTTP, 429, 1, 3, 20},
     {"503 with the key in its message",
      "{\"status\":503,\"message\":\"upstream rejected key " KEY "\"}", F_RETRY, K_NONE,
-     AH_EK_HTTP, 503, 0, 2},
-    {"reset", "{\"reset\":true}", F_RETRY, K_NONE, AH_EK_CONNECT, 0, 0, 3},
+     AH_EK_HTTP, 503, 0, 2, 0},
+    {"reset", "{\"reset\":true}", F_RETRY, K_NONE, AH_EK_CONNECT, 0, 0, 3, 0},
     {"headers held past attempt_timeout", "{\"delay_headers_ms\":%d}", F_RETRY, K_NONE,
-     AH_EK_TIMEOUT, 0, 0, 1},
-    {"400", "{\"status\":400}", F_FATAL, K_NONE, AH_EK_HTTP, 400, 0, 1},
+     AH_EK_TIMEOUT, 0, 0, 1, 0},
+    {"400", "{\"status\":400}", F_FATAL, K_NONE, AH_EK_HTTP, 400, 0, 1, 0},
     {"401 with the key in its message",
      "{\"status\":401,\"message\":\"invalid x-api-key " KEY "\"}", F_FATAL, K_NONE,
-     AH_EK_HTTP, 401, 0, 1},
+     AH_EK_HTTP, 401, 0, 1, 0},
     {"503 x-should-retry false",
      "{\"status\":503,\"headers\":{\"x-should-retry\":\"false\"}}", F_FATAL, K_NONE,
-     AH_EK_HTTP, 503, 0, 1},
+     AH_EK_HTTP, 503, 0, 1, 0},
     {"429 Retry-After 3600", "{\"status\":429,\"headers\":{\"Retry-After\":\"3600\"}}",
-     F_HINT, K_NONE, AH_EK_HTTP, 429, 0, 1},
+     F_HINT, K_NONE, AH_EK_HTTP, 429, 0, 1, 0},
     {"529 Retry-After date +2h",
      "{\"status\":529,\"headers\":{\"Retry-After\":{\"date_in_seconds\":7200}}}", F_HINT,
-     K_NONE, AH_EK_HTTP, 529, 0, 1},
-    {"cut", "{\"cut_after_events\":%d}", F_STREAM, K_WIDE, AH_EK_STREAM, 0, 0, 9},
-    {"stall", "{\"stall_after_events\":%d}", F_STREAM, K_WIDE, AH_EK_STREAM, 0, 0, 2},
+     K_NONE, AH_EK_HTTP, 529, 0, 1, 0},
+    {"cut", "{\"cut_after_events\":%d}", F_STREAM, K_WIDE, AH_EK_STREAM, 0, 0, 9, 0},
+    {"stall", "{\"stall_after_events\":%d}", F_STREAM, K_WIDE, AH_EK_STREAM, 0, 0, 2, 0},
     {"malformed event", "{\"malformed_event_after\":%d}", F_STREAM, K_HEAD, AH_EK_STREAM,
-     0, 0, 3},
+     0, 0, 3, 0},
     {"in-stream error",
      "{\"error_event_after\":%d,\"message\":\"overloaded for " KEY "\"}", F_STREAM,
-     K_HEAD, AH_EK_STREAM, 0, 0, 3},
+     K_HEAD, AH_EK_STREAM, 0, 0, 3, 0},
     {"non-object arguments [1,2,3]", "{\"ok\":true,\"tool_args\":\"[1,2,3]\"}", F_BENIGN,
-     K_NONE, AH_EK_NONE, 0, 0, 1},
+     K_NONE, AH_EK_NONE, 0, 0, 1, 0},
     {"non-object arguments 42", "{\"ok\":true,\"tool_args\":\"42\"}", F_BENIGN, K_NONE,
-     AH_EK_NONE, 0, 0, 1},
+     AH_EK_NONE, 0, 0, 1, 0},
     {"non-object arguments \"s\"", "{\"ok\":true,\"tool_args\":\"\\\"s\\\"\"}",
-     F_BENIGN, K_NONE, AH_EK_NONE, 0, 0, 1},
+     F_BENIGN, K_NONE, AH_EK_NONE, 0, 0, 1, 0},
     {"non-object arguments null", "{\"ok\":true,\"tool_args\":\"null\"}", F_BENIGN,
-     K_NONE, AH_EK_NONE, 0, 0, 1},
+     K_NONE, AH_EK_NONE, 0, 0, 1, 0},
     /* i12-wire: the end of a complete response, error bodies, invalid UTF-8 */
     {"unclean close after the end (no final chunk)",
      "{\"ok\":true,\"unclean_close_after_end\":\"no_final_chunk\"}", F_BENIGN, K_NONE,
-     AH_EK_NONE, 0, 0, 1},
+     AH_EK_NONE, 0, 0, 1, 0},
     {"unclean close after the end (reset)",
      "{\"ok\":true,\"unclean_close_after_end\":\"reset\"}", F_BENIGN, K_NONE, AH_EK_NONE,
-     0, 0, 1},
+     0, 0, 1, 0},
     {"unclean close after the end (short Content-Length)",
      "{\"ok\":true,\"unclean_close_after_end\":\"short_content_length\"}", F_BENIGN,
-     K_NONE, AH_EK_NONE, 0, 0, 1},
+     K_NONE, AH_EK_NONE, 0, 0, 1, 0},
     {"a tool call after the end", "{\"ok\":true,\"extra_after_end\":true}", F_BENIGN,
-     K_NONE, AH_EK_NONE, 0, 0, 1},
+     K_NONE, AH_EK_NONE, 0, 0, 1, 0},
     {"invalid UTF-8 in the answer", "{\"ok\":true,\"invalid_utf8\":true}", F_BENIGN,
-     K_NONE, AH_EK_NONE, 0, 0, 1},
+     K_NONE, AH_EK_NONE, 0, 0, 1, 0},
     {"503 with an endless body", "{\"status\":503,\"body_fault\":\"endless\"}", F_RETRY,
-     K_NONE, AH_EK_HTTP, 503, 0, 1},
+     K_NONE, AH_EK_HTTP, 503, 0, 1, 0},
     {"503 whose body stalls", "{\"status\":503,\"body_fault\":\"stall\"}", F_RETRY,
-     K_NONE, AH_EK_TIMEOUT, 0, 0, 1},
+     K_NONE, AH_EK_TIMEOUT, 0, 0, 1, 0},
+    /* The in-stream overload storm (weight 0: inserted by a draw of its own, 2-4 in a
+     * row): a 200 whose stream carries the provider's overload error at event 0, each a
+     * retry of the one retry machine. %s is the wire's type: Anthropic overloaded_error,
+     * OpenAI server_is_overloaded. The body hint "try again in 15ms" is a floor on the
+     * wait (source server); one of two hours ends the run (retry_after_too_long). */
+    {"in-stream overload (storm)", "{\"error_event_after\":0,\"error_type\":\"%s\"}",
+     F_STREAM, K_STORM, AH_EK_STREAM, 0, 0, 0, 0},
+    {"in-stream overload, try again in 15ms (storm)",
+     "{\"error_event_after\":0,\"error_type\":\"%s\",\"message\":\"Overloaded. Please "
+     "try again in 15ms.\"}",
+     F_STREAM, K_STORM, AH_EK_STREAM, 0, 1, 0, 15},
+    {"in-stream overload, try again in 2 hours (storm)",
+     "{\"error_event_after\":0,\"error_type\":\"%s\",\"message\":\"Overloaded; try "
+     "again in 2 hours\"}",
+     F_STREAM, K_STORM, AH_EK_STREAM, 0, 0, 0, 7200000},
 };
 enum { N_FAULTS = sizeof FAULTS / sizeof FAULTS[0] };
+enum { STORM_PLAIN = N_FAULTS - 3, STORM_HINT, STORM_LONG_HINT }; /* the last three */
 
 /* For each fault, 1 + the index in BAD_ARGS of its step's tool_args, or 0 (set_bad_args). */
 static int g_bad_args[N_FAULTS];
@@ -243,39 +286,77 @@ static void set_bad_args(void)
 /* ---- one run's parameters and the oracle's prediction
  * ---------------------------------- */
 
+/* How a cancel run stops its tool round. */
+typedef enum cancel_mode {
+    CANCEL_NONE,
+    CANCEL_FROM_EXEC, /* the tool exec of call cancel_at cancels as it starts the body */
+    CANCEL_FROM_BODY, /* the body of call cancel_at cancels from its loop timer */
+} cancel_mode;
+
 typedef struct params {
     uint64_t seed;
     ah_wire wire;
     int max_attempts, max_continuations;
     size_t delta_bytes;
     int n;
-    int f[MAX_FAULTS]; /* indexes into FAULTS */
-    int k[MAX_FAULTS];
+    int f[MAX_STEPS]; /* indexes into FAULTS */
+    int k[MAX_STEPS];
     int same_key_twice; /* deliver the tool call twice at once, one key */
     int redis_drop;     /* a Redis ledger that loses its connection during the body */
-    char plan[1024];
+    int storm;          /* in-stream overloads in a row in the plan (0: none) */
+    int budget_tokens;  /* the run's retry budget: max_tokens (0: no budget) */
+    double budget_ratio; /* ... and what each completed response refunds */
+    cancel_mode cancel; /* cancel during tools */
+    int cancel_at;      /* the call (0-based) whose exec or body cancels */
+    int n_calls;        /* the calls of the tool round (the step's tool_calls) */
+    int one_at_a_time;  /* max_tool_concurrency 1 (else the default, 8) */
+    int calls_step;     /* the plan step that carries tool_calls (-1: none) */
+    char plan[2048];
 } params;
 
 typedef struct retry_expect {
     int status;
     ah_error_kind kind;
     int server_wait;
+    int attempt;     /* its failed_attempt */
+    int64_t hint_ms; /* the server's hint (as in fault): the wait is at least this */
 } retry_expect;
 
 typedef struct prediction {
     ah_run_outcome outcome;
     ah_error_kind kind; /* NONE when completed */
     int status;
-    int gave_up; /* the run ended in an llm_gave_up (pre-stream failure) */
+    int gave_up; /* the run ended in an llm_gave_up */
     ah_giveup_reason reason;
+    int gave_up_attempts; /* ... after this many attempts of its chain */
     int requests, continuations;
-    int failed_step;  /* 1 or 2 when failed */
+    int failed_step;  /* 1 or 2 when failed (1 when cancelled in the tool round) */
     int tool_reached; /* step 1 completed: the tool was called */
     int bad_args;     /* ... with arguments that are not an object (1..N_BAD_ARGS) */
     int text_unchecked; /* a fault changed the answer's bytes */
+    int storm_retries;  /* retries the storm's steps caused */
     int n_retries;
-    retry_expect retries[MAX_FAULTS];
+    retry_expect retries[MAX_STEPS];
 } prediction;
+
+/* The Redis server of the idle-drop runs (started by main when redis-server exists). */
+static redis_fixture g_redis;
+static int g_redis_up;
+
+/* Plan step i as JSON: the fault's text with its K (or the wire's overload type), and
+ * the cancel run's tool_calls on the step that answers with the tool round. */
+static void step_json(const params *p, int i, char *buf, size_t size)
+{
+    const fault *ft = &FAULTS[p->f[i]];
+    if (ft->k == K_STORM)
+        snprintf(buf, size, ft->json,
+                 p->wire == AH_WIRE_ANTHROPIC ? "overloaded_error" : "server_is_overloaded");
+    else
+        snprintf(buf, size, ft->json, p->k[i]);
+    size_t len = strlen(buf);
+    if (i == p->calls_step && len > 0 && buf[len - 1] == '}')
+        snprintf(buf + len - 1, size - (len - 1), ",\"tool_calls\":%d}", p->n_calls);
+}
 
 static void draw_params(uint64_t seed, size_t run, params *p)
 {
@@ -290,7 +371,9 @@ static void draw_params(uint64_t seed, size_t run, params *p)
     p->delta_bytes = deltas[draw(&s, 6)];
     p->same_key_twice = draw(&s, 4) == 0;
     uint64_t s2 = p->seed ^ 0x5bd1e9955bd1e995ULL; /* its own stream: s stays as it was */
-    p->redis_drop = draw(&s2, 8) == 0; /* main keeps it only with a Redis server */
+    p->redis_drop = draw(&s2, 8) == 0 && g_redis_up;
+    if (p->redis_drop)
+        p->same_key_twice = 0; /* its second delivery comes after the first */
     static const int nweights[] = {10, 22, 25, 20, 13, 7, 3}; /* 0..6 faults */
     int total = 0, w;
     for (int i = 0; i <= MAX_FAULTS; i++)
@@ -301,8 +384,6 @@ static void draw_params(uint64_t seed, size_t run, params *p)
     int fweight = 0;
     for (int i = 0; i < N_FAULTS; i++)
         fweight += FAULTS[i].weight;
-    size_t off = 0;
-    off += (size_t)snprintf(p->plan + off, sizeof p->plan - off, "[");
     for (int i = 0; i < p->n; i++) {
         int x = draw(&s, fweight), f = 0;
         while (x >= FAULTS[f].weight)
@@ -313,11 +394,80 @@ static void draw_params(uint64_t seed, size_t run, params *p)
         p->k[i] = FAULTS[f].k == K_WIDE   ? draw(&s, 41)
                   : FAULTS[f].k == K_HEAD ? draw(&s, p->wire == AH_WIRE_OPENAI ? 3 : 41)
                                           : HUNG_HEADERS_MS * g_time_scale;
-        off += (size_t)snprintf(p->plan + off, sizeof p->plan - off, "%s", i ? "," : "");
-        off += (size_t)snprintf(p->plan + off, sizeof p->plan - off, FAULTS[f].json,
-                                p->k[i]);
     }
-    snprintf(p->plan + off, sizeof p->plan - off, "]");
+    /* The storm, the retry budget and the cancel come from streams of their own too, so
+     * a run without them has the plan and parameters earlier versions drew. */
+    uint64_t s3 = p->seed ^ 0x2545f4914f6cdd1dULL;
+    if (draw(&s3, 5) == 0) {
+        int at = draw(&s3, p->n + 1);
+        p->storm = 2 + draw(&s3, MAX_STORM - 1);
+        memmove(&p->f[at + p->storm], &p->f[at], (size_t)(p->n - at) * sizeof p->f[0]);
+        memmove(&p->k[at + p->storm], &p->k[at], (size_t)(p->n - at) * sizeof p->k[0]);
+        for (int j = 0; j < p->storm; j++) {
+            int v = draw(&s3, 8);
+            p->f[at + j] = v == 0 ? STORM_HINT : v == 1 ? STORM_LONG_HINT : STORM_PLAIN;
+            p->k[at + j] = 0;
+        }
+        p->n += p->storm;
+    }
+    /* Half the storm runs and one in eight others share nothing but have a retry budget:
+     * each retry takes a token, each completed response refunds budget_ratio. */
+    if (draw(&s3, p->storm ? 2 : 8) == 0) {
+        static const int tokens[] = {2, 3, 4, 5, 8};
+        static const double ratios[] = {0.1, 0.5, 1};
+        p->budget_tokens = tokens[draw(&s3, 5)];
+        p->budget_ratio = ratios[draw(&s3, 3)];
+    }
+    uint64_t s4 = p->seed ^ 0x9fb21c651e98df25ULL;
+    p->calls_step = -1;
+    if (draw(&s4, 6) == 0 && !p->redis_drop) {
+        p->cancel = draw(&s4, 2) ? CANCEL_FROM_BODY : CANCEL_FROM_EXEC;
+        p->n_calls = 1 + draw(&s4, MAX_CALLS);
+        p->cancel_at = draw(&s4, p->n_calls);
+        p->one_at_a_time = draw(&s4, 2);
+        /* The tool round is the answer of the plan's first step that answers (an
+         * exhausted plan answers ok: that step is then written out). */
+        int i = 0;
+        while (i < p->n && FAULTS[p->f[i]].cls != F_BENIGN)
+            i++;
+        if (i == p->n) {
+            p->f[i] = 0;
+            p->k[i] = 0;
+            p->n++;
+        }
+        if (g_bad_args[p->f[i]]) { /* the worker answers those itself: no body runs */
+            p->cancel = CANCEL_NONE;
+        } else {
+            p->calls_step = i;
+            p->same_key_twice = 0;
+        }
+    }
+    size_t off = 0;
+    off += (size_t)snprintf(p->plan + off, sizeof p->plan - off, "[");
+    for (int i = 0; i < p->n && off < sizeof p->plan; i++) {
+        char step[512];
+        step_json(p, i, step, sizeof step);
+        off += (size_t)snprintf(p->plan + off, sizeof p->plan - off, "%s%s", i ? "," : "",
+                                step);
+    }
+    if (off < sizeof p->plan)
+        snprintf(p->plan + off, sizeof p->plan - off, "]");
+}
+
+/* The run's retry budget, as ah_retry_budget keeps it: thousandths of a token. A retry
+ * takes one token and goes ahead while more than half the tokens are left. */
+static int budget_spend(const params *p, int64_t *milli)
+{
+    *milli = *milli > 1000 ? *milli - 1000 : 0;
+    return 2 * *milli > (int64_t)p->budget_tokens * 1000;
+}
+
+static void budget_refund(const params *p, int64_t *milli)
+{
+    int64_t max = (int64_t)p->budget_tokens * 1000;
+    *milli += (int64_t)(p->budget_ratio * 1000 + 0.5);
+    if (*milli > max)
+        *milli = max;
 }
 
 /* like[i]: the stream fault of request i (0-based; one plan step per request) kept
@@ -327,6 +477,7 @@ static void simulate(const params *p, const int *like, prediction *o)
     memset(o, 0, sizeof *o);
     o->reason = AH_GIVEUP_COUNT_;
     int step = 1, attempt = 0, conts = 0, i = 0;
+    int64_t tokens = (int64_t)p->budget_tokens * 1000;
     for (;;) {
         int f = i < p->n ? p->f[i] : 0; /* an exhausted plan answers ok */
         i++;
@@ -337,20 +488,32 @@ static void simulate(const params *p, const int *like, prediction *o)
         o->text_unchecked |= strstr(ft->json, "invalid_utf8") != NULL;
         switch (ft->cls) {
         case F_BENIGN:
+            if (p->budget_tokens) /* a completed response */
+                budget_refund(p, &tokens);
             if (step == 2) {
                 o->outcome = AH_OUTCOME_COMPLETED;
                 return;
             }
             o->tool_reached = 1;
             o->bad_args = g_bad_args[f]; /* step 2 has a tool result: no tool call */
+            if (p->cancel != CANCEL_NONE && !o->bad_args) {
+                o->outcome = AH_OUTCOME_CANCELLED;
+                o->kind = AH_EK_CANCELLED;
+                o->failed_step = 1;
+                return;
+            }
             step = 2;
             attempt = conts = 0;
             continue;
         case F_RETRY:
         case F_HINT:
             if (attempt < p->max_attempts && ft->cls == F_RETRY) {
-                o->retries[o->n_retries++] =
-                    (retry_expect){ft->status, ft->kind, ft->server_wait};
+                if (p->budget_tokens && !budget_spend(p, &tokens)) {
+                    o->reason = AH_GIVEUP_RETRY_BUDGET;
+                    goto failed;
+                }
+                o->retries[o->n_retries++] = (retry_expect){
+                    ft->status, ft->kind, ft->server_wait, attempt, ft->hint_ms};
                 continue;
             }
             o->reason = attempt >= p->max_attempts ? AH_GIVEUP_ATTEMPTS
@@ -360,7 +523,9 @@ static void simulate(const params *p, const int *like, prediction *o)
             o->reason = AH_GIVEUP_NOT_RETRYABLE;
             goto failed;
         case F_STREAM: {
-            /* the provider's own error, or nothing new kept: a retry too */
+            /* the provider's own error, or nothing new kept: a retry too, decided by the
+             * retry machine: the attempt bound, the continuation cap, the hint, the
+             * budget */
             int retry = strstr(ft->json, "error_event_after") != NULL ||
                         (like && like[o->requests - 1]);
             if (retry && attempt >= p->max_attempts) {
@@ -370,12 +535,25 @@ static void simulate(const params *p, const int *like, prediction *o)
             }
             if (conts >= p->max_continuations)
                 goto failed;
+            if (retry && ft->hint_ms > MAX_RETRY_AFTER_MS) {
+                o->reason = AH_GIVEUP_RETRY_AFTER_TOO_LONG;
+                o->gave_up = 1;
+                goto failed;
+            }
+            if (retry && p->budget_tokens && !budget_spend(p, &tokens)) {
+                o->reason = AH_GIVEUP_RETRY_BUDGET;
+                o->gave_up = 1;
+                goto failed;
+            }
             conts++;
             o->continuations++;
-            if (retry)
-                o->retries[o->n_retries++] = (retry_expect){0, AH_EK_STREAM, 0};
-            else
+            if (retry) {
+                o->retries[o->n_retries++] = (retry_expect){
+                    0, AH_EK_STREAM, ft->server_wait, attempt, ft->hint_ms};
+                o->storm_retries += ft->k == K_STORM;
+            } else {
                 attempt = 0;
+            }
             continue;
         }
         }
@@ -384,6 +562,7 @@ static void simulate(const params *p, const int *like, prediction *o)
         o->kind = ft->kind;
         o->status = ft->status;
         o->gave_up |= ft->cls != F_STREAM;
+        o->gave_up_attempts = attempt;
         o->failed_step = step;
         return;
     }
@@ -394,9 +573,30 @@ static void simulate(const params *p, const int *like, prediction *o)
 
 typedef struct redis_exec redis_exec;
 
-typedef struct run_state {
+typedef struct run_state run_state;
+
+static int fail(const char *fmt, ...); /* sets g_why; returns 1 */
+
+/* A cancel run's tool call: its body is in flight on the loop (a timer finishes it), as
+ * an embedder's asynchronous tool is, when the run is cancelled. */
+typedef struct cancel_body {
+    run_state *r;
+    ah_worker *w;
+    size_t index;
+    ah_tool_call *c;
+    ah_timer *t;
+    int ticks;       /* timer firings */
+    int cancels;     /* its first tick cancels the run (CANCEL_FROM_BODY) */
+    int finished;    /* the body reported and its receipt was recorded */
+    int done_status; /* what ah_worker_tool_done answered (-1: not called) */
+    int done_late;   /* ... called once the run had ended */
+    char content[64];
+} cancel_body;
+
+struct run_state {
     const params *p;
     ah_loop *loop;
+    cancel_body calls[MAX_CALLS]; /* a cancel run's tool round */
     redis_exec *rx; /* a Redis run's tool call in flight (or done) */
     ah_worker *worker;
     char **events;
@@ -406,11 +606,8 @@ typedef struct run_state {
     char key[160];
     ah_ledger *ledger;
     int oom;
-} run_state;
-
-/* The Redis server of the idle-drop runs (started by main when redis-server exists). */
-static redis_fixture g_redis;
-static int g_redis_up;
+    const char *broken; /* the harness itself went wrong: what */
+};
 
 static atomic_long log_lines;
 static atomic_int log_leak;
@@ -550,10 +747,106 @@ static void rx_free(redis_exec *x)
     free(x);
 }
 
+/* ---- a cancel run's tool round: bodies in flight on the loop ---------------------------
+ * Each call claims its key and starts its body, which a loop timer finishes (the body
+ * reports, the receipt is recorded, the worker is answered). The run is cancelled by the
+ * exec of call cancel_at as it starts that body, or by that body's first timer tick (the
+ * body then goes on and finishes at a later step). Bodies still in flight when the run
+ * ends finish afterwards: their answers must be refused (AH_ERR_STATE), and history must
+ * answer their calls as cancelled. */
+static void cancel_body_tick(void *ud)
+{
+    cancel_body *b = ud;
+    b->ticks++;
+    if (b->cancels && b->ticks == 1) {
+        ah_worker_cancel(b->w);
+        ah_timer_start(b->t, 0); /* the body is still running */
+        return;
+    }
+    add_body(b->r, b->c);
+    if (ah_tool_step(b->c) != AH_TOOL_DO_SUCCEED) {
+        b->r->broken = "a cancel run's tool call did not record its receipt";
+        return;
+    }
+    b->finished = 1;
+    snprintf(b->content, sizeof b->content, "%s", ah_tool_call_receipt(b->c));
+    ah_tool_response res = {.outcome = AH_TOOL_OK, .content = b->content, .attempts = 1};
+    b->done_late = ah_worker_finished(b->w);
+    b->done_status = (int)ah_worker_tool_done(b->w, b->index, &res);
+}
+
+static int cancel_exec(run_state *r, ah_worker *w, const ah_tool_request *req,
+                       ah_tool_response *res)
+{
+    r->exec_calls++;
+    snprintf(r->key, sizeof r->key, "%s", req->key);
+    cancel_body *b = req->index < MAX_CALLS ? &r->calls[req->index] : NULL;
+    if (!b || b->c) {
+        r->broken = "a tool call index beyond the round, or asked for twice";
+        res->outcome = AH_TOOL_ERROR;
+        res->content = "error: the harness could not start the call";
+        return 0;
+    }
+    b->r = r;
+    b->w = w;
+    b->index = req->index;
+    b->done_status = -1;
+    ah_tool_call_new(NULL, r->ledger, NULL, req->key, req->arguments, &b->c, NULL, 0);
+    b->t = b->c ? ah_timer_new(r->loop, cancel_body_tick, b) : NULL;
+    if (!b->t || ah_tool_step(b->c) != AH_TOOL_DO_RUN_BODY) {
+        r->broken = "a cancel run's tool call could not claim its key";
+        res->outcome = AH_TOOL_ERROR;
+        res->content = "error: the harness could not start the call";
+        return 0;
+    }
+    int here = (int)req->index == r->p->cancel_at;
+    b->cancels = here && r->p->cancel == CANCEL_FROM_BODY;
+    ah_timer_start(b->t, 0);
+    if (here && r->p->cancel == CANCEL_FROM_EXEC)
+        ah_worker_cancel(w);
+    return 1; /* answered from the timer, or refused there once the run has ended */
+}
+
+/* After a cancel run: let every body still in flight finish (each is a timer due now). */
+static int finish_bodies(run_state *r)
+{
+    for (int guard = 0; guard < 10000; guard++) {
+        int pending = 0;
+        for (int i = 0; i < MAX_CALLS; i++)
+            pending |= r->calls[i].c && !r->calls[i].finished;
+        if (!pending || r->broken)
+            return 0;
+        ah_loop_run_once(r->loop, 100);
+    }
+    return fail("the bodies in flight of a cancelled run never finished");
+}
+
+static void free_bodies(run_state *r)
+{
+    for (int i = 0; i < MAX_CALLS; i++) {
+        ah_timer_free(r->calls[i].t);
+        ah_tool_call_free(r->calls[i].c);
+    }
+}
+
+/* The follow-up turn of a cancelled run: the model has every result, so no tool call. */
+static int followup_exec(void *ud, ah_worker *w, const ah_tool_request *req,
+                         ah_tool_response *res)
+{
+    (void)w;
+    (void)req;
+    ((run_state *)ud)->broken = "the follow-up turn of a cancelled run called the tool";
+    res->outcome = AH_TOOL_ERROR;
+    res->content = "error: not expected";
+    return 0;
+}
+
 static int add_exec(void *ud, ah_worker *w, const ah_tool_request *req,
                     ah_tool_response *res)
 {
     run_state *r = ud;
+    if (r->p->cancel != CANCEL_NONE)
+        return cancel_exec(r, w, req, res);
     if (r->p->redis_drop) {
         r->exec_calls++;
         snprintf(r->key, sizeof r->key, "%s", req->key);
@@ -679,8 +972,44 @@ static int valid_utf8(const char *s)
     return 1;
 }
 
-/* The events against the prediction: retries (in order, with their status, kind and
- * wait source), continuations, the give-up, the end. */
+/* The backoff waits of broken streams sent again (no hint), across the soak: each may be
+ * 0 (full jitter draws from 0), but not all of them (main checks). */
+static struct {
+    size_t n;
+    int64_t sum_ms;
+} g_break_waits;
+
+/* A retry's wait is the retry machine's: the full-jitter backoff of its failed attempt
+ * n, U(0, min(cap_ms, base_ms * 2^(n-1))), with the server's hint as a floor (exactly the
+ * hint, source server, when the hint is the longer). */
+static int check_wait(const cJSON *e, const retry_expect *x, int nth, const char *line)
+{
+    int64_t hint = x->hint_ms == HINT_0 ? 0 : x->hint_ms, backoff = 1; /* base_ms */
+    for (int i = 1; i < x->attempt && backoff < 5; i++)
+        backoff *= 2;
+    if (backoff > 5) /* cap_ms */
+        backoff = 5;
+    const cJSON *v = cJSON_GetObjectItem(e, "wait_ms");
+    int64_t wait = cJSON_IsNumber(v) ? (int64_t)v->valuedouble : -1;
+    int server = strcmp(jstr(e, "wait_source"), "server") == 0;
+    if (wait < hint || wait > (hint > backoff ? hint : backoff))
+        return fail("retry %d: waits %" PRId64 " ms, not the backoff of attempt %d (0..%" PRId64
+                    " ms) with the hint %" PRId64 " ms as a floor: %s",
+                    nth, wait, x->attempt, backoff, hint, line);
+    if (hint > backoff && !server)
+        return fail("retry %d: the hint set the wait, the source should be server: %s", nth,
+                    line);
+    if (!x->hint_ms && server)
+        return fail("retry %d: no hint, yet the source is server: %s", nth, line);
+    if (x->kind == AH_EK_STREAM && !x->hint_ms) {
+        g_break_waits.n++;
+        g_break_waits.sum_ms += wait;
+    }
+    return 0;
+}
+
+/* The events against the prediction: retries (in order, with their status, kind, wait
+ * and attempt), continuations, the give-up (reason, attempts), the end. */
 static int check_events(const run_state *r, const prediction *o)
 {
     int retries = 0, conts = 0, gave_up = 0, ends = 0, starts = 0, rc = 0;
@@ -708,6 +1037,12 @@ static int check_events(const run_state *r, const prediction *o)
                 else if (x->server_wait && strcmp(jstr(e, "wait_source"), "server") != 0)
                     rc = fail("retry %d: the wait should be the server's: %s",
                               retries + 1, r->events[i]);
+                else if (jint(e, "failed_attempt") != x->attempt ||
+                         jint(e, "max_attempts") != r->p->max_attempts)
+                    rc = fail("retry %d: expected failed_attempt %d of %d: %s", retries + 1,
+                              x->attempt, r->p->max_attempts, r->events[i]);
+                else
+                    rc = check_wait(e, x, retries + 1, r->events[i]);
             }
             retries++;
         } else if (strcmp(type, "llm_continuation") == 0) {
@@ -724,6 +1059,9 @@ static int check_events(const run_state *r, const prediction *o)
             if (strcmp(jstr(e, "reason"), ah_giveup_reason_name(o->reason)) != 0)
                 rc = fail("gave up for '%s', expected '%s'", jstr(e, "reason"),
                           ah_giveup_reason_name(o->reason));
+            else if (jint(e, "attempts") != o->gave_up_attempts)
+                rc = fail("gave up after %d attempts, expected %d", jint(e, "attempts"),
+                          o->gave_up_attempts);
         } else if (strcmp(type, "run_end") == 0) {
             ends++;
             if (strcmp(jstr(e, "outcome"), ah_run_outcome_name(o->outcome)) != 0)
@@ -779,9 +1117,91 @@ static int check_history(const run_state *r, const prediction *o)
                 return fail("incomplete tool_use committed: %s", b->arguments);
         }
     }
-    if (uses != o->tool_reached || results != o->tool_reached)
+    int calls = o->tool_reached * (r->p->cancel != CANCEL_NONE ? r->p->n_calls : 1);
+    if (uses != calls || results != calls)
         return fail("history has %d tool_use and %d tool_result blocks, expected %d",
-                    uses, results, o->tool_reached);
+                    uses, results, calls);
+    return 0;
+}
+
+/* A run cancelled in its tool round: history ends with the round, every call answered
+ * in call order (the model's ids), each as what happened to it: a call whose answer the
+ * worker took keeps its result; one whose body was still running when the run ended
+ * says it was cancelled before it finished, one never started that it did not run (both
+ * tool errors). The bodies in flight went on and were refused when they answered; each
+ * recorded its receipt, and no claim is left. */
+/* What the cancelled rounds held, for the summary. */
+static struct {
+    size_t runs, from_exec, answered, running, waiting, refused_late, followups;
+} g_cancel;
+
+static int check_cancel_round(const run_state *r)
+{
+    const params *p = r->p;
+    const ah_conversation *c = ah_worker_history(r->worker);
+    size_t n = ah_conversation_count(c);
+    if (n < 3 || ah_conversation_role(c, n - 2) != AH_ROLE_ASSISTANT ||
+        ah_conversation_role(c, n - 1) != AH_ROLE_USER)
+        return fail("a run cancelled in its tool round: history has %zu messages, not "
+                    "ending with the calls and their results", n);
+    const char *ids[MAX_CALLS];
+    int k = 0;
+    for (size_t i = 0; i < ah_conversation_block_count(c, n - 2); i++) {
+        const ah_msg_block *b = ah_conversation_block(c, n - 2, i);
+        if (b->kind == AH_MSG_TOOL_USE && k < MAX_CALLS)
+            ids[k++] = b->id ? b->id : "";
+    }
+    if (k != p->n_calls || ah_conversation_block_count(c, n - 1) != (size_t)k)
+        return fail("the cancelled round has %d calls and %zu results, expected %d each", k,
+                    ah_conversation_block_count(c, n - 1), p->n_calls);
+    int started = 0;
+    for (int i = 0; i < k; i++) {
+        const cancel_body *cb = &r->calls[i];
+        const ah_msg_block *b = ah_conversation_block(c, n - 1, (size_t)i);
+        int answered = cb->c && cb->done_status == AH_OK;
+        const char *want = !cb->c     ? AH_TOOL_CANCELLED_WAITING
+                           : answered ? cb->content
+                                      : AH_TOOL_CANCELLED_RUNNING;
+        started += cb->c != NULL;
+        if (b->kind != AH_MSG_TOOL_RESULT || !b->tool_use_id ||
+            strcmp(b->tool_use_id, ids[i]) != 0)
+            return fail("result %d of the cancelled round answers '%s', not call '%s'", i + 1,
+                        b->tool_use_id ? b->tool_use_id : "(none)", ids[i]);
+        if (!b->text || strcmp(b->text, want) != 0 ||
+            b->is_error != !answered)
+            return fail("result %d of the cancelled round is '%s'%s, expected '%s'", i + 1,
+                        b->text ? b->text : "(null)", b->is_error ? " (an error)" : "", want);
+        if (cb->c && (!cb->finished || (cb->done_status != AH_OK &&
+                                        cb->done_status != AH_ERR_STATE) ||
+                      (cb->done_late && cb->done_status != AH_ERR_STATE)))
+            return fail("call %d's answer %s the run ended was answered %d", i + 1,
+                        cb->done_late ? "after" : "before", cb->done_status);
+    }
+    /* No call starts once the cancel is asked for: one at a time, or cancelled by an
+     * exec, the calls up to the cancelling one; else all of them (started together,
+     * before any body's timer). */
+    int want_started = p->one_at_a_time || p->cancel == CANCEL_FROM_EXEC ? p->cancel_at + 1
+                                                                         : p->n_calls;
+    if (started != want_started)
+        return fail("%d calls started, expected %d: the cancel came in call %d%s", started,
+                    want_started, p->cancel_at + 1, p->one_at_a_time ? " (one at a time)" : "");
+    if (r->exec_calls != started || r->body_runs != started ||
+        ah_ledger_count(r->ledger) != started)
+        return fail("cancelled round: %d started, %d asked, %d bodies, %" PRId64
+                    " receipts", started, r->exec_calls, r->body_runs,
+                    ah_ledger_count(r->ledger));
+    if (ah_ledger_claims(r->ledger) != 0)
+        return fail("ledger holds %" PRId64 " claims after the cancelled round",
+                    ah_ledger_claims(r->ledger));
+    g_cancel.runs++;
+    g_cancel.from_exec += p->cancel == CANCEL_FROM_EXEC;
+    for (int i = 0; i < k; i++) {
+        const cancel_body *cb = &r->calls[i];
+        g_cancel.waiting += !cb->c;
+        g_cancel.answered += cb->c && cb->done_status == AH_OK;
+        g_cancel.running += cb->c && cb->done_status != AH_OK;
+        g_cancel.refused_late += cb->c && cb->done_late && cb->done_status == AH_ERR_STATE;
+    }
     return 0;
 }
 
@@ -801,6 +1221,8 @@ static int check_run(run_state *r, ah_mock *mock, const prediction *o,
     const ah_error *err = ah_worker_error(r->worker);
     if (r->oom)
         return fail("out of memory in the harness");
+    if (r->broken)
+        return fail("%s", r->broken);
     if (out != o->outcome)
         return fail("outcome %s (%s: %s), expected %s", ah_run_outcome_name(out),
                     ah_error_kind_name(err->kind), err->message,
@@ -810,6 +1232,9 @@ static int check_run(run_state *r, ah_mock *mock, const prediction *o,
         return fail("failed with %s %d (%s), expected %s %d",
                     ah_error_kind_name(err->kind), err->status, err->message,
                     ah_error_kind_name(o->kind), o->status);
+    if (out == AH_OUTCOME_CANCELLED && err->kind != AH_EK_CANCELLED)
+        return fail("cancelled with error kind %s (%s)", ah_error_kind_name(err->kind),
+                    err->message);
     /* No committed text duplicated or lost: a completed run says exactly what an
      * uninterrupted one says; a failed one, at most a prefix of its step's answer. */
     const char *text = ah_worker_text(r->worker);
@@ -835,10 +1260,14 @@ static int check_run(run_state *r, ah_mock *mock, const prediction *o,
         if (done < 0)
             return fail("redis ledger: %s", ah_ledger_errmsg(r->ledger));
     }
-    if (r->exec_calls != runs || r->body_runs != runs)
+    if (out == AH_OUTCOME_CANCELLED) {
+        if (check_cancel_round(r))
+            return 1;
+        runs = 0; /* checked there */
+    } else if (r->exec_calls != runs || r->body_runs != runs) {
         return fail("tool asked %d times and run %d times, expected %d", r->exec_calls,
                     r->body_runs, runs);
-    if (ah_ledger_count(r->ledger) != runs)
+    } else if (ah_ledger_count(r->ledger) != runs)
         return fail("ledger holds %" PRId64 " entries", ah_ledger_count(r->ledger));
     if (ah_ledger_claims(r->ledger) != 0)
         return fail("ledger holds %" PRId64 " claims after the run",
@@ -873,8 +1302,14 @@ static int check_run(run_state *r, ah_mock *mock, const prediction *o,
     }
     ah_worker_stats st;
     ah_worker_get_stats(r->worker, &st);
+    int tool_calls = o->tool_reached; /* a cancelled round: the answers the worker took */
+    if (out == AH_OUTCOME_CANCELLED) {
+        tool_calls = 0;
+        for (int i = 0; i < MAX_CALLS; i++)
+            tool_calls += r->calls[i].c && r->calls[i].done_status == AH_OK;
+    }
     if (st.attempts != o->requests || st.continuations != o->continuations ||
-        st.retries != o->n_retries || st.tool_calls != o->tool_reached)
+        st.retries != o->n_retries || st.tool_calls != tool_calls)
         return fail("stats: attempts %d retries %d continuations %d tool_calls %d",
                     st.attempts, st.retries, st.continuations, st.tool_calls);
     return 0;
@@ -905,12 +1340,45 @@ static void observed_regenerations(const run_state *r, int *like)
             continue;
         if (strcmp(type, "llm_call_start") == 0)
             req++;
-        else if (req >= 0 && req < MAX_FAULTS && strcmp(type, "llm_continuation") == 0)
+        else if (req >= 0 && req < MAX_STEPS && strcmp(type, "llm_continuation") == 0)
             like[req] = jint(e, "committed_blocks") == 0;
-        else if (req >= 0 && req < MAX_FAULTS && strcmp(type, "llm_gave_up") == 0)
+        else if (req >= 0 && req < MAX_STEPS && strcmp(type, "llm_gave_up") == 0)
             like[req] = 1;
         cJSON_Delete(e);
     }
+}
+
+/* The next turn of a run cancelled in its tool round, from its history, against a plan
+ * that no longer faults: every provider refuses a tool call left unanswered (the mock
+ * with the provider's own 400), so it completes only when the round was answered. */
+static int check_followup(run_state *r, ah_mock *mock, const ah_worker_config *wc)
+{
+    char err[256];
+    if (ah_mock_set_plan(mock, "[]", err, sizeof err) != AH_OK)
+        return fail("mock: %s", err);
+    size_t before = ah_mock_request_count(mock);
+    ah_worker_config fc = *wc;
+    fc.history = ah_worker_history(r->worker);
+    fc.tool_exec = followup_exec;
+    fc.on_event = NULL;
+    ah_worker *w = NULL;
+    if (ah_worker_new(&fc, &w, err, sizeof err) != AH_OK)
+        return fail("follow-up worker: %s", err);
+    ah_run_outcome out = ah_worker_run(w, "go on");
+    int rc = 0;
+    ah_mock_request mr;
+    if (out != AH_OUTCOME_COMPLETED)
+        rc = fail("the next turn after a cancelled tool round ended %s: %s",
+                  ah_run_outcome_name(out), ah_worker_error(w)->message);
+    else if (ah_mock_request_count(mock) != before + 1 ||
+             ah_mock_request_get(mock, before, &mr) != AH_OK || mr.status != 200)
+        rc = fail("the next turn after a cancelled tool round: %zu requests",
+                  ah_mock_request_count(mock) - before);
+    else if (r->broken)
+        rc = fail("%s", r->broken);
+    g_cancel.followups += !rc;
+    ah_worker_free(w);
+    return rc;
 }
 
 /* Returns 0 on success, 1 when an invariant failed (g_why says which), 2 when the harness
@@ -923,6 +1391,7 @@ static int one_run(ah_loop *loop, const params *p, const reference *ref,
     char err[256];
     run_state r = {.p = p, .loop = loop};
     ah_client *client = NULL;
+    ah_retry_budget *budget = NULL;
     ah_mock_config mc;
     ah_mock_config_init(&mc);
     mc.plan_json = p->plan;
@@ -976,16 +1445,24 @@ static int one_run(ah_loop *loop, const params *p, const reference *ref,
     pol.max_retry_after_ms = MAX_RETRY_AFTER_MS;
     pol.idle_timeout_ms = IDLE_TIMEOUT_MS * g_time_scale;
     pol.attempt_timeout_ms = ATTEMPT_TIMEOUT_MS * g_time_scale;
+    if (p->budget_tokens &&
+        ah_retry_budget_new(p->budget_tokens, p->budget_ratio, &budget, err, sizeof err) !=
+            AH_OK) {
+        fail("retry budget: %s", err);
+        goto cleanup;
+    }
     ah_tool_def tool = {
         .name = "add", .description = "Add two integers", .schema_json = ADD_SCHEMA};
     ah_worker_config wc = {.loop = loop,
                            .client = client,
                            .system = "You are a soak test.",
                            .policy = &pol,
+                           .retry_budget = budget,
                            .tools = &tool,
                            .n_tools = 1,
                            .tool_exec = add_exec,
                            .tool_ud = &r,
+                           .max_tool_concurrency = p->one_at_a_time ? 1 : 0,
                            .on_event = on_event,
                            .event_ud = &r};
     if (ah_worker_new(&wc, &r.worker, err, sizeof err) != AH_OK) {
@@ -995,6 +1472,10 @@ static int one_run(ah_loop *loop, const params *p, const reference *ref,
     ah_run_outcome out = ah_worker_run(r.worker, "add please");
     if (out_outcome)
         *out_outcome = out;
+    if (finish_bodies(&r)) { /* a cancel run's bodies still in flight */
+        rc = 1;
+        goto cleanup;
+    }
     if (ref_out) {
         const ah_conversation *c = ah_worker_history(r.worker);
         rc = out != AH_OUTCOME_COMPLETED || ah_conversation_count(c) < 4;
@@ -1009,10 +1490,12 @@ static int one_run(ah_loop *loop, const params *p, const reference *ref,
                      ah_worker_text(r.worker));
         }
     } else {
-        int like[MAX_FAULTS] = {0};
+        int like[MAX_STEPS] = {0};
         observed_regenerations(&r, like);
         simulate(p, like, pred);
         rc = check_run(&r, mock, pred, ref, out);
+        if (!rc && out == AH_OUTCOME_CANCELLED)
+            rc = check_followup(&r, mock, &wc);
     }
     if (g_verbose || (rc && !ref_out)) {
         for (size_t i = 0; i < r.n_events; i++)
@@ -1020,7 +1503,9 @@ static int one_run(ah_loop *loop, const params *p, const reference *ref,
                 fprintf(stderr, "  event: %s\n", r.events[i]);
     }
 cleanup:
+    free_bodies(&r);
     ah_worker_free(r.worker);
+    ah_retry_budget_free(budget);
     rx_free(r.rx);
     ah_ledger_free(r.ledger);
     ah_client_free(client);
@@ -1118,8 +1603,17 @@ static void describe(const params *p)
             ah_wire_name(p->wire), p->max_attempts, p->max_continuations, p->delta_bytes,
             p->same_key_twice ? ", the key delivered twice at once" : "",
             p->redis_drop ? ", a Redis ledger whose connections drop during the body" : "");
+    if (p->budget_tokens)
+        fprintf(stderr, "  a retry budget of %d tokens, %.1f refunded per completed response\n",
+                p->budget_tokens, p->budget_ratio);
+    if (p->cancel != CANCEL_NONE)
+        fprintf(stderr, "  cancel during tools: %d calls%s, cancelled by the %s of call %d\n",
+                p->n_calls, p->one_at_a_time ? " one at a time" : "",
+                p->cancel == CANCEL_FROM_EXEC ? "exec" : "body", p->cancel_at + 1);
     for (int i = 0; i < p->n; i++) {
-        if (FAULTS[p->f[i]].k != K_NONE)
+        if (FAULTS[p->f[i]].k == K_STORM)
+            fprintf(stderr, "  plan step %d: %s\n", i + 1, FAULTS[p->f[i]].name);
+        else if (FAULTS[p->f[i]].k != K_NONE)
             fprintf(stderr, "  plan step %d: %s after %d events\n", i + 1,
                     FAULTS[p->f[i]].name, p->k[i]);
         else
@@ -1207,6 +1701,9 @@ int main(int argc, char **argv)
         }
     }
     size_t same_key_twice = 0, redis_drops = 0;
+    /* the storm runs; the budget runs, and their give-ups by reason */
+    size_t storms = 0, storm_retries = 0, budgets = 0, storm_gave_up[AH_GIVEUP_COUNT_ + 1] = {0},
+           budget_gave_up = 0;
     size_t outcomes[AH_OUTCOME_COUNT_] = {0}, fired[N_FAULTS] = {0}, conts = 0,
            retries = 0;
     mem at_checkpoint = {0, 0, 0}, at_end;
@@ -1215,9 +1712,6 @@ int main(int argc, char **argv)
     for (uint64_t i = first; i < last; i++) {
         params p;
         draw_params(seed, (size_t)i, &p);
-        p.redis_drop &= g_redis_up;
-        if (p.redis_drop)
-            p.same_key_twice = 0; /* its second delivery comes after the first */
         prediction o;
         if (g_verbose || only != UINT64_MAX)
             describe(&p);
@@ -1232,6 +1726,12 @@ int main(int argc, char **argv)
         }
         outcomes[out]++;
         same_key_twice += p.same_key_twice && o.tool_reached && !o.bad_args;
+        storms += p.storm > 0;
+        storm_retries += (size_t)o.storm_retries;
+        if (p.storm && o.gave_up)
+            storm_gave_up[o.reason]++;
+        budgets += p.budget_tokens > 0;
+        budget_gave_up += o.gave_up && o.reason == AH_GIVEUP_RETRY_BUDGET;
         redis_drops += p.redis_drop && o.tool_reached && !o.bad_args;
         conts += (size_t)o.continuations;
         retries += (size_t)o.n_retries;
@@ -1248,21 +1748,41 @@ int main(int argc, char **argv)
         }
     }
     at_end = measure();
+    if (g_break_waits.n >= 20 && g_break_waits.sum_ms == 0) {
+        fprintf(stderr, "soak: FAILED: none of the %zu broken streams sent again waited a "
+                        "backoff (every wait_ms 0)\n", g_break_waits.n);
+        goto cleanup;
+    }
     if (atomic_load(&log_leak)) {
         fprintf(stderr, "soak: FAILED: a secret reached a log line\n");
         goto cleanup;
     }
     printf("soak: %" PRIu64
-           " runs ok: %zu completed, %zu failed as predicted; %zu retries, "
+           " runs ok: %zu completed, %zu failed, %zu cancelled as predicted; %zu retries, "
            "%zu continuations; %ld log lines, none with the key\n",
            last - first, outcomes[AH_OUTCOME_COMPLETED], outcomes[AH_OUTCOME_FAILED],
-           retries, conts, atomic_load(&log_lines));
+           outcomes[AH_OUTCOME_CANCELLED], retries, conts, atomic_load(&log_lines));
     for (int f = 0; f < N_FAULTS; f++)
         printf("  %-36s %5zu requests\n", FAULTS[f].name, fired[f]);
     printf("  %-36s %5zu runs (body once, second a duplicate)\n", "same key delivered twice",
            same_key_twice);
     printf("  %-36s %5zu runs (receipt kept, body once, second a duplicate)\n",
            "Redis idle drop during the body", redis_drops);
+    printf("  %-36s %5zu runs (%zu retries of the storm's; gave up: %zu attempts, %zu "
+           "retry_budget, %zu retry_after_too_long)\n",
+           "in-stream overload storm", storms, storm_retries,
+           storm_gave_up[AH_GIVEUP_ATTEMPTS], storm_gave_up[AH_GIVEUP_RETRY_BUDGET],
+           storm_gave_up[AH_GIVEUP_RETRY_AFTER_TOO_LONG]);
+    printf("  %-36s %5zu runs (%zu gave up for retry_budget)\n", "a retry budget", budgets,
+           budget_gave_up);
+    printf("  %-36s %5zu retries (backoff waits %" PRId64 " ms in all)\n",
+           "broken streams sent again", g_break_waits.n, g_break_waits.sum_ms);
+    printf("  %-36s %5zu runs (%zu cancelled by the exec, %zu by the body; calls answered "
+           "%zu, cancelled running %zu, not started %zu; %zu late answers refused; next "
+           "turn accepted %zu)\n",
+           "cancel during tools", g_cancel.runs, g_cancel.from_exec,
+           g_cancel.runs - g_cancel.from_exec, g_cancel.answered, g_cancel.running,
+           g_cancel.waiting, g_cancel.refused_late, g_cancel.followups);
     rc = 0;
     printf("soak: after run %d: heap %" PRId64 " B, RSS %" PRId64 " KiB, %d fds\n",
            CHECKPOINT, at_checkpoint.heap, at_checkpoint.rss / 1024, at_checkpoint.fds);

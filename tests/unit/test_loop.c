@@ -262,8 +262,15 @@ static void async_wakes_a_blocked_step(void **state)
     /* Several sends coalesce into one call. */
     ah_async_send(ctx.a);
     ah_async_send(ctx.a);
+    assert_true(ah_loop_alive(loop)); /* ... a send does, until it is delivered */
     ah_loop_run_once(loop, 0);
     assert_int_equal(ctx.calls, 1);
+    assert_false(ah_loop_alive(loop));
+    /* ah_loop_run delivers a send made when nothing else is in flight */
+    ah_async_send(ctx.a);
+    assert_int_equal(ah_loop_run(loop), AH_OK);
+    assert_int_equal(ctx.calls, 2);
+    ctx.calls = 1;
     ah_loop_run_once(loop, 0);
     assert_int_equal(ctx.calls, 1);
     /* A step with no bound but the wake-up: returns only because the thread sent. */

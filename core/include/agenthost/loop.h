@@ -94,9 +94,10 @@ AH_EXPORT void ah_loop_free(ah_loop *loop);
 AH_EXPORT ah_status ah_loop_run_once(ah_loop *loop, int max_wait_ms);
 /* Step until the loop has no work left (no active timer, no transfer, no reference). */
 AH_EXPORT ah_status ah_loop_run(ah_loop *loop);
-/* 1 while there is work that will produce a callback: an active timer, a transfer, or a
+/* 1 while there is work that will produce a callback: an active timer, a transfer, a
  * reference (ah_loop_ref: work in flight on another thread, e.g. a SQLite ledger's
- * pending claim or receipt, which answers through an ah_async). */
+ * pending claim or receipt, which answers through an ah_async), or an ah_async_send the
+ * next step has not delivered yet. */
 AH_EXPORT int ah_loop_alive(const ah_loop *loop);
 /* Keep the loop alive while work in flight will still answer through it without a timer
  * or a transfer of its own (a job another thread runs, whose answer comes back through an
@@ -167,8 +168,9 @@ AH_EXPORT void ah_io_free(ah_io *io); /* stops it first; NULL is a no-op */
 
 /* ah_async_send() (any thread) makes the loop run fn(ud) once on its own thread at the
  * next step; several sends before that step coalesce into one call. An async handle does
- * not keep the loop alive: hold an ah_loop_ref while an answer through it is awaited.
- * The creator must guarantee no send races with ah_async_free. */
+ * not keep the loop alive, a send does until that step delivers it: hold an ah_loop_ref
+ * while an answer that is still to be sent is awaited. The creator must guarantee no
+ * send races with ah_async_free. */
 typedef struct ah_async ah_async;
 typedef void (*ah_async_fn)(void *ud);
 

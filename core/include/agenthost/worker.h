@@ -209,8 +209,10 @@ AH_EXPORT ah_status ah_worker_tool_done(ah_worker *w, size_t index, const ah_too
 /* Thread-safe, idempotent. Ends the run with outcome cancelled at the loop's next step,
  * wherever it is: an in-flight request or stream is torn down, a backoff wait ends, a
  * continuation is not sent, a round of tools that are still running ends (answers that
- * come later get AH_ERR_STATE; stop the bodies you run). One run_end, no further
- * request. The run_end error is kind `cancelled`, message "cancelled".
+ * come later get AH_ERR_STATE; stop the bodies you run). No tool call starts once it is
+ * asked for, even before that step (one cancelled from its tool_call_start event does
+ * not run). One run_end, no further request. The run_end error is kind `cancelled`,
+ * message "cancelled".
  *
  * A run that ends inside a tool round (cancelled, or failed) leaves every call of the
  * round answered in history, so the conversation can go on (providers refuse a tool call
