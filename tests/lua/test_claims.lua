@@ -76,7 +76,9 @@ T.test("sqlite: a key held by another handle ends in_progress at the caller's de
   local rs = ah.parallel {
     function() return holder:call({ amount = 5 }, { key = "K-4", ledger = a }) end,
     function()
-      ah.sleep(5)
+      -- once the holder's body runs (its claim is committed), not after a guessed 5 ms:
+      -- on a loaded machine the claim's commit can take longer than that
+      while p.runs == 0 do ah.sleep(1) end
       return waiter:call({ amount = 5 }, { key = "K-4", ledger = b })
     end,
   }
