@@ -261,6 +261,21 @@ static void exit_now(void *ud)
     atomic_store(&h->exit_requested, 1);
 }
 
+/* Ending on Ctrl-C: the terminal shows "^C" where the cursor was (after a prompt such
+ * as "you> "); end that line, so the shell's prompt starts on a line of its own (a
+ * process killed by SIGINT gets this from the shell; one that exits 130 does not).
+ * Async-signal-safe: the watcher calls it just before _exit. */
+static void end_terminal_line(void)
+{
+    if (!isatty(0))
+        return; /* nobody typed the Ctrl-C on this terminal's line */
+    int fd = isatty(2) ? 2 : isatty(1) ? 1 : -1;
+    if (fd >= 0) {
+        ssize_t n = write(fd, "\n", 1);
+        (void)n;
+    }
+}
+
 /* The watcher: one byte per SIGINT ('q' from the main thread ends it). */
 static void *interrupt_watcher(void *ud)
 {
@@ -294,6 +309,7 @@ static void *interrupt_watcher(void *ud)
             fflush(stdout);
             funlockfile(stdout);
         }
+        end_terminal_line();
         _exit(130);
     }
 }
@@ -604,6 +620,10 @@ cleanup:
     }
     if (h.events_failed && hr.rc == EXIT_OK)
         hr.rc = EXIT_FAIL; /* events were lost: said on stderr */
+    if (hr.rc == 130) {
+        fflush(NULL);
+        end_terminal_line();
+    }
     return hr.rc;
 }
 
