@@ -165,6 +165,12 @@ static int mock_requests(lua_State *L)
             lua_setfield(L, -2, name);
         }
         lua_setfield(L, -2, "headers");
+        lua_createtable(L, 0, (int)r.query_count); /* a repeated name: its last value */
+        for (size_t q = 0; q < r.query_count; q++) {
+            lua_pushstring(L, r.query[q].value);
+            lua_setfield(L, -2, r.query[q].name);
+        }
+        lua_setfield(L, -2, "query");
         lua_rawseti(L, -2, (lua_Integer)i + 1);
     }
     return 1;

@@ -71,6 +71,8 @@ typedef struct record {
     char *method, *path, *body;
     ah_header *headers;
     size_t header_cap;
+    ah_header *query;
+    size_t query_cap;
 } record;
 
 struct ah_mock {
@@ -355,6 +357,11 @@ static void record_free(record *r)
         free((char *)r->headers[i].value);
     }
     free(r->headers);
+    for (size_t i = 0; i < r->pub.query_count; i++) {
+        free((char *)r->query[i].name);
+        free((char *)r->query[i].value);
+    }
+    free(r->query);
     free(r->method);
     free(r->path);
     free(r->body);
@@ -390,6 +397,43 @@ static enum MHD_Result collect_header(void *cls, enum MHD_ValueKind kind, const 
     return MHD_YES;
 }
 
+/* A query parameter that carries a credential (Gemini's ?key=, a SAS sig): redacted. */
+static int is_secret_param(const char *name)
+{
+    static const char *const names[] = {"key",   "api_key",      "api-key", "apikey",
+                                        "token", "access_token", "sig",     NULL};
+    for (const char *const *n = names; *n; n++)
+        if (strcasecmp(name, *n) == 0)
+            return 1;
+    return 0;
+}
+
+static enum MHD_Result collect_query(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value)
+{
+    record *r = cls;
+    (void)kind;
+    if (r->pub.query_count == r->query_cap) {
+        size_t cap = r->query_cap ? r->query_cap * 2 : 8;
+        ah_header *q = realloc(r->query, cap * sizeof *q);
+        if (!q)
+            return MHD_NO;
+        r->query = q;
+        r->query_cap = cap;
+    }
+    char *n = ah__strdup(key ? key : "");
+    char *v = ah__strdup(is_secret_param(key ? key : "") ? REDACTED : value ? value : "");
+    if (!n || !v) {
+        free(n);
+        free(v);
+        return MHD_NO;
+    }
+    r->query[r->pub.query_count].name = n;
+    r->query[r->pub.query_count].value = v;
+    r->pub.query_count++;
+    return MHD_YES;
+}
+
 static void log_request(ah_mock *m, struct MHD_Connection *conn, const char *method,
                         const char *path, int wire, int stream, const req_ctx *rc,
                         const char *step, size_t step_index, int status, size_t restated)
@@ -403,6 +447,7 @@ static void log_request(ah_mock *m, struct MHD_Connection *conn, const char *met
     if (!r->method || !r->path || !r->body)
         goto fail;
     MHD_get_connection_values(conn, MHD_HEADER_KIND, collect_header, r);
+    MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, collect_query, r);
     r->pub.method = r->method;
     r->pub.path = r->path;
     r->pub.wire = wire;
@@ -414,6 +459,7 @@ static void log_request(ah_mock *m, struct MHD_Connection *conn, const char *met
     r->pub.body = r->body;
     r->pub.body_len = rc->body.len;
     r->pub.headers = r->headers;
+    r->pub.query = r->query;
     pthread_mutex_lock(&m->mu);
     if (m->log_len == m->log_cap) {
         size_t cap = m->log_cap ? m->log_cap * 2 : 32;

@@ -27,7 +27,7 @@ local hello, i = find("lua", "-- hello.lua")
 write("hello.lua", hello.body)
 -- The block after it is the transcript: "$ command" then the output.
 write("hello.expected", (blocks[i + 1].body:gsub("^%$[^\n]*\n", "")))
-write("real.lua", find("lua", 'os.getenv "ANTHROPIC_API_KEY"').body)
+write("real.lua", find("lua", '-- real.lua').body)
 write("tools_fragment.lua", find("lua", "tools = {").body)
 write("on_event_fragment.lua", find("lua", 'require("agenthost.status").new{ text = io.stdout }').body)
 write("faults.json", find("json", "cut_after_events").body)

@@ -66,7 +66,7 @@ echo '[{"status": 503, "bogus": 1}]' >faults_bad.json
 sed -e 's/faults\.json/faults_bad.json/' -e 's/ &$/ \& echo $! >mock.pid/' cli.sh >cli_bad.sh
 timeout 240 bash cli_bad.sh >bad.out 2>bad.err
 rc=$?
-if [ "$rc" -ne 124 ] && [ "$rc" -ne 0 ] && grep -q 'base_url is required' bad.err; then
+if [ "$rc" -ne 124 ] && [ "$rc" -ne 0 ] && grep -q 'base_url must not be empty' bad.err; then
     ok "the README's mock lines end (with an error) when the mock fails to start"
 else
     bad "README mock lines with a broken plan: rc=$rc $(cat bad.out bad.err)"
