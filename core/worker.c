@@ -1696,6 +1696,11 @@ static ah_worker *worker_make(const ah_worker_config *cfg, char *err, size_t err
                 ah__bufprintf(err, errsize, "tools[%zu]: name is required", i + 1);
                 goto fail;
             }
+            char why[200];
+            if (ah_tool_schema_check(t->schema_json, why, sizeof why) != AH_OK) {
+                ah__bufprintf(err, errsize, "tool '%.64s': schema_json %s", t->name, why);
+                goto fail;
+            }
             w->tools[i].name = ah__strdup(t->name);
             w->tools[i].description = t->description ? ah__strdup(t->description) : NULL;
             w->tools[i].schema_json = t->schema_json ? ah__strdup(t->schema_json) : NULL;

@@ -62,6 +62,8 @@ typedef struct kept {
     char *text; /* the text options the reply was built with */
     size_t text_deltas, delta_bytes;
     char *tool_args;
+    size_t tool_repeat;
+    char *tool_calls_json;
     int restate;
     int cancelled;
 } kept;
@@ -253,6 +255,7 @@ static void kept_clear(kept *k)
     free(k->body);
     free(k->text);
     free(k->tool_args);
+    free(k->tool_calls_json);
     memset(k, 0, sizeof *k);
 }
 
@@ -270,8 +273,11 @@ static void keep_response(ah_mock *m, const char *id, const cJSON *req, size_t b
     k.text_deltas = opts->text_deltas;
     k.delta_bytes = opts->delta_bytes;
     k.tool_args = opts->tool_args ? ah__strdup(opts->tool_args) : NULL;
+    k.tool_repeat = opts->tool_repeat;
+    k.tool_calls_json = opts->tool_calls_json ? ah__strdup(opts->tool_calls_json) : NULL;
     k.restate = opts->restate;
-    if (!k.body || (opts->text && !k.text) || (opts->tool_args && !k.tool_args)) {
+    if (!k.body || (opts->text && !k.text) || (opts->tool_args && !k.tool_args) ||
+        (opts->tool_calls_json && !k.tool_calls_json)) {
         kept_clear(&k);
         ah__log(AH_LOG_WARN, "mock: out of memory keeping a background response");
         return;
@@ -322,7 +328,9 @@ static int find_kept(ah_mock *m, const char *id, int cancel, kept *out)
         out->body = ah__strdup(k->body);
         out->text = k->text ? ah__strdup(k->text) : NULL;
         out->tool_args = k->tool_args ? ah__strdup(k->tool_args) : NULL;
-        found = out->body && (!k->text || out->text) && (!k->tool_args || out->tool_args)
+        out->tool_calls_json = k->tool_calls_json ? ah__strdup(k->tool_calls_json) : NULL;
+        found = out->body && (!k->text || out->text) && (!k->tool_args || out->tool_args) &&
+                        (!k->tool_calls_json || out->tool_calls_json)
                     ? 1
                     : -1;
         break;
@@ -784,6 +792,8 @@ static struct MHD_Response *reply_response(ah_mock *m, struct MHD_Connection *co
                                .text_deltas = m->text_deltas,
                                .delta_bytes = m->delta_bytes,
                                .tool_args = step->tool_args,
+                               .tool_repeat = step->tool_calls,
+                               .tool_calls_json = step->tool_calls_json,
                                .restate = step->restate,
                                .refuse_prefill = step->refuse_prefill};
     if (reattach) {
@@ -792,6 +802,8 @@ static struct MHD_Response *reply_response(ah_mock *m, struct MHD_Connection *co
         opts.text_deltas = reattach->text_deltas;
         opts.delta_bytes = reattach->delta_bytes;
         opts.tool_args = reattach->tool_args;
+        opts.tool_repeat = reattach->tool_repeat;
+        opts.tool_calls_json = reattach->tool_calls_json;
         opts.restate = reattach->restate;
         opts.refuse_prefill = 0;
     } else if (step->text || step->text_deltas || step->delta_bytes) {
@@ -821,8 +833,6 @@ static struct MHD_Response *reply_response(ah_mock *m, struct MHD_Connection *co
         s->reply.text[0] = (char)0xFF; /* never valid UTF-8, sent raw in the JSON */
         s->reply.text[1] = (char)0xFE;
     }
-    if (s->reply.has_tool && step->tool_calls > 1)
-        s->reply.ntools = step->tool_calls; /* parallel calls of the tool (tool_calls: N) */
     if (!reattach && s->reply.background)
         keep_response(m, s->reply.msg_id, req, body_len, &opts);
     ah__mock_step_kind kind = step->kind;
