@@ -19,7 +19,9 @@
  * an ah_async, whose callback cancels the runs on the loop thread. No Lua runs outside
  * the loop thread. */
 #include "agenthost.h"
+#ifndef AH_NO_MOCK
 #include "agenthost/mock.h"
+#endif
 #include "lah.h"
 
 #include <lualib.h>
@@ -90,13 +92,6 @@ static void usage(FILE *out)
         out);
 }
 
-static void log_to_stderr(void *ud, ah_log_level level, int event, const char *line)
-{
-    (void)ud;
-    (void)event;
-    fprintf(stderr, "agenthost: %s: %s\n", ah_log_level_name(level), line);
-}
-
 /* -v: the heads as curl -v prints them ("> ..." sent, "< ..." received; the library has
  * masked the secrets), the other lines as without -v (warnings and errors). */
 static void log_verbose(void *ud, ah_log_level level, int event, const char *line)
@@ -108,7 +103,27 @@ static void log_verbose(void *ud, ah_log_level level, int event, const char *lin
 }
 
 int luaopen_agenthost(lua_State *L);
+
+#ifdef AH_NO_MOCK
+/* Built without libmicrohttpd (AH_WITH_MOCK=OFF): no mock provider, no proxy. */
+static int run_mock(int argc, char **argv)
+{
+    (void)argc;
+    fprintf(stderr, "agenthost %s: this agenthost was built without the mock provider and "
+                    "the proxy (AH_WITH_MOCK=OFF)\n",
+            argv[1]);
+    return EXIT_USAGE;
+}
+#define lah_proxy_main run_mock
+#else
 int lah_proxy_main(int argc, char **argv); /* lua/proxy.c */
+
+static void log_to_stderr(void *ud, ah_log_level level, int event, const char *line)
+{
+    (void)ud;
+    (void)event;
+    fprintf(stderr, "agenthost: %s: %s\n", ah_log_level_name(level), line);
+}
 
 /* A whole non-negative number no larger than max, or -1. */
 static long parse_count(const char *s, long max)
@@ -229,6 +244,7 @@ static int run_mock(int argc, char **argv)
     ah_mock_free(m);
     return EXIT_OK;
 }
+#endif /* AH_NO_MOCK */
 
 /* ---- the Lua host ------------------------------------------------------------------ */
 

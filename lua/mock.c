@@ -7,9 +7,24 @@
  * thread can talk to it through the loop.
  */
 #include "lah.h"
-#include "agenthost/mock.h"
 
 #include <string.h>
+
+#ifdef AH_NO_MOCK
+/* Built without the mock provider (AH_WITH_MOCK=OFF, no libmicrohttpd): ah.mock says so. */
+static int l_mock_missing(lua_State *L)
+{
+    return luaL_error(L, "ah.mock: agenthost was built without the mock provider "
+                         "(AH_WITH_MOCK=OFF)");
+}
+
+void lah_open_mock(lua_State *L)
+{
+    lua_pushcfunction(L, l_mock_missing);
+    lua_setfield(L, -2, "mock");
+}
+#else
+#include "agenthost/mock.h"
 
 #define MOCK_MT "agenthost.mock"
 
@@ -245,3 +260,4 @@ void lah_open_mock(lua_State *L)
     lua_pop(L, 1);
     luaL_setfuncs(L, fns, 0);
 }
+#endif /* AH_NO_MOCK */
