@@ -122,7 +122,8 @@ fi
 
 # Ctrl-C at the prompt ends the chat (status 130) and ends the prompt's line first, so
 # what comes next (here the exit line, else the shell's prompt) starts on its own line.
-tm kill-session -t "$s" 2>/dev/null
+# (a second session: killing the first could end the tmux server under the new one)
+s=chat2
 tm new-session -d -s "$s" -x 110 -y 40 \
     "cd '$work' && '$bin' '$root/examples/chat.lua' mock; echo \"[exit \$?]\"; sleep 60"
 if wait_for '^you> ?$' 100; then
