@@ -30,6 +30,10 @@
  *     total_attempts all of them. It starts from a zero-delay WAIT, never from inside a
  *     transport callback, and a re-attach that fails ends the call INTERRUPTED with the
  *     break's error (the caller's next rung), never GAVE_UP.
+ *   - c->pulse only says the call is waiting (llm_waiting, once a second): during a
+ *     WAIT of more than a second (wait_end_ms) and once an ATTEMPT or STREAMING has had
+ *     no byte for AH_CALL_SILENCE_NOTICE_MS (last_rx_ms). It never changes a state; the
+ *     timers that do (c->timer, c->idle) are separate, so a pulse cannot move a decision.
  *   - A cancel with a response running on the provider's side (the cancel_url hook)
  *     first sends the cancel request, from a timer, and finishes when it is answered or
  *     after AH_CALL_CANCEL_WAIT_MS; `cancelling` keeps everything else out meanwhile.
@@ -99,6 +103,11 @@ struct ah_call {
     ah_timer *timer;
     timer_role timer_role;
     ah_timer *idle;
+    ah_timer *pulse;     /* llm_waiting */
+    int64_t wait_start_ms, wait_end_ms; /* the WAIT in progress, for its pulses */
+    const char *wait_what; /* "retry" or "pace" */
+    const char *silence_said; /* the silence an llm_waiting said ("response", "stream"),
+                                 until it said its end; NULL */
     ah_async *async;
     atomic_int cancel_requested;
 
@@ -314,6 +323,7 @@ static void stop_timers(ah_call *c)
     ah_timer_stop(c->timer);
     c->timer_role = ROLE_NONE;
     ah_timer_stop(c->idle);
+    ah_timer_stop(c->pulse);
 }
 
 /* Enter a terminal state. Must be the last statement of its caller's path: on_finish may
@@ -461,6 +471,94 @@ static void finish_complete(ah_call *c, const ah_error *terr)
     } else {
         finish(c, AH_CALL_DONE, NULL, "complete");
     }
+}
+
+/* ---- llm_waiting: the call says it is waiting ----------------------------------- */
+
+static void emit_waiting(ah_call *c, const char *what, int64_t waited, int64_t remaining)
+{
+    ah_event ev = {.type = AH_EV_LLM_WAITING};
+    ev.u.llm_waiting.llm_call = c->llm_call;
+    ev.u.llm_waiting.wait = what;
+    ev.u.llm_waiting.waited_ms = waited;
+    ev.u.llm_waiting.remaining_ms = remaining;
+    emit(c, &ev);
+}
+
+/* A WAIT of wait_ms begins: its pulses come when a whole number of seconds is left
+ * (7.3 s: at 7 s, 6 s, ... 1 s left), none for a wait of a second or less. */
+static void pulse_wait(ah_call *c, const char *what, int64_t wait_ms)
+{
+    c->wait_start_ms = now_ms(c);
+    c->wait_end_ms = c->wait_start_ms + wait_ms;
+    c->wait_what = what;
+    ah_timer_stop(c->pulse);
+    if (wait_ms > 1000)
+        ah_timer_start(c->pulse, wait_ms % 1000 ? wait_ms % 1000 : 1000);
+}
+
+/* An attempt begins: its silence is counted from now. */
+static void pulse_attempt(ah_call *c)
+{
+    c->last_rx_ms = now_ms(c);
+    c->silence_said = NULL;
+    ah_timer_start(c->pulse, AH_CALL_SILENCE_NOTICE_MS);
+}
+
+/* What is left before a time-out ends this silence: the idle time-out of a stream, the
+ * attempt's time-out (or the deadline) before the head; -1 when nothing will. */
+static int64_t silence_left(ah_call *c, int64_t silent)
+{
+    int64_t left = -1;
+    if (c->state == AH_CALL_STREAMING && c->policy.idle_timeout_ms > 0)
+        left = c->policy.idle_timeout_ms - silent;
+    if ((c->timer_role == ROLE_ATTEMPT_TIMEOUT || c->timer_role == ROLE_DEADLINE) &&
+        ah_timer_active(c->timer)) {
+        int64_t t = ah_timer_due_ms(c->timer) - now_ms(c);
+        if (left < 0 || t < left)
+            left = t;
+    }
+    return left < 0 ? -1 : left;
+}
+
+static void on_pulse(void *ud)
+{
+    ah_call *c = ud;
+    if (cancel_pending(c))
+        return; /* the cancel is on its way: nothing to say */
+    int64_t now = now_ms(c);
+    if (c->state == AH_CALL_WAIT && c->timer_role != ROLE_NONE) {
+        int64_t left = c->wait_end_ms - now, secs = (left + 500) / 1000;
+        if (secs < 1)
+            return; /* the wait is over (or nearly): the attempt says so */
+        emit_waiting(c, c->wait_what, now - c->wait_start_ms, left);
+        if (secs > 1)
+            ah_timer_start(c->pulse, left - (secs - 1) * 1000);
+        return;
+    }
+    if ((c->state != AH_CALL_ATTEMPT && c->state != AH_CALL_STREAMING) || c->end_seen)
+        return;
+    int64_t silent = now - c->last_rx_ms;
+    if (silent < AH_CALL_SILENCE_NOTICE_MS) { /* bytes came: lazily, from the last one */
+        if (c->silence_said) {
+            /* The silence it said is over (bytes that make no event, such as a tool
+             * call's arguments, may be all that came): said once, with waited_ms 0. */
+            const char *what = c->silence_said;
+            c->silence_said = NULL;
+            emit_waiting(c, what, 0, -1);
+            if (cancel_pending(c) || is_terminal(c->state))
+                return;
+        }
+        ah_timer_start(c->pulse, AH_CALL_SILENCE_NOTICE_MS - silent);
+        return;
+    }
+    int64_t left = silence_left(c, silent);
+    if (left >= 0 && left < 500)
+        return; /* a time-out ends this silence now: that is what will be said */
+    c->silence_said = c->state == AH_CALL_STREAMING ? "stream" : "response";
+    emit_waiting(c, c->silence_said, silent, left);
+    if (!cancel_pending(c))
+        ah_timer_start(c->pulse, 1000 - silent % 1000);
 }
 
 /* ---- attempts and waits ---------------------------------------------------------- */
@@ -667,7 +765,9 @@ static void start_with_retry(ah_call *c)
     }
     set_state(c, AH_CALL_WAIT, ah_wait_source_name(d.wait_source));
     c->timer_role = ROLE_WAIT;
-    ah_timer_start(c->timer, ah__retry_wait(&c->retry, &d));
+    int64_t wait = ah__retry_wait(&c->retry, &d);
+    ah_timer_start(c->timer, wait);
+    pulse_wait(c, "retry", wait);
 }
 
 static ah_decision budget_refused(ah_decision d)
@@ -681,6 +781,7 @@ static ah_decision budget_refused(ah_decision d)
 static void attempt_failed(ah_call *c, const ah_error *e)
 {
     ah_timer_stop(c->idle);
+    ah_timer_stop(c->pulse);
     ah_timer_stop(c->timer);
     c->timer_role = ROLE_NONE;
     clear_error_response(c);
@@ -764,7 +865,9 @@ static void retry_or_give_up(ah_call *c, ah_decision d)
     }
     set_state(c, AH_CALL_WAIT, ah_wait_source_name(d.wait_source));
     c->timer_role = ROLE_WAIT;
-    ah_timer_start(c->timer, ah__retry_wait(&c->retry, &d));
+    int64_t wait = ah__retry_wait(&c->retry, &d);
+    ah_timer_start(c->timer, wait);
+    pulse_wait(c, "retry", wait);
 }
 
 static void on_timer(void *ud)
@@ -902,10 +1005,9 @@ static int sink_head(void *ud, int status, const ah_header *h, size_t n)
         c->timer_role = ROLE_DEADLINE;
         ah_timer_start(c->timer, c->policy.deadline_ms - elapsed(c));
     }
-    if (c->policy.idle_timeout_ms > 0) {
-        c->last_rx_ms = now_ms(c);
+    c->last_rx_ms = now_ms(c); /* the silence of the stream counts from its head */
+    if (c->policy.idle_timeout_ms > 0)
         ah_timer_start(c->idle, c->policy.idle_timeout_ms);
-    }
     if (c->stream.on_open) {
         ah_error_clear(&c->consumer_err);
         if (c->stream.on_open(c->stream.ud, status, h, n, &c->consumer_err) != 0) {
@@ -935,8 +1037,7 @@ static int sink_body(void *ud, const char *buf, size_t len)
     }
     if (c->end_seen)
         return cancel_pending(c); /* bytes after the final event are not the answer */
-    if (c->policy.idle_timeout_ms > 0)
-        c->last_rx_ms = now_ms(c);
+    c->last_rx_ms = now_ms(c); /* for the idle time-out and llm_waiting */
     if (c->stream.on_data) {
         ah_error_clear(&c->consumer_err);
         if (c->stream.on_data(c->stream.ud, buf, len, &c->consumer_err) != 0) {
@@ -1020,6 +1121,7 @@ static int pace_wait(ah_call *c, int64_t wait_ms, const char *limit)
     set_state(c, AH_CALL_WAIT, "paced");
     c->timer_role = ROLE_PACE;
     ah_timer_start(c->timer, wait_ms);
+    pulse_wait(c, "pace", wait_ms);
     return 1;
 }
 
@@ -1111,6 +1213,7 @@ static void begin_attempt(ah_call *c)
         return;
     }
     c->attempt = a;
+    pulse_attempt(c);
 }
 
 /* ---- construction ---------------------------------------------------------------- */
@@ -1272,8 +1375,9 @@ ah_status ah_call_new(const ah_call_config *cfg, ah_call **out, char *errbuf,
     st = AH_ERR_NOMEM;
     c->timer = ah_timer_new(c->loop, on_timer, c);
     c->idle = ah_timer_new(c->loop, on_idle, c);
+    c->pulse = ah_timer_new(c->loop, on_pulse, c);
     c->async = ah_async_new(c->loop, on_async, c);
-    if (!c->timer || !c->idle || !c->async)
+    if (!c->timer || !c->idle || !c->pulse || !c->async)
         goto fail;
     *out = c;
     return AH_OK;
@@ -1292,6 +1396,7 @@ void ah_call_free(ah_call *c)
         c->tr->ops->abort(c->tr->self, c->cancel_attempt);
     ah_timer_free(c->timer);
     ah_timer_free(c->idle);
+    ah_timer_free(c->pulse);
     ah_async_free(c->async);
     clear_error_response(c);
     free(c->ebody);

@@ -93,21 +93,51 @@ static int is_blank(const char *s)
     return 1;
 }
 
+ah_status ah_tool_schema_check(const char *schema_json, char *err, size_t errsize)
+{
+    char dummy[8];
+    if (!err) {
+        err = dummy;
+        errsize = sizeof dummy;
+    }
+    if (!schema_json)
+        return AH_OK; /* the default, {"type":"object"} */
+    const char *end = NULL;
+    cJSON *v = cJSON_ParseWithOpts(schema_json, &end, 1);
+    if (!v) {
+        size_t off = end && end >= schema_json ? (size_t)(end - schema_json) : 0;
+        ah__bufprintf(err, errsize, "is not valid JSON at offset %zu", off);
+        return AH_ERR_INVALID;
+    }
+    ah_status st = AH_OK;
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(v, "type");
+    if (!cJSON_IsObject(v)) {
+        ah__bufprintf(err, errsize, "is not a JSON object (it is %s)",
+                      cJSON_IsArray(v)    ? "an array"
+                      : cJSON_IsString(v) ? "a string"
+                      : cJSON_IsNumber(v) ? "a number"
+                                          : "not an object");
+        st = AH_ERR_INVALID;
+    } else if (type && !(cJSON_IsString(type) && strcmp(type->valuestring, "object") == 0)) {
+        char *t = cJSON_PrintUnformatted(type);
+        ah__bufprintf(err, errsize,
+                      "is not an object schema: its \"type\" is %.40s (a tool's arguments "
+                      "are one object: {\"type\": \"object\", \"properties\": ...})",
+                      t ? t : "not \"object\"");
+        cJSON_free(t);
+        st = AH_ERR_INVALID;
+    }
+    cJSON_Delete(v);
+    return st;
+}
+
 cJSON *ah__enc_tool_schema(ah__enc *e, size_t i, ah_status *st_out)
 {
     const ah_tool_def *t = &e->opts->tools[i];
     const char *schema = t->schema_json ? t->schema_json : "{\"type\":\"object\"}";
-    size_t off = 0;
-    int k = classify_json(schema, &off);
-    if (k < 0) {
-        *st_out = ah__enc_fail(
-            e, AH_ERR_INVALID,
-            "tool '%.64s': schema_json is not valid JSON at offset %zu", t->name, off);
-        return NULL;
-    }
-    if (k == 0) {
-        *st_out = ah__enc_fail(e, AH_ERR_INVALID,
-                               "tool '%.64s': schema_json is not a JSON object", t->name);
+    char why[200];
+    if (ah_tool_schema_check(schema, why, sizeof why) != AH_OK) {
+        *st_out = ah__enc_fail(e, AH_ERR_INVALID, "tool '%.64s': schema_json %s", t->name, why);
         return NULL;
     }
     cJSON *raw = ah__json_raw(schema);

@@ -101,7 +101,7 @@ void ah_policy_init(ah_policy *p)
     p->max_retry_after_ms = AH_POLICY_DEFAULT_MAX_RETRY_AFTER_MS;
     p->attempt_timeout_ms = 0;
     p->deadline_ms = 0;
-    p->idle_timeout_ms = 0;
+    p->idle_timeout_ms = AH_POLICY_DEFAULT_IDLE_TIMEOUT_MS;
     p->max_continuations = AH_POLICY_DEFAULT_MAX_CONTINUATIONS;
     p->max_response_bytes = AH_POLICY_DEFAULT_MAX_RESPONSE_BYTES;
     p->continue_partial_text = AH_PARTIAL_TEXT_OFF;

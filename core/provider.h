@@ -44,6 +44,8 @@ typedef struct ah__provider {
     const char *name;     /* "anthropic": ah_wire_name, the Lua client's `provider` */
     const char *path;     /* default request path, "/v1/messages" */
     const char *base_url; /* the public API, "https://api.anthropic.com" */
+    /* the environment variable the provider's SDKs read the key from, or NULL */
+    const char *key_env;  /* "ANTHROPIC_API_KEY" */
 
     /* ---- the request */
     int needs_max_tokens; /* opts.max_tokens 0 is an error (Anthropic requires it) */

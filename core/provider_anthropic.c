@@ -11,6 +11,7 @@ const ah__provider ah__provider_ANTHROPIC = {
     .name = "anthropic",
     .path = "/v1/messages",
     .base_url = "https://api.anthropic.com",
+    .key_env = "ANTHROPIC_API_KEY", /* the anthropic SDKs' */
     .needs_max_tokens = 1,
     .key_header = "x-api-key",
     .key_prefix = "",

@@ -19,6 +19,7 @@ const ah__provider ah__provider_OPENAI = {
     .name = "openai",
     .path = "/v1/chat/completions",
     .base_url = "https://api.openai.com",
+    .key_env = "OPENAI_API_KEY", /* the openai SDKs' */
     .needs_max_tokens = 0,
     .key_header = "Authorization",
     .key_prefix = "Bearer ",

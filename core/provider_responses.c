@@ -28,6 +28,7 @@ const ah__provider ah__provider_RESPONSES = {
     .name = "responses",
     .path = "/v1/responses",
     .base_url = "https://api.openai.com",
+    .key_env = "OPENAI_API_KEY", /* the openai SDKs' */
     .needs_max_tokens = 0,
     .key_header = "Authorization",
     .key_prefix = "Bearer ",

@@ -5,7 +5,22 @@
 
 #include "agenthost/redis.h"
 
+#ifdef AH_NO_REDIS
+/* Built without hiredis (AH_WITH_REDIS=OFF, redis_none.c): no reply ever arrives, but the
+ * code that reads replies still compiles against hiredis's shape of one. */
+typedef struct redisReply {
+    int type;
+    long long integer;
+    double dval;
+    size_t len;
+    char *str;
+    size_t elements;
+    struct redisReply **element;
+} redisReply;
+enum { REDIS_REPLY_STRING = 1, REDIS_REPLY_ARRAY = 2, REDIS_REPLY_INTEGER = 3 };
+#else
 #include <hiredis/hiredis.h>
+#endif
 
 /* A server-side script: its source and SHA-1 (computed once, from the source). */
 typedef struct ah__redis_script {

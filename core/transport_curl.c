@@ -225,6 +225,58 @@ static size_t on_write(char *buf, size_t size, size_t nitems, void *ud)
     return total;
 }
 
+/* ---- -v: the heads as curl -v shows them (AH_LOG_HTTP_HEAD) ------------------------ */
+
+static int is_secret_name(const char *line, size_t n)
+{
+    static const char *const names[] = {"authorization", "proxy-authorization", "x-api-key",
+                                        "api-key",       "x-goog-api-key",      "cookie",
+                                        "set-cookie",    NULL};
+    for (const char *const *s = names; *s; s++) {
+        size_t k = strlen(*s);
+        if (n == k && strncasecmp(line, *s, k) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* One head line to the log: "> " sent, "< " received; a secret header's value masked,
+ * then anything key-like in the rest (a key= in the request line's query). */
+static void log_head_line(char dir, const char *s, size_t n)
+{
+    char line[1024];
+    if (n > sizeof line - 32)
+        n = sizeof line - 32; /* a huge header: its start says enough */
+    const char *colon = memchr(s, ':', n);
+    if (colon && is_secret_name(s, (size_t)(colon - s)))
+        ah__bufprintf(line, sizeof line, "%c %.*s: " AH_REDACTED, dir, (int)(colon - s), s);
+    else
+        ah__bufprintf(line, sizeof line, "%c %.*s", dir, (int)n, s);
+    ah_redact(line, sizeof line, NULL);
+    ah__log_event(AH_LOG_DEBUG, AH_LOG_HTTP_HEAD, "%s", line);
+}
+
+static int on_debug(CURL *e, curl_infotype type, char *data, size_t size, void *ud)
+{
+    (void)e;
+    (void)ud;
+    if (type != CURLINFO_HEADER_OUT && type != CURLINFO_HEADER_IN)
+        return 0; /* never the bodies (DATA_*, SSL_DATA_*), nor curl's own chatter */
+    char dir = type == CURLINFO_HEADER_OUT ? '>' : '<';
+    while (size > 0) {
+        const char *nl = memchr(data, '\n', size);
+        size_t len = nl ? (size_t)(nl - data) : size, next = nl ? len + 1 : len;
+        size_t n = len;
+        while (n > 0 && data[n - 1] == '\r')
+            n--;
+        if (n > 0)
+            log_head_line(dir, data, n);
+        data += next;
+        size -= next;
+    }
+    return 0;
+}
+
 /* ---- completion ------------------------------------------------------------------ */
 
 static int is_connect_failure(CURLcode rc)
@@ -538,6 +590,11 @@ static ah_status curl_start(void *self, ah_loop *loop, const ah_http_request *re
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, a->errbuf);
     curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, on_prereq);
     curl_easy_setopt(e, CURLOPT_PREREQDATA, a);
+    if (ah__log_enabled(AH_LOG_DEBUG)) {
+        /* the function first: VERBOSE without one would print to stderr itself */
+        curl_easy_setopt(e, CURLOPT_DEBUGFUNCTION, on_debug);
+        curl_easy_setopt(e, CURLOPT_VERBOSE, 1L);
+    }
 
     st = ah__loop_add_easy(loop, e, &a->link);
     if (st != AH_OK) {

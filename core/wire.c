@@ -37,6 +37,12 @@ const char *ah_wire_base_url(ah_wire w)
     return p ? p->base_url : NULL;
 }
 
+const char *ah_wire_key_env(ah_wire w)
+{
+    const ah__provider *p = ah__provider_of(w);
+    return p ? p->key_env : NULL;
+}
+
 int ah_wire_from_name(const char *name)
 {
     for (int i = 0; name && i < AH_WIRE_COUNT_; i++)

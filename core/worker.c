@@ -27,6 +27,7 @@
  *    a call's callback, so no call is created or freed re-entrantly.
  *  - Cancellation is routed through an ah_async to the loop thread and beats everything.
  */
+#include "client_internal.h"
 #include "internal.h"
 #include "overlap.h"
 
@@ -49,7 +50,8 @@
 struct ah_client {
     ah_wire wire;
     char *url;
-    char *api_key;
+    char *api_key; /* opts.api_key */
+    ah__client_opts opts; /* extra headers, query, the key (client_opts.c) */
     char *model;
     int64_t max_tokens;
     char *extra_json;
@@ -138,21 +140,25 @@ static ah_client *client_make(const ah_client_config *cfg, char *err, size_t err
         ah__bufprintf(err, errsize, "client.provider: unknown wire format");
         return NULL;
     }
-    if (!cfg->base_url || !*cfg->base_url) {
-        ah__bufprintf(err, errsize, "client.base_url is required");
+    const char *base_url = cfg->base_url ? cfg->base_url : ah_wire_base_url(cfg->wire);
+    if (!*base_url) {
+        ah__bufprintf(err, errsize,
+                      "client.base_url must not be empty (leave it out for the provider's "
+                      "public API, %s)",
+                      ah_wire_base_url(cfg->wire));
         return NULL;
     }
-    if (strncmp(cfg->base_url, "http://", 7) != 0 && strncmp(cfg->base_url, "https://", 8) != 0) {
+    if (strncmp(base_url, "http://", 7) != 0 && strncmp(base_url, "https://", 8) != 0) {
         ah__bufprintf(err, errsize, "client.base_url must start with http:// or https://");
         return NULL;
     }
     /* a host must follow the scheme: "http://" or "http:///v1" would only fail later,
      * as a DNS error about some other name */
-    const char *host = strstr(cfg->base_url, "://") + 3;
+    const char *host = strstr(base_url, "://") + 3;
     size_t hlen = strcspn(host, "/?#");
     if (hlen == 0 || host[0] == ':' || memchr(host, ' ', hlen)) {
         ah__bufprintf(err, errsize, "client.base_url '%.80s' has no host (e.g. "
-                      "http://127.0.0.1:8080)", cfg->base_url);
+                      "http://127.0.0.1:8080)", base_url);
         return NULL;
     }
     if (!cfg->model || !*cfg->model) {
@@ -185,28 +191,6 @@ static ah_client *client_make(const ah_client_config *cfg, char *err, size_t err
     atomic_init(&c->prefill_refused, 0);
     c->background = cfg->background != 0;
     c->max_tokens = cfg->max_tokens ? cfg->max_tokens : 1024;
-    /* The format's path goes at the end of the base URL's path, before any query the
-     * base URL carries; a base URL that already names the version ("https://host/v1")
-     * gets only the rest of the path, one that names the whole path nothing. */
-    const char *path = ah_wire_path(cfg->wire);
-    size_t blen = ah__url_path_end(cfg->base_url);
-    while (blen > 0 && cfg->base_url[blen - 1] == '/')
-        blen--;
-    const char *rest = ends_with(cfg->base_url, blen, path)  ? ""
-                       : ends_with(cfg->base_url, blen, "/v1") ? path + 3
-                                                               : path;
-    c->url = ah__url_append(cfg->base_url, rest, NULL);
-    if (!c->url)
-        goto nomem;
-    c->model = ah__strdup(cfg->model);
-    if (!c->model)
-        goto nomem;
-    if (cfg->api_key && *cfg->api_key && !(c->api_key = ah__strdup(cfg->api_key)))
-        goto nomem;
-    if (cfg->extra_json && !(c->extra_json = ah__strdup(cfg->extra_json)))
-        goto nomem;
-    if (!(c->display_url = client_display_url(c->url, c->api_key)))
-        goto nomem;
     int trust = client_trust(c, cfg, err, errsize);
     if (trust == -2)
         goto nomem;
@@ -214,9 +198,42 @@ static ah_client *client_make(const ah_client_config *cfg, char *err, size_t err
         ah_client_free(c);
         return NULL;
     }
+    /* Headers, query and the key (given or from the environment), checked last: a
+     * missing key is said once everything else is right. */
+    int opts = ah__client_opts_make(&c->opts, cfg, base_url, err, errsize);
+    if (opts == -2)
+        goto nomem;
+    if (opts != 0) {
+        ah_client_free(c);
+        return NULL;
+    }
+    c->api_key = c->opts.api_key;
+    /* The format's path goes at the end of the base URL's path, before any query the
+     * base URL carries; a base URL that already names the version ("https://host/v1")
+     * gets only the rest of the path, one that names the whole path (with or without
+     * the version: Azure's ".../deployments/NAME/chat/completions") nothing. */
+    const char *path = ah_wire_path(cfg->wire);
+    size_t blen = ah__url_path_end(base_url);
+    while (blen > 0 && base_url[blen - 1] == '/')
+        blen--;
+    int versioned = strncmp(path, "/v1/", 4) == 0;
+    const char *rest = ends_with(base_url, blen, path) ||
+                               (versioned && ends_with(base_url, blen, path + 3))
+                           ? ""
+                       : versioned && ends_with(base_url, blen, "/v1") ? path + 3
+                                                                       : path;
+    c->url = ah__url_append(base_url, rest, c->opts.query);
+    if (!c->url)
+        goto nomem;
+    c->model = ah__strdup(cfg->model);
+    if (!c->model)
+        goto nomem;
+    if (cfg->extra_json && !(c->extra_json = ah__strdup(cfg->extra_json)))
+        goto nomem;
+    if (!(c->display_url = client_display_url(c->url, c->api_key)))
+        goto nomem;
     return c;
 nomem:
-    *st = AH_ERR_NOMEM;
     *st = AH_ERR_NOMEM;
     ah__bufprintf(err, errsize, "client: out of memory");
     ah_client_free(c);
@@ -242,10 +259,7 @@ void ah_client_free(ah_client *c)
     if (!c)
         return;
     free(c->url);
-    if (c->api_key) {
-        memset(c->api_key, 0, strlen(c->api_key));
-        free(c->api_key);
-    }
+    ah__client_opts_free(&c->opts); /* the key too, wiped */
     free(c->model);
     free(c->extra_json);
     free(c->ca_file);
@@ -929,6 +943,15 @@ static void send_request(ah_worker *w)
         finish(w, AH_OUTCOME_FAILED, &e);
         return;
     }
+    size_t n_headers = 0; /* agenthost's and the provider's, then the client's own */
+    ah_header *headers =
+        ah__client_request_headers(hl.items, hl.count, &w->client->opts, &n_headers);
+    if (!headers) {
+        ah_header_list_free(&hl);
+        free(body);
+        fail_nomem(w, "request headers");
+        return;
+    }
     ah_timeline_reset(w->tl);
     ah__overlap_free(w->ov);
     w->ov = NULL;
@@ -942,6 +965,7 @@ static void send_request(ah_worker *w)
         w->sent_prefill = n > 0 && ah_conversation_role(w->conv, n - 1) == AH_ROLE_ASSISTANT;
         if (new_overlap(w) != AH_OK) {
             ah_header_list_free(&hl);
+            free(headers);
             free(body);
             fail_nomem(w, "overlap");
             return;
@@ -954,6 +978,7 @@ static void send_request(ah_worker *w)
     w->call = NULL;
     if (!w->dec) {
         ah_header_list_free(&hl);
+        free(headers);
         free(body);
         fail_nomem(w, "decoder");
         return;
@@ -964,8 +989,8 @@ static void send_request(ah_worker *w)
     cc.transport = w->transport;
     cc.request.method = "POST";
     cc.request.url = w->client->url;
-    cc.request.headers = hl.items;
-    cc.request.n_headers = hl.count;
+    cc.request.headers = headers;
+    cc.request.n_headers = n_headers;
     cc.request.body = body;
     cc.request.body_len = body_len;
     cc.request.ca_file = w->client->ca_file;
@@ -997,6 +1022,7 @@ static void send_request(ah_worker *w)
     st = ah_call_new(&cc, &w->call, msg, sizeof msg);
     w->has_carry = 0; /* copied into the call */
     ah_header_list_free(&hl);
+    free(headers);
     free(body);
     if (st == AH_OK)
         st = ah_call_start(w->call);
@@ -1682,6 +1708,11 @@ static ah_worker *worker_make(const ah_worker_config *cfg, char *err, size_t err
                 ah__bufprintf(err, errsize, "tools[%zu]: name is required", i + 1);
                 goto fail;
             }
+            char why[200];
+            if (ah_tool_schema_check(t->schema_json, why, sizeof why) != AH_OK) {
+                ah__bufprintf(err, errsize, "tool '%.64s': schema_json %s", t->name, why);
+                goto fail;
+            }
             w->tools[i].name = ah__strdup(t->name);
             w->tools[i].description = t->description ? ah__strdup(t->description) : NULL;
             w->tools[i].schema_json = t->schema_json ? ah__strdup(t->schema_json) : NULL;
@@ -1692,7 +1723,6 @@ static ah_worker *worker_make(const ah_worker_config *cfg, char *err, size_t err
     }
     return w;
 nomem:
-    *st = AH_ERR_NOMEM;
     *st = AH_ERR_NOMEM;
     ah__bufprintf(err, errsize, "worker: out of memory");
 fail:

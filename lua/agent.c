@@ -1113,6 +1113,10 @@ static void read_tools(lua_State *L, int t, int agent, lagent *a)
         } else if (ty != LUA_TNIL) {
             luaL_error(L, "%s: schema must be a table (or JSON text)", where);
         }
+        /* checked now, not at the first request: JSON text parsed, an object schema */
+        char why[200];
+        if (ah_tool_schema_check(d->schema_json, why, sizeof why) != AH_OK)
+            luaL_error(L, "%s: schema %s", where, why);
         lua_pop(L, 1);
         ty = lua_getfield(L, spec, "idempotency_key");
         if (ty != LUA_TNIL && ty != LUA_TFUNCTION)

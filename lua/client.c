@@ -1,6 +1,6 @@
 /* client.c - ah.client{ provider, model, base_url, api_key, max_tokens, extra,
- * continuation, background, ca_file, ca_path }: where and how to reach a provider, as an
- * "agenthost.client" userdata owning an ah_client.
+ * continuation, background, ca_file, ca_path, headers, query }: where and how to reach a
+ * provider, as an "agenthost.client" userdata owning an ah_client.
  *
  * Invariants: the API key is copied into the ah_client and never exposed back to Lua
  * (client.api_key is not readable; client.url and tostring mask what base_url holds of
@@ -9,6 +9,7 @@
 #include "lah.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define CLIENT_MT "agenthost.client"
@@ -82,6 +83,55 @@ static const char *opt_string(lua_State *L, int t, const char *field, const char
     return s;
 }
 
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(((const ah_header *)a)->name, ((const ah_header *)b)->name);
+}
+
+/* headers = { name = value }, query = { name = value }: the table at t's field as
+ * name/value pairs, sorted by name, in a userdata left on the stack with the table (the
+ * strings stay alive in it) until l_client returns. */
+static const ah_header *opt_pairs(lua_State *L, int t, const char *field, const char *where,
+                                  size_t *n_out)
+{
+    *n_out = 0;
+    int ty = lua_getfield(L, t, field);
+    if (ty == LUA_TNIL) {
+        lua_pop(L, 1);
+        return NULL;
+    }
+    if (ty != LUA_TTABLE)
+        luaL_error(L, "%s: %s must be a table of name = value strings, got %s", where,
+                   field, luaL_typename(L, -1));
+    int tab = lua_gettop(L);
+    size_t n = 0;
+    for (lua_pushnil(L); lua_next(L, tab); lua_pop(L, 1))
+        n++;
+    ah_header *h = lua_newuserdatauv(L, (n ? n : 1) * sizeof *h, 0);
+    size_t i = 0;
+    for (lua_pushnil(L); lua_next(L, tab); lua_pop(L, 1)) {
+        size_t kl = 0, vl = 0;
+        if (lua_type(L, -2) != LUA_TSTRING)
+            luaL_error(L, "%s: %s: every name must be a string, got %s", where, field,
+                       luaL_typename(L, -2));
+        const char *k = lua_tolstring(L, -2, &kl);
+        if (lua_type(L, -1) != LUA_TSTRING)
+            luaL_error(L, "%s: %s['%s'] must be a string, got %s", where, field, k,
+                       luaL_typename(L, -1));
+        const char *v = lua_tolstring(L, -1, &vl);
+        if (strlen(k) != kl || strlen(v) != vl)
+            luaL_error(L, "%s: %s['%s'] holds a NUL byte", where, field, k);
+        h[i].name = k;
+        h[i].value = v;
+        i++;
+    }
+    /* in name order, not the table's: the same request for the same table, every time */
+    qsort(h, n, sizeof *h, by_name);
+    /* the userdata above the table, both kept on the stack until the client is built */
+    *n_out = n;
+    return h;
+}
+
 /* The provider names, NULL-terminated, and "a, b or c" for messages: from the wire
  * registry, so a new provider needs nothing here. */
 static void provider_names(const char *names[AH_WIRE_COUNT_ + 1], char *list, size_t size)
@@ -103,7 +153,8 @@ static int l_client(lua_State *L)
     static const char *const known[] = {"provider",     "model",      "base_url",
                                         "api_key",      "max_tokens", "extra",
                                         "continuation", "background", "rate_limit",
-                                        "ca_file",      "ca_path",    NULL};
+                                        "ca_file",      "ca_path",    "headers",
+                                        "query",        NULL};
     static const char *const settings[] = {"auto", "prefill", "prompt", NULL};
     const char *providers[AH_WIRE_COUNT_ + 1];
     char plist[256];
@@ -126,10 +177,10 @@ static int l_client(lua_State *L)
     }
     cfg.wire = (ah_wire)wire;
     cfg.model = opt_string(L, 1, "model", where);
-    cfg.base_url = opt_string(L, 1, "base_url", where);
-    if (!cfg.base_url) /* only nil means the provider's public API; "" is a mistake */
-        cfg.base_url = ah_wire_base_url(cfg.wire);
-    cfg.api_key = opt_string(L, 1, "api_key", where);
+    cfg.base_url = opt_string(L, 1, "base_url", where); /* nil: the public API */
+    cfg.api_key = opt_string(L, 1, "api_key", where);   /* nil: the provider's variable */
+    cfg.headers = opt_pairs(L, 1, "headers", where, &cfg.n_headers);
+    cfg.query = opt_pairs(L, 1, "query", where, &cfg.n_query);
     cfg.ca_file = opt_string(L, 1, "ca_file", where); /* TLS trust for a private CA */
     cfg.ca_path = opt_string(L, 1, "ca_path", where);
     if (lua_getfield(L, 1, "max_tokens") != LUA_TNIL) {

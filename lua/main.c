@@ -1,5 +1,7 @@
-/* main.c - the agenthost program: the Lua host (`agenthost [--events FILE] SCRIPT.lua
- * [ARGS...]`), the built-in mock provider (`agenthost mock ...`), --help and --version.
+/* main.c - the agenthost program: the Lua host (`agenthost [-v] [--events FILE]
+ * SCRIPT.lua [ARGS...]`), one question without a script (`agenthost -p QUESTION
+ * [--provider P] [--model M]`: scripts/oneshot.lua as the main chunk), the built-in mock
+ * provider (`agenthost mock ...`), the proxy, --help and --version.
  *
  * The host is `lua` plus the agenthost module: full standard library, `arg` as lua sets
  * it, `require "agenthost"` preloaded, and the main chunk run as a coroutine of the
@@ -17,7 +19,9 @@
  * an ah_async, whose callback cancels the runs on the loop thread. No Lua runs outside
  * the loop thread. */
 #include "agenthost.h"
+#ifndef AH_NO_MOCK
 #include "agenthost/mock.h"
+#endif
 #include "lah.h"
 
 #include <lualib.h>
@@ -45,6 +49,7 @@ static void usage(FILE *out)
 {
     fputs(
         "usage: agenthost [OPTIONS] SCRIPT.lua [ARGS...]\n"
+        "       agenthost [OPTIONS] -p QUESTION [--provider P] [--model M]\n"
         "       agenthost mock [--port N] [--plan PLAN.json] [--text-deltas N]\n"
         "                      [--delta-bytes N]\n"
         "       agenthost proxy [--listen HOST:PORT] [--anthropic-url URL] [--openai-url URL]\n"
@@ -58,6 +63,16 @@ static void usage(FILE *out)
         "one with no run in flight, exits with status 130.\n"
         "\n"
         "options:\n"
+        "  -p QUESTION     answer one question, no script needed: the answer streams\n"
+        "                  to stdout, the status line to stderr; the key comes from\n"
+        "                  ANTHROPIC_API_KEY or OPENAI_API_KEY (the provider is the\n"
+        "                  one whose key is set, Anthropic first)\n"
+        "  --provider P    with -p: anthropic, openai (Chat Completions), responses,\n"
+        "                  or mock (the built-in mock provider, no key)\n"
+        "  --model M       with -p: the model (default: $AGENTHOST_MODEL, else\n"
+        "                  claude-sonnet-4-5 / gpt-4o-mini)\n"
+        "  -v, --verbose   print each request's and response's head on stderr, as\n"
+        "                  curl -v does (keys and auth headers redacted, no body)\n"
         "  --events FILE   also write every event as JSON Lines to FILE (- for\n"
         "                  stdout; or set AGENTHOST_EVENTS=FILE)\n"
         "  --              end of options: the next argument is the script\n"
@@ -77,15 +92,38 @@ static void usage(FILE *out)
         out);
 }
 
+/* -v: the heads as curl -v prints them ("> ..." sent, "< ..." received; the library has
+ * masked the secrets), the other lines as without -v (warnings and errors). */
+static void log_verbose(void *ud, ah_log_level level, int event, const char *line)
+{
+    if (event == AH_LOG_HTTP_HEAD)
+        fprintf(stderr, "%s\n", line);
+    else if (level >= AH_LOG_WARN)
+        lah_log_to_stderr(ud, level, event, line);
+}
+
+int luaopen_agenthost(lua_State *L);
+
+#ifdef AH_NO_MOCK
+/* Built without libmicrohttpd (AH_WITH_MOCK=OFF): no mock provider, no proxy. */
+static int run_mock(int argc, char **argv)
+{
+    (void)argc;
+    fprintf(stderr, "agenthost %s: this agenthost was built without the mock provider and "
+                    "the proxy (AH_WITH_MOCK=OFF)\n",
+            argv[1]);
+    return EXIT_USAGE;
+}
+#define lah_proxy_main run_mock
+#else
+int lah_proxy_main(int argc, char **argv); /* lua/proxy.c */
+
 static void log_to_stderr(void *ud, ah_log_level level, int event, const char *line)
 {
     (void)ud;
     (void)event;
     fprintf(stderr, "agenthost: %s: %s\n", ah_log_level_name(level), line);
 }
-
-int luaopen_agenthost(lua_State *L);
-int lah_proxy_main(int argc, char **argv); /* lua/proxy.c */
 
 /* A whole non-negative number no larger than max, or -1. */
 static long parse_count(const char *s, long max)
@@ -206,6 +244,7 @@ static int run_mock(int argc, char **argv)
     ah_mock_free(m);
     return EXIT_OK;
 }
+#endif /* AH_NO_MOCK */
 
 /* ---- the Lua host ------------------------------------------------------------------ */
 
@@ -261,6 +300,21 @@ static void exit_now(void *ud)
     atomic_store(&h->exit_requested, 1);
 }
 
+/* Ending on Ctrl-C: the terminal shows "^C" where the cursor was (after a prompt such
+ * as "you> "); end that line, so the shell's prompt starts on a line of its own (a
+ * process killed by SIGINT gets this from the shell; one that exits 130 does not).
+ * Async-signal-safe: the watcher calls it just before _exit. */
+static void end_terminal_line(void)
+{
+    if (!isatty(0))
+        return; /* nobody typed the Ctrl-C on this terminal's line */
+    int fd = isatty(2) ? 2 : isatty(1) ? 1 : -1;
+    if (fd >= 0) {
+        ssize_t n = write(fd, "\n", 1);
+        (void)n;
+    }
+}
+
 /* The watcher: one byte per SIGINT ('q' from the main thread ends it). */
 static void *interrupt_watcher(void *ud)
 {
@@ -294,6 +348,7 @@ static void *interrupt_watcher(void *ud)
             fflush(stdout);
             funlockfile(stdout);
         }
+        end_terminal_line();
         _exit(130);
     }
 }
@@ -499,8 +554,9 @@ static void create_arg_table(lua_State *L, int argc, char **argv, int script)
 /* What the protected main function (host_main) works with. */
 typedef struct host_run {
     host *h;
-    int argc, script;
+    int argc, script; /* script -1: -p, the question in oneshot[0] */
     char **argv;
+    const char *oneshot[3]; /* -p's question, --provider, --model (NULL: not given) */
     int rc;
     pthread_t watcher;
     int watching;
@@ -516,7 +572,7 @@ static int host_main(lua_State *L)
     host *h = hr->h;
     int argc = hr->argc, script = hr->script;
     char **argv = hr->argv;
-    const char *path = argv[script];
+    const char *path = script >= 0 ? argv[script] : "agenthost -p";
     lua_settop(L, 0);
     lua_pushboolean(L, 1);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &lah_host_key); /* we own the log handler */
@@ -528,9 +584,34 @@ static int host_main(lua_State *L)
     lua_pop(L, 1);
     if (h->events_fd >= 0)
         lah_set_event_sink(L, write_event, h);
+    int st, nargs;
+    if (script < 0) {
+        /* -p: the shipped one-shot script is the main chunk, the same Lua API a script
+         * uses; arg[0] says so, arg[1] is the question. */
+        lua_createtable(L, 1, 1);
+        lua_pushliteral(L, "agenthost.oneshot");
+        lua_rawseti(L, -2, 0);
+        lua_pushstring(L, hr->oneshot[0]);
+        lua_rawseti(L, -2, 1);
+        lua_setglobal(L, "arg");
+        static const char chunk[] = "return require('agenthost.oneshot').run(...)";
+        st = luaL_loadbuffer(L, chunk, sizeof chunk - 1, "=agenthost -p");
+        if (st != LUA_OK) {
+            fprintf(stderr, "agenthost: %s\n", lua_tostring(L, -1));
+            return 0;
+        }
+        for (int i = 0; i < 3; i++) {
+            if (hr->oneshot[i])
+                lua_pushstring(L, hr->oneshot[i]);
+            else
+                lua_pushnil(L);
+        }
+        lah_spawn(L, 3, main_done, h);
+        goto loop;
+    }
     create_arg_table(L, argc, argv, script);
 
-    int st = luaL_loadfile(L, strcmp(path, "-") == 0 ? NULL : path);
+    st = luaL_loadfile(L, strcmp(path, "-") == 0 ? NULL : path);
     if (st == LUA_ERRFILE) {
         fprintf(stderr, "agenthost: cannot open script '%s': %s\n", path,
                 errno ? strerror(errno) : "cannot read it");
@@ -541,11 +622,12 @@ static int host_main(lua_State *L)
         fprintf(stderr, "agenthost: %s\n", lua_tostring(L, -1));
         return 0;
     }
-    int nargs = argc - script - 1;
+    nargs = argc - script - 1;
     luaL_checkstack(L, nargs, "too many arguments");
     for (int i = script + 1; i < argc; i++)
         lua_pushstring(L, argv[i]);
     lah_spawn(L, nargs, main_done, h);
+loop:
     h->L = L;
     hr->watching = interrupts_start(h, &hr->watcher);
     stdout_watch_start(h);
@@ -567,17 +649,23 @@ static int host_main(lua_State *L)
     return 0;
 }
 
-static int run_script(int argc, char **argv, int script, const char *events_path)
+static int run_script(int argc, char **argv, int script, const char *events_path,
+                      int verbose, const char *const oneshot[3])
 {
     host h = {.events_fd = -1};
     host_run hr = {
         .h = &h, .argc = argc, .argv = argv, .script = script, .rc = EXIT_FAIL};
+    if (oneshot)
+        memcpy(hr.oneshot, oneshot, sizeof hr.oneshot);
     if (events_path && !events_open(&h, events_path))
         return EXIT_USAGE;
     /* Sockets (libcurl's, hiredis's) must never kill the process; a broken stdout ends
      * the script through its watcher instead (stdout_watch_start). */
     signal(SIGPIPE, SIG_IGN);
-    ah_log_set_handler(lah_log_to_stderr, NULL, AH_LOG_WARN);
+    if (verbose)
+        ah_log_set_handler(log_verbose, NULL, AH_LOG_DEBUG);
+    else
+        ah_log_set_handler(lah_log_to_stderr, NULL, AH_LOG_WARN);
     lua_State *L = luaL_newstate();
     if (!L) {
         fprintf(stderr, "agenthost: cannot create a Lua state (out of memory)\n");
@@ -604,6 +692,10 @@ cleanup:
     }
     if (h.events_failed && hr.rc == EXIT_OK)
         hr.rc = EXIT_FAIL; /* events were lost: said on stderr */
+    if (hr.rc == 130) {
+        fflush(NULL);
+        end_terminal_line();
+    }
     return hr.rc;
 }
 
@@ -632,7 +724,7 @@ int main(int argc, char **argv)
         usage(stdout);
         return EXIT_OK;
     }
-    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-v") == 0) {
+    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) {
         printf("agenthost %s\n", ah_version());
         return EXIT_OK;
     }
@@ -641,10 +733,22 @@ int main(int argc, char **argv)
     if (strcmp(argv[1], "proxy") == 0)
         return lah_proxy_main(argc, argv);
     const char *events = NULL;
-    int i = 1;
+    const char *oneshot[3] = {NULL, NULL, NULL}; /* -p, --provider, --model */
+    int verbose = 0, i = 1;
     for (; i < argc; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "--events") == 0) {
+        int which = strcmp(a, "-p") == 0 ? 0 : strcmp(a, "--provider") == 0 ? 1
+                    : strcmp(a, "--model") == 0                      ? 2
+                                                                     : -1;
+        if (which >= 0) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "agenthost: %s needs a value (try --help)\n", a);
+                return EXIT_USAGE;
+            }
+            oneshot[which] = argv[++i];
+        } else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
+            verbose = 1;
+        } else if (strcmp(a, "--events") == 0) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "agenthost: --events needs a file name (try --help)\n");
                 return EXIT_USAGE;
@@ -662,7 +766,18 @@ int main(int argc, char **argv)
             break;
         }
     }
-    if (i >= argc) {
+    if (!oneshot[0] && (oneshot[1] || oneshot[2])) {
+        fprintf(stderr, "agenthost: %s goes with -p QUESTION (try --help)\n",
+                oneshot[1] ? "--provider" : "--model");
+        return EXIT_USAGE;
+    }
+    if (oneshot[0] && i < argc) {
+        fprintf(stderr, "agenthost: -p answers a question without a script; got the "
+                        "script '%s' too (try --help)\n",
+                argv[i]);
+        return EXIT_USAGE;
+    }
+    if (!oneshot[0] && i >= argc) {
         fprintf(stderr, "agenthost: no script given (try --help)\n");
         return EXIT_USAGE;
     }
@@ -670,5 +785,6 @@ int main(int argc, char **argv)
         const char *env = getenv("AGENTHOST_EVENTS");
         events = env && *env ? env : NULL;
     }
-    return run_script(argc, argv, i, events);
+    return run_script(argc, argv, oneshot[0] ? -1 : i, events, verbose,
+                      oneshot[0] ? oneshot : NULL);
 }

@@ -7,9 +7,24 @@
  * thread can talk to it through the loop.
  */
 #include "lah.h"
-#include "agenthost/mock.h"
 
 #include <string.h>
+
+#ifdef AH_NO_MOCK
+/* Built without the mock provider (AH_WITH_MOCK=OFF, no libmicrohttpd): ah.mock says so. */
+static int l_mock_missing(lua_State *L)
+{
+    return luaL_error(L, "ah.mock: agenthost was built without the mock provider "
+                         "(AH_WITH_MOCK=OFF)");
+}
+
+void lah_open_mock(lua_State *L)
+{
+    lua_pushcfunction(L, l_mock_missing);
+    lua_setfield(L, -2, "mock");
+}
+#else
+#include "agenthost/mock.h"
 
 #define MOCK_MT "agenthost.mock"
 
@@ -165,6 +180,12 @@ static int mock_requests(lua_State *L)
             lua_setfield(L, -2, name);
         }
         lua_setfield(L, -2, "headers");
+        lua_createtable(L, 0, (int)r.query_count); /* a repeated name: its last value */
+        for (size_t q = 0; q < r.query_count; q++) {
+            lua_pushstring(L, r.query[q].value);
+            lua_setfield(L, -2, r.query[q].name);
+        }
+        lua_setfield(L, -2, "query");
         lua_rawseti(L, -2, (lua_Integer)i + 1);
     }
     return 1;
@@ -239,3 +260,4 @@ void lah_open_mock(lua_State *L)
     lua_pop(L, 1);
     luaL_setfuncs(L, fns, 0);
 }
+#endif /* AH_NO_MOCK */

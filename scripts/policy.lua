@@ -29,8 +29,9 @@ local defaults = {
     attempt_timeout_ms = 0,        -- 0 = no limit
     -- The whole call, attempts and waits together; a wait that would cross it gives up.
     deadline_ms = 0,               -- 0 = no limit
-    -- A started stream silent this long is cut (and continued, like any cut stream).
-    idle_timeout_ms = 0,           -- 0 = no limit
+    -- A started stream silent this long is cut (and continued, like any cut stream):
+    -- 5 minutes, longer than a reasoning model's quiet stretch; 0 = no limit.
+    idle_timeout_ms = 300000,
     -- Continuations of cut streams per LLM call; past it the run fails.
     max_continuations = 3,
     -- continue_partial_text = "sentence",  -- or "line": a cut inside a text block keeps

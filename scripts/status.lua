@@ -5,12 +5,17 @@
 --
 -- On a terminal it keeps ONE transient line, rewritten in place with "\r" + erase-line
 -- ("\27[K") and never ended with a newline, so retries never stack up in the transcript:
---   retrying LLM request after HTTP 503 (attempt 2/4 in 1.2s)
+--   retrying LLM request after HTTP 503 (attempt 2/4 in 1.2s)   (then "in 1s", ...)
+--   no data for 12s (cut at 5m)                   (a stream that has gone quiet)
 --   stream cut — continuing (1/3), kept 2 blocks, discarded 1
 --   stream cut — nothing kept, asking again (1/3)
 --   stream cut — resuming (1/3)                 (re-attached to the same response)
 --   retrying tool add after a transient error (attempt 2/3 in 200ms)
 --   waiting for tool add…
+-- It counts: a wait's line is redrawn with what is left, and a stream that has sent
+-- nothing for 5 s says so, every second. The display has no clock of its own: the
+-- library sends llm_waiting once a second while a call waits (a retry's or pacing's
+-- wait, a request without an answer, a silent stream), and the display redraws from it.
 -- The next progress event (llm_call_start, text/reasoning deltas, tool_call_start,
 -- tool_call_end, llm_call_end, run_end) erases it. Giving up is not transient: it is
 -- printed as a normal line. When the stream is not a terminal (a log file, a pipe, CI)
@@ -93,6 +98,15 @@ local function words_ms(ms)
         return string.format("%d s", math.floor(ms / 1000 + 0.5))
     end
     return string.format("%.1f s", ms / 1000)
+end
+
+-- A countdown or a count up, in whole seconds: 7000 -> "7s", 90000 -> "1m30s", 300000 ->
+-- "5m".
+local function secs(ms)
+    local n = math.floor((num(ms) or 0) / 1000 + 0.5)
+    if n < 60 then return n .. "s" end
+    local m, r = math.floor(n / 60), n % 60
+    return r == 0 and (m .. "m") or string.format("%dm%02ds", m, r)
 end
 
 local function plural(n, word)
@@ -185,16 +199,43 @@ local function mcp_words(self, ev)
     return "transient", name .. " " .. self.ellipsis
 end
 
+local function retry_words(ev, wait)
+    local failed = num(ev.failed_attempt) or 0
+    return string.format("retrying LLM request after %s (attempt %d/%d in %s%s)",
+        what_failed(ev), failed + 1, num(ev.max_attempts) or 0, wait,
+        ev.wait_source == "server" and ", server asked" or "")
+end
+
+local function paced_words(ev, wait)
+    local which = ev.limit == "tokens_per_minute" and "token" or "request"
+    return string.format("pacing: next LLM request in %s (%s rate limit)", wait, which)
+end
+
+-- llm_waiting, once a second: the wait's line with what is left, or the silence.
+local function waiting_words(self, ev)
+    local left = num(ev.remaining_ms) or -1
+    local w = ev.wait
+    if w == "retry" or w == "pace" then
+        local last = self.waits and self.waits[w]
+        if not last or last.llm_call ~= ev.llm_call or left < 0 then return nil end
+        return "transient", (w == "retry" and retry_words or paced_words)(last, secs(left))
+    end
+    local waited = num(ev.waited_ms) or 0
+    local text = (w == "response" and "no response for " or "no data for ") .. secs(waited)
+    if left >= 0 then
+        text = text .. string.format(" (%s at %s)", w == "response" and "time-out" or "cut",
+            secs(waited + left))
+    end
+    return "transient", text
+end
+
 -- Returns kind ("transient" | "permanent" | nil), text.
 function Status:describe(ev)
     local t = ev.type
     if t == "mcp_server" or t == "mcp_progress" then return mcp_words(self, ev) end
+    if t == "llm_waiting" then return waiting_words(self, ev) end
     if t == "llm_retry" then
-        local failed = num(ev.failed_attempt) or 0
-        local text = string.format("retrying LLM request after %s (attempt %d/%d in %s%s)",
-            what_failed(ev), failed + 1, num(ev.max_attempts) or 0, duration(ev.wait_ms),
-            ev.wait_source == "server" and ", server asked" or "")
-        return "transient", text
+        return "transient", retry_words(ev, duration(ev.wait_ms))
     elseif t == "llm_continuation" and ev.mode == "resume" then
         -- Re-attached to the same response: nothing kept or dropped, nothing regenerated.
         return "transient", string.format("%s %s resuming (%d/%d)", interruption(ev.reason),
@@ -236,9 +277,7 @@ function Status:describe(ev)
             clean(ev.name), kind == "an" and "an" or ("a " .. kind), failed + 1,
             num(ev.max_attempts) or 0, duration(ev.wait_ms))
     elseif t == "llm_paced" then
-        local which = ev.limit == "tokens_per_minute" and "token" or "request"
-        return "transient", string.format("pacing: next LLM request in %s (%s rate limit)",
-            duration(ev.wait_ms), which)
+        return "transient", paced_words(ev, duration(ev.wait_ms))
     elseif t == "tool_call_start" then
         return "transient", "waiting for tool " .. clean(ev.name) .. self.ellipsis
     elseif t == "budget_exhausted" then
@@ -503,6 +542,7 @@ function Status:clear()
         end
         self:write(s)
         self.shown = false
+        self.silence_shown = false
     end
 end
 
@@ -554,6 +594,30 @@ function Status:update(ev)
         self.midline = ev.text:sub(-1) ~= "\n"
     end
     if PROGRESS[ev.type] then self:clear() end
+    if ev.type == "llm_retry" or ev.type == "llm_paced" then
+        -- what llm_waiting's countdown redraws (the events are the library's: copy)
+        self.waits = self.waits or {}
+        self.waits[ev.type == "llm_retry" and "retry" or "pace"] = {
+            llm_call = ev.llm_call, failed_attempt = ev.failed_attempt,
+            max_attempts = ev.max_attempts, wait_source = ev.wait_source,
+            status = ev.status, error = ev.error, limit = ev.limit }
+    elseif ev.type == "llm_waiting" then
+        if not self.tty then
+            return -- a count on a terminal; a log line per second would be noise
+        end
+        local silence = ev.wait == "stream" or ev.wait == "response"
+        if silence and (num(ev.waited_ms) or 0) < 1000 then
+            -- the silence is over (bytes came that made no event of their own)
+            if self.silence_shown then self:clear() end
+            return
+        end
+        local kind, text = self:describe(ev)
+        if kind then
+            self:transient(text)
+            self.silence_shown = silence
+        end
+        return
+    end
     if self.text then
         if ev.type == "text_delta" then
             self:on_text(ev)

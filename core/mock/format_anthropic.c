@@ -209,7 +209,7 @@ static int plan(ah__mock_writer *w)
         ah__mock_writer_add(w, A_TOOL_START, 1, c);
         ah__mock_writer_add(w, A_PING, !text && c == 0, 0);
         /* the first partial_json is "" */
-        ah__mock_writer_add(w, A_TOOL_DELTA, r->nargs + 1, c);
+        ah__mock_writer_add(w, A_TOOL_DELTA, r->calls[c].nargs + 1, c);
         ah__mock_writer_add(w, A_TOOL_STOP, 1, c);
     }
     ah__mock_writer_add(w, A_PING, !text && !r->has_tool, 0);
@@ -255,7 +255,7 @@ static void emit(ah__mock_writer *w, ah__mock_buf *o, int k, size_t j, size_t ca
     case A_TOOL_START: {
         ah__wr_block b = {.kind = AH__WR_TOOL,
                           .id = ah__mock_call_id(id, sizeof id, r->tool_id, call),
-                          .name = r->tool_name};
+                          .name = r->calls[call].name};
         ah__wr_a_block_start(o, tool_index, &b);
         break;
     }
@@ -264,7 +264,7 @@ static void emit(ah__mock_writer *w, ah__mock_buf *o, int k, size_t j, size_t ca
         if (j == 0)
             ah__wr_a_delta(o, tool_index, AH__WR_A_JSON, "", 0);
         else
-            ah__wr_a_delta(o, tool_index, AH__WR_A_JSON, AH__MOCK_ARG(r, j - 1));
+            ah__wr_a_delta(o, tool_index, AH__WR_A_JSON, AH__MOCK_ARG(r, call, j - 1));
         break;
     case A_MSG_DELTA: {
         ah__wr_usage u = ah__mock_usage(r, r->output_tokens);
@@ -294,9 +294,9 @@ static void body(const ah__mock_reply *r, ah__mock_buf *o)
     if (r->has_tool)
         b[n++] = (ah__wr_block){.kind = AH__WR_TOOL,
                                 .id = r->tool_id,
-                                .name = r->tool_name,
-                                .text = r->tool_args,
-                                .text_len = r->args_len};
+                                .name = r->calls[0].name,
+                                .text = r->calls[0].args,
+                                .text_len = r->calls[0].args_len};
     ah__wr_anthropic_head h = head(r);
     ah__wr_usage u = ah__mock_usage(r, r->output_tokens);
     ah__wr_a_body(o, &h, b, n, r->has_tool ? "tool_use" : "end_turn", &u);

@@ -168,7 +168,7 @@ static int plan(ah__mock_writer *w)
     ah__mock_writer_add(w, C_TEXT_DELTA, r->ndeltas, 0);
     for (size_t c = 0; c < ah__mock_ncalls(r); c++) {
         ah__mock_writer_add(w, C_TOOL_START, 1, c);
-        ah__mock_writer_add(w, C_TOOL_DELTA, r->nargs, c);
+        ah__mock_writer_add(w, C_TOOL_DELTA, r->calls[c].nargs, c);
     }
     ah__mock_writer_add(w, C_FINISH, 1, 0);
     ah__mock_writer_add(w, C_USAGE, r->include_usage, 0);
@@ -193,11 +193,12 @@ static void emit(ah__mock_writer *w, ah__mock_buf *o, int k, size_t j, size_t ca
         break;
     case C_TOOL_START:
         ah__wr_c_tool_start(o, &w->chunk, iu, call,
-                            ah__mock_call_id(id, sizeof id, r->tool_id, call), r->tool_name,
+                            ah__mock_call_id(id, sizeof id, r->tool_id, call),
+                            r->calls[call].name,
                             !r->ndeltas && call == 0);
         break;
     case C_TOOL_DELTA:
-        ah__wr_c_tool_args(o, &w->chunk, iu, call, AH__MOCK_ARG(r, j));
+        ah__wr_c_tool_args(o, &w->chunk, iu, call, AH__MOCK_ARG(r, call, j));
         break;
     case C_FINISH:
         ah__wr_c_finish(o, &w->chunk, iu, r->has_tool ? "tool_calls" : "stop");
@@ -226,11 +227,12 @@ static void error_event(ah__mock_writer *w, ah__mock_buf *out, const char *type,
 
 static void body(const ah__mock_reply *r, ah__mock_buf *o)
 {
-    ah__wr_block tool = {.kind = AH__WR_TOOL,
-                         .id = r->tool_id,
-                         .name = r->tool_name,
-                         .text = r->tool_args,
-                         .text_len = r->args_len};
+    ah__wr_block tool = {.kind = AH__WR_TOOL, .id = r->tool_id};
+    if (r->has_tool) {
+        tool.name = r->calls[0].name;
+        tool.text = r->calls[0].args;
+        tool.text_len = r->calls[0].args_len;
+    }
     ah__wr_chat_head h = head(r);
     ah__wr_usage u = ah__mock_usage(r, r->output_tokens);
     ah__wr_c_body(o, &h, r->ndeltas ? r->text : NULL, r->text_len, &tool, r->has_tool ? 1 : 0,

@@ -160,9 +160,9 @@ static ah__wr_block fc_item(const ah__mock_reply *r, size_t call, char *id, char
     ah__wr_block b = {.kind = AH__WR_TOOL,
                       .id = ah__mock_call_id(id, size, r->tool_id, call),
                       .call_id = ah__mock_call_id(cid, size, r->call_id, call),
-                      .name = r->tool_name,
-                      .text = r->tool_args,
-                      .text_len = r->args_len};
+                      .name = r->calls[call].name,
+                      .text = r->calls[call].args,
+                      .text_len = r->calls[call].args_len};
     return b;
 }
 
@@ -211,7 +211,7 @@ static int plan(ah__mock_writer *w)
     }
     for (size_t c = 0; c < ah__mock_ncalls(r); c++) {
         ah__mock_writer_add(w, R_FC_ADDED, 1, c);
-        ah__mock_writer_add(w, R_ARGS_DELTA, r->nargs, c);
+        ah__mock_writer_add(w, R_ARGS_DELTA, r->calls[c].nargs, c);
         ah__mock_writer_add(w, R_ARGS_DONE, 1, c);
         ah__mock_writer_add(w, R_FC_DONE, 1, c);
     }
@@ -255,11 +255,11 @@ static void emit(ah__mock_writer *w, ah__mock_buf *o, int k, size_t j, size_t ca
     }
     case R_ARGS_DELTA:
         ah__wr_r_args_delta(o, ah__mock_call_id(id, sizeof id, r->tool_id, call), tool_index,
-                            AH__MOCK_ARG(r, j), w->seq);
+                            AH__MOCK_ARG(r, call, j), w->seq);
         break;
     case R_ARGS_DONE:
         ah__wr_r_args_done(o, ah__mock_call_id(id, sizeof id, r->tool_id, call), tool_index,
-                           r->tool_args, r->args_len, w->seq);
+                           r->calls[call].args, r->calls[call].args_len, w->seq);
         break;
     case R_COMPLETED:
         completed(r, o, w->seq, 1);

@@ -62,6 +62,8 @@ typedef struct kept {
     char *text; /* the text options the reply was built with */
     size_t text_deltas, delta_bytes;
     char *tool_args;
+    size_t tool_repeat;
+    char *tool_calls_json;
     int restate;
     int cancelled;
 } kept;
@@ -71,6 +73,8 @@ typedef struct record {
     char *method, *path, *body;
     ah_header *headers;
     size_t header_cap;
+    ah_header *query;
+    size_t query_cap;
 } record;
 
 struct ah_mock {
@@ -251,6 +255,7 @@ static void kept_clear(kept *k)
     free(k->body);
     free(k->text);
     free(k->tool_args);
+    free(k->tool_calls_json);
     memset(k, 0, sizeof *k);
 }
 
@@ -268,8 +273,11 @@ static void keep_response(ah_mock *m, const char *id, const cJSON *req, size_t b
     k.text_deltas = opts->text_deltas;
     k.delta_bytes = opts->delta_bytes;
     k.tool_args = opts->tool_args ? ah__strdup(opts->tool_args) : NULL;
+    k.tool_repeat = opts->tool_repeat;
+    k.tool_calls_json = opts->tool_calls_json ? ah__strdup(opts->tool_calls_json) : NULL;
     k.restate = opts->restate;
-    if (!k.body || (opts->text && !k.text) || (opts->tool_args && !k.tool_args)) {
+    if (!k.body || (opts->text && !k.text) || (opts->tool_args && !k.tool_args) ||
+        (opts->tool_calls_json && !k.tool_calls_json)) {
         kept_clear(&k);
         ah__log(AH_LOG_WARN, "mock: out of memory keeping a background response");
         return;
@@ -320,7 +328,9 @@ static int find_kept(ah_mock *m, const char *id, int cancel, kept *out)
         out->body = ah__strdup(k->body);
         out->text = k->text ? ah__strdup(k->text) : NULL;
         out->tool_args = k->tool_args ? ah__strdup(k->tool_args) : NULL;
-        found = out->body && (!k->text || out->text) && (!k->tool_args || out->tool_args)
+        out->tool_calls_json = k->tool_calls_json ? ah__strdup(k->tool_calls_json) : NULL;
+        found = out->body && (!k->text || out->text) && (!k->tool_args || out->tool_args) &&
+                        (!k->tool_calls_json || out->tool_calls_json)
                     ? 1
                     : -1;
         break;
@@ -355,6 +365,11 @@ static void record_free(record *r)
         free((char *)r->headers[i].value);
     }
     free(r->headers);
+    for (size_t i = 0; i < r->pub.query_count; i++) {
+        free((char *)r->query[i].name);
+        free((char *)r->query[i].value);
+    }
+    free(r->query);
     free(r->method);
     free(r->path);
     free(r->body);
@@ -390,6 +405,43 @@ static enum MHD_Result collect_header(void *cls, enum MHD_ValueKind kind, const 
     return MHD_YES;
 }
 
+/* A query parameter that carries a credential (Gemini's ?key=, a SAS sig): redacted. */
+static int is_secret_param(const char *name)
+{
+    static const char *const names[] = {"key",   "api_key",      "api-key", "apikey",
+                                        "token", "access_token", "sig",     NULL};
+    for (const char *const *n = names; *n; n++)
+        if (strcasecmp(name, *n) == 0)
+            return 1;
+    return 0;
+}
+
+static enum MHD_Result collect_query(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value)
+{
+    record *r = cls;
+    (void)kind;
+    if (r->pub.query_count == r->query_cap) {
+        size_t cap = r->query_cap ? r->query_cap * 2 : 8;
+        ah_header *q = realloc(r->query, cap * sizeof *q);
+        if (!q)
+            return MHD_NO;
+        r->query = q;
+        r->query_cap = cap;
+    }
+    char *n = ah__strdup(key ? key : "");
+    char *v = ah__strdup(is_secret_param(key ? key : "") ? REDACTED : value ? value : "");
+    if (!n || !v) {
+        free(n);
+        free(v);
+        return MHD_NO;
+    }
+    r->query[r->pub.query_count].name = n;
+    r->query[r->pub.query_count].value = v;
+    r->pub.query_count++;
+    return MHD_YES;
+}
+
 static void log_request(ah_mock *m, struct MHD_Connection *conn, const char *method,
                         const char *path, int wire, int stream, const req_ctx *rc,
                         const char *step, size_t step_index, int status, size_t restated)
@@ -403,6 +455,7 @@ static void log_request(ah_mock *m, struct MHD_Connection *conn, const char *met
     if (!r->method || !r->path || !r->body)
         goto fail;
     MHD_get_connection_values(conn, MHD_HEADER_KIND, collect_header, r);
+    MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, collect_query, r);
     r->pub.method = r->method;
     r->pub.path = r->path;
     r->pub.wire = wire;
@@ -414,6 +467,7 @@ static void log_request(ah_mock *m, struct MHD_Connection *conn, const char *met
     r->pub.body = r->body;
     r->pub.body_len = rc->body.len;
     r->pub.headers = r->headers;
+    r->pub.query = r->query;
     pthread_mutex_lock(&m->mu);
     if (m->log_len == m->log_cap) {
         size_t cap = m->log_cap ? m->log_cap * 2 : 32;
@@ -738,6 +792,8 @@ static struct MHD_Response *reply_response(ah_mock *m, struct MHD_Connection *co
                                .text_deltas = m->text_deltas,
                                .delta_bytes = m->delta_bytes,
                                .tool_args = step->tool_args,
+                               .tool_repeat = step->tool_calls,
+                               .tool_calls_json = step->tool_calls_json,
                                .restate = step->restate,
                                .refuse_prefill = step->refuse_prefill};
     if (reattach) {
@@ -746,6 +802,8 @@ static struct MHD_Response *reply_response(ah_mock *m, struct MHD_Connection *co
         opts.text_deltas = reattach->text_deltas;
         opts.delta_bytes = reattach->delta_bytes;
         opts.tool_args = reattach->tool_args;
+        opts.tool_repeat = reattach->tool_repeat;
+        opts.tool_calls_json = reattach->tool_calls_json;
         opts.restate = reattach->restate;
         opts.refuse_prefill = 0;
     } else if (step->text || step->text_deltas || step->delta_bytes) {
@@ -775,8 +833,6 @@ static struct MHD_Response *reply_response(ah_mock *m, struct MHD_Connection *co
         s->reply.text[0] = (char)0xFF; /* never valid UTF-8, sent raw in the JSON */
         s->reply.text[1] = (char)0xFE;
     }
-    if (s->reply.has_tool && step->tool_calls > 1)
-        s->reply.ntools = step->tool_calls; /* parallel calls of the tool (tool_calls: N) */
     if (!reattach && s->reply.background)
         keep_response(m, s->reply.msg_id, req, body_len, &opts);
     ah__mock_step_kind kind = step->kind;

@@ -81,6 +81,10 @@ typedef struct ah__mock_text_opts {
     size_t text_deltas;
     size_t delta_bytes;
     const char *tool_args; /* the tool call's arguments text instead of the model's */
+    size_t tool_repeat;    /* the call made this many times in parallel (0 = once) */
+    /* The calls the reply makes instead of the model's: a compact JSON array of
+     * {"name": ..., "arguments": {...} (optional)} (a plan step's tool_calls list) */
+    const char *tool_calls_json;
     int restate;        /* a continuation's reply restates: AH__MOCK_RESTATE_* */
     int refuse_prefill; /* refuse a trailing assistant message whatever the model */
 } ah__mock_text_opts;
@@ -106,6 +110,7 @@ typedef struct ah__mock_step {
     long long after_events;     /* CUT / STALL / MALFORMED / ERROR_EVENT: K */
     long long stall_ms;         /* STALL: -1 = until the client or the mock goes away */
     size_t tool_calls;          /* parallel calls when the reply calls the tool; 0 = 1 */
+    char *tool_calls_json;      /* tool_calls as a list of {name, arguments}: compact JSON */
     char *text;                 /* reply text options (OK, DELAY and the stream faults) */
     char *tool_args;            /* the tool call's arguments, verbatim (any JSON text) */
     size_t text_deltas;
@@ -156,12 +161,16 @@ typedef struct ah__mock_reply {
     size_t *cuts; /* ndeltas + 1 offsets into text */
     size_t ndeltas;
     int has_tool;
-    size_t ntools; /* parallel calls of the tool (ids tool_id, tool_id_1, ...); 0 = 1 */
-    char *tool_name;
-    char *tool_args; /* compact JSON object */
-    size_t args_len;
-    size_t *arg_cuts; /* nargs + 1 offsets into tool_args */
-    size_t nargs;
+    /* The tool calls (ids tool_id, tool_id_1, ...): one, the same one `tool_calls: N`
+     * times, or a plan's list; ncalls >= 1 when has_tool. */
+    struct ah__mock_call {
+        char *name;
+        char *args; /* compact JSON object */
+        size_t args_len;
+        size_t *arg_cuts; /* nargs + 1 offsets into args */
+        size_t nargs;
+    } *calls;
+    size_t ncalls;
     char *tools_json;  /* the request's tools array, compact (Responses echoes it) */
     int include_usage; /* Chat: stream_options.include_usage */
     int continuation;  /* the request ended with an assistant message, or with a user
@@ -327,8 +336,9 @@ size_t ah__mock_ncalls(const ah__mock_reply *r);
 const char *ah__mock_call_id(char *buf, size_t size, const char *base, size_t call);
 /* Text delta i, argument fragment i of the reply. */
 #define AH__MOCK_DELTA(r, i) (r)->text + (r)->cuts[i], (r)->cuts[(i) + 1] - (r)->cuts[i]
-#define AH__MOCK_ARG(r, i)                                                                \
-    (r)->tool_args + (r)->arg_cuts[i], (r)->arg_cuts[(i) + 1] - (r)->arg_cuts[i]
+#define AH__MOCK_ARG(r, call, i)                                                          \
+    (r)->calls[call].args + (r)->calls[call].arg_cuts[i],                                 \
+        (r)->calls[call].arg_cuts[(i) + 1] - (r)->calls[call].arg_cuts[i]
 #define ah__mock_default_message ah__wr_default_message
 #define AH__MOCK_CREATED_AT "1700000000"
 #define AH__MOCK_CREATED 1700000000LL

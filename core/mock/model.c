@@ -413,11 +413,55 @@ void ah__mock_reply_free(ah__mock_reply *r)
     free(r->model);
     free(r->text);
     free(r->cuts);
-    free(r->tool_name);
-    free(r->tool_args);
-    free(r->arg_cuts);
+    for (size_t i = 0; i < r->ncalls; i++) {
+        free(r->calls[i].name);
+        free(r->calls[i].args);
+        free(r->calls[i].arg_cuts);
+    }
+    free(r->calls);
     free(r->tools_json);
     memset(r, 0, sizeof *r);
+}
+
+/* Add a call of `name` with `args` (compact JSON, copied), cut into fragments of about
+ * ARG_FRAGMENT bytes, never inside a UTF-8 sequence. 0, or -1 out of memory. */
+static int add_call(ah__mock_reply *out, const char *name, const char *args)
+{
+    struct ah__mock_call *calls = realloc(out->calls, (out->ncalls + 1) * sizeof *calls);
+    if (!calls)
+        return -1;
+    out->calls = calls;
+    struct ah__mock_call *cl = &calls[out->ncalls];
+    memset(cl, 0, sizeof *cl);
+    cl->name = ah__strdup(name);
+    cl->args = ah__strdup(args);
+    cl->args_len = strlen(args);
+    cl->arg_cuts = malloc((cl->args_len / ARG_FRAGMENT + 2) * sizeof *cl->arg_cuts);
+    out->ncalls++; /* freed with the reply from here on */
+    if (!cl->name || !cl->args || !cl->arg_cuts)
+        return -1;
+    size_t pos = 0;
+    while (pos < cl->args_len) {
+        cl->arg_cuts[cl->nargs++] = pos;
+        size_t take = cl->args_len - pos < ARG_FRAGMENT ? cl->args_len - pos : ARG_FRAGMENT;
+        size_t fl = ah__mock_utf8_floor(args + pos, take);
+        pos += fl ? fl : take;
+    }
+    cl->arg_cuts[cl->nargs] = cl->args_len;
+    return 0;
+}
+
+/* The arguments the model makes for the offered tool's schema, or for a listed call
+ * (its own "arguments", else the schema's if it names the offered tool, else {}):
+ * malloc'd compact JSON, NULL out of memory. */
+static char *make_args(const cJSON *schema, const cJSON *given)
+{
+    cJSON *a = given ? cJSON_Duplicate(given, 1) : object_for(schema, 0);
+    char *printed = a ? cJSON_PrintUnformatted(a) : NULL;
+    cJSON_Delete(a);
+    char *args = printed ? ah__strdup(printed) : NULL;
+    cJSON_free(printed);
+    return args;
 }
 
 ah_status ah__mock_model_reply(ah_wire wire, const cJSON *req, size_t body_len,
@@ -429,6 +473,7 @@ ah_status ah__mock_model_reply(ah_wire wire, const cJSON *req, size_t body_len,
     ah__mock_buf text = {0};
     size_t *cuts = NULL, ncuts = 0;
     char *args = NULL;
+    cJSON *listed = NULL; /* a plan's tool_calls list */
 
     memset(out, 0, sizeof *out);
     const ah__mock_format *f = ah__mock_format_of(wire);
@@ -473,7 +518,15 @@ ah_status ah__mock_model_reply(ah_wire wire, const cJSON *req, size_t body_len,
     int had_result = 0;
     for (size_t i = 0; i < upto; i++)
         had_result |= c.v[i].kind == M_TOOL_RESULTS;
-    int call_tool = c.tool_name && !had_result && (!last || last->kind != M_TOOL_RESULTS);
+    /* A plan's tool_calls list names the calls: they are made whatever the model would
+     * do (plan.c checked the list). */
+    listed = opts->tool_calls_json ? cJSON_Parse(opts->tool_calls_json) : NULL;
+    if (opts->tool_calls_json && !listed)
+        goto cleanup;
+    const char *first_listed = ah__mock_get_str(cJSON_GetArrayItem(listed, 0), "name");
+    int call_tool = first_listed ||
+                    (!listed && c.tool_name && !had_result &&
+                     (!last || last->kind != M_TOOL_RESULTS)); /* an empty list: none */
 
     if (opts->text) {
         ah__mock_buf_puts(&text, opts->text);
@@ -486,7 +539,8 @@ ah_status ah__mock_model_reply(ah_wire wire, const cJSON *req, size_t body_len,
         if (n < last->text.len)
             ah__mock_buf_puts(&text, "...");
     } else if (call_tool) {
-        ah__mock_buf_printf(&text, "I will call %s now.", c.tool_name);
+        ah__mock_buf_printf(&text, "I will call %s now.",
+                            first_listed ? first_listed : c.tool_name);
     } else {
         ah__mock_buf_puts(&text, "You said: \"");
         if (last)
@@ -560,38 +614,32 @@ ah_status ah__mock_model_reply(ah_wire wire, const cJSON *req, size_t body_len,
     }
 
     uint64_t h = hash_items(&c, partial ? partial->item : NULL);
-    if (call_tool) {
-        if (opts->tool_args) {
-            args = ah__strdup(opts->tool_args);
-        } else {
-            cJSON *a = object_for(c.tool_schema, 0);
-            char *printed = a ? cJSON_PrintUnformatted(a) : NULL;
-            cJSON_Delete(a);
-            if (!printed)
+    size_t arg_tokens = 0; /* output tokens of the calls: one call's, or the list's */
+    if (call_tool && first_listed) {
+        const cJSON *it;
+        cJSON_ArrayForEach(it, listed)
+        {
+            const char *name = ah__mock_get_str(it, "name");
+            const cJSON *given = ah__mock_get(it, "arguments");
+            int offered = c.tool_name && strcmp(name, c.tool_name) == 0;
+            args = make_args(offered ? c.tool_schema : NULL, given);
+            if (!args || add_call(out, name, args) != 0)
                 goto cleanup;
-            args = ah__strdup(printed);
-            cJSON_free(printed);
+            free(args);
+            args = NULL;
+            arg_tokens += out->calls[out->ncalls - 1].nargs;
         }
-        out->tool_name = ah__strdup(c.tool_name);
-        if (!args || !out->tool_name)
-            goto cleanup;
         out->has_tool = 1;
-        out->args_len = strlen(args);
-        out->arg_cuts =
-            malloc((out->args_len / ARG_FRAGMENT + 2) * sizeof *out->arg_cuts);
-        if (!out->arg_cuts)
+    } else if (call_tool) {
+        args = opts->tool_args ? ah__strdup(opts->tool_args) : make_args(c.tool_schema, NULL);
+        if (!args)
             goto cleanup;
-        size_t pos = 0;
-        while (pos < out->args_len) {
-            out->arg_cuts[out->nargs++] = pos;
-            size_t take =
-                out->args_len - pos < ARG_FRAGMENT ? out->args_len - pos : ARG_FRAGMENT;
-            size_t fl = ah__mock_utf8_floor(args + pos, take);
-            pos += fl ? fl : take;
-        }
-        out->arg_cuts[out->nargs] = out->args_len;
-        out->tool_args = args;
-        args = NULL;
+        /* tool_calls: N, parallel calls of the one tool with the same arguments */
+        for (size_t k = 0; k < (opts->tool_repeat > 1 ? opts->tool_repeat : 1); k++)
+            if (add_call(out, c.tool_name, args) != 0)
+                goto cleanup;
+        out->has_tool = 1;
+        arg_tokens = out->calls[0].nargs;
     }
     const cJSON *tools = ah__mock_get(req, "tools");
     char *tj = cJSON_IsArray(tools) ? cJSON_PrintUnformatted(tools) : NULL;
@@ -604,7 +652,7 @@ ah_status ah__mock_model_reply(ah_wire wire, const cJSON *req, size_t body_len,
     out->input_tokens = (long long)(body_len + 3) / 4;
     if (out->input_tokens < 1)
         out->input_tokens = 1;
-    out->output_tokens = (long long)(ncuts + out->nargs);
+    out->output_tokens = (long long)(ncuts + arg_tokens);
     if (out->output_tokens < 1)
         out->output_tokens = 1;
 
@@ -635,6 +683,7 @@ cleanup:
         ah__mock_reply_free(out);
     free(args);
     free(cuts);
+    cJSON_Delete(listed);
     ah__mock_buf_free(&text);
     conv_free(&c);
     return st;

@@ -56,7 +56,7 @@ static const field fields[] = {
     {"error_type", F_STRING, -1, K(STATUS) | K(ERROR_EVENT), 0, 0},
     {"message", F_STRING, -1, K(STATUS) | K(ERROR_EVENT), 0, 0},
     {"stall_ms", F_INT, -1, K(STALL), 0, MAX_MS},
-    {"tool_calls", F_INT, -1, TEXT_KINDS, 1, AH__MOCK_MAX_TOOL_CALLS},
+    {"tool_calls", F_ANY, -1, TEXT_KINDS, 1, AH__MOCK_MAX_TOOL_CALLS},
     {"text", F_STRING, -1, TEXT_KINDS, 0, 0},
     {"text_deltas", F_INT, -1, TEXT_KINDS, 1, MAX_TEXT_DELTAS},
     {"delta_bytes", F_INT, -1, TEXT_KINDS, 1, 1 << 20},
@@ -105,6 +105,7 @@ static void step_free(ah__mock_step *s)
     free(s->message);
     free(s->text);
     free(s->tool_args);
+    free(s->tool_calls_json);
     free(s->extra);
     free(s->content_type);
     memset(s, 0, sizeof *s);
@@ -119,6 +120,13 @@ void ah__mock_plan_free(ah__mock_plan *p)
     free(p->steps);
     step_free(&p->then);
     free(p);
+}
+
+/* A list: a JSON array, or an empty object — what an empty Lua table (or any map type
+ * of a language that cannot tell {} from []) is serialised as. */
+static int is_list(const cJSON *v)
+{
+    return cJSON_IsArray(v) || (cJSON_IsObject(v) && !v->child);
 }
 
 /* Read a whole integer from a JSON number; 0 when it is not one. */
@@ -210,6 +218,72 @@ static int set_string(char **dst, const char *src, const char *where, char *err,
 {
     *dst = ah__strdup(src);
     if (!*dst) {
+        ah__bufprintf(err, errsize, "%s: out of memory", where);
+        return -1;
+    }
+    return 0;
+}
+
+/* tool_calls: N parallel calls of the tool the model picks (1-16), or the list of calls
+ * the reply makes, [{"name": "x", "arguments": {...}}, ...] (arguments optional; an
+ * empty list: no call). */
+static int parse_tool_calls(const cJSON *v, ah__mock_step *s, const char *where, char *err,
+                            size_t errsize)
+{
+    long long iv;
+    if (get_int(v, &iv)) {
+        if (iv < 1 || iv > AH__MOCK_MAX_TOOL_CALLS) {
+            ah__bufprintf(err, errsize, "%s: field 'tool_calls' must be %s %d", where,
+                          iv < 1 ? ">=" : "<=", iv < 1 ? 1 : AH__MOCK_MAX_TOOL_CALLS);
+            return -1;
+        }
+        s->tool_calls = (size_t)iv;
+        return 0;
+    }
+    if (!is_list(v)) {
+        ah__bufprintf(err, errsize,
+                      "%s: field 'tool_calls' must be a number of calls or a list of "
+                      "{\"name\": ..., \"arguments\": {...}}",
+                      where);
+        return -1;
+    }
+    if (cJSON_GetArraySize(v) > AH__MOCK_MAX_TOOL_CALLS) {
+        ah__bufprintf(err, errsize, "%s: field 'tool_calls' lists more than %d calls", where,
+                      AH__MOCK_MAX_TOOL_CALLS);
+        return -1;
+    }
+    int i = 0;
+    for (const cJSON *c = cJSON_IsArray(v) ? v->child : NULL; c; c = c->next) {
+        i++;
+        if (!cJSON_IsObject(c)) {
+            ah__bufprintf(err, errsize, "%s: tool_calls[%d] must be an object", where, i);
+            return -1;
+        }
+        for (const cJSON *f = c->child; f; f = f->next) {
+            if (strcmp(f->string, "name") != 0 && strcmp(f->string, "arguments") != 0) {
+                ah__bufprintf(err, errsize,
+                              "%s: tool_calls[%d]: unknown field '%.64s' (name, arguments)",
+                              where, i, f->string);
+                return -1;
+            }
+        }
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(c, "name");
+        const cJSON *args = cJSON_GetObjectItemCaseSensitive(c, "arguments");
+        if (!cJSON_IsString(name) || !name->valuestring[0]) {
+            ah__bufprintf(err, errsize, "%s: tool_calls[%d]: 'name' must be a non-empty string",
+                          where, i);
+            return -1;
+        }
+        if (args && !cJSON_IsObject(args)) {
+            ah__bufprintf(err, errsize, "%s: tool_calls[%d]: 'arguments' must be an object",
+                          where, i);
+            return -1;
+        }
+    }
+    char *a = cJSON_IsArray(v) ? cJSON_PrintUnformatted(v) : NULL;
+    s->tool_calls_json = ah__strdup(a ? a : "[]");
+    cJSON_free(a);
+    if (!s->tool_calls_json) {
         ah__bufprintf(err, errsize, "%s: out of memory", where);
         return -1;
     }
@@ -331,8 +405,9 @@ static int parse_step(const cJSON *obj, ah__mock_step *s, const char *where, cha
     if ((v = cJSON_GetObjectItemCaseSensitive(obj, "delay_headers_ms")) &&
         get_int(v, &iv))
         s->delay_headers_ms = iv;
-    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "tool_calls")) && get_int(v, &iv))
-        s->tool_calls = (size_t)iv;
+    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "tool_calls")) &&
+        parse_tool_calls(v, s, where, err, errsize) != 0)
+        return -1;
     if ((v = cJSON_GetObjectItemCaseSensitive(obj, kind_field(s->kind))) &&
         s->kind >= AH__MOCK_CUT && get_int(v, &iv))
         s->after_events = iv;
@@ -506,7 +581,7 @@ ah_status ah__mock_plan_parse(const char *json, ah__mock_plan **out, char *err,
     p->then.stall_ms = -1;
 
     const cJSON *steps = NULL, *then = NULL, *rl = NULL;
-    if (cJSON_IsArray(root)) {
+    if (is_list(root)) { /* [] or {}: no step */
         steps = root;
     } else if (cJSON_IsObject(root)) {
         for (const cJSON *v = root->child; v; v = v->next) {
@@ -529,7 +604,7 @@ ah_status ah__mock_plan_parse(const char *json, ah__mock_plan **out, char *err,
             ah__bufprintf(err, errsize, "plan: missing field 'steps'");
             goto cleanup;
         }
-        if (!cJSON_IsArray(steps)) {
+        if (!is_list(steps)) {
             ah__bufprintf(err, errsize, "plan: field 'steps' must be an array");
             goto cleanup;
         }
@@ -539,7 +614,7 @@ ah_status ah__mock_plan_parse(const char *json, ah__mock_plan **out, char *err,
         goto cleanup;
     }
 
-    size_t n = (size_t)cJSON_GetArraySize(steps);
+    size_t n = cJSON_IsArray(steps) ? (size_t)cJSON_GetArraySize(steps) : 0;
     if (n) {
         p->steps = calloc(n, sizeof *p->steps);
         if (!p->steps) {
@@ -548,7 +623,7 @@ ah_status ah__mock_plan_parse(const char *json, ah__mock_plan **out, char *err,
             goto cleanup;
         }
     }
-    for (const cJSON *s = steps->child; s; s = s->next) {
+    for (const cJSON *s = cJSON_IsArray(steps) ? steps->child : NULL; s; s = s->next) {
         snprintf(where, sizeof where, "plan step %zu", p->count + 1);
         int rc = parse_step(s, &p->steps[p->count], where, err, errsize);
         p->count++; /* counted even on failure so plan_free releases its strings */

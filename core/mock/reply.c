@@ -31,7 +31,7 @@ const ah__mock_format *ah__mock_format_of(ah_wire wire)
 
 size_t ah__mock_ncalls(const ah__mock_reply *r)
 {
-    return r->has_tool ? (r->ntools ? r->ntools : 1) : 0;
+    return r->has_tool ? r->ncalls : 0;
 }
 
 void ah__mock_writer_add(ah__mock_writer *w, int kind, size_t count, size_t call)

@@ -19,7 +19,7 @@ LUA = r"(/lua5\.[0-9]/|/lua\.h$|/lauxlib\.h$|/lualib\.h$|^%s/lua/)" % re.escape(
 # worker, history (conversation), tools, ledgers or budgets, nor the umbrella agenthost.h
 # that includes all of those.
 UPPER = r"/agenthost/(worker|tool|conversation|ledger|budget)\.h$|/include/agenthost\.h$"
-ABOVE = re.compile(r"^(worker|tool_call|conversation|encode.*|provider_.*|ledger.*|budget|"
+ABOVE = re.compile(r"^(worker|client_opts|tool_call|conversation|encode.*|provider_.*|ledger.*|budget|"
                    r"event_.*|capabilities|overlap)\.c$")
 
 

@@ -120,5 +120,24 @@ else
     ok "no warning, traceback or left-over status line on the screen"
 fi
 
+# Ctrl-C at the prompt ends the chat (status 130) and ends the prompt's line first, so
+# what comes next (here the exit line, else the shell's prompt) starts on its own line.
+# (a second session: killing the first could end the tmux server under the new one)
+s=chat2
+tm new-session -d -s "$s" -x 110 -y 40 \
+    "cd '$work' && '$bin' '$root/examples/chat.lua' mock; echo \"[exit \$?]\"; sleep 60"
+if wait_for '^you> ?$' 100; then
+    tm send-keys -t "$s" C-c
+    if wait_for '\[exit 130\]' 50 && grep -Eq '^\[exit 130\]$' "$work/screen" &&
+        grep -Eq '^you> ?(\^C)?$' "$work/screen"; then
+        ok "Ctrl-C at the prompt exits 130 and ends the prompt's line"
+    else
+        bad "Ctrl-C at the prompt left the line unended:"
+        sed 's/^/   | /' "$work/screen"
+    fi
+else
+    bad "no prompt for the Ctrl-C check"
+fi
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

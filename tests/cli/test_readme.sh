@@ -41,6 +41,36 @@ cd "$work" || exit 1
 "$bin" hello.lua >hello.out 2>hello.err
 same "hello.lua prints what the README shows" hello.expected hello.out
 
+# The JSON Lines sample is hello.lua's --events output: each of its lines has the keys of
+# a real line of that type, in the same order (run_id and ts_ms right after type), and
+# the same values but for the run id, the times and the (random) backoff.
+"$bin" --events hello.jsonl hello.lua >/dev/null 2>&1
+if python3 - events.sample hello.jsonl >events.diff 2>&1 <<'PY'
+import json, sys
+vary = {"run_id", "ts_ms", "wait_ms", "elapsed_ms"}
+def lines(p):
+    return [json.loads(l, object_pairs_hook=list) for l in open(p) if l.strip()]
+real = lines(sys.argv[2])
+bad = 0
+for s in lines(sys.argv[1]):
+    t = dict(s)["type"]
+    keys = [k for k, _ in s]
+    match = [r for r in real if dict(r)["type"] == t and [k for k, _ in r] == keys and
+             all(v == dict(r)[k] for k, v in s if k not in vary)]
+    if not match:
+        bad = 1
+        print("README line of type %s matches no real line: %s" % (t, json.dumps(dict(s))))
+        for r in real:
+            if dict(r)["type"] == t:
+                print("  real: " + json.dumps(dict(r)))
+sys.exit(bad)
+PY
+then
+    ok "the README's JSON Lines are hello.lua's --events lines (keys, order, values)"
+else
+    bad "the README's JSON Lines sample: $(cat events.diff)"
+fi
+
 # The command-line section's two lines, with `build/agenthost` being this build, run
 # real.lua against the mock program serving the README's fault plan.
 mkdir -p build && ln -s "$bin" build/agenthost
@@ -66,7 +96,7 @@ echo '[{"status": 503, "bogus": 1}]' >faults_bad.json
 sed -e 's/faults\.json/faults_bad.json/' -e 's/ &$/ \& echo $! >mock.pid/' cli.sh >cli_bad.sh
 timeout 240 bash cli_bad.sh >bad.out 2>bad.err
 rc=$?
-if [ "$rc" -ne 124 ] && [ "$rc" -ne 0 ] && grep -q 'base_url is required' bad.err; then
+if [ "$rc" -ne 124 ] && [ "$rc" -ne 0 ] && grep -q 'base_url must not be empty' bad.err; then
     ok "the README's mock lines end (with an error) when the mock fails to start"
 else
     bad "README mock lines with a broken plan: rc=$rc $(cat bad.out bad.err)"

@@ -59,7 +59,7 @@ end
 -- a client's base URL may already name the version or the whole path
 local c2 = ah.client{ provider = "openai", model = "m", base_url = m.url .. "/v1" }
 T.eq(c2.url, m.url .. "/v1/chat/completions", "base_url ending in /v1")
-local c3 = ah.client{ provider = "anthropic", model = "m" }
+local c3 = ah.client{ provider = "anthropic", model = "m", api_key = "k" }
 T.eq(c3.url, "https://api.anthropic.com/v1/messages", "default base_url")
 T.ok("client URLs")
 

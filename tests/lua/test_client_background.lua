@@ -15,7 +15,7 @@ T.raises(function() ah.client{ provider = "openai", model = "m", background = tr
 T.raises(function() ah.client{ provider = "responses", model = "m", backgroud = true } end,
   "ah.client: unknown field 'backgroud' (did you mean 'background'?)")
 -- false and nil are both "off", for every provider
-ah.client{ provider = "anthropic", model = "m", background = false }
+ah.client{ provider = "anthropic", model = "m", background = false, api_key = "k" }
 T.ok("background is validated, with the field named")
 
 local m = ah.mock{ plan = { { cut_after_events = 6 } }, text = "Resumed exactly once." }

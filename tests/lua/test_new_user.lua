@@ -65,10 +65,12 @@ T.ok("3.5 is an error naming the field")
 T.raises(function() ah.client{ provider = "anthropic", model = "m", base_url = "http://" } end,
          "ah.client: base_url 'http://' has no host")
 T.raises(function() ah.client{ provider = "openai", model = "m", base_url = "" } end,
-         "ah.client: base_url is required")
+         "ah.client: base_url must not be empty (leave it out for the provider's public "
+         .. "API, https://api.openai.com)")
 T.raises(function() ah.client{ provider = "openai", model = "m", base_url = "https:///v1" } end,
          "has no host")
-T.eq(ah.client{ provider = "anthropic", model = "m" }.url, "https://api.anthropic.com/v1/messages",
+T.eq(ah.client{ provider = "anthropic", model = "m", api_key = "k" }.url,
+     "https://api.anthropic.com/v1/messages",
      "no base_url at all still means the public API")
 T.ok("base_url '' and 'http://' are errors at ah.client")
 

@@ -19,7 +19,8 @@ local function c_default(name)
 end
 for field, name in pairs({ max_attempts = "MAX_ATTEMPTS", base_ms = "BASE_MS",
                            cap_ms = "CAP_MS", max_retry_after_ms = "MAX_RETRY_AFTER_MS",
-                           max_continuations = "MAX_CONTINUATIONS" }) do
+                           max_continuations = "MAX_CONTINUATIONS",
+                           idle_timeout_ms = "IDLE_TIMEOUT_MS" }) do
     T.eq(policy[field], c_default(name), field)
 end
 T.ok("the numbers equal policy.h's AH_POLICY_DEFAULT_*")
@@ -31,7 +32,7 @@ T.contains(init, "AH_JITTER_FULL", "jitter")
 T.eq(policy.jitter, "full", "jitter")
 T.contains(init, "AH_RETRY_AFTER_FLOOR", "retry_after")
 T.eq(policy.retry_after, "floor", "retry_after")
-for _, f in ipairs({ "attempt_timeout_ms", "deadline_ms", "idle_timeout_ms" }) do
+for _, f in ipairs({ "attempt_timeout_ms", "deadline_ms" }) do
     T.eq(policy[f], 0, f)
 end
 T.ok("modes and limits as ah_policy_init sets them")
@@ -47,6 +48,7 @@ T.ok("accepted as an agent's policy")
 local mine = policy:copy()
 mine.max_attempts = 9
 T.eq(policy.max_attempts, 4, "the shared table")
+T.eq(policy.idle_timeout_ms, 300000, "a stalled stream is cut after 5 minutes")
 T.eq(getmetatable(mine), nil, "a plain table")
 ah.agent{ client = client, policy = mine, on_event = false }
 T.ok("copy() is independent and plain")

@@ -378,6 +378,83 @@ test("text: a status line never covers the answer's row, and gives it back", fun
     eq(s:text(), "\r\27[K\27[A\27[11C")
 end)
 
+local function waiting(wait, waited, remaining, call)
+    return { type = "llm_waiting", llm_call = call or 1, wait = wait, waited_ms = waited,
+             remaining_ms = remaining }
+end
+
+test("a retry's wait counts down in place, once a second", function()
+    local d, s = display()
+    d:update(retry504)
+    s:reset()
+    d:update(waiting("retry", 200, 1000))
+    eq(s:text(), "\rretrying LLM request after HTTP 504 (attempt 2/4 in 1s)\27[K")
+    s:reset()
+    local hinted = { type = "llm_retry", llm_call = 1, failed_attempt = 2, max_attempts = 4,
+        wait_ms = 7300, wait_source = "server", status = 529,
+        error = { kind = "http", status = 529, message = "overloaded" } }
+    d:update(hinted)
+    d:update(waiting("retry", 300, 7000))
+    d:update(waiting("retry", 1300, 6000))
+    eq(s:text(), "\rretrying LLM request after HTTP 529 (attempt 3/4 in 7.3s, server asked)\27[K"
+        .. "\rretrying LLM request after HTTP 529 (attempt 3/4 in 7s, server asked)\27[K"
+        .. "\rretrying LLM request after HTTP 529 (attempt 3/4 in 6s, server asked)\27[K")
+    s:reset()
+    d:update(waiting("retry", 300, 5000, 2)) -- another call's wait: not this line's
+    eq(s:text(), "", "a pulse without its retry")
+    d:update({ type = "llm_paced", llm_call = 1, wait_ms = 2500, limit = "tokens_per_minute" })
+    s:reset()
+    d:update(waiting("pace", 500, 2000))
+    eq(s:text(), "\rpacing: next LLM request in 2s (token rate limit)\27[K")
+end)
+
+test("a silent stream says so, counting, and the next delta erases it", function()
+    local d, s = display()
+    d:update(waiting("stream", 5000, 295000))
+    eq(s:text(), "\rno data for 5s (cut at 5m)\27[K")
+    s:reset()
+    d:update(waiting("stream", 72000, -1))
+    eq(s:text(), "\rno data for 1m12s\27[K")
+    s:reset()
+    d:update(waiting("response", 6000, 24000))
+    eq(s:text(), "\rno response for 6s (time-out at 30s)\27[K")
+    s:reset()
+    d:update({ type = "text_delta", llm_call = 1, block = 0, text = "x" })
+    eq(s:text(), "\r\27[K")
+    -- bytes that make no event (a tool call's arguments) end a silence too: the call
+    -- says so (waited_ms 0), and the line goes; a retry's line does not
+    d:update(waiting("stream", 5000, 295000))
+    s:reset()
+    d:update(waiting("stream", 0, -1))
+    eq(s:text(), "\r\27[K", "the silence is over")
+    d:update(retry504)
+    s:reset()
+    d:update(waiting("stream", 0, -1))
+    eq(s:text(), "", "a retry's line stays")
+end)
+
+test("a silence mid-answer shows below the answer's text, and gives its place back", function()
+    local d, s = answer_display()
+    d:start_answer("assistant> ")
+    d:update(delta(1, "Hello"))
+    s:reset()
+    d:update(waiting("stream", 5000, 295000))
+    d:update(waiting("stream", 6000, 294000))
+    eq(s:text(), "\n\rno data for 5s (cut at 5m)\27[K\rno data for 6s (cut at 5m)\27[K")
+    s:reset()
+    d:update(delta(1, " world"))
+    eq(s:text(), "\r\27[K\27[A\27[16C world")
+end)
+
+test("off a terminal, llm_waiting writes nothing", function()
+    local d, s = display({ tty = false, log_retries = true })
+    d:update(retry504)
+    s:reset()
+    d:update(waiting("retry", 200, 1000))
+    d:update(waiting("stream", 5000, 295000))
+    eq(s:text(), "")
+end)
+
 test("unknown events, missing fields and non-tables are ignored", function()
     local d, s = display()
     d:update({ type = "something_new", x = 1 })

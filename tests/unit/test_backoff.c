@@ -82,7 +82,8 @@ static void defaults_match_the_spec(void **state)
     assert_int_equal(p.max_retry_after_ms, 60000);
     assert_int_equal(p.attempt_timeout_ms, 0);
     assert_int_equal(p.deadline_ms, 0);
-    assert_int_equal(p.idle_timeout_ms, 0);
+    /* a stalled stream is cut after 5 minutes of silence, not waited for forever */
+    assert_int_equal(p.idle_timeout_ms, 300000);
     assert_int_equal(p.max_continuations, 3);
     assert_null(p.retry_on);
     assert_null(p.retry_on_ud);

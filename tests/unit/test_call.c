@@ -163,6 +163,12 @@ typedef struct rec_event {
     char message[AH_ERROR_MESSAGE_MAX];
 } rec_event;
 
+/* llm_waiting, recorded apart from the other events (whose order the tests check). */
+typedef struct rec_wait {
+    char what[16];
+    int64_t waited, remaining, at;
+} rec_wait;
+
 typedef struct harness {
     ah_manual_clock *clock;
     ah_seeded_rng *rng;
@@ -173,6 +179,8 @@ typedef struct harness {
     ah_call *call;
     rec_event ev[64];
     int n_ev;
+    rec_wait waits[32];
+    int n_waits;
     char data[256];
     size_t data_len;
     int opens, ends, finishes;
@@ -191,6 +199,16 @@ typedef struct harness {
 static void on_event(void *ud, const ah_event *e)
 {
     harness *h = ud;
+    if (e->type == AH_EV_LLM_WAITING) {
+        assert_true(h->n_waits < 32);
+        rec_wait *w = &h->waits[h->n_waits++];
+        snprintf(w->what, sizeof w->what, "%s", e->u.llm_waiting.wait);
+        w->waited = e->u.llm_waiting.waited_ms;
+        w->remaining = e->u.llm_waiting.remaining_ms;
+        w->at = ah_loop_now_ms(h->loop);
+        assert_int_equal(e->u.llm_waiting.llm_call, 1);
+        return;
+    }
     assert_true(h->n_ev < 64);
     rec_event *r = &h->ev[h->n_ev++];
     memset(r, 0, sizeof *r);
@@ -693,7 +711,8 @@ static void cancel_during_backoff_wait(void **state)
     const fake_step steps[] = {S503, SOK};
     make_call(h, steps, 2, NULL);
     drive_until(h, AH_CALL_WAIT);
-    assert_int_equal(ah_loop_next_timer_ms(h->loop), 30000);
+    /* the first of the wait's llm_waiting pulses; the wait itself ends at 30000 */
+    assert_int_equal(ah_loop_next_timer_ms(h->loop), 1000);
     int64_t t0 = ah_loop_now_ms(h->loop);
     ah_call_cancel(h->call);
     ah_loop_run_once(h->loop, 0); /* one step, no virtual time passes */
@@ -1247,6 +1266,102 @@ static void broken_stream_cap_hint_and_plain_cuts(void **state)
     ah_retry_budget_free(b);
 }
 
+/* ---- llm_waiting ------------------------------------------------------------------ */
+
+static void assert_wait(const harness *h, int i, const char *what, int64_t waited,
+                        int64_t remaining)
+{
+    assert_true(i < h->n_waits);
+    assert_string_equal(h->waits[i].what, what);
+    assert_int_equal(h->waits[i].waited, waited);
+    assert_int_equal(h->waits[i].remaining, remaining);
+}
+
+/* A 5 s wait says so at 4, 3, 2 and 1 s left; a 2.5 s one at 2 and 1 s left, its first
+ * pulse 500 ms in; a wait of a second or less says nothing. */
+static void waiting_counts_down_a_retry_wait(void **state)
+{
+    harness *h = *state;
+    const fake_step steps[] = {
+        {.status = 529, .headers = {{"Retry-After", "5"}}, .chunks = {"overloaded"}},
+        {.status = 429, .headers = {{"retry-after-ms", "2500"}}, .chunks = {"slow down"}},
+        {.status = 503, .headers = {{"retry-after-ms", "1000"}}, .chunks = {"busy"}},
+        SOK};
+    make_call(h, steps, 4, NULL);
+    assert_int_equal(drive(h), AH_CALL_DONE);
+    assert_int_equal(h->n_waits, 6);
+    const rec_event *r = nth(h, AH_EV_LLM_RETRY, 0);
+    for (int k = 0; k < 4; k++) {
+        assert_wait(h, k, "retry", 1000 * (k + 1), 4000 - 1000 * k);
+        assert_int_equal(h->waits[k].at, r->at + 1000 * (k + 1));
+    }
+    r = nth(h, AH_EV_LLM_RETRY, 1);
+    assert_wait(h, 4, "retry", 500, 2000);
+    assert_int_equal(h->waits[4].at, r->at + 500);
+    assert_wait(h, 5, "retry", 1500, 1000);
+    /* every pulse came inside its wait, before the attempt it waited for */
+    assert_true(h->waits[3].at < h->f.started_at[1]);
+    assert_true(h->waits[5].at < h->f.started_at[2]);
+}
+
+/* Silence: the stream says it has had no byte for 5 s, then every second, with what is
+ * left before idle_timeout_ms cuts it; never once the cut is due. A gap shorter than
+ * the notice says nothing; a longer one that ends says it once. */
+static void waiting_says_a_silent_stream(void **state)
+{
+    harness *h = *state;
+    h->policy.idle_timeout_ms = 8000;
+    /* head at 10, "a" 5500 ms later and "b" 5500 ms after it (one pulse each, at
+     * 5000 ms of silence), then silence until the idle time-out */
+    const fake_step steps[] = {{.status = 200,
+                                .delay_ms = 10,
+                                .gap_ms = 5500,
+                                .chunks = {"a", "b"},
+                                .end = END_STALL}};
+    make_call(h, steps, 1, NULL);
+    assert_int_equal(drive(h), AH_CALL_INTERRUPTED);
+    assert_non_null(strstr(ah_call_error(h->call)->message, "idle"));
+    /* each silence that ends is said to have ended (waited_ms 0) at the next pulse */
+    assert_int_equal(h->n_waits, 7);
+    assert_wait(h, 0, "stream", 5000, 3000);
+    assert_wait(h, 1, "stream", 0, -1);
+    assert_wait(h, 2, "stream", 5000, 3000);
+    assert_wait(h, 3, "stream", 0, -1);
+    assert_wait(h, 4, "stream", 5000, 3000);
+    assert_wait(h, 5, "stream", 6000, 2000);
+    assert_wait(h, 6, "stream", 7000, 1000);
+}
+
+/* No head yet: "response", bounded by the attempt's time-out; the next attempt starts
+ * its own count. Without any time-out, remaining_ms is -1. */
+static void waiting_says_a_request_without_an_answer(void **state)
+{
+    harness *h = *state;
+    h->policy.attempt_timeout_ms = 7000;
+    const fake_step steps[] = {{.hang = 1}, SOK};
+    make_call(h, steps, 2, NULL);
+    assert_int_equal(drive(h), AH_CALL_DONE);
+    assert_int_equal(h->n_waits, 2); /* a time-out, not an answer, ended the silence */
+    assert_wait(h, 0, "response", 5000, 2000);
+    assert_wait(h, 1, "response", 6000, 1000);
+    assert_int_equal(h->waits[0].at, h->f.started_at[0] + 5000);
+
+    ah_call_free(h->call);
+    h->call = NULL;
+    h->n_waits = 0;
+    h->opens = 0;
+    h->data_len = 0;
+    h->f.started = 0;
+    h->policy.attempt_timeout_ms = 0;
+    h->policy.idle_timeout_ms = 0;
+    const fake_step stalls[] = {{.status = 200, .delay_ms = 6500, .chunks = {"a"}}};
+    make_call(h, stalls, 1, NULL);
+    assert_int_equal(drive(h), AH_CALL_DONE);
+    assert_int_equal(h->n_waits, 2); /* the head at 6500, the body and end with it */
+    assert_wait(h, 0, "response", 5000, -1);
+    assert_wait(h, 1, "response", 6000, -1);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
@@ -1286,6 +1401,9 @@ int main(void)
         T(an_in_stream_error_waits_its_backoff_before_the_next_request),
         T(broken_streams_give_up_on_the_budget_and_on_attempts),
         T(broken_stream_cap_hint_and_plain_cuts),
+        T(waiting_counts_down_a_retry_wait),
+        T(waiting_says_a_silent_stream),
+        T(waiting_says_a_request_without_an_answer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -69,6 +69,11 @@ static int make_events(ah_event *evs, const ah_error *err)
     evs[n].u.llm_paced.llm_call = 3;
     evs[n].u.llm_paced.wait_ms = 250;
     evs[n++].u.llm_paced.limit = "requests_per_minute";
+    evs[n].type = AH_EV_LLM_WAITING;
+    evs[n].u.llm_waiting.llm_call = 2;
+    evs[n].u.llm_waiting.wait = "stream";
+    evs[n].u.llm_waiting.waited_ms = 12000;
+    evs[n++].u.llm_waiting.remaining_ms = -1;
     evs[n].type = AH_EV_LLM_GAVE_UP;
     evs[n].u.llm_gave_up.llm_call = 1;
     evs[n].u.llm_gave_up.attempts = 4;
@@ -192,6 +197,12 @@ static void assert_event_eq(const ah_event *a, const ah_event *b)
         assert_int_equal(a->u.llm_paced.llm_call, b->u.llm_paced.llm_call);
         assert_int_equal(a->u.llm_paced.wait_ms, b->u.llm_paced.wait_ms);
         assert_str_eq_nullable(a->u.llm_paced.limit, b->u.llm_paced.limit);
+        break;
+    case AH_EV_LLM_WAITING:
+        assert_int_equal(a->u.llm_waiting.llm_call, b->u.llm_waiting.llm_call);
+        assert_str_eq_nullable(a->u.llm_waiting.wait, b->u.llm_waiting.wait);
+        assert_int_equal(a->u.llm_waiting.waited_ms, b->u.llm_waiting.waited_ms);
+        assert_int_equal(a->u.llm_waiting.remaining_ms, b->u.llm_waiting.remaining_ms);
         break;
     case AH_EV_LLM_GAVE_UP:
         assert_int_equal(a->u.llm_gave_up.llm_call, b->u.llm_gave_up.llm_call);

@@ -188,17 +188,17 @@ static void tool_call_from_schema(void **state)
     ah__mock_reply r;
     reply_for(AH_WIRE_ANTHROPIC, json, NULL, &r);
     assert_true(r.has_tool);
-    assert_string_equal(r.tool_name, "get_weather"); /* the server tool is skipped */
+    assert_string_equal(r.calls[0].name, "get_weather"); /* the server tool is skipped */
     assert_string_equal(r.text, "I will call get_weather now.");
     assert_memory_equal(r.tool_id, "toolu_", 6);
     assert_string_equal(
-        r.tool_args, "{\"city\":\"mock_city\",\"days\":42,\"scale\":4.2,\"metric\":true,"
+        r.calls[0].args, "{\"city\":\"mock_city\",\"days\":42,\"scale\":4.2,\"metric\":true,"
                      "\"unit\":\"c\",\"tags\":[\"mock_tags\"],\"none\":[],\"opt\":42,"
                      "\"alt\":true,\"where\":{\"lat\":4.2}}");
     /* Argument fragments cover the JSON exactly. */
-    assert_int_equal(r.arg_cuts[0], 0);
-    assert_int_equal(r.arg_cuts[r.nargs], r.args_len);
-    assert_true(r.nargs > 5);
+    assert_int_equal(r.calls[0].arg_cuts[0], 0);
+    assert_int_equal(r.calls[0].arg_cuts[r.calls[0].nargs], r.calls[0].args_len);
+    assert_true(r.calls[0].nargs > 5);
     ah__mock_reply_free(&r);
 
     /* A schema without required properties gives {}. */
@@ -208,8 +208,8 @@ static void tool_call_from_schema(void **state)
               "\"parameters\":{\"type\":\"object\",\"properties\":{}}}}]}",
               NULL, &r);
     assert_true(r.has_tool);
-    assert_string_equal(r.tool_args, "{}");
-    assert_int_equal(r.nargs, 1);
+    assert_string_equal(r.calls[0].args, "{}");
+    assert_int_equal(r.calls[0].nargs, 1);
     ah__mock_reply_free(&r);
 
     /* tool_choice none: no call. */
@@ -410,7 +410,7 @@ static void continuation_resumes_without_repeating(void **state)
     assert_int_equal(cont.ndeltas, 0);
     assert_true(cont.has_tool);
     assert_string_equal(cont.tool_id, full.tool_id);
-    assert_string_equal(cont.tool_args, "{\"q\":\"mock_q\"}");
+    assert_string_equal(cont.calls[0].args, "{\"q\":\"mock_q\"}");
     ah__mock_reply_free(&full);
     ah__mock_reply_free(&cont);
 
@@ -727,7 +727,7 @@ static void every_format_streams_json(void **state)
             cJSON_Delete(j);
         }
         assert_string_equal(text.data, r.text);
-        assert_string_equal(args.data, r.tool_args);
+        assert_string_equal(args.data, r.calls[0].args);
         ah__mock_buf_free(&text);
         ah__mock_buf_free(&args);
         free(sse);
@@ -896,6 +896,65 @@ static void every_mock_format_is_complete(void **state)
     assert_null(ah__mock_format_of(AH_WIRE_COUNT_));
 }
 
+/* A plan's tool_calls list names the calls: any tool, offered or not, with the given
+ * arguments (else the schema's for the offered tool, else {}), in every format's stream;
+ * after tool results too; an empty list makes none. */
+static void plan_names_the_tool_calls(void **state)
+{
+    (void)state;
+    char json[1024];
+    snprintf(json, sizeof json,
+             "{\"model\":\"m\",\"max_tokens\":9,\"messages\":[{\"role\":\"user\","
+             "\"content\":\"weather?\"}],%s}",
+             weather_tools);
+    ah__mock_text_opts o = {.tool_calls_json =
+                                "[{\"name\":\"book\",\"arguments\":{\"seat\":\"12A\"}},"
+                                "{\"name\":\"get_weather\"}]"};
+    ah__mock_reply r;
+    reply_for(AH_WIRE_ANTHROPIC, json, &o, &r);
+    assert_true(r.has_tool);
+    assert_int_equal(r.ncalls, 2);
+    assert_string_equal(r.text, "I will call book now.");
+    assert_string_equal(r.calls[0].name, "book");
+    assert_string_equal(r.calls[0].args, "{\"seat\":\"12A\"}");
+    assert_string_equal(r.calls[1].name, "get_weather");
+    assert_memory_equal(r.calls[1].args, "{\"city\":\"mock_city\"", 19); /* the schema's */
+    /* the stream carries both, each with its own name and arguments */
+    ah__mock_writer *w = ah__mock_writer_new(AH_WIRE_ANTHROPIC, &r, "req_1");
+    ah__mock_buf all = {0}, one = {0};
+    while (ah__mock_writer_next(w, &one)) {
+        ah__mock_buf_put(&all, one.data, one.len);
+        ah__mock_buf_reset(&one);
+    }
+    ah__mock_buf_put(&all, "", 1);
+    assert_non_null(strstr(all.data, "\"name\":\"book\""));
+    assert_non_null(strstr(all.data, "\"name\":\"get_weather\""));
+    assert_non_null(strstr(all.data, "12A"));
+    ah__mock_buf_free(&all);
+    ah__mock_buf_free(&one);
+    ah__mock_writer_free(w);
+    ah__mock_reply_free(&r);
+
+    /* after the results: the model's text for them, and the listed call again */
+    reply_for(AH_WIRE_OPENAI,
+              "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"go\"},"
+              "{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\","
+              "\"function\":{\"name\":\"a\",\"arguments\":\"{}\"}}]},"
+              "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"7\"}]}",
+              &(ah__mock_text_opts){.tool_calls_json = "[{\"name\":\"b\"}]"}, &r);
+    assert_string_equal(r.text, "The tool returned: 7");
+    assert_int_equal(r.ncalls, 1);
+    assert_string_equal(r.calls[0].name, "b");
+    assert_string_equal(r.calls[0].args, "{}");
+    ah__mock_reply_free(&r);
+
+    /* an empty list: no call, though a tool is offered */
+    reply_for(AH_WIRE_ANTHROPIC, json, &(ah__mock_text_opts){.tool_calls_json = "[]"}, &r);
+    assert_false(r.has_tool);
+    assert_memory_equal(r.text, "You said: ", 10);
+    ah__mock_reply_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -914,6 +973,7 @@ int main(void)
         cmocka_unit_test(every_format_streams_json),
         cmocka_unit_test(non_stream_bodies_and_errors),
         cmocka_unit_test(buf_escapes_and_utf8_floor),
+        cmocka_unit_test(plan_names_the_tool_calls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

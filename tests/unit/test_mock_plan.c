@@ -204,7 +204,18 @@ static const bad_case bad[] = {
     {"{\"steps\": [], \"bogus\": 1}", "plan: unknown field 'bogus'"},
     {"{\"steps\": [], \"steps\": []}", "plan: duplicate field 'steps'"},
     {"{\"then\": {\"ok\": true}}", "plan: missing field 'steps'"},
-    {"{\"steps\": {}}", "plan: field 'steps' must be an array"},
+    {"{\"steps\": {\"ok\": true}}", "plan: field 'steps' must be an array"},
+    {"[{\"ok\": true, \"tool_calls\": \"two\"}]",
+     "plan step 1: field 'tool_calls' must be a number of calls or a list of "
+     "{\"name\": ..., \"arguments\": {...}}"},
+    {"[{\"ok\": true, \"tool_calls\": [{\"arguments\": {}}]}]",
+     "plan step 1: tool_calls[1]: 'name' must be a non-empty string"},
+    {"[{\"ok\": true, \"tool_calls\": [{\"name\": \"a\"}, {\"name\": \"b\", "
+     "\"arguments\": [1]}]}]",
+     "plan step 1: tool_calls[2]: 'arguments' must be an object"},
+    {"[{\"ok\": true, \"tool_calls\": [{\"name\": \"a\", \"args\": {}}]}]",
+     "plan step 1: tool_calls[1]: unknown field 'args' (name, arguments)"},
+    {"[{\"ok\": true, \"tool_calls\": [7]}]", "plan step 1: tool_calls[1] must be an object"},
     {"{\"steps\": [], \"then\": {\"reset\": 1}}",
      "plan step 'then': field 'reset' must be true"},
     {"{\"steps\": [], \"then\": 7}", "plan step 'then': expected an object"},
@@ -261,6 +272,32 @@ static void every_error_names_step_and_field(void **state)
     }
 }
 
+/* An empty Lua table (or any map of a language that cannot tell {} from []) where a list
+ * is expected is an empty list: the plan, its steps, a step's tool_calls. */
+static void empty_tables_are_empty_lists(void **state)
+{
+    (void)state;
+    const char *empty[] = {"{}", "[]", "{\"steps\": {}}",
+                           "{\"steps\": {}, \"then\": {\"status\": 503}}"};
+    for (size_t i = 0; i < sizeof empty / sizeof empty[0]; i++) {
+        ah__mock_plan *p = parse_ok(empty[i]);
+        assert_int_equal(p->count, 0);
+        assert_int_equal(p->then.kind, i == 3 ? AH__MOCK_STATUS : AH__MOCK_OK);
+        ah__mock_plan_free(p);
+    }
+    ah__mock_plan *p = parse_ok("[{\"ok\": true, \"tool_calls\": {}},"
+                                " {\"ok\": true, \"tool_calls\": [{\"name\": \"charge\","
+                                "   \"arguments\": {\"cents\": 5}}, {\"name\": \"log\"}]},"
+                                " {\"ok\": true, \"tool_calls\": 3}]");
+    assert_string_equal(p->steps[0].tool_calls_json, "[]");
+    assert_string_equal(p->steps[1].tool_calls_json,
+                        "[{\"name\":\"charge\",\"arguments\":{\"cents\":5}},{\"name\":\"log\"}]");
+    assert_int_equal(p->steps[1].tool_calls, 0);
+    assert_null(p->steps[2].tool_calls_json);
+    assert_int_equal(p->steps[2].tool_calls, 3);
+    ah__mock_plan_free(p);
+}
+
 static void null_and_small_buffers(void **state)
 {
     (void)state;
@@ -306,6 +343,7 @@ int main(void)
         cmocka_unit_test(kind_names),
         cmocka_unit_test(every_error_names_step_and_field),
         cmocka_unit_test(restate_and_refuse_prefill),
+        cmocka_unit_test(empty_tables_are_empty_lists),
         cmocka_unit_test(null_and_small_buffers),
         cmocka_unit_test(failure_after_good_steps_frees_them),
     };

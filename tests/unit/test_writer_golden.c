@@ -181,13 +181,14 @@ static void one_variant(const variant *v)
     assert_non_null(req);
     ah__mock_reply r;
     char err[512] = "";
-    ah_status st = ah__mock_model_reply(v->wire, req, strlen(v->json), &v->opts, &r, err,
+    ah__mock_text_opts opts = v->opts;
+    if (v->ntools > 1)
+        opts.tool_repeat = v->ntools; /* a step's tool_calls: N */
+    ah_status st = ah__mock_model_reply(v->wire, req, strlen(v->json), &opts, &r, err,
                                         sizeof err);
     if (st != AH_OK)
         fprintf(stderr, "%s: %s\n", v->name, err);
     assert_int_equal(st, AH_OK);
-    if (v->ntools > 1 && r.has_tool)
-        r.ntools = v->ntools;
 
     /* the whole stream, event by event */
     ah__mock_buf all = {0}, one = {0};

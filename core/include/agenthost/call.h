@@ -148,6 +148,11 @@ typedef struct ah_call_resume {
 
 #define AH_CALL_CANCEL_WAIT_MS 2000
 
+/* llm_waiting (agenthost/event.h): a call says it is waiting once a second, during a
+ * retry's or pacing's wait of more than a second, and while a request or a stream has
+ * received nothing for at least this long. */
+#define AH_CALL_SILENCE_NOTICE_MS 5000
+
 /* Called once, when the call reaches a terminal state (DONE, INTERRUPTED, GAVE_UP,
  * CANCELLED), on the loop thread. It may free the call, except under ah_call_run(),
  * which reads the call's state after each step. */
@@ -168,8 +173,8 @@ typedef struct ah_call_config {
     const char *const *secrets;
     ah_stream_fns stream;
     ah_call_resume resume; /* optional (all NULL = never re-attach) */
-    ah_event_fn on_event; /* llm_call_start, llm_retry, llm_gave_up, llm_continuation
-                             (resume); optional */
+    ah_event_fn on_event; /* llm_call_start, llm_retry, llm_paced, llm_waiting,
+                             llm_gave_up, llm_continuation (resume); optional */
     void *event_ud;
     ah_call_finish_fn on_finish; /* optional */
     void *finish_ud;

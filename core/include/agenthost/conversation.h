@@ -164,6 +164,15 @@ typedef struct ah_tool_def {
     const char *schema_json; /* a JSON Schema object as text; NULL = {"type":"object"} */
 } ah_tool_def;
 
+/* Is schema_json (NULL: the default) a tool's input schema, i.e. an object schema: a JSON
+ * object whose "type", when given, is "object" (every provider takes a tool's arguments
+ * as one JSON object)? AH_OK, or AH_ERR_INVALID with why in err, worded to follow the
+ * field's name: "is not valid JSON at offset 7", "is not a JSON object (it is an
+ * array)", "is not an object schema: its \"type\" is \"string\" (a tool's arguments are
+ * one object: {\"type\": \"object\", \"properties\": ...})". ah_worker_new and
+ * ah_request_encode check every tool with it, the Lua binding when an agent is built. */
+AH_EXPORT ah_status ah_tool_schema_check(const char *schema_json, char *err, size_t errsize);
+
 /* Request options. Zero-initialise (or call ah_request_opts_init) and fill what you need;
  * everything is borrowed for the duration of ah_request_encode() only. */
 typedef struct ah_request_opts {

@@ -59,6 +59,14 @@ extern "C" {
     /* limit: "requests_per_minute" or "tokens_per_minute" (the one that set wait) */     \
     X(LLM_PACED, "llm_paced", llm_paced, OWN,                                             \
       F(INT, llm_call, ) F(I64, wait_ms, ) F(STR, limit, ))                               \
+    /* a call that is waiting, once a second (docs/status-display.md): wait "retry" or    \
+     * "pace" while a wait of more than a second runs (remaining_ms: until the next      \
+     * attempt); "response" (no response head yet) or "stream" (no byte since the last) \
+     * once nothing has arrived for 5 s (AH_CALL_SILENCE_NOTICE_MS; remaining_ms: until \
+     * a time-out cuts it, -1 when none will); waited_ms: how long it has lasted (0:    \
+     * a silence said before is over, bytes came) */                                   \
+    X(LLM_WAITING, "llm_waiting", llm_waiting, OWN,                                       \
+      F(INT, llm_call, ) F(STR, wait, ) F(I64, waited_ms, ) F(I64, remaining_ms, ))       \
     X(LLM_GAVE_UP, "llm_gave_up", llm_gave_up, OWN,                                       \
       F(INT, llm_call, ) F(INT, attempts, ) F(I64, elapsed_ms, ) F(STATUS, status, )      \
       F(ERROR, error, ) F(ENUM, reason, giveup_reason))                                   \

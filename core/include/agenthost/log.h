@@ -24,6 +24,14 @@ typedef enum ah_log_level {
  * status display) can drop the duplicate without parsing the text. */
 typedef void (*ah_log_fn)(void *ud, ah_log_level level, int event, const char *line);
 
+/* The `event` of the lines that show HTTP heads, at AH_LOG_DEBUG (`agenthost -v`): one
+ * line per line of a request's head as sent ("> POST /v1/messages HTTP/1.1", "> Host:
+ * ...") and of a response's head as received ("< HTTP/1.1 529 ...", "< retry-after: 1"),
+ * as curl -v shows them. Authentication and cookie values are [REDACTED] (Authorization,
+ * x-api-key, api-key, Cookie, Set-Cookie, ...) and key-like text masked (ah_redact);
+ * bodies are never shown. */
+#define AH_LOG_HTTP_HEAD (-2)
+
 /* Install (or with fn == NULL remove) the process-wide log handler. Lines below
  * `min_level` are not formatted at all. Not thread-safe against concurrent logging:
  * set it once at start-up. */

@@ -84,6 +84,10 @@ typedef struct ah_mock_request {
     size_t body_len;
     const ah_header *headers; /* request headers in arrival order, redacted */
     size_t header_count;
+    /* the URL's query parameters in order, decoded; a credential's (key, api_key,
+     * token, sig, ...) value redacted */
+    const ah_header *query;
+    size_t query_count;
     size_t restated; /* bytes at the start of the reply's text that restate the request's
                         partial assistant text (a `restate` step); 0 otherwise */
 } ah_mock_request;

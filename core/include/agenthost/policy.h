@@ -80,7 +80,12 @@ enum {
     AH_POLICY_DEFAULT_BASE_MS = 500,
     AH_POLICY_DEFAULT_CAP_MS = 30000,
     AH_POLICY_DEFAULT_MAX_RETRY_AFTER_MS = 60000,
-    AH_POLICY_DEFAULT_MAX_CONTINUATIONS = 3
+    AH_POLICY_DEFAULT_MAX_CONTINUATIONS = 3,
+    /* 5 minutes of silence: longer than any reasoning model's quiet stretch that a
+     * provider keeps open (Codex CLI's stream_idle_timeout_ms is the same), so a real
+     * answer is never cut, and a dead stream is still not waited for forever
+     * (docs/retry-policy.md, "idle_timeout_ms") */
+    AH_POLICY_DEFAULT_IDLE_TIMEOUT_MS = 300000
 };
 /* 32 MiB: the default cap on one response's content (max_response_bytes). */
 #define AH_POLICY_DEFAULT_MAX_RESPONSE_BYTES ((int64_t)32 << 20)
@@ -103,7 +108,8 @@ typedef struct ah_policy {
     int64_t attempt_timeout_ms;
     /* The whole call, attempts and waits together, outside the loop. >= 0; 0 = none */
     int64_t deadline_ms;
-    /* A started stream silent this long is a stream error. >= 0; 0 = none */
+    /* A started stream silent this long is a stream error. >= 0; 300000 (5 min);
+     * 0 = none */
     int64_t idle_timeout_ms;
     /* Continuations of cut streams per call. >= 0; 3 */
     int max_continuations;

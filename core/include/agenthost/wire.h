@@ -30,6 +30,10 @@ AH_EXPORT const char *ah_wire_path(ah_wire w);      /* "" out of range */
 AH_EXPORT int ah_wire_from_name(const char *name); /* the ah_wire, or -1 */
 /* The provider's public API ("https://api.anthropic.com"), static; NULL out of range. */
 AH_EXPORT const char *ah_wire_base_url(ah_wire w);
+/* The environment variable its official SDKs read the API key from ("ANTHROPIC_API_KEY",
+ * "OPENAI_API_KEY"), static; NULL when there is none or out of range. A client built
+ * without api_key reads it (ah_client_config.api_key). */
+AH_EXPORT const char *ah_wire_key_env(ah_wire w);
 
 /* Background responses (OpenAI Responses, "background": true): the provider keeps
  * running a response whatever happens to the connection, and its stream can be taken up

@@ -47,9 +47,16 @@ typedef struct ah_client ah_client;
 
 typedef struct ah_client_config {
     ah_wire wire;         /* the provider's wire format */
-    const char *base_url; /* e.g. "https://api.anthropic.com"; the format's path is appended
-                             unless the URL already ends with it */
-    const char *api_key;  /* may be NULL (the mock needs none); never logged */
+    /* e.g. "https://api.anthropic.com"; NULL = the provider's public API
+     * (ah_wire_base_url); "" is an error. The format's path is appended unless the URL
+     * already ends with it (with or without its "/v1"). */
+    const char *base_url;
+    /* Never logged. NULL = the provider's environment variable (ah_wire_key_env:
+     * ANTHROPIC_API_KEY, OPENAI_API_KEY), as the official SDKs read it, unless `headers`
+     * authenticate; "" = no key. A client of a provider's public host (api.anthropic.com,
+     * api.openai.com) with neither a key nor an authentication header is refused here,
+     * naming the variable, before any request. */
+    const char *api_key;
     const char *model;    /* required */
     int64_t max_tokens;   /* 0 = 1024 */
     const char *extra_json; /* merged into every request body (ah_request_opts) or NULL */
@@ -70,6 +77,20 @@ typedef struct ah_client_config {
      * request at once (not retried). */
     const char *ca_file;
     const char *ca_path;
+    /* Sent with every request, after agenthost's own (anthropic-beta, OpenAI-Organization,
+     * Azure's api-key): names are HTTP tokens, values hold no CR, LF or other control
+     * byte but tab, a name is given once. The ones agenthost writes (Content-Type,
+     * Accept, Content-Length, Host, Connection, Expect, Transfer-Encoding) are refused;
+     * one of the provider's own fixed headers (anthropic-version) is replaced. An
+     * authentication header (Authorization, x-api-key, api-key) stands instead of
+     * api_key, never beside it: it is then the request's authentication (kept out of
+     * every message and log like a key) and no key is read from the environment. */
+    const ah_header *headers;
+    size_t n_headers;
+    /* Added to every request URL's query, percent-encoded, after any query base_url
+     * carries (Azure's api-version). Names are not empty. */
+    const ah_header *query;
+    size_t n_query;
 } ah_client_config;
 
 /* Copies everything. AH_OK with *out set; else *out = NULL and AH_ERR_INVALID with a
