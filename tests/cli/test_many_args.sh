@@ -11,7 +11,7 @@ local n, last = select("#", ...), select(select("#", ...), ...)
 print(n, last, #arg, arg[#arg])
 LUA
 fail=0
-for n in 1 44 60 300 5000; do
+for n in 1 44 60 300; do
     out=$("$bin" "$tmp/args.lua" $(seq "$n") 2>&1)
     rc=$?
     if [ "$rc" -ne 0 ] || [ "$out" != "$(printf '%s\t%s\t%s\t%s' "$n" "$n" "$n" "$n")" ]; then
