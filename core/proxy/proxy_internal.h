@@ -131,6 +131,9 @@ void ah__px_splice_break(ah__px_splice *s);
 void ah__px_splice_fail(ah__px_splice *s, const ah_error *err);
 /* Anything forwarded that a continuation must continue from? */
 int ah__px_splice_has_partial(const ah__px_splice *s);
+/* The provider's own error arrived in the current attempt's stream (an overload seen
+ * through a 200)? */
+int ah__px_splice_provider_error(const ah__px_splice *s);
 /* The next request's body: the client's request with the forwarded blocks as a partial
  * assistant message (mode PREFILL), and the prompt after it (PROMPT). malloc'd. */
 ah_status ah__px_continuation_body(const ah__px_splice *s, ah_cont_mode mode,

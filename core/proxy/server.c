@@ -96,6 +96,10 @@ struct preq {
     char *cbody; /* the current attempt's body (NULL: the client's) */
     size_t cbody_len;
     int continuations, llm_call, sent_prefill;
+    /* a retry the retry machine granted a broken stream, for the next request to wait
+     * out first (ah_call_config.retry_of) */
+    int has_carry;
+    ah_call_retry carry;
     int background; /* Responses: the client asked background + store: resume rung */
     ah_header *pend_h; /* the current attempt's response head, for the client's head */
     size_t pend_n;
@@ -593,6 +597,24 @@ static void on_kick(void *ud)
     begin_call(r);
 }
 
+/* The call's question when the stream broke: is this a failed attempt, for the retry
+ * machine (its backoff, Retry-After and retry-budget token), rather than a cut after
+ * content the client already has? The provider's own error in the stream is (an overload
+ * through a 200 costs what a 529 costs), and so is a break that forwarded nothing: the
+ * same request goes out again. Without this the next request went out at once: a retry
+ * storm in an in-stream outage. Pass-through paths are never continued. */
+static int stream_break_is_retry(void *ud, const ah_error *err)
+{
+    preq *r = ud;
+    if (r->mode == MODE_RAW)
+        return 0;
+    if (r->mode == MODE_JSON || r->json_fallback)
+        return 1; /* a cut body is simply sent again */
+    return err->provider_type[0] != '\0' ||
+           (r->sp_ok && ah__px_splice_provider_error(&r->sp)) ||
+           !(r->sp_ok && ah__px_splice_has_partial(&r->sp));
+}
+
 /* Send the next attempt with `mode`: the same request when nothing was forwarded. */
 static int prepare_continuation(preq *r, ah_cont_mode mode)
 {
@@ -612,7 +634,8 @@ static int prepare_continuation(preq *r, ah_cont_mode mode)
 static void continue_request(preq *r, const ah_error *cause)
 {
     int partial = r->mode == MODE_STREAM && ah__px_splice_has_partial(&r->sp);
-    ah_cont_mode mode = partial ? rung(r) : AH_CONT_PROMPT;
+    /* nothing forwarded: the same request again, a regeneration (not a rung) */
+    ah_cont_mode mode = partial ? rung(r) : AH_CONT_REGENERATE;
     if (prepare_continuation(r, mode) != 0) {
         ah_error e;
         ah_error_set(&e, AH_EK_PERMANENT, 0, "cannot build the continuation request");
@@ -681,6 +704,7 @@ static void on_call_finish(void *ud, ah_call *call)
             fail_request(r, call, &err);
             break;
         }
+        r->has_carry = ah_call_retry_granted(call, &r->carry);
         continue_request(r, &err);
         break;
     case AH_CALL_GAVE_UP:
@@ -774,7 +798,9 @@ static void begin_call(preq *r)
     cc.stream.on_data = stream_data;
     cc.stream.on_end = stream_end;
     cc.stream.ended = stream_ended;
+    cc.stream.break_is_retry = stream_break_is_retry;
     cc.stream.ud = r;
+    cc.retry_of = r->has_carry ? &r->carry : NULL;
     if (r->background && r->mode == MODE_STREAM) {
         cc.resume.reattach_url = reattach_url;
         cc.resume.cancel_url = cancel_url;
@@ -789,6 +815,7 @@ static void begin_call(preq *r)
     cc.llm_call = ++r->llm_call;
     cc.continuation = r->continuations;
     ah_status st = ah_call_new(&cc, &r->call, msg, sizeof msg);
+    r->has_carry = 0; /* copied into the call */
     free(url);
     free_headers(h, nh);
     if (st == AH_OK)

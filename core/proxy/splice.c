@@ -487,6 +487,11 @@ void ah__px_splice_fail(ah__px_splice *s, const ah_error *err)
     attempt_clear(s);
 }
 
+int ah__px_splice_provider_error(const ah__px_splice *s)
+{
+    return s->tl && ah_timeline_error(s->tl) != NULL;
+}
+
 int ah__px_splice_has_partial(const ah__px_splice *s)
 {
     for (size_t i = 0; i < s->n; i++)

@@ -70,7 +70,27 @@ static void *prig_loop(void *ud)
     return NULL;
 }
 
+/* How many times needle occurs in the events seen so far (under the lock). */
+static int prig_events_count(prig *r, const char *needle)
+{
+    int n = 0;
+    pthread_mutex_lock(&r->mu);
+    for (const char *p = r->events; p && (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    pthread_mutex_unlock(&r->mu);
+    return n;
+}
+
+static void prig_open_with(prig *r, const char *plan, const ah_policy *pol,
+                           ah_retry_budget *rb);
+
 static void prig_open(prig *r, const char *plan, const ah_policy *pol)
+{
+    prig_open_with(r, plan, pol, NULL);
+}
+
+static void prig_open_with(prig *r, const char *plan, const ah_policy *pol,
+                           ah_retry_budget *rb)
 {
     memset(r, 0, sizeof *r);
     pthread_mutex_init(&r->mu, NULL);
@@ -88,6 +108,7 @@ static void prig_open(prig *r, const char *plan, const ah_policy *pol)
     pc.anthropic_url = ah_mock_url(r->mock);
     pc.openai_url = ah_mock_url(r->mock);
     pc.policy = pol;
+    pc.retry_budget = rb;
     pc.on_event = prig_event;
     pc.event_ud = r;
     ah_proxy_new(&pc, &r->proxy, err, sizeof err);

@@ -213,6 +213,45 @@ static void refused_prefill_goes_to_prompt(void **state)
     prig_close(&r);
 }
 
+/* An outage that shows as the provider's error in a 200's stream, before anything was
+ * forwarded, is a failed attempt like a 529 (the in-stream retry storm of the library,
+ * seen through the proxy): each waits its backoff, the continuation regenerates (nothing
+ * was forwarded, so no rung), and a retry budget bounds the outage. Before, each was
+ * continued at once: 4 requests for one client request however tight the budget. */
+static void in_stream_overload_is_a_retry(void **state)
+{
+    (void)state;
+    pmsg want, got;
+    baseline(AH_WIRE_ANTHROPIC, "/v1/messages", A_BODY, &want);
+    ah_policy pol = fast_policy();
+    prig r;
+    presp o = through("[{\"error_event_after\": 0}, {\"error_event_after\": 0}, {\"ok\": true}]",
+                      &pol, AH_WIRE_ANTHROPIC, "/v1/messages", A_BODY, &r);
+    assert_int_equal(o.status, 200);
+    prig_read(AH_WIRE_ANTHROPIC, &o, &got);
+    same(&want, &got, "in-stream overload, then the answer");
+    assert_int_equal(ah_mock_request_count(r.mock), 3);
+    assert_int_equal(prig_events_count(&r, "\"type\":\"llm_retry\""), 2);
+    assert_int_equal(prig_events_count(&r, "\"mode\":\"regenerate\""), 2);
+    assert_int_equal(prig_events_count(&r, "\"mode\":\"prefill\""), 0);
+    assert_int_equal(prig_events_count(&r, "\"mode\":\"prompt\""), 0);
+    presp_free(&o);
+    prig_close(&r);
+
+    /* an endless in-stream outage with a budget of 4 tokens (gRPC throttling: a failure
+     * costs one, retries stop at half): one retry, then the give-up */
+    ah_retry_budget *rb = NULL;
+    assert_int_equal(ah_retry_budget_new(4, 0.1, &rb, NULL, 0), AH_OK);
+    prig_open_with(&r, "{\"steps\": [], \"then\": {\"error_event_after\": 0}}", &pol, rb);
+    o = prig_fetch(ah_proxy_url(r.proxy), "/v1/messages", AH_WIRE_ANTHROPIC, A_BODY);
+    assert_int_equal(ah_mock_request_count(r.mock), 2);
+    assert_int_equal(prig_events_count(&r, "\"type\":\"llm_retry\""), 1);
+    assert_true(prig_events_contain(&r, "\"reason\":\"retry_budget\""));
+    presp_free(&o);
+    prig_close(&r);
+    ah_retry_budget_free(rb);
+}
+
 /* Before the stream: a 529 is retried unseen; a 400 reaches the client unchanged; no
  * upstream at all is a 502 in the client's format. */
 static void before_the_stream(void **state)
@@ -369,6 +408,7 @@ int main(void)
         cmocka_unit_test(responses_tool),
         cmocka_unit_test(refused_prefill_goes_to_prompt),
         cmocka_unit_test(before_the_stream),
+        cmocka_unit_test(in_stream_overload_is_a_retry),
         cmocka_unit_test(past_max_continuations),
         cmocka_unit_test(non_streaming),
         cmocka_unit_test(pass_through),
