@@ -629,7 +629,8 @@ static void resume_failed(ah_call *c, const char *what)
 
 static const char *describe(const ah_error *e, char *buf, size_t size)
 {
-    if (e->kind == AH_EK_HTTP)
+    if (e->kind == AH_EK_HTTP || (e->status && (e->kind == AH_EK_SPEND_LIMIT ||
+                                                 e->kind == AH_EK_CONTEXT_EXCEEDED)))
         ah__bufprintf(buf, size, "HTTP %d", e->status);
     else if (e->kind == AH_EK_STREAM && e->provider_type[0])
         ah__bufprintf(buf, size, "in-stream %s", e->provider_type);

@@ -60,6 +60,9 @@ static void block_clear(ah_msg_block *b)
     free((void *)b->signature);
     free((void *)b->item_id);
     free((void *)b->encrypted_content);
+    free((void *)b->media_type);
+    free((void *)b->data);
+    free((void *)b->url);
     memset(b, 0, sizeof *b);
 }
 
@@ -110,20 +113,125 @@ static int is_empty(const char *s)
     return !s || !*s;
 }
 
-/* Check that *b is complete for its kind; never touches storage. */
-static ah_status block_validate(const ah_msg_block *b)
+static const char *const image_types[] = {"image/jpeg", "image/png", "image/gif",
+                                          "image/webp", NULL};
+
+static int one_of(const char *s, const char *const *list)
 {
+    for (size_t i = 0; list[i]; i++)
+        if (strcmp(s, list[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* Standard base64 (RFC 4648 §4): the alphabet, '=' padding only at the end, a length
+ * that is a multiple of 4. Returns the offset of the first bad byte, or -1. */
+static long base64_bad(const char *s)
+{
+    size_t n = strlen(s), pad = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        int alpha = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
+                    (ch >= '0' && ch <= '9') || ch == '+' || ch == '/';
+        if (ch == '=' && i + 2 >= n && n % 4 == 0) {
+            pad++;
+            continue;
+        }
+        if (!alpha || pad)
+            return (long)i;
+    }
+    return n % 4 == 0 && n > 0 ? -1 : (long)n;
+}
+
+/* The media fields of an image or document (or an image tool result). */
+static ah_status media_check(const ah_msg_block *b, const char *const *types,
+                             const char *types_text, char *err, size_t errsize)
+{
+    int has_data = b->data != NULL, has_url = b->url != NULL;
+    if (has_data == has_url) {
+        ah__bufprintf(err, errsize, "%s", has_data ? "data and url: give one, not both"
+                                                    : "data or url: one is required");
+        return AH_ERR_INVALID;
+    }
+    if (b->media_type && !one_of(b->media_type, types)) {
+        ah__bufprintf(err, errsize, "media_type: '%.60s' is not %s", b->media_type,
+                      types_text);
+        return AH_ERR_INVALID;
+    }
+    if (has_data) {
+        if (!b->media_type) {
+            ah__bufprintf(err, errsize, "media_type: required with data (%s)", types_text);
+            return AH_ERR_INVALID;
+        }
+        if (strncmp(b->data, "data:", 5) == 0) {
+            ah__bufprintf(err, errsize,
+                          "data: the bytes in base64, without a \"data:\" prefix (or "
+                          "give the data: URL as url)");
+            return AH_ERR_INVALID;
+        }
+        long bad = base64_bad(b->data);
+        if (bad >= 0) {
+            ah__bufprintf(err, errsize, "data: not base64 (at byte %ld)", bad);
+            return AH_ERR_INVALID;
+        }
+    } else if (strncmp(b->url, "https://", 8) != 0 && strncmp(b->url, "http://", 7) != 0 &&
+               strncmp(b->url, "data:", 5) != 0) {
+        ah__bufprintf(err, errsize, "url: '%.60s' is not an http(s) or data: URL", b->url);
+        return AH_ERR_INVALID;
+    }
+    return AH_OK;
+}
+
+ah_status ah_msg_block_check(const ah_msg_block *b, char *err, size_t errsize)
+{
+    if (err && errsize)
+        err[0] = '\0';
+    if (!b) {
+        ah__bufprintf(err, errsize, "no block");
+        return AH_ERR_INVALID;
+    }
     switch (b->kind) {
     case AH_MSG_TEXT:
     case AH_MSG_REASONING:
         return AH_OK;
     case AH_MSG_TOOL_USE:
-        return is_empty(b->id) || is_empty(b->name) ? AH_ERR_INVALID : AH_OK;
+        if (is_empty(b->id) || is_empty(b->name)) {
+            ah__bufprintf(err, errsize, "%s: must not be empty", is_empty(b->id) ? "id" : "name");
+            return AH_ERR_INVALID;
+        }
+        return AH_OK;
     case AH_MSG_TOOL_RESULT:
-        return is_empty(b->tool_use_id) ? AH_ERR_INVALID : AH_OK;
+        if (is_empty(b->tool_use_id)) {
+            ah__bufprintf(err, errsize, "tool_use_id: must not be empty");
+            return AH_ERR_INVALID;
+        }
+        if (!b->media_type && !b->data && !b->url)
+            return AH_OK;
+        return media_check(b, image_types,
+                           "one of image/jpeg, image/png, image/gif, image/webp", err,
+                           errsize);
+    case AH_MSG_IMAGE:
+        return media_check(b, image_types,
+                           "one of image/jpeg, image/png, image/gif, image/webp", err,
+                           errsize);
+    case AH_MSG_DOCUMENT: {
+        static const char *const doc_types[] = {"application/pdf", NULL};
+        if (!b->media_type && b->url == NULL) {
+            ah__bufprintf(err, errsize, "media_type: required (application/pdf)");
+            return AH_ERR_INVALID;
+        }
+        return media_check(b, doc_types, "application/pdf", err, errsize);
+    }
     default:
+        ah__bufprintf(err, errsize, "type: unknown block kind %d", (int)b->kind);
         return AH_ERR_INVALID;
     }
+}
+
+/* Check that *b is complete for its kind; never touches storage. */
+static ah_status block_validate(const ah_msg_block *b)
+{
+    return ah_msg_block_check(b, NULL, 0);
 }
 
 /* Deep-copy the fields b's kind uses into *dst (zeroed first). On OOM *dst is cleared. */
@@ -149,8 +257,16 @@ static ah_status block_copy(ah_msg_block *dst, const ah_msg_block *b)
         break;
     case AH_MSG_TOOL_RESULT:
         ok = dup_field(&dst->tool_use_id, b->tool_use_id, 1) &&
-             dup_field(&dst->text, b->text, 1);
+             dup_field(&dst->text, b->text, 1) &&
+             dup_field(&dst->media_type, b->media_type, 0) &&
+             dup_field(&dst->data, b->data, 0) && dup_field(&dst->url, b->url, 0);
         dst->is_error = b->is_error ? 1 : 0;
+        break;
+    case AH_MSG_IMAGE:
+    case AH_MSG_DOCUMENT:
+        ok = dup_field(&dst->media_type, b->media_type, 0) &&
+             dup_field(&dst->data, b->data, 0) && dup_field(&dst->url, b->url, 0) &&
+             (b->kind != AH_MSG_DOCUMENT || dup_field(&dst->name, b->name, 0));
         break;
     default:
         return AH_ERR_INVALID;
@@ -201,7 +317,9 @@ ah_status ah_conversation_add_block(ah_conversation *c, const ah_msg_block *b)
         return st;
     message *m = &c->msgs[c->n - 1];
     if ((b->kind == AH_MSG_TOOL_USE && m->role != AH_ROLE_ASSISTANT) ||
-        (b->kind == AH_MSG_TOOL_RESULT && m->role != AH_ROLE_USER))
+        ((b->kind == AH_MSG_TOOL_RESULT || b->kind == AH_MSG_IMAGE ||
+          b->kind == AH_MSG_DOCUMENT) &&
+         m->role != AH_ROLE_USER))
         return AH_ERR_STATE;
     if (m->n == m->cap) {
         size_t cap = m->cap ? m->cap * 2 : 4;
@@ -269,6 +387,43 @@ ah_status ah_conversation_add_user_text(ah_conversation *c, const char *text)
     st = ah_conversation_add_text(c, text, strlen(text));
     if (st != AH_OK)
         ah_conversation_truncate(c, c->n - 1); /* no half-added message */
+    return st;
+}
+
+ah_status ah_conversation_add_user_blocks(ah_conversation *c, const ah_msg_block *b,
+                                         size_t n, char *err, size_t errsize)
+{
+    if (err && errsize)
+        err[0] = '\0';
+    if (!c || (!b && n))
+        return AH_ERR_INVALID;
+    if (n == 0) {
+        ah__bufprintf(err, errsize, "no blocks (providers refuse an empty message)");
+        return AH_ERR_INVALID;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char why[200];
+        if (b[i].kind != AH_MSG_TEXT && b[i].kind != AH_MSG_IMAGE &&
+            b[i].kind != AH_MSG_DOCUMENT) {
+            ah__bufprintf(err, errsize, "block %zu (%s): type: not an input block (text, "
+                          "image or document)", i + 1, ah_msg_kind_name(b[i].kind));
+            return AH_ERR_INVALID;
+        }
+        if (b[i].kind == AH_MSG_TEXT && !b[i].text) {
+            ah__bufprintf(err, errsize, "block %zu (text): text: missing", i + 1);
+            return AH_ERR_INVALID;
+        }
+        if (ah_msg_block_check(&b[i], why, sizeof why) != AH_OK) {
+            ah__bufprintf(err, errsize, "block %zu (%s): %s", i + 1,
+                          ah_msg_kind_name(b[i].kind), why);
+            return AH_ERR_INVALID;
+        }
+    }
+    ah_status st = ah_conversation_begin_user(c);
+    for (size_t i = 0; st == AH_OK && i < n; i++)
+        st = ah_conversation_add_block(c, &b[i]);
+    if (st != AH_OK && st != AH_ERR_INVALID)
+        ah_conversation_truncate(c, c->n - 1);
     return st;
 }
 
@@ -414,7 +569,14 @@ static cJSON *block_to_json(const ah_msg_block *b)
     case AH_MSG_TOOL_RESULT:
         ok = put_str(o, "tool_use_id", b->tool_use_id) &&
              put_str(o, "content", b->text) &&
-             (!b->is_error || cJSON_AddTrueToObject(o, "is_error"));
+             (!b->is_error || cJSON_AddTrueToObject(o, "is_error")) &&
+             put_str(o, "media_type", b->media_type) && put_str(o, "data", b->data) &&
+             put_str(o, "url", b->url);
+        break;
+    case AH_MSG_IMAGE:
+    case AH_MSG_DOCUMENT:
+        ok = put_str(o, "media_type", b->media_type) && put_str(o, "data", b->data) &&
+             put_str(o, "url", b->url) && put_str(o, "name", b->name);
         break;
     default:
         ok = 0;
@@ -516,8 +678,11 @@ static ah_status import_block(ah_conversation *c, const cJSON *bo, char *err,
     static const char *const reasoning_keys[] = {
         "type", "text", "signature", "item_id", "encrypted_content", "redacted", NULL};
     static const char *const tool_use_keys[] = {"type", "id", "name", "arguments", NULL};
-    static const char *const tool_result_keys[] = {"type", "tool_use_id", "content",
-                                                   "is_error", NULL};
+    static const char *const tool_result_keys[] = {
+        "type", "tool_use_id", "content", "is_error", "media_type", "data", "url", NULL};
+    static const char *const image_keys[] = {"type", "media_type", "data", "url", NULL};
+    static const char *const document_keys[] = {"type", "media_type", "data", "url",
+                                                "name", NULL};
     const char *const *allowed = NULL;
     const char *type = NULL;
     char *args_text = NULL;
@@ -579,6 +744,24 @@ static ah_status import_block(ah_conversation *c, const cJSON *bo, char *err,
             bad = "content";
         else if (!opt_bool(bo, "is_error", &b.is_error))
             bad = "is_error";
+        else if (!opt_string(bo, "media_type", &b.media_type))
+            bad = "media_type";
+        else if (!opt_string(bo, "data", &b.data))
+            bad = "data";
+        else if (!opt_string(bo, "url", &b.url))
+            bad = "url";
+    } else if (strcmp(type, "image") == 0 || strcmp(type, "document") == 0) {
+        int doc = type[0] == 'd';
+        b.kind = doc ? AH_MSG_DOCUMENT : AH_MSG_IMAGE;
+        allowed = doc ? document_keys : image_keys;
+        if (!opt_string(bo, "media_type", &b.media_type))
+            bad = "media_type";
+        else if (!opt_string(bo, "data", &b.data))
+            bad = "data";
+        else if (!opt_string(bo, "url", &b.url))
+            bad = "url";
+        else if (doc && !opt_string(bo, "name", &b.name))
+            bad = "name";
     } else {
         ah__bufprintf(err, errsize,
                       "messages[%zu].content[%zu].type: unknown block type '%.40s'", mi,
@@ -595,6 +778,11 @@ static ah_status import_block(ah_conversation *c, const cJSON *bo, char *err,
     if (unknown) {
         ah__bufprintf(err, errsize, "messages[%zu].content[%zu].%.40s: unknown member",
                       mi, bi, unknown);
+        goto cleanup;
+    }
+    char why[200];
+    if (ah_msg_block_check(&b, why, sizeof why) != AH_OK) {
+        ah__bufprintf(err, errsize, "messages[%zu].content[%zu].%s", mi, bi, why);
         goto cleanup;
     }
     st = ah_conversation_add_block(c, &b);

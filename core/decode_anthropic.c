@@ -32,6 +32,13 @@ static void read_usage(ah_decoder *d, const cJSON *usage)
     ah__jint(usage, "input_tokens", &in);
     ah__jint(usage, "output_tokens", &out);
     ah__tl_set_usage(d->tl, in, out);
+    /* input_tokens counts only what came after the last cache breakpoint: the cache
+     * figures are added to it (ah_timeline_input_tokens) */
+    int64_t cr = -1, cw = -1;
+    ah__jint(usage, "cache_read_input_tokens", &cr);
+    ah__jint(usage, "cache_creation_input_tokens", &cw);
+    ah__tl_set_cache_usage(d->tl, cr, cw);
+    ah__tl_input_excludes_cache(d->tl);
 }
 
 static int ends_with(const char *s, const char *suffix)
@@ -225,6 +232,11 @@ static ah_status set_stop_reason(ah_decoder *d, const cJSON *holder)
         return AH_OK;
     if (ah__tl_set_stop_reason(d->tl, cJSON_IsString(sr) ? sr->valuestring : NULL) !=
         AH_OK)
+        return ah__dec_fail(d, AH_ERR_NOMEM, "out of memory");
+    /* a refusal's stop_details: {"type":"refusal","category":...,"explanation":...} */
+    const cJSON *sd = ah__jobj(holder, "stop_details");
+    const char *cat = sd ? ah__jstr(sd, "category") : NULL;
+    if (cat && ah__tl_set_stop_category(d->tl, cat) != AH_OK)
         return ah__dec_fail(d, AH_ERR_NOMEM, "out of memory");
     return AH_OK;
 }

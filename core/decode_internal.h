@@ -70,6 +70,15 @@ ah_status ah__tl_set_stop_reason(ah_timeline *tl, const char *s); /* NULL clears
 void ah__tl_set_usage(ah_timeline *tl, int64_t input, int64_t output);
 /* Both counts replaced, -1 = not reported. */
 void ah__tl_replace_usage(ah_timeline *tl, int64_t input, int64_t output);
+/* Anthropic: input_tokens excludes the cache figures, which ah_timeline_input_tokens
+ * then adds. */
+void ah__tl_input_excludes_cache(ah_timeline *tl);
+/* Cache usage; -1 leaves a count unchanged. */
+void ah__tl_set_cache_usage(ah_timeline *tl, int64_t read, int64_t write);
+/* The normalised stop reason when the raw one does not say it (a static string: a
+ * Responses "incomplete" for max_output_tokens is "max_tokens"). NULL clears. */
+void ah__tl_set_stop_norm(ah_timeline *tl, const char *norm);
+ah_status ah__tl_set_stop_category(ah_timeline *tl, const char *category); /* NULL clears */
 ah_status ah__tl_refusal_append(ah_timeline *tl, const char *s, size_t n);
 void ah__tl_add_citation(ah_timeline *tl);
 void ah__tl_set_finished(ah_timeline *tl);

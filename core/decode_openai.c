@@ -155,6 +155,10 @@ static void read_usage(ah_decoder *d, const cJSON *root)
     ah__jint(u, "prompt_tokens", &in);
     ah__jint(u, "completion_tokens", &out);
     ah__tl_replace_usage(d->tl, in, out);
+    /* cached_tokens are part of prompt_tokens; Chat has no cache-write figure: 0 */
+    int64_t cached = -1;
+    ah__jint(ah__jobj(u, "prompt_tokens_details"), "cached_tokens", &cached);
+    ah__tl_set_cache_usage(d->tl, cached, in >= 0 ? 0 : -1);
 }
 
 ah_status ah__openai_event(ah_decoder *d, const cJSON *root)

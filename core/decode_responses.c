@@ -284,22 +284,39 @@ static ah_status on_args_done(ah_decoder *d, const cJSON *root)
     return AH_OK;
 }
 
+/* A response object's status (the stop reason; an incomplete one says why in
+ * incomplete_details.reason) and usage (cached_tokens are part of input_tokens; the
+ * format has no cache-write figure: 0). */
+static ah_status read_status_usage(ah_decoder *d, const cJSON *r)
+{
+    const char *status = ah__jstr(r, "status");
+    if (ah__tl_set_stop_reason(d->tl, status) != AH_OK)
+        return AH_ERR_NOMEM;
+    const char *why = ah__jstr(ah__jobj(r, "incomplete_details"), "reason");
+    if (status && strcmp(status, "incomplete") == 0 && why)
+        ah__tl_set_stop_norm(d->tl, strcmp(why, "max_output_tokens") == 0 ? "max_tokens"
+                                    : strcmp(why, "content_filter") == 0  ? "refusal"
+                                                                          : NULL);
+    const cJSON *u = ah__jobj(r, "usage");
+    if (u) {
+        int64_t in = -1, out = -1, cached = -1;
+        ah__jint(u, "input_tokens", &in);
+        ah__jint(u, "output_tokens", &out);
+        ah__tl_replace_usage(d->tl, in, out);
+        ah__jint(ah__jobj(u, "input_tokens_details"), "cached_tokens", &cached);
+        ah__tl_set_cache_usage(d->tl, cached, in >= 0 ? 0 : -1);
+    }
+    return AH_OK;
+}
+
 static ah_status on_terminal(ah_decoder *d, const cJSON *root, const char *type)
 {
     const cJSON *r = ah__jobj(root, "response");
     ah_status st;
     if (!r)
         return ah__dec_fail(d, AH_ERR_PARSE, "missing \"response\" object");
-    const char *status = ah__jstr(r, "status");
-    if (ah__tl_set_stop_reason(d->tl, status) != AH_OK)
+    if (read_status_usage(d, r) != AH_OK)
         return nomem(d);
-    const cJSON *u = ah__jobj(r, "usage");
-    if (u) {
-        int64_t in = -1, out = -1;
-        ah__jint(u, "input_tokens", &in);
-        ah__jint(u, "output_tokens", &out);
-        ah__tl_replace_usage(d->tl, in, out);
-    }
     /* The final response may carry a newer encrypted_content (and item id) per reasoning
      * item; output[] is indexed by output_index. */
     const cJSON *item;
@@ -541,16 +558,8 @@ ah_status ah__responses_body(ah_decoder *d, const cJSON *root)
             return st;
         oi++;
     }
-    const char *status = ah__jstr(root, "status");
-    if (ah__tl_set_stop_reason(d->tl, status) != AH_OK)
+    if (read_status_usage(d, root) != AH_OK)
         return nomem(d);
-    const cJSON *u = ah__jobj(root, "usage");
-    if (u) {
-        int64_t in = -1, out = -1;
-        ah__jint(u, "input_tokens", &in);
-        ah__jint(u, "output_tokens", &out);
-        ah__tl_replace_usage(d->tl, in, out);
-    }
     if (err && (st = ah__dec_provider_error(d, err)) != AH_OK)
         return st;
     ah__tl_set_finished(d->tl);

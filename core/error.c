@@ -394,6 +394,56 @@ static void extract(const cJSON *root, const char **type, const char **msg)
         *msg = json_string(root, "message");
 }
 
+/* Does s contain needle, ignoring ASCII case? */
+static int contains_ci(const char *s, const char *needle)
+{
+    size_t n = strlen(needle);
+    for (; s && *s; s++)
+        if (strncasecmp(s, needle, n) == 0)
+            return 1;
+    return 0;
+}
+
+/* A 429 that says a spend limit was reached (docs/errors.md, "Spend limits"): Anthropic
+ * error.details.error_code "enforced_spend_limit_reached" (type rate_limit_error, no
+ * retry-after), OpenAI error.code "organization_spend_limit_exceeded" /
+ * "project_spend_limit_exceeded". */
+static int is_spend_limit(int status, const cJSON *root, const char *msg)
+{
+    if (status != 429)
+        return 0;
+    const cJSON *err = cJSON_GetObjectItemCaseSensitive(root, "error");
+    const char *code = json_string(err, "code");
+    const char *ecode = json_string(cJSON_GetObjectItemCaseSensitive(err, "details"),
+                                    "error_code");
+    static const char *const codes[] = {"enforced_spend_limit_reached",
+                                        "organization_spend_limit_exceeded",
+                                        "project_spend_limit_exceeded", NULL};
+    for (size_t i = 0; codes[i]; i++)
+        if ((code && strcmp(code, codes[i]) == 0) || (ecode && strcmp(ecode, codes[i]) == 0) ||
+            (msg && contains_ci(msg, codes[i])))
+            return 1;
+    return 0;
+}
+
+/* A 400 (or 413) that says the prompt does not fit the model's context window: OpenAI
+ * error.code "context_length_exceeded", Anthropic "prompt is too long: N tokens > M
+ * maximum", Gemini "The input token count (N) exceeds the maximum number of tokens
+ * allowed (M)". */
+static int is_context_exceeded(int status, const cJSON *root, const char *msg)
+{
+    if (status != 400 && status != 413)
+        return 0;
+    const char *code = json_string(cJSON_GetObjectItemCaseSensitive(root, "error"), "code");
+    if (code && strcmp(code, "context_length_exceeded") == 0)
+        return 1;
+    return msg && (contains_ci(msg, "prompt is too long") ||
+                   contains_ci(msg, "context_length_exceeded") ||
+                   contains_ci(msg, "maximum context length") ||
+                   contains_ci(msg, "context window") ||
+                   contains_ci(msg, "exceeds the maximum number of tokens allowed"));
+}
+
 /* The Location of a redirect (301, 302, 303, 307, 308), or NULL. */
 static const char *redirect_location(int status, const ah_header *h, size_t n)
 {
@@ -476,6 +526,23 @@ void ah_error_from_http(ah_error *e, int status, const ah_header *h, size_t n,
     else if (!e->provider_type[0] && reason_phrase(status))
         snprintf(buf + o, cap - (size_t)o, " %s", reason_phrase(status));
     finish_message(e, buf, cap, secrets);
+    if (is_spend_limit(status, root, msg)) {
+        /* not a rate limit: waiting does not help, so it is never retried */
+        char m[AH_ERROR_MESSAGE_MAX];
+        memcpy(m, e->message, sizeof m);
+        e->kind = AH_EK_SPEND_LIMIT;
+        ah__bufprintf(e->message, sizeof e->message,
+                      "spend limit reached, not retried (requests fail until the limit is "
+                      "raised or the period resets): %s",
+                      m);
+    } else if (is_context_exceeded(status, root, msg)) {
+        char m[AH_ERROR_MESSAGE_MAX];
+        memcpy(m, e->message, sizeof m);
+        e->kind = AH_EK_CONTEXT_EXCEEDED;
+        ah__bufprintf(e->message, sizeof e->message,
+                      "the request does not fit the model's context window, not retried: %s",
+                      m);
+    }
 
     if (buf != small)
         free(buf);

@@ -96,6 +96,8 @@ static void j_error(void *ud, const char *key, const ah_error *e)
         j_num(&inner, "retry_after_ms", e->retry_after_ms);
     else
         j_null(&inner, "retry_after_ms");
+    if (e->category[0]) /* a refusal's category; absent otherwise */
+        j_str(&inner, "category", e->category, strlen(e->category));
     j->failed |= inner.failed;
 }
 
@@ -283,6 +285,9 @@ static const ah_error *get_error(reader *r, ah_event_box *b, const char *key)
         ah__bufprintf(b->err.message, sizeof b->err.message, "%s", msg);
     if (pt)
         ah__bufprintf(b->err.provider_type, sizeof b->err.provider_type, "%s", pt);
+    const cJSON *cat = cJSON_GetObjectItemCaseSensitive(v, "category"); /* optional */
+    if (cat && cJSON_IsString(cat))
+        ah__bufprintf(b->err.category, sizeof b->err.category, "%s", cat->valuestring);
     if (er.failed)
         r->failed = 1;
     return &b->err;

@@ -128,6 +128,12 @@ ah_decision ah__retry_verdict(const ah__retry *r, const ah_error *err)
     /* 1. Cancellation beats everything: not retried, not even offered to the hook. */
     if (err->kind == AH_EK_CANCELLED)
         return give_up(d, AH_GIVEUP_NOT_RETRYABLE);
+    /* A spent spend limit, or a prompt longer than the context window, does not get
+     * better by waiting: never retried, not even offered to the hook. */
+    if (err->kind == AH_EK_SPEND_LIMIT)
+        return give_up(d, AH_GIVEUP_SPEND_LIMIT);
+    if (err->kind == AH_EK_CONTEXT_EXCEEDED)
+        return give_up(d, AH_GIVEUP_NOT_RETRYABLE);
 
     /* 2. The class's default, then the user's predicate, which sees the default and may
      * keep it by failing (-1). */

@@ -35,6 +35,11 @@ struct ah_timeline {
     ah__buf stop_reason;
     int has_stop_reason;
     int64_t input_tokens, output_tokens;
+    int64_t cache_read, cache_write;
+    int input_excludes_cache;
+    const char *stop_norm;
+    ah__buf stop_category;
+    int has_stop_category;
     ah__buf refusal;
     int has_refusal;
     int citations;
@@ -134,6 +139,7 @@ ah_timeline *ah_timeline_new(void)
     if (!tl)
         return NULL;
     tl->input_tokens = tl->output_tokens = -1;
+    tl->cache_read = tl->cache_write = -1;
     ah_error_clear(&tl->error);
     return tl;
 }
@@ -148,6 +154,11 @@ void ah_timeline_reset(ah_timeline *tl)
     tl->stop_reason.len = 0;
     tl->has_stop_reason = 0;
     tl->input_tokens = tl->output_tokens = -1;
+    tl->cache_read = tl->cache_write = -1;
+    tl->input_excludes_cache = 0;
+    tl->stop_norm = NULL;
+    tl->stop_category.len = 0;
+    tl->has_stop_category = 0;
     tl->refusal.len = 0;
     tl->has_refusal = 0;
     tl->citations = 0;
@@ -164,6 +175,7 @@ void ah_timeline_free(ah_timeline *tl)
     ah_timeline_reset(tl);
     free(tl->blocks);
     buf_free(&tl->stop_reason);
+    buf_free(&tl->stop_category);
     buf_free(&tl->refusal);
     buf_free(&tl->error_json);
     free(tl);
@@ -189,9 +201,73 @@ const char *ah_timeline_stop_reason(const ah_timeline *tl)
     return tl && tl->has_stop_reason ? buf_str(&tl->stop_reason) : NULL;
 }
 
+/* Raw provider stop reasons and what they mean (docs/providers-decoding.md). */
+static const char *const stop_map[][2] = {
+    {"end_turn", "end_turn"},       {"stop_sequence", "end_turn"},
+    {"stop", "end_turn"},           {"completed", "end_turn"},
+    {"STOP", "end_turn"},           {"tool_use", "tool_use"},
+    {"tool_calls", "tool_use"},     {"function_call", "tool_use"},
+    {"max_tokens", "max_tokens"},   {"length", "max_tokens"},
+    {"MAX_TOKENS", "max_tokens"},   {"refusal", "refusal"},
+    {"content_filter", "refusal"},  {"SAFETY", "refusal"},
+    {"RECITATION", "refusal"},      {"PROHIBITED_CONTENT", "refusal"},
+    {"BLOCKLIST", "refusal"},       {"SPII", "refusal"},
+    {"IMAGE_SAFETY", "refusal"},    {"pause_turn", "pause_turn"},
+    {"model_context_window_exceeded", "context_exceeded"},
+};
+
+const char *ah_timeline_stop(const ah_timeline *tl)
+{
+    if (!tl)
+        return NULL;
+    const char *raw = ah_timeline_stop_reason(tl);
+    const char *norm = tl->stop_norm;
+    for (size_t i = 0; !norm && raw && i < sizeof stop_map / sizeof stop_map[0]; i++)
+        if (strcmp(raw, stop_map[i][0]) == 0)
+            norm = stop_map[i][1];
+    if (!norm)
+        norm = raw;
+    if (!norm)
+        return NULL;
+    int text = 0, tool = 0;
+    for (size_t i = 0; i < tl->count; i++) {
+        const ah_block *b = &tl->blocks[i].pub;
+        if (!b->closed)
+            continue;
+        tool |= b->kind == AH_BLOCK_TOOL_USE;
+        text |= b->kind == AH_BLOCK_TEXT && b->text_len > 0;
+    }
+    if (strcmp(norm, "end_turn") == 0 && tool)
+        return "tool_use";
+    if (strcmp(norm, "end_turn") == 0 && !text && !tool && tl->has_refusal &&
+        tl->refusal.len > 0)
+        return "refusal";
+    return norm;
+}
+
+const char *ah_timeline_stop_category(const ah_timeline *tl)
+{
+    return tl && tl->has_stop_category ? buf_str(&tl->stop_category) : NULL;
+}
+
+int64_t ah_timeline_cache_read_tokens(const ah_timeline *tl)
+{
+    return tl ? tl->cache_read : -1;
+}
+
+int64_t ah_timeline_cache_write_tokens(const ah_timeline *tl)
+{
+    return tl ? tl->cache_write : -1;
+}
+
 int64_t ah_timeline_input_tokens(const ah_timeline *tl)
 {
-    return tl ? tl->input_tokens : -1;
+    if (!tl)
+        return -1;
+    if (!tl->input_excludes_cache || tl->input_tokens < 0)
+        return tl->input_tokens;
+    return tl->input_tokens + (tl->cache_read > 0 ? tl->cache_read : 0) +
+           (tl->cache_write > 0 ? tl->cache_write : 0);
 }
 
 int64_t ah_timeline_output_tokens(const ah_timeline *tl)
@@ -421,6 +497,31 @@ void ah__tl_replace_usage(ah_timeline *tl, int64_t input, int64_t output)
 {
     tl->input_tokens = input;
     tl->output_tokens = output;
+}
+
+void ah__tl_set_cache_usage(ah_timeline *tl, int64_t read, int64_t write)
+{
+    if (read >= 0)
+        tl->cache_read = read;
+    if (write >= 0)
+        tl->cache_write = write;
+}
+
+void ah__tl_input_excludes_cache(ah_timeline *tl)
+{
+    tl->input_excludes_cache = 1;
+}
+
+void ah__tl_set_stop_norm(ah_timeline *tl, const char *norm)
+{
+    tl->stop_norm = norm;
+}
+
+ah_status ah__tl_set_stop_category(ah_timeline *tl, const char *category)
+{
+    tl->stop_category.len = 0;
+    tl->has_stop_category = category != NULL;
+    return category ? buf_append(&tl->stop_category, category, strlen(category)) : AH_OK;
 }
 
 ah_status ah__tl_refusal_append(ah_timeline *tl, const char *s, size_t n)

@@ -391,6 +391,7 @@ struct ah_worker {
     char *text;
     const char *text_ref; /* the answer's one text block, in history (not owned) */
     ah_worker_stats stats;
+    const char *stop_reason; /* the last completed response's, normalised (static) */
 };
 
 #define NO_BLOCK ((size_t)-1)
@@ -613,6 +614,21 @@ static int handles_give_up(void *ud, const ah_error *err);
  * trimmed bytes) or a cut one ("interrupted", the usage reported so far, and what was
  * trimmed from a block that is kept). The tokens count in the run's stats either way:
  * a cut response was paid for too. */
+/* The normalised stop reasons as static strings (the timeline's answer dies with its
+ * response; an unknown raw one is kept as "other"). */
+static const char *stop_norm_static(const char *s)
+{
+    static const char *const known[] = {"end_turn",  "tool_use",   "max_tokens",
+                                        "refusal",   "pause_turn", "context_exceeded",
+                                        NULL};
+    if (!s)
+        return NULL;
+    for (size_t i = 0; known[i]; i++)
+        if (strcmp(s, known[i]) == 0)
+            return known[i];
+    return "other";
+}
+
 static void emit_call_end(ah_worker *w, const char *stop_reason)
 {
     if (w->call_end_sent)
@@ -629,9 +645,18 @@ static void emit_call_end(ah_worker *w, const char *stop_reason)
         trimmed = (int64_t)ah__overlap_trimmed(w->ov);
     ah_event ev = {.type = AH_EV_LLM_CALL_END};
     ev.u.llm_call_end.llm_call = w->llm_call;
-    ev.u.llm_call_end.stop_reason = stop_reason ? stop_reason : ah_timeline_stop_reason(w->tl);
+    int64_t cr = ah_timeline_cache_read_tokens(w->tl), cw = ah_timeline_cache_write_tokens(w->tl);
+    cr = cr > 0 ? cr : 0;
+    cw = cw > 0 ? cw : 0;
+    w->stats.cache_read_tokens += cr;
+    w->stats.cache_write_tokens += cw;
+    if (!stop_reason)
+        w->stop_reason = stop_norm_static(ah_timeline_stop(w->tl));
+    ev.u.llm_call_end.stop_reason = stop_reason ? stop_reason : ah_timeline_stop(w->tl);
     ev.u.llm_call_end.input_tokens = in;
     ev.u.llm_call_end.output_tokens = out;
+    ev.u.llm_call_end.cache_read_tokens = cr;
+    ev.u.llm_call_end.cache_write_tokens = cw;
     ev.u.llm_call_end.trimmed_bytes = trimmed;
     w->stats.trimmed_bytes += trimmed;
     emit(w, &ev);
@@ -1772,6 +1797,8 @@ void ah_worker_free(ah_worker *w)
     free(w);
 }
 
+static ah_status start_run(ah_worker *w);
+
 ah_status ah_worker_start(ah_worker *w, const char *input)
 {
     if (!w || !input)
@@ -1780,6 +1807,24 @@ ah_status ah_worker_start(ah_worker *w, const char *input)
         return AH_ERR_STATE;
     if (ah_conversation_add_user_text(w->conv, input) != AH_OK)
         return AH_ERR_NOMEM;
+    return start_run(w);
+}
+
+ah_status ah_worker_start_blocks(ah_worker *w, const ah_msg_block *blocks, size_t n,
+                                 char *err, size_t errsize)
+{
+    if (!w)
+        return AH_ERR_INVALID;
+    if (w->state != W_IDLE || w->llm_call != 0)
+        return AH_ERR_STATE;
+    ah_status st = ah_conversation_add_user_blocks(w->conv, blocks, n, err, errsize);
+    if (st != AH_OK)
+        return st;
+    return start_run(w);
+}
+
+static ah_status start_run(ah_worker *w)
+{
     w->answer_start = ah_conversation_count(w->conv);
     ah_event ev = {.type = AH_EV_RUN_START};
     ev.u.run_start.run_id = w->run_id;
@@ -1831,6 +1876,11 @@ int ah_worker_finished(const ah_worker *w)
 ah_run_outcome ah_worker_outcome(const ah_worker *w)
 {
     return w->outcome;
+}
+
+const char *ah_worker_stop_reason(const ah_worker *w)
+{
+    return w ? w->stop_reason : NULL;
 }
 
 const ah_error *ah_worker_error(const ah_worker *w)

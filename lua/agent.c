@@ -704,6 +704,8 @@ static int run_result(lua_State *L)
     set_str(L, "text", ah_worker_text(w));
     set_str(L, "outcome", ah_run_outcome_name(outcome));
     set_str(L, "run_id", ah_worker_run_id(w));
+    if (ah_worker_stop_reason(w))
+        set_str(L, "stop_reason", ah_worker_stop_reason(w));
     if (outcome != AH_OUTCOME_COMPLETED && ah_worker_error(w)->kind != AH_EK_NONE) {
         lah_push_error(L, ah_worker_error(w));
         lua_setfield(L, -2, "error");
@@ -729,6 +731,8 @@ static int run_result(lua_State *L)
     set_int(L, "output_retries", st.output_retries);
     set_int(L, "steps", st.steps);
     set_int(L, "input_tokens", (lua_Integer)st.input_tokens);
+    set_int(L, "cache_read_tokens", (lua_Integer)st.cache_read_tokens);
+    set_int(L, "cache_write_tokens", (lua_Integer)st.cache_write_tokens);
     set_int(L, "output_tokens", (lua_Integer)st.output_tokens);
     lua_setfield(L, -2, "stats");
     lua_pushvalue(L, -1);
@@ -748,12 +752,24 @@ static int start_run(lua_State *L, const char *where)
 {
     lah_check_can_start(L, where);
     lagent *a = check_agent(L, 1);
-    if (!lua_isstring(L, 2)) {
+    if (!lua_isstring(L, 2) && !lua_istable(L, 2)) {
         const char *method = strchr(where, ':');
-        return luaL_error(L, "bad argument #1 to '%s' (string expected, got %s)",
+        return luaL_error(L,
+                          "bad argument #1 to '%s' (string or list of blocks expected, got "
+                          "%s)",
                           method ? method + 1 : where, luaL_typename(L, 2));
     }
-    const char *input = lua_tostring(L, 2);
+    const char *input = lua_isstring(L, 2) ? lua_tostring(L, 2) : NULL;
+    ah_msg_block *in_blocks = NULL; /* input as a list of blocks (strings in the table) */
+    size_t n_in_blocks = 0;
+    if (!input) {
+        char ierr[320];
+        /* checked now, so a bad input raises before anything starts; built again
+         * (on the stack) just before the worker copies it */
+        if (!lah_input_blocks_check(L, 2, &in_blocks, &n_in_blocks, ierr, sizeof ierr))
+            return luaL_error(L, "%s: %s", where, ierr);
+        lua_pop(L, 1);
+    }
     lua_settop(L, 3);
     int has_output = 0, max_output_retries = 1;
     ah_conversation *history = NULL;
@@ -926,8 +942,21 @@ static int start_run(lua_State *L, const char *where)
     lua_pushvalue(L, run);
     r->self_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     lua_State *prev = lah_enter(L);
-    ah_status st = ah_worker_start(r->w, input);
+    ah_status st;
+    char serr[320] = "";
+    if (input) {
+        st = ah_worker_start(r->w, input);
+    } else if (lah_input_blocks_check(L, 2, &in_blocks, &n_in_blocks, serr, sizeof serr)) {
+        st = ah_worker_start_blocks(r->w, in_blocks, n_in_blocks, serr, sizeof serr);
+        lua_pop(L, 1);
+    } else {
+        st = AH_ERR_INVALID;
+    }
     lah_leave(L, prev);
+    if (st != AH_OK && serr[0]) {
+        release_run(L, r, 0);
+        return luaL_error(L, "%s: input: %s", where, serr);
+    }
     if (st != AH_OK) {
         release_run(L, r, 0);
         return luaL_error(L, "%s: cannot start the run: %s", where,

@@ -223,6 +223,16 @@ static int list_len(checker *k, int idx, lua_Integer *n)
     return 1;
 }
 
+/* The media fields of an image, a document or an image tool result, checked by the
+ * core (one rule for Lua, JSON and C): the message names the field. */
+static int check_media(checker *k, const ah_msg_block *b)
+{
+    char why[200];
+    if (ah_msg_block_check(b, why, sizeof why) != AH_OK)
+        return bad(k, ".%s", why);
+    return 1;
+}
+
 static int check_block(checker *k, int blk, ah_role role, ah_msg_block *b)
 {
     static const char *const f_text[] = {"type", "text", NULL};
@@ -231,8 +241,12 @@ static int check_block(checker *k, int blk, ah_role role, ah_msg_block *b)
                                               "redacted",  NULL};
     static const char *const f_tool_use[] = {"type", "id", "name", "arguments", "input",
                                              NULL};
-    static const char *const f_tool_result[] = {"type", "tool_use_id", "content",
-                                                "is_error", NULL};
+    static const char *const f_tool_result[] = {"type",       "tool_use_id", "content",
+                                                "is_error",   "media_type",  "data",
+                                                "url",        NULL};
+    static const char *const f_image[] = {"type", "media_type", "data", "url", NULL};
+    static const char *const f_document[] = {"type", "media_type", "data", "url", "name",
+                                             NULL};
     lua_State *L = k->L;
     memset(b, 0, sizeof *b);
     const char *type;
@@ -293,9 +307,24 @@ static int check_block(checker *k, int blk, ah_role role, ah_msg_block *b)
         if (!only_fields(k, blk, f_tool_result) ||
             !get_string(k, blk, "tool_use_id", 1, &b->tool_use_id) ||
             !get_string(k, blk, "content", 1, &b->text) ||
-            !get_flag(k, blk, "is_error", &b->is_error))
+            !get_flag(k, blk, "is_error", &b->is_error) ||
+            !get_string(k, blk, "media_type", 0, &b->media_type) ||
+            !get_string(k, blk, "data", 0, &b->data) || !get_string(k, blk, "url", 0, &b->url))
             return 0;
-        return 1;
+        return check_media(k, b);
+    }
+    if (strcmp(type, "image") == 0 || strcmp(type, "document") == 0) {
+        int doc = type[0] == 'd';
+        b->kind = doc ? AH_MSG_DOCUMENT : AH_MSG_IMAGE;
+        if (role != AH_ROLE_USER)
+            return bad(k, ": an %s block belongs to a user message", doc ? "document" : "image");
+        if (!only_fields(k, blk, doc ? f_document : f_image) ||
+            !get_string(k, blk, "media_type", 0, &b->media_type) ||
+            !get_string(k, blk, "data", 0, &b->data) ||
+            !get_string(k, blk, "url", 0, &b->url) ||
+            (doc && !get_string(k, blk, "name", 0, &b->name)))
+            return 0;
+        return check_media(k, b);
     }
     return bad(k, ".type: unknown block type '%.40s'", type);
 }
@@ -491,6 +520,51 @@ int lah_history_check(lua_State *L, int idx, ah_conversation **out, char *err,
 fail:
     lua_settop(L, top);
     ah_conversation_free(c);
+    return 0;
+}
+
+int lah_input_blocks_check(lua_State *L, int idx, ah_msg_block **out, size_t *n_out,
+                           char *err, size_t errsize)
+{
+    checker k = {L, err, errsize, "input"};
+    idx = lua_absindex(L, idx);
+    *out = NULL;
+    *n_out = 0;
+    luaL_checkstack(L, 6, "input");
+    lua_Integer n;
+    if (!list_len(&k, idx, &n))
+        return 0;
+    if (n == 0)
+        return bad(&k, ": empty (a string, or a list of text, image and document blocks)");
+    /* the array is a userdata (collected, so no raise between here and the worker's
+     * copy can leak it), left on the stack on success */
+    ah_msg_block *bs = lua_newuserdatauv(L, (size_t)n * sizeof *bs, 0);
+    memset(bs, 0, (size_t)n * sizeof *bs);
+    int top = lua_gettop(L);
+    for (lua_Integer i = 1; i <= n; i++) {
+        snprintf(k.path, sizeof k.path, "input[%lld]", (long long)i);
+        lua_rawgeti(L, idx, i);
+        int blk = lua_gettop(L);
+        ah_msg_block *b = &bs[i - 1];
+        if (lua_type(L, blk) == LUA_TSTRING) { /* a bare string is a text block */
+            b->kind = AH_MSG_TEXT;
+            b->text = lua_tostring(L, blk);
+        } else if (!lua_istable(L, blk)) {
+            bad(&k, ": must be a block table, got %s", luaL_typename(L, blk));
+            goto fail;
+        } else if (!check_block(&k, blk, AH_ROLE_USER, b)) {
+            goto fail;
+        } else if (b->kind == AH_MSG_TOOL_RESULT) {
+            bad(&k, ".type: a tool_result is no input (text, image or document)");
+            goto fail;
+        }
+        lua_settop(L, top); /* the strings live in the input table, which stays */
+    }
+    *out = bs;
+    *n_out = (size_t)n;
+    return 1;
+fail:
+    lua_settop(L, top - 1);
     return 0;
 }
 

@@ -305,6 +305,13 @@ void lah_push_history(lua_State *L, const ah_conversation *c, int shared);
  * the caller). Returns 1; or 0 with err naming the first bad element
  * ("history[3].content[1].type: unknown block type 'image'"). Never raises (beyond a
  * memory error); may store a tool_use's encoded input as its arguments. */
+/* agent:run(input) with a list of blocks: each a text, image or document block table (or
+ * a string, a text block), checked as history blocks are. On success *out is pushed
+ * (a userdata: keep it on the stack while *out is used) and borrows its strings from
+ * the table at idx, which must stay alive too. 0 (nothing pushed) with err naming
+ * "input[2].media_type: ..." on a bad one. */
+int lah_input_blocks_check(lua_State *L, int idx, ah_msg_block **out, size_t *n_out,
+                           char *err, size_t errsize);
 int lah_history_check(lua_State *L, int idx, ah_conversation **out, char *err,
                       size_t errsize);
 void lah_open_history(lua_State *L); /* ah.history_save, ah.history_load */

@@ -207,6 +207,10 @@ void lah_push_error(lua_State *L, const ah_error *e)
         lua_pushboolean(L, e->should_retry);
         lua_setfield(L, -2, "should_retry");
     }
+    if (e->category[0]) {
+        lua_pushstring(L, e->category);
+        lua_setfield(L, -2, "category");
+    }
     lua_pushstring(L, e->message);
     lua_setfield(L, -2, "message");
     push_error_mt(L);
@@ -272,6 +276,9 @@ void lah_to_error(lua_State *L, int idx, ah_error *e)
     lua_pop(L, 1);
     if (lua_getfield(L, idx, "should_retry") == LUA_TBOOLEAN)
         e->should_retry = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    if (lua_getfield(L, idx, "category") == LUA_TSTRING)
+        snprintf(e->category, sizeof e->category, "%s", lua_tostring(L, -1));
     lua_pop(L, 1);
 }
 

@@ -85,7 +85,13 @@ do
     { "image.json", '{"format":"agenthost.history","version":1,"messages":[' ..
       '{"role":"user","content":[{"type":"text","text":"a"}]},' ..
       '{"role":"user","content":[{"type":"text","text":"b"},{"type":"image","source":"x"}]}]}',
-      "history[2].content[2].type: unknown block type 'image'" },
+      "history[2].content[2]: unknown field 'source'" },
+    { "video.json", '{"format":"agenthost.history","version":1,"messages":[' ..
+      '{"role":"user","content":[{"type":"video"}]}]}',
+      "history[1].content[1].type: unknown block type 'video'" },
+    { "png.json", '{"format":"agenthost.history","version":1,"messages":[' ..
+      '{"role":"user","content":[{"type":"image","media_type":"image/bmp","data":"AAAA"}]}]}',
+      "history[1].content[1].media_type: 'image/bmp' is not one of image/jpeg" },
     { "role.json", '{"format":"agenthost.history","version":1,"messages":[' ..
       '{"role":"system","content":[{"type":"text","text":"a"}]}]}',
       "history[1].role: unknown role 'system'" },
@@ -163,8 +169,8 @@ do
   T.raises(function() agent:run("x", { history = "nope" }) end,
            "agent:run: history: must be a list of messages", "a string")
   T.raises(function()
-    agent:run("x", { history = { { role = "user", content = { { type = "image" } } } } })
-  end, "agent:run: history[1].content[1].type: unknown block type 'image'", "unknown block")
+    agent:run("x", { history = { { role = "user", content = { { type = "video" } } } } })
+  end, "agent:run: history[1].content[1].type: unknown block type 'video'", "unknown block")
   T.raises(function() agent:start("x", { history = { { role = "bot", content = {} } } }) end,
            "agent:start: history[1].role: unknown role 'bot'", "agent:start checks it too")
   T.eq(#m:requests(), 1, "nothing was sent (but the first run's request)")

@@ -319,8 +319,22 @@ static void json_import_errors_name_the_path(void **state)
          AH_ERR_INVALID, "messages[0].partial"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":[],\"x\":1}]}", AH_ERR_INVALID,
          "messages[0].x: unknown member"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"video\"}]}]}",
+         AH_ERR_INVALID, "messages[0].content[0].type: unknown block type 'video'"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image\"}]}]}",
-         AH_ERR_INVALID, "messages[0].content[0].type: unknown block type 'image'"},
+         AH_ERR_INVALID, "messages[0].content[0].data or url: one is required"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image\","
+         "\"media_type\":\"image/bmp\",\"data\":\"AAAA\"}]}]}",
+         AH_ERR_INVALID, "messages[0].content[0].media_type: 'image/bmp' is not one of"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image\","
+         "\"media_type\":\"image/png\",\"data\":\"AA*A\"}]}]}",
+         AH_ERR_INVALID, "messages[0].content[0].data: not base64 (at byte 2)"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"document\","
+         "\"media_type\":\"text/html\",\"url\":\"https://x/y\"}]}]}",
+         AH_ERR_INVALID, "messages[0].content[0].media_type: 'text/html' is not application/pdf"},
+        {"{\"messages\":[{\"role\":\"assistant\",\"content\":[{\"type\":\"image\","
+         "\"url\":\"https://x/y.png\"}]}]}",
+         AH_ERR_INVALID, "messages[0].content[0]: a image block cannot be in a assistant"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":[{\"text\":\"x\"}]}]}",
          AH_ERR_INVALID, "messages[0].content[0].type"},
         {"{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\"}]}]}",

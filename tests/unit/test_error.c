@@ -178,6 +178,10 @@ static void retryable_kinds(void **state)
         {AH_EK_LEDGER, 0, -1, 0}, /* a ledger that cannot answer: the effect must not run */
         {AH_EK_OUTCOME_UNKNOWN, 0, 1, 0}, /* may have happened: only a tool's safety repeats it */
         {AH_EK_MCP_SESSION, 404, -1, 0},
+        {AH_EK_SPEND_LIMIT, 429, -1, 0}, /* a spend limit does not lift by waiting */
+        {AH_EK_SPEND_LIMIT, 429, 1, 0},
+        {AH_EK_REFUSED, 0, -1, 0},
+        {AH_EK_CONTEXT_EXCEEDED, 400, -1, 0},
         {AH_EK_COUNT_, 503, -1, 0}, /* unknown kinds are not retryable */
         {99, 0, 1, 0},
         {-1, 503, 1, 0},

@@ -37,7 +37,9 @@ typedef enum ah_role { AH_ROLE_USER = 0, AH_ROLE_ASSISTANT = 1 } ah_role;
     X(TEXT, "text")                                                                      \
     X(REASONING, "reasoning")                                                            \
     X(TOOL_USE, "tool_use")                                                              \
-    X(TOOL_RESULT, "tool_result")
+    X(TOOL_RESULT, "tool_result")                                                        \
+    X(IMAGE, "image")                                                                    \
+    X(DOCUMENT, "document")
 
 typedef enum ah_msg_kind {
 #define AH__MK_ENUM(name, s) AH_MSG_##name,
@@ -58,7 +60,16 @@ typedef enum ah_msg_kind {
  *                redacted: 1 for an Anthropic redacted_thinking block
  *   TOOL_USE     id, name (non-empty), arguments: the call's arguments as JSON text
  *                  (a JSON object; "" is treated as "{}")
- *   TOOL_RESULT  tool_use_id (non-empty), text: the result content, is_error
+ *   TOOL_RESULT  tool_use_id (non-empty), text: the result content, is_error; and, for a
+ *                  result that carries an image (as MCP results may), media_type with
+ *                  data or url as for IMAGE (all NULL: a text-only result)
+ *   IMAGE        media_type: "image/jpeg", "image/png", "image/gif" or "image/webp"
+ *                  (required with data, optional with url); exactly one of data (the
+ *                  bytes in standard base64, no "data:" prefix) or url (http(s) or a
+ *                  data: URL); user messages only
+ *   DOCUMENT     media_type: "application/pdf"; data (base64) or url as for IMAGE; name:
+ *                  an optional file name or title; user messages only
+ * ah_msg_block_check() says which field is wrong.
  */
 typedef struct ah_msg_block {
     ah_msg_kind kind;
@@ -72,7 +83,16 @@ typedef struct ah_msg_block {
     const char *encrypted_content;
     int redacted;
     int is_error;
+    const char *media_type; /* IMAGE, DOCUMENT, an image TOOL_RESULT */
+    const char *data;       /* base64 */
+    const char *url;
 } ah_msg_block;
+
+/* Is b complete and valid for its kind? AH_OK, or AH_ERR_INVALID with err naming the
+ * field and why, e.g. "media_type: 'image/bmp' is not one of image/jpeg, image/png,
+ * image/gif, image/webp" or "data: not base64 (byte 17)". err may be NULL. The role is
+ * not checked here (ah_conversation_add_block does that). */
+AH_EXPORT ah_status ah_msg_block_check(const ah_msg_block *b, char *err, size_t errsize);
 
 AH_EXPORT const char *ah_role_name(ah_role role);             /* "user" / "assistant" / "unknown" */
 AH_EXPORT const char *ah_msg_kind_name(ah_msg_kind kind); /* "text" ... / "unknown" */
@@ -107,6 +127,11 @@ AH_EXPORT ah_status ah_conversation_add_reasoning(ah_conversation *c, const char
                                                   const char *encrypted_content, int redacted);
 AH_EXPORT ah_status ah_conversation_add_tool_use(ah_conversation *c, const char *id,
                                                  const char *name, const char *arguments);
+
+/* A NEW user message of n blocks (text, image, document; copies). AH_ERR_INVALID (err
+ * names the block and field, "block 2 (image): media_type: ...") leaves c unchanged. */
+AH_EXPORT ah_status ah_conversation_add_user_blocks(ah_conversation *c, const ah_msg_block *b,
+                                                    size_t n, char *err, size_t errsize);
 
 /* begin_user + add_text in one call: always a NEW user message. */
 AH_EXPORT ah_status ah_conversation_add_user_text(ah_conversation *c, const char *text);

@@ -47,7 +47,15 @@ extern "C" {
      * not have happened (docs/mcp.md, "The failure rule") */                           \
     X(OUTCOME_UNKNOWN, "outcome_unknown")                                                 \
     /* an MCP server's session ended twice in a row before the call was accepted */      \
-    X(MCP_SESSION, "mcp_session")
+    X(MCP_SESSION, "mcp_session")                                                         \
+    /* a 429 that says a spend limit was reached (Anthropic enforced_spend_limit_reached, \
+     * OpenAI organization/project_spend_limit_exceeded): never retried */              \
+    X(SPEND_LIMIT, "spend_limit")                                                         \
+    /* the model refused (stop reason refusal, content_filter); category says why */    \
+    X(REFUSED, "refused")                                                                 \
+    /* the request is longer than the model's context window (a 400, or the stop reason \
+     * model_context_window_exceeded): never retried */                                 \
+    X(CONTEXT_EXCEEDED, "context_exceeded")
 
 typedef enum ah_error_kind {
 #define AH__KIND_ENUM(name, s) AH_EK_##name,
@@ -82,6 +90,9 @@ typedef struct ah_error {
     int should_retry;              /* x-should-retry: -1 absent, 0 false, 1 true */
     char provider_type[AH_ERROR_PROVIDER_TYPE_MAX]; /* e.g. "overloaded_error", or "" */
     char message[AH_ERROR_MESSAGE_MAX];             /* safe to show, redacted */
+    /* refused: the provider's refusal category (Anthropic stop_details.category, e.g.
+     * "cyber"), or "" when it named none */
+    char category[AH_ERROR_PROVIDER_TYPE_MAX];
 } ah_error;
 
 /* One response header, borrowed. Names compare case-insensitively. */

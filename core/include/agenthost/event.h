@@ -77,7 +77,8 @@ extern "C" {
     /* trimmed_bytes: restated text dropped from a continuation's start */                \
     X(LLM_CALL_END, "llm_call_end", llm_call_end, OWN,                                    \
       F(INT, llm_call, ) F(STR, stop_reason, ) F(I64, input_tokens, )                     \
-      F(I64, output_tokens, ) F(I64, trimmed_bytes, ))                                    \
+      F(I64, output_tokens, ) F(I64, cache_read_tokens, ) F(I64, cache_write_tokens, )  \
+      F(I64, trimmed_bytes, ))                                    \
     /* a tool body failed and is run again after wait_ms (before the wait starts) */      \
     X(TOOL_RETRY, "tool_retry", tool_retry, OWN,                                          \
       F(STR, id, ) F(STR, name, ) F(INT, failed_attempt, ) F(INT, max_attempts, )         \
@@ -125,7 +126,8 @@ typedef enum ah_wait_source {
     X(DEADLINE, "deadline")                                                               \
     X(RETRY_AFTER_TOO_LONG, "retry_after_too_long")                                       \
     X(NOT_RETRYABLE, "not_retryable")                                                     \
-    X(RETRY_BUDGET, "retry_budget")
+    X(RETRY_BUDGET, "retry_budget")                                                       \
+    X(SPEND_LIMIT, "spend_limit")
 typedef enum ah_giveup_reason {
 #define AH__GR_ENUM(name, s) AH_GIVEUP_##name,
     AH_GIVEUP_REASON_MAP(AH__GR_ENUM)
@@ -140,7 +142,9 @@ typedef enum ah_giveup_reason {
     X(CANCELLED, "cancelled")                                                             \
     X(BUDGET_EXHAUSTED, "budget_exhausted")                                               \
     X(MAX_STEPS, "max_steps")                                                             \
-    X(BAD_OUTPUT, "bad_output")
+    X(BAD_OUTPUT, "bad_output")                                                           \
+    X(REFUSED, "refused")                                                                 \
+    X(CONTEXT_EXCEEDED, "context_exceeded")
 typedef enum ah_run_outcome {
 #define AH__RO_ENUM(name, s) AH_OUTCOME_##name,
     AH_RUN_OUTCOME_MAP(AH__RO_ENUM)

@@ -113,9 +113,27 @@ AH_EXPORT const ah_block *ah_timeline_block(const ah_timeline *tl, size_t i);
  * Responses response.status of the terminal event (completed, incomplete, failed). NULL
  * if none. */
 AH_EXPORT const char *ah_timeline_stop_reason(const ah_timeline *tl);
-/* Token usage as finally reported; -1 for a count never reported. */
+/* The stop reason normalised (docs/providers-decoding.md, "Stop reasons"): "end_turn"
+ * (end_turn, stop_sequence, stop, completed, STOP), "tool_use" (tool_use, tool_calls,
+ * function_call, or any completed response whose closed blocks hold a tool call),
+ * "max_tokens" (max_tokens, length, an incomplete response for max_output_tokens,
+ * MAX_TOKENS), "refusal" (refusal, content_filter, SAFETY and its kin, or refusal text
+ * with no other text), "pause_turn", "context_exceeded" (model_context_window_exceeded);
+ * any other value verbatim; NULL when none arrived. */
+AH_EXPORT const char *ah_timeline_stop(const ah_timeline *tl);
+/* Anthropic stop_details.category (a refusal's policy category), or NULL. */
+AH_EXPORT const char *ah_timeline_stop_category(const ah_timeline *tl);
+/* Token usage as finally reported; -1 for a count never reported. input_tokens is the
+ * whole prompt, cached or not (for Anthropic, input_tokens + cache_read_input_tokens +
+ * cache_creation_input_tokens, so every format counts the same thing). */
 AH_EXPORT int64_t ah_timeline_input_tokens(const ah_timeline *tl);
 AH_EXPORT int64_t ah_timeline_output_tokens(const ah_timeline *tl);
+/* Prompt-cache usage (part of input_tokens): tokens read from the cache (Anthropic
+ * cache_read_input_tokens, OpenAI prompt_tokens_details.cached_tokens / Responses
+ * input_tokens_details.cached_tokens) and written to it (Anthropic
+ * cache_creation_input_tokens; OpenAI reports none). -1 when never reported. */
+AH_EXPORT int64_t ah_timeline_cache_read_tokens(const ah_timeline *tl);
+AH_EXPORT int64_t ah_timeline_cache_write_tokens(const ah_timeline *tl);
 /* Refusal text (Chat delta.refusal, Responses refusal parts), or NULL if none. */
 AH_EXPORT const char *ah_timeline_refusal(const ah_timeline *tl, size_t *len);
 /* Number of Anthropic citations_delta events (citations are counted, not kept). */

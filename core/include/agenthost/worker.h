@@ -205,6 +205,9 @@ typedef struct ah_worker_stats {
     int steps;         /* LLM calls that were not continuations */
     int output_retries; /* answers rejected by check_output and asked for again */
     int64_t input_tokens, output_tokens; /* every llm_call_end, cut requests too */
+    /* prompt-cache usage, part of input_tokens (every llm_call_end; 0 where the format
+     * reports none) */
+    int64_t cache_read_tokens, cache_write_tokens;
     int64_t trimmed_bytes; /* restated text dropped from continuations (llm_call_end) */
 } ah_worker_stats;
 
@@ -219,6 +222,10 @@ AH_EXPORT void ah_worker_free(ah_worker *w);
 /* Add the user's input to history and send the first request (at the loop's next step).
  * AH_ERR_STATE if the run already started. */
 AH_EXPORT ah_status ah_worker_start(ah_worker *w, const char *input);
+/* The same with an input of n blocks (text, image, document: agenthost/conversation.h),
+ * as one user message. AH_ERR_INVALID with err naming the block and field. */
+AH_EXPORT ah_status ah_worker_start_blocks(ah_worker *w, const ah_msg_block *blocks, size_t n,
+                                           char *err, size_t errsize);
 /* Blocking driver: start (if input != NULL) and step the loop until the run ends.
  * Returns the outcome. */
 AH_EXPORT ah_run_outcome ah_worker_run(ah_worker *w, const char *input);
@@ -259,6 +266,10 @@ AH_EXPORT void ah_worker_cancel_with(ah_worker *w, const char *reason);
 AH_EXPORT int ah_worker_finished(const ah_worker *w);
 AH_EXPORT ah_run_outcome ah_worker_outcome(const ah_worker *w); /* valid once finished */
 AH_EXPORT const ah_error *ah_worker_error(const ah_worker *w);  /* kind NONE on success */
+/* The normalised stop reason of the run's last response (ah_timeline_stop: "end_turn",
+ * "tool_use", "max_tokens", "refusal", "pause_turn", ...), or NULL when no response
+ * completed. Borrowed, static. */
+AH_EXPORT const char *ah_worker_stop_reason(const ah_worker *w);
 /* The final answer: the text of the assistant messages after the last tool round
  * (a partial message and its continuation together). Borrowed, valid until the worker
  * is freed or its history changes (an answer of one text block is that block of the
