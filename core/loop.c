@@ -14,6 +14,9 @@
  *     removed from the multi handle before its owner hears about it.
  *   - fds[0..n_fds) holds each watched fd once, with what curl and what an ah_io want;
  *     an entry wanting nothing is removed. The hooks are told each change of the union.
+ *     fd_slot[fd] is 1 + the entry's index (0: not watched), so finding an fd is O(1)
+ *     however many are watched; port_head[port] is 1 + the fd of the first watched curl
+ *     socket bound to that local TCP port (0: none), chained through port_next.
  *   - curl's own timer is on the real monotonic clock (its time-outs are real time); the
  *     loop's timers are on the injected clock.
  *   - Nothing here sleeps except poll() in ah_loop_run_once(), bounded by the next timer.
@@ -71,8 +74,11 @@ typedef struct fd_entry {
     int curl_ev; /* AH_IO_* translated from CURL_POLL_* */
     ah_io *io;
     int told; /* the union last told to the hooks */
-    int port; /* a curl socket's local TCP port, 0 until looked up */
+    int port; /* a curl socket's local TCP port; 0 unknown, -1 none (not TCP) */
+    int port_next; /* 1 + the next watched fd bound to the same port, 0 = last */
 } fd_entry;
+
+enum { PORTS = 65536 };
 
 struct ah_loop {
     CURLM *multi;
@@ -82,6 +88,9 @@ struct ah_loop {
     atomic_int wake_pending;
     fd_entry *fds;
     size_t n_fds, cap_fds;
+    int *fd_slot; /* by fd: 1 + index into fds, 0 = not watched */
+    size_t cap_slot;
+    int *port_head; /* PORTS entries, by local port: 1 + fd, 0 = none; NULL until used */
     struct pollfd *pfds;
     size_t cap_pfds;
     int64_t curl_due; /* real monotonic ms of curl's timer, -1 when none */
@@ -371,10 +380,9 @@ static void hooks_sync_timeout(ah_loop *l)
 
 static fd_entry *fd_find(ah_loop *l, int fd)
 {
-    for (size_t i = 0; i < l->n_fds; i++)
-        if (l->fds[i].fd == fd)
-            return &l->fds[i];
-    return NULL;
+    if (fd < 0 || (size_t)fd >= l->cap_slot || l->fd_slot[fd] == 0)
+        return NULL;
+    return &l->fds[l->fd_slot[fd] - 1];
 }
 
 static fd_entry *fd_get(ah_loop *l, int fd)
@@ -382,6 +390,19 @@ static fd_entry *fd_get(ah_loop *l, int fd)
     fd_entry *e = fd_find(l, fd);
     if (e)
         return e;
+    if (fd < 0)
+        return NULL;
+    if ((size_t)fd >= l->cap_slot) {
+        size_t cap = l->cap_slot ? l->cap_slot : 64;
+        while (cap <= (size_t)fd)
+            cap *= 2;
+        int *n = realloc(l->fd_slot, cap * sizeof *n);
+        if (!n)
+            return NULL;
+        memset(n + l->cap_slot, 0, (cap - l->cap_slot) * sizeof *n);
+        l->fd_slot = n;
+        l->cap_slot = cap;
+    }
     if (l->n_fds == l->cap_fds) {
         size_t cap = l->cap_fds ? 2 * l->cap_fds : 8;
         fd_entry *n = realloc(l->fds, cap * sizeof *n);
@@ -392,7 +413,46 @@ static fd_entry *fd_get(ah_loop *l, int fd)
     }
     e = &l->fds[l->n_fds++];
     *e = (fd_entry){.fd = fd};
+    l->fd_slot[fd] = (int)l->n_fds;
     return e;
+}
+
+/* Index e by its local port (curl sockets only; looked up once per watched socket). */
+static void port_link(ah_loop *l, fd_entry *e)
+{
+    e->port = -1;
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    if (getsockname(e->fd, (struct sockaddr *)&ss, &len) != 0)
+        return;
+    int port = 0;
+    if (ss.ss_family == AF_INET)
+        port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    else if (ss.ss_family == AF_INET6)
+        port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+    if (port <= 0)
+        return;
+    if (!l->port_head) {
+        /* 256 KiB of address space; only the pages of ports in use are ever touched. */
+        l->port_head = calloc(PORTS, sizeof *l->port_head);
+        if (!l->port_head)
+            return; /* ah__loop_sock_by_port finds nothing: only an ACK comes later */
+    }
+    e->port = port;
+    e->port_next = l->port_head[port];
+    l->port_head[port] = e->fd + 1;
+}
+
+static void port_unlink(ah_loop *l, fd_entry *e)
+{
+    if (e->port <= 0 || !l->port_head)
+        return;
+    int *link = &l->port_head[e->port]; /* 1 + fd, like every link of the chain */
+    while (*link && *link - 1 != e->fd)
+        link = &fd_find(l, *link - 1)->port_next;
+    if (*link)
+        *link = e->port_next;
+    e->port = 0;
 }
 
 static int fd_wanted(const fd_entry *e)
@@ -408,8 +468,15 @@ static void fd_changed(ah_loop *l, fd_entry *e)
         e->told = want;
         l->hooks.watch(l->hooks.ud, e->fd, want);
     }
-    if (want == 0 && !e->io)
-        *e = l->fds[--l->n_fds];
+    if (want == 0 && !e->io) {
+        port_unlink(l, e);
+        l->fd_slot[e->fd] = 0;
+        fd_entry *last = &l->fds[--l->n_fds];
+        if (last != e) {
+            *e = *last;
+            l->fd_slot[e->fd] = (int)(e - l->fds) + 1;
+        }
+    }
 }
 
 /* CURLMOPT_SOCKETFUNCTION: curl says which sockets to wait on, and for what. */
@@ -432,6 +499,8 @@ static int curl_socket_cb(CURL *easy, curl_socket_t s, int what, void *userp, vo
         return 0;
     }
     e->curl_ev = ev;
+    if (ev && e->port == 0)
+        port_link(l, e); /* bound by now: curl watches a socket once it connect()ed */
     fd_changed(l, e);
     return 0;
 }
@@ -597,6 +666,8 @@ void ah_loop_free(ah_loop *loop)
         close(loop->wake_wr);
     }
     free(loop->fds);
+    free(loop->fd_slot);
+    free(loop->port_head);
     free(loop->pfds);
     free(loop->discards);
     ah_seeded_rng_free(loop->own_rng);
@@ -725,33 +796,17 @@ void ah__loop_discard_easy(ah_loop *loop, CURL *easy, ah__easy_link *link,
     release(ud);
 }
 
-static int local_port(curl_socket_t fd)
-{
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof ss;
-    if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0)
-        return 0;
-    if (ss.ss_family == AF_INET)
-        return ntohs(((struct sockaddr_in *)&ss)->sin_port);
-    if (ss.ss_family == AF_INET6)
-        return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
-    return 0;
-}
-
 curl_socket_t ah__loop_sock_by_port(ah_loop *loop, int port)
 {
-    if (port <= 0)
+    if (port <= 0 || port >= PORTS || !loop->port_head)
         return CURL_SOCKET_BAD;
     /* curl's sockets are in the fd table while it waits on them, as it does on the
      * connection a response head is arriving on. */
-    for (size_t i = 0; i < loop->n_fds; i++) {
-        fd_entry *e = &loop->fds[i];
-        if (!e->curl_ev)
-            continue;
-        if (e->port == 0)
-            e->port = local_port(e->fd); /* bound by now: the connection is up */
-        if (e->port == port)
+    for (int link = loop->port_head[port]; link;) {
+        fd_entry *e = fd_find(loop, link - 1);
+        if (e->curl_ev)
             return e->fd;
+        link = e->port_next;
     }
     return CURL_SOCKET_BAD;
 }
