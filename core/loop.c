@@ -114,6 +114,10 @@ struct ah_loop {
         void *ud;
     } * discards; /* removals deferred until curl_multi_perform() returns */
     size_t n_discards, cap_discards;
+    /* Easy handles of finished transfers, reset, for the next (ah__loop_easy_take). */
+    CURL *easy_pool[AH__EASY_POOL_MAX];
+    size_t n_pool;
+    size_t easy_made; /* handles ever created by ah__loop_easy_take */
 };
 
 /* ---- process-wide libcurl initialisation ----------------------------------------- */
@@ -660,6 +664,8 @@ void ah_loop_free(ah_loop *loop)
     /* Detach what is left so nothing points into freed memory. */
     for (size_t i = 0; i < loop->n_heap; i++)
         loop->heap[i]->idx = NOT_IN_HEAP;
+    for (size_t i = 0; i < loop->n_pool; i++)
+        curl_easy_cleanup(loop->easy_pool[i]);
     curl_multi_cleanup(loop->multi); /* closes the cached connections (sock_remove) */
     if (loop->wake_rd >= 0) {
         close(loop->wake_rd);
@@ -762,6 +768,36 @@ ah_status ah__loop_add_easy(ah_loop *loop, CURL *easy, ah__easy_link *link)
     }
     loop->n_easy++;
     return AH_OK;
+}
+
+CURL *ah__loop_easy_take(ah_loop *loop)
+{
+    if (loop->n_pool > 0)
+        return loop->easy_pool[--loop->n_pool];
+    CURL *e = curl_easy_init();
+    if (e)
+        loop->easy_made++;
+    return e;
+}
+
+void ah__loop_easy_give(ah_loop *loop, CURL *easy)
+{
+    if (!easy)
+        return;
+    if (loop->n_pool == AH__EASY_POOL_MAX) {
+        curl_easy_cleanup(easy);
+        return;
+    }
+    /* Every option back to its default (the next owner sets its own); the handle keeps
+     * what libcurl keeps across a reset: its TLS session cache and its buffers. The
+     * connections and DNS cache are the multi handle's either way. */
+    curl_easy_reset(easy);
+    loop->easy_pool[loop->n_pool++] = easy;
+}
+
+size_t ah__loop_easy_made(const ah_loop *loop)
+{
+    return loop->easy_made;
 }
 
 static void remove_easy(ah_loop *loop, CURL *easy)

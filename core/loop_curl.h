@@ -27,6 +27,16 @@ ah_status ah__loop_add_easy(ah_loop *loop, CURL *easy, ah__easy_link *link);
 void ah__loop_discard_easy(ah_loop *loop, CURL *easy, ah__easy_link *link,
                            void (*release)(void *ud), void *ud);
 
+/* Easy handles are reused from transfer to transfer on a loop (creating one costs ~20 k
+ * instructions and several allocations): take() gives a pooled handle, reset to
+ * libcurl's defaults, or a new one (NULL when out of memory); give() hands back one that
+ * is in no multi handle, reset, or cleaned up when AH__EASY_POOL_MAX are already idle.
+ * made() counts the handles take() ever created (for tests). */
+enum { AH__EASY_POOL_MAX = 32 };
+CURL *ah__loop_easy_take(ah_loop *loop);
+void ah__loop_easy_give(ah_loop *loop, CURL *easy);
+size_t ah__loop_easy_made(const ah_loop *loop);
+
 /* The socket of a running transfer's connection, found by its local port among the
  * sockets curl has the loop watch (libcurl does not tell a transfer its socket while it
  * runs), or CURL_SOCKET_BAD. */

@@ -1,4 +1,5 @@
-/* transport_curl.c - the libcurl transport: one easy handle per HTTP attempt, driven by
+/* transport_curl.c - the libcurl transport: one easy handle per HTTP attempt (taken from
+ * the loop's pool of reset handles, given back when the attempt ends), driven by
  * the loop's multi handle, reporting head, body and a classified completion (docs/errors.md).
  *
  * Invariants:
@@ -65,8 +66,7 @@ static void attempt_release(void *ud)
     attempt *a = ud;
     if (!a)
         return;
-    if (a->easy)
-        curl_easy_cleanup(a->easy);
+    ah__loop_easy_give(a->loop, a->easy); /* out of the multi handle by now */
     curl_slist_free_all(a->req_headers);
     free(a->hbuf);
     free(a->hoff);
@@ -519,7 +519,7 @@ static ah_status curl_start(void *self, ah_loop *loop, const ah_http_request *re
     a->loop = loop;
     a->sink = *sink;
     a->ud = sink_ud;
-    a->easy = curl_easy_init();
+    a->easy = ah__loop_easy_take(loop);
     if (!a->easy)
         goto fail;
 
