@@ -1,4 +1,4 @@
-/* loop.c - the event loop: one CURLM handle driven by curl_multi_socket_action, a table of
+/* loop.c - the event loop: CURLM handles driven by curl_multi_socket_action, a table of
  * watched fds (curl's sockets and the embedder's ah_io watchers), a min-heap of timers,
  * async wake-ups and the injected clock. Two backends share everything but the wait:
  * the loop's own poll() (ah_loop_run_once), or an application's loop told what to watch
@@ -10,8 +10,14 @@
  *   - A timer fires only if it was armed before the current firing pass began (its seq is
  *     below the pass's seq mark), so a callback that re-arms with delay 0 cannot starve
  *     the loop.
- *   - n_easy counts the easy handles attached to the multi handle; a finished transfer is
- *     removed from the multi handle before its owner hears about it.
+ *   - Transfers are spread over shards, each its own CURLM handle with at most shard_max
+ *     transfers: libcurl looks for a reusable connection by walking every connection to
+ *     the host in its multi handle, so one multi with N transfers to one host costs O(N)
+ *     per new transfer, O(N^2) in all. A transfer goes to the first shard with room, so
+ *     up to shard_max concurrent requests share one connection cache as before.
+ *   - n_easy counts the easy handles attached to any shard (each shard counts its own);
+ *     a finished transfer is removed from its multi handle before its owner hears about
+ *     it. A curl socket's fd entry names the shard whose curl watches it.
  *   - fds[0..n_fds) holds each watched fd once, with what curl and what an ah_io want;
  *     an entry wanting nothing is removed. The hooks are told each change of the union.
  *     fd_slot[fd] is 1 + the entry's index (0: not watched), so finding an fd is O(1)
@@ -76,12 +82,24 @@ typedef struct fd_entry {
     int told; /* the union last told to the hooks */
     int port; /* a curl socket's local TCP port; 0 unknown, -1 none (not TCP) */
     int port_next; /* 1 + the next watched fd bound to the same port, 0 = last */
+    int shard;     /* the shard whose curl wants it (while curl_ev is set) */
 } fd_entry;
+
+/* One CURLM handle and its transfers. */
+typedef struct shard {
+    ah_loop *loop;
+    CURLM *multi;
+    int idx;
+    size_t n_easy;
+    int64_t curl_due; /* real monotonic ms of this multi's timer, -1 when none */
+} shard;
 
 enum { PORTS = 65536 };
 
 struct ah_loop {
-    CURLM *multi;
+    shard **shards; /* shards[0] always exists; the others are made when needed */
+    size_t n_shards, cap_shards;
+    size_t shard_max; /* transfers per shard */
     ah_loop_hooks hooks; /* hooks.watch NULL: the loop's own poll() */
     int hooked;
     int wake_rd, wake_wr; /* own backend: the self-pipe ah_loop_wakeup() writes to */
@@ -93,7 +111,6 @@ struct ah_loop {
     int *port_head; /* PORTS entries, by local port: 1 + fd, 0 = none; NULL until used */
     struct pollfd *pfds;
     size_t cap_pfds;
-    int64_t curl_due; /* real monotonic ms of curl's timer, -1 when none */
     int in_dispatch;  /* inside a step: hook updates wait until it ends */
     int64_t told_timeout_due; /* hooks: the absolute due last told (-2 = none told) */
     const ah_clock *clock;
@@ -357,8 +374,13 @@ static int64_t next_due_ms(ah_loop *l)
     if (atomic_load(&l->async_pending) || atomic_load(&l->wake_pending))
         return 0;
     int64_t wait = ah_loop_next_timer_ms(l);
-    if (l->curl_due >= 0) {
-        int64_t c = l->curl_due - real_now_ms();
+    int64_t now = -1;
+    for (size_t i = 0; i < l->n_shards; i++) {
+        if (l->shards[i]->curl_due < 0)
+            continue;
+        if (now < 0)
+            now = real_now_ms();
+        int64_t c = l->shards[i]->curl_due - now;
         if (c < 0)
             c = 0;
         if (wait < 0 || c < wait)
@@ -488,7 +510,8 @@ static int curl_socket_cb(CURL *easy, curl_socket_t s, int what, void *userp, vo
 {
     (void)easy;
     (void)socketp;
-    ah_loop *l = userp;
+    shard *sh = userp;
+    ah_loop *l = sh->loop;
     int ev = 0;
     if (what == CURL_POLL_IN || what == CURL_POLL_INOUT)
         ev |= AH_IO_READ;
@@ -503,6 +526,7 @@ static int curl_socket_cb(CURL *easy, curl_socket_t s, int what, void *userp, vo
         return 0;
     }
     e->curl_ev = ev;
+    e->shard = sh->idx;
     if (ev && e->port == 0)
         port_link(l, e); /* bound by now: curl watches a socket once it connect()ed */
     fd_changed(l, e);
@@ -513,9 +537,9 @@ static int curl_socket_cb(CURL *easy, curl_socket_t s, int what, void *userp, vo
 static int curl_timer_cb(CURLM *multi, long timeout_ms, void *userp)
 {
     (void)multi;
-    ah_loop *l = userp;
-    l->curl_due = timeout_ms < 0 ? -1 : real_now_ms() + timeout_ms;
-    hooks_sync_timeout(l);
+    shard *sh = userp;
+    sh->curl_due = timeout_ms < 0 ? -1 : real_now_ms() + timeout_ms;
+    hooks_sync_timeout(sh->loop);
     return 0;
 }
 
@@ -567,6 +591,36 @@ void ah_io_free(ah_io *io)
 
 /* ---- the loop -------------------------------------------------------------------- */
 
+/* A new shard at the end of l->shards, or NULL when out of memory. */
+static shard *shard_new(ah_loop *l)
+{
+    if (l->n_shards == l->cap_shards) {
+        size_t cap = l->cap_shards ? 2 * l->cap_shards : 4;
+        shard **n = realloc(l->shards, cap * sizeof *n);
+        if (!n)
+            return NULL;
+        l->shards = n;
+        l->cap_shards = cap;
+    }
+    shard *sh = calloc(1, sizeof *sh);
+    if (!sh)
+        return NULL;
+    sh->multi = curl_multi_init();
+    if (!sh->multi) {
+        free(sh);
+        return NULL;
+    }
+    sh->loop = l;
+    sh->idx = (int)l->n_shards;
+    sh->curl_due = -1;
+    curl_multi_setopt(sh->multi, CURLMOPT_SOCKETFUNCTION, curl_socket_cb);
+    curl_multi_setopt(sh->multi, CURLMOPT_SOCKETDATA, sh);
+    curl_multi_setopt(sh->multi, CURLMOPT_TIMERFUNCTION, curl_timer_cb);
+    curl_multi_setopt(sh->multi, CURLMOPT_TIMERDATA, sh);
+    l->shards[l->n_shards++] = sh;
+    return sh;
+}
+
 static ah_loop *loop_new(const ah_clock *clock, const ah_rng *rng, const ah_loop_hooks *hooks)
 {
     pthread_once(&curl_once, curl_init_once);
@@ -581,8 +635,8 @@ static ah_loop *loop_new(const ah_clock *clock, const ah_rng *rng, const ah_loop
     atomic_init(&l->async_pending, 0);
     atomic_init(&l->wake_pending, 0);
     l->wake_rd = l->wake_wr = -1;
-    l->curl_due = -1;
     l->told_timeout_due = -2;
+    l->shard_max = AH__SHARD_MAX;
     l->clock = clock ? clock : ah_clock_real();
     if (hooks) {
         l->hooks = *hooks;
@@ -606,13 +660,8 @@ static ah_loop *loop_new(const ah_clock *clock, const ah_rng *rng, const ah_loop
             goto fail;
         l->rng = ah_seeded_rng_get(l->own_rng);
     }
-    l->multi = curl_multi_init();
-    if (!l->multi)
+    if (!shard_new(l))
         goto fail;
-    curl_multi_setopt(l->multi, CURLMOPT_SOCKETFUNCTION, curl_socket_cb);
-    curl_multi_setopt(l->multi, CURLMOPT_SOCKETDATA, l);
-    curl_multi_setopt(l->multi, CURLMOPT_TIMERFUNCTION, curl_timer_cb);
-    curl_multi_setopt(l->multi, CURLMOPT_TIMERDATA, l);
     return l;
 fail:
     if (l->wake_rd >= 0) {
@@ -666,7 +715,12 @@ void ah_loop_free(ah_loop *loop)
         loop->heap[i]->idx = NOT_IN_HEAP;
     for (size_t i = 0; i < loop->n_pool; i++)
         curl_easy_cleanup(loop->easy_pool[i]);
-    curl_multi_cleanup(loop->multi); /* closes the cached connections (sock_remove) */
+    for (size_t i = 0; i < loop->n_shards; i++) {
+        /* closes the cached connections (their sockets leave the table) */
+        curl_multi_cleanup(loop->shards[i]->multi);
+        free(loop->shards[i]);
+    }
+    free(loop->shards);
     if (loop->wake_rd >= 0) {
         close(loop->wake_rd);
         close(loop->wake_wr);
@@ -760,14 +814,36 @@ void ah_loop_wakeup(ah_loop *loop)
 
 ah_status ah__loop_add_easy(ah_loop *loop, CURL *easy, ah__easy_link *link)
 {
+    /* The first shard with room: a few concurrent transfers all share shard 0's
+     * connections, as they would one multi handle. */
+    shard *sh = NULL;
+    for (size_t i = 0; i < loop->n_shards && !sh; i++)
+        if (loop->shards[i]->n_easy < loop->shard_max)
+            sh = loop->shards[i];
+    if (!sh && !(sh = shard_new(loop))) {
+        ah__log(AH_LOG_ERROR, "loop: out of memory adding a transfer");
+        return AH_ERR_NOMEM;
+    }
+    link->shard = sh->idx;
     curl_easy_setopt(easy, CURLOPT_PRIVATE, (void *)link);
-    CURLMcode mc = curl_multi_add_handle(loop->multi, easy);
+    CURLMcode mc = curl_multi_add_handle(sh->multi, easy);
     if (mc != CURLM_OK) {
         ah__log(AH_LOG_ERROR, "loop: curl_multi_add_handle: %s", curl_multi_strerror(mc));
         return AH_ERR_TRANSPORT;
     }
+    sh->n_easy++;
     loop->n_easy++;
     return AH_OK;
+}
+
+void ah__loop_set_shard_max(ah_loop *loop, size_t n)
+{
+    loop->shard_max = n > 0 ? n : AH__SHARD_MAX;
+}
+
+size_t ah__loop_shard_count(const ah_loop *loop)
+{
+    return loop->n_shards;
 }
 
 CURL *ah__loop_easy_take(ah_loop *loop)
@@ -802,8 +878,14 @@ size_t ah__loop_easy_made(const ah_loop *loop)
 
 static void remove_easy(ah_loop *loop, CURL *easy)
 {
-    if (curl_multi_remove_handle(loop->multi, easy) == CURLM_OK)
+    void *priv = NULL;
+    curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&priv);
+    ah__easy_link *link = priv;
+    shard *sh = loop->shards[link->shard];
+    if (curl_multi_remove_handle(sh->multi, easy) == CURLM_OK) {
+        sh->n_easy--;
         loop->n_easy--;
+    }
 }
 
 void ah__loop_discard_easy(ah_loop *loop, CURL *easy, ah__easy_link *link,
@@ -860,29 +942,32 @@ static void run_discards(ah_loop *l)
  * handle is removed: curl invalidates it on removal. */
 static void read_done(ah_loop *l)
 {
-    CURLMsg *msg;
-    int left;
-    while ((msg = curl_multi_info_read(l->multi, &left)) != NULL) {
-        if (msg->msg != CURLMSG_DONE)
-            continue;
-        CURL *easy = msg->easy_handle;
-        CURLcode result = msg->data.result;
-        void *priv = NULL;
-        curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&priv);
-        ah__easy_link *link = priv;
-        if (!link || !link->done)
-            continue; /* discarded: removed and released by run_discards() */
-        remove_easy(l, easy);
-        link->done(link->ud, result);
+    /* A done callback may add a transfer, and so a shard: n_shards is read each time. */
+    for (size_t i = 0; i < l->n_shards; i++) {
+        CURLMsg *msg;
+        int left;
+        while ((msg = curl_multi_info_read(l->shards[i]->multi, &left)) != NULL) {
+            if (msg->msg != CURLMSG_DONE)
+                continue;
+            CURL *easy = msg->easy_handle;
+            CURLcode result = msg->data.result;
+            void *priv = NULL;
+            curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&priv);
+            ah__easy_link *link = priv;
+            if (!link || !link->done)
+                continue; /* discarded: removed and released by run_discards() */
+            remove_easy(l, easy);
+            link->done(link->ud, result);
+        }
     }
 }
 
 /* One curl_multi_socket_action; removals it asks for wait until it returns. */
-static ah_status curl_action(ah_loop *l, curl_socket_t s, int mask)
+static ah_status curl_action(ah_loop *l, shard *sh, curl_socket_t s, int mask)
 {
     int running = 0;
     l->in_curl = 1;
-    CURLMcode mc = curl_multi_socket_action(l->multi, s, mask, &running);
+    CURLMcode mc = curl_multi_socket_action(sh->multi, s, mask, &running);
     l->in_curl = 0;
     run_discards(l);
     if (mc != CURLM_OK) {
@@ -901,7 +986,7 @@ static ah_status dispatch_fd(ah_loop *l, int fd, int events)
         int mask = (events & AH_IO_READ ? CURL_CSELECT_IN : 0) |
                    (events & AH_IO_WRITE ? CURL_CSELECT_OUT : 0) |
                    (events & AH__IO_ERROR ? CURL_CSELECT_ERR : 0);
-        st = curl_action(l, fd, mask);
+        st = curl_action(l, l->shards[e->shard], fd, mask);
         e = fd_find(l, fd); /* the table may have changed */
     }
     if (e && e->io) {
@@ -919,10 +1004,18 @@ static ah_status after_wait(ah_loop *l, ah_status st)
 {
     atomic_store(&l->wake_pending, 0);
     run_asyncs(l);
-    if (l->curl_due >= 0 && real_now_ms() >= l->curl_due) {
-        l->curl_due = -1;
-        if (curl_action(l, CURL_SOCKET_TIMEOUT, 0) != AH_OK)
-            st = AH_ERR_TRANSPORT;
+    int64_t now = -1;
+    for (size_t i = 0; i < l->n_shards; i++) {
+        shard *sh = l->shards[i];
+        if (sh->curl_due < 0)
+            continue;
+        if (now < 0)
+            now = real_now_ms();
+        if (now >= sh->curl_due) {
+            sh->curl_due = -1;
+            if (curl_action(l, sh, CURL_SOCKET_TIMEOUT, 0) != AH_OK)
+                st = AH_ERR_TRANSPORT;
+        }
     }
     read_done(l);
     fire_timers(l);

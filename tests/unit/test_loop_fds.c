@@ -1,9 +1,11 @@
-/* test_loop_fds.c - the loop's fd table, indexed by fd and by local port: hundreds of
+/* test_loop_fds.c - the loop's fd table, indexed by fd and by local port, and its
+ * transfers spread over several multi handles (shards): hundreds of
  * watchers on pipes started, stopped and freed in shuffled order, each ready fd reaching
  * exactly its own watcher (an entry moved by a removal must still be found); and every
  * socket curl waits on found by its local port while 64 transfers hold their heads at
  * the built-in mock (real loopback sockets), nothing found for a port nobody uses or
- * once the transfers are gone. */
+ * once the transfers are gone; 40 concurrent transfers over 10 shards of 4 and 10
+ * sequential ones after them all answered in full. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -167,6 +169,7 @@ static void every_curl_socket_is_found_by_its_port(void **state)
     snprintf(url, sizeof url, "%s/v1/messages", ah_mock_url(m));
     ah_loop *loop = ah_loop_new(NULL, NULL);
     assert_non_null(loop);
+    ah__loop_set_shard_max(loop, 8); /* 8 multi handles: fds of every one are found */
     const ah_transport *tr = ah_transport_curl();
     const char *body = "{\"model\":\"m\",\"stream\":true,\"max_tokens\":5,"
                        "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}";
@@ -205,6 +208,7 @@ static void every_curl_socket_is_found_by_its_port(void **state)
     }
     closedir(d);
     assert_int_equal(found, NT);
+    assert_int_equal(ah__loop_shard_count(loop), NT / 8);
     assert_int_equal(ah__loop_sock_by_port(loop, 0), CURL_SOCKET_BAD);
     assert_int_equal(ah__loop_sock_by_port(loop, ah_mock_port(m)), CURL_SOCKET_BAD);
     assert_int_equal(ah__loop_sock_by_port(loop, 70000), CURL_SOCKET_BAD);
@@ -216,11 +220,92 @@ static void every_curl_socket_is_found_by_its_port(void **state)
     ah_mock_free(m);
 }
 
+/* ---- shards: more multi handles as more transfers are in flight ------------------- */
+
+typedef struct xfer {
+    int status, done;
+    ah_error err;
+    char body[8192];
+    size_t len;
+} xfer;
+
+static int x_head(void *ud, int status, const ah_header *h, size_t n)
+{
+    (void)h, (void)n;
+    ((xfer *)ud)->status = status;
+    return 0;
+}
+static int x_body(void *ud, const char *b, size_t n)
+{
+    xfer *x = ud;
+    if (x->len + n < sizeof x->body) {
+        memcpy(x->body + x->len, b, n);
+        x->len += n;
+        x->body[x->len] = '\0';
+    }
+    return 0;
+}
+static void x_done(void *ud, const ah_error *e)
+{
+    xfer *x = ud;
+    x->err = *e;
+    x->done++;
+}
+
+static void transfers_spread_over_shards_all_complete(void **state)
+{
+    (void)state;
+    enum { NT = 40, SEQ = 10 };
+    ah_mock_config mc;
+    ah_mock_config_init(&mc);
+    mc.text = "pong";
+    ah_mock *m = NULL;
+    char err[256];
+    assert_int_equal(ah_mock_new(&mc, &m, err, sizeof err), AH_OK);
+    char url[128];
+    snprintf(url, sizeof url, "%s/v1/messages", ah_mock_url(m));
+    ah_loop *loop = ah_loop_new(NULL, NULL);
+    assert_non_null(loop);
+    ah__loop_set_shard_max(loop, 4);
+    const ah_transport *tr = ah_transport_curl();
+    const char *body = "{\"model\":\"m\",\"stream\":true,\"max_tokens\":5,"
+                       "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}";
+    ah_header hdr[] = {{"content-type", "application/json"}};
+    ah_http_request req = {.url = url, .headers = hdr, .n_headers = 1, .body = body,
+                           .body_len = strlen(body)};
+    ah_transport_sink sink = {.on_head = x_head, .on_body = x_body, .on_done = x_done};
+    static xfer x[NT + SEQ];
+    memset(x, 0, sizeof x);
+    void *att;
+    ah_error e;
+    for (int i = 0; i < NT; i++)
+        assert_int_equal(tr->ops->start(tr->self, loop, &req, &sink, &x[i], &att, &e), AH_OK);
+    assert_int_equal(ah__loop_shard_count(loop), NT / 4);
+    assert_int_equal(ah_loop_run(loop), AH_OK);
+    /* then one at a time: each goes to the first shard, whose connections it reuses */
+    for (int i = NT; i < NT + SEQ; i++) {
+        assert_int_equal(tr->ops->start(tr->self, loop, &req, &sink, &x[i], &att, &e), AH_OK);
+        assert_int_equal(ah_loop_run(loop), AH_OK);
+    }
+    for (int i = 0; i < NT + SEQ; i++) {
+        if (x[i].done != 1 || x[i].err.kind != AH_EK_NONE || x[i].status != 200)
+            fail_msg("transfer %d: done %d, status %d, error %s", i, x[i].done, x[i].status,
+                     x[i].err.message);
+        assert_non_null(strstr(x[i].body, "\"pong\""));
+        assert_non_null(strstr(x[i].body, "message_stop"));
+    }
+    assert_int_equal(ah__loop_shard_count(loop), NT / 4);
+    assert_int_equal(ah_loop_transfer_count(loop), 0);
+    ah_loop_free(loop);
+    ah_mock_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(many_watchers_each_reach_their_own),
         cmocka_unit_test(every_curl_socket_is_found_by_its_port),
+        cmocka_unit_test(transfers_spread_over_shards_all_complete),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
