@@ -89,7 +89,7 @@ static void many_watchers_each_reach_their_own(void **state)
     for (int round = 0; round < 20; round++) {
         /* stop or restart a random third of them: removals move entries around */
         for (int k = 0; k < NP / 3; k++) {
-            int i = (int)ah_rng_uniform(rng, NP);
+            int i = (int)ah_rng_uniform(rng, NP - 1);
             if (!w[i].io)
                 continue;
             if (w[i].started)
@@ -100,7 +100,7 @@ static void many_watchers_each_reach_their_own(void **state)
         }
         /* and free a few for good */
         for (int k = 0; k < 3; k++) {
-            int i = (int)ah_rng_uniform(rng, NP);
+            int i = (int)ah_rng_uniform(rng, NP - 1);
             ah_io_free(w[i].io);
             w[i].io = NULL;
             w[i].started = 0;
@@ -108,7 +108,7 @@ static void many_watchers_each_reach_their_own(void **state)
         /* write to a random quarter */
         for (int i = 0; i < NP; i++) {
             ready[i] = 0;
-            if (ah_rng_uniform(rng, 4) == 0) {
+            if (ah_rng_uniform(rng, 3) == 0) {
                 assert_int_equal(write(w[i].wr, "x", 1), 1);
                 ready[i] = w[i].started;
             }
