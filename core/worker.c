@@ -1208,7 +1208,7 @@ static void commit_response(ah_worker *w)
     emit_call_end(w, NULL);
     if (w->state == W_FINISHED)
         return;
-    const char *stop = ah_timeline_stop_reason(w->tl);
+    const char *stop = ah_timeline_stop(w->tl); /* normalised: Gemini SAFETY too */
     int refused =
         (!has_text && refusal && rlen > 0) || (stop && strcmp(stop, "refusal") == 0);
     /* Everything is in history now: let the response's buffers go (a large answer
