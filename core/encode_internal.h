@@ -25,6 +25,7 @@ typedef struct ah__enc {
 ah_status ah__encode_anthropic(ah__enc *e, cJSON *root);
 ah_status ah__encode_openai(ah__enc *e, cJSON *root);
 ah_status ah__encode_responses(ah__enc *e, cJSON *root);
+ah_status ah__encode_gemini(ah__enc *e, cJSON *root);
 
 /* Record an error message and return st (for `return ah__enc_fail(...)`). */
 ah_status ah__enc_fail(ah__enc *e, ah_status st, const char *fmt, ...) AH__PRINTF(3, 4);

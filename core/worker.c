@@ -209,20 +209,39 @@ static ah_client *client_make(const ah_client_config *cfg, char *err, size_t err
     }
     c->api_key = c->opts.api_key;
     /* The format's path goes at the end of the base URL's path, before any query the
-     * base URL carries; a base URL that already names the version ("https://host/v1")
-     * gets only the rest of the path, one that names the whole path (with or without
-     * the version: Azure's ".../deployments/NAME/chat/completions") nothing. */
-    const char *path = ah_wire_path(cfg->wire);
+     * base URL carries; a base URL that already names the version ("https://host/v1",
+     * ".../v1beta") gets only the rest of the path, one that names the whole path (with
+     * or without the version: Azure's ".../deployments/NAME/chat/completions") nothing.
+     * The provider's path may name the model ("{model}", Gemini), its query goes before
+     * the client's own. */
+    char *path = ah__wire_request_path(cfg->wire, cfg->model);
+    char *query = ah__wire_request_query(cfg->wire, c->opts.query);
+    if (!path || !query) {
+        free(path);
+        free(query);
+        goto nomem;
+    }
     size_t blen = ah__url_path_end(base_url);
     while (blen > 0 && base_url[blen - 1] == '/')
         blen--;
-    int versioned = strncmp(path, "/v1/", 4) == 0;
+    /* the version segment: "/v1", "/v1beta" */
+    size_t vlen = path[0] == '/' && path[1] == 'v' && path[2] >= '0' && path[2] <= '9'
+                      ? strcspn(path + 1, "/") + 1
+                      : 0;
+    int versioned = vlen > 0 && path[vlen] == '/';
+    char vseg[32] = "";
+    if (versioned && vlen < sizeof vseg)
+        memcpy(vseg, path, vlen), vseg[vlen] = '\0';
+    else
+        versioned = 0;
     const char *rest = ends_with(base_url, blen, path) ||
-                               (versioned && ends_with(base_url, blen, path + 3))
+                               (versioned && ends_with(base_url, blen, path + vlen))
                            ? ""
-                       : versioned && ends_with(base_url, blen, "/v1") ? path + 3
-                                                                       : path;
-    c->url = ah__url_append(base_url, rest, c->opts.query);
+                       : versioned && ends_with(base_url, blen, vseg) ? path + vlen
+                                                                      : path;
+    c->url = ah__url_append(base_url, rest, query);
+    free(path);
+    free(query);
     if (!c->url)
         goto nomem;
     c->model = ah__strdup(cfg->model);
@@ -1189,7 +1208,7 @@ static void commit_response(ah_worker *w)
     emit_call_end(w, NULL);
     if (w->state == W_FINISHED)
         return;
-    const char *stop = ah_timeline_stop_reason(w->tl);
+    const char *stop = ah_timeline_stop(w->tl); /* normalised: Gemini SAFETY too */
     int refused =
         (!has_text && refusal && rlen > 0) || (stop && strcmp(stop, "refusal") == 0);
     /* Everything is in history now: let the response's buffers go (a large answer

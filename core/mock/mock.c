@@ -924,11 +924,43 @@ fail:
 
 /* ---- the request handler ----------------------------------------------------------- */
 
-static int wire_of_path(const char *path)
+/* Does path match pattern, whose "{model}" matches a non-empty run without '/' (copied
+ * to model, "" when the pattern has none)? */
+static int path_match(const char *pattern, const char *path, char *model, size_t msize)
 {
-    for (int w = 0; w < AH_WIRE_COUNT_; w++)
-        if (strcmp(path, ah__mock_format_of((ah_wire)w)->path) == 0)
+    const char *at = pattern ? strstr(pattern, "{model}") : NULL;
+    model[0] = '\0';
+    if (!pattern)
+        return 0;
+    if (!at)
+        return strcmp(path, pattern) == 0;
+    size_t pre = (size_t)(at - pattern), suf = strlen(at + 7), n = strlen(path);
+    if (n <= pre + suf || strncmp(path, pattern, pre) != 0 ||
+        strcmp(path + n - suf, at + 7) != 0)
+        return 0;
+    size_t mlen = n - pre - suf;
+    if (mlen >= msize || memchr(path + pre, '/', mlen))
+        return 0;
+    memcpy(model, path + pre, mlen);
+    model[mlen] = '\0';
+    return 1;
+}
+
+/* The format serving path, or -1; *stream: 1 / 0 when the path says whether the request
+ * streams, -1 when its body does; model: the path's model id, or "". */
+static int wire_of_path(const char *path, int *stream, char *model, size_t msize)
+{
+    for (int w = 0; w < AH_WIRE_COUNT_; w++) {
+        const ah__mock_format *f = ah__mock_format_of((ah_wire)w);
+        if (path_match(f->stream_path, path, model, msize)) {
+            *stream = 1;
             return w;
+        }
+        if (path_match(f->path, path, model, msize)) {
+            *stream = f->stream_path ? 0 : -1;
+            return w;
+        }
+    }
     return -1;
 }
 
@@ -1100,7 +1132,9 @@ static enum MHD_Result handle(ah_mock *m, req_ctx *rc, struct MHD_Connection *co
     if (strncmp(path, "/v1/responses/", 14) == 0)
         return handle_background(m, rc, conn, path, method, request_id);
 
-    int wire = wire_of_path(path);
+    int path_stream = -1;
+    char path_model[256];
+    int wire = wire_of_path(path, &path_stream, path_model, sizeof path_model);
     if (wire < 0 || strcmp(method, "POST") != 0) {
         int status = wire < 0 ? 404 : 405;
         ah_wire shape = wire < 0 ? guess_wire(conn, path) : (ah_wire)wire;
@@ -1122,7 +1156,11 @@ static enum MHD_Result handle(ah_mock *m, req_ctx *rc, struct MHD_Connection *co
     cJSON *req = rc->too_large ? NULL
                                : cJSON_ParseWithLength(rc->body.data ? rc->body.data : "",
                                                        rc->body.len);
-    int stream = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req, "stream"));
+    if (path_model[0] && cJSON_IsObject(req) &&
+        !cJSON_GetObjectItemCaseSensitive(req, "model"))
+        cJSON_AddStringToObject(req, "model", path_model); /* the reader's one place */
+    int stream = path_stream >= 0 ? path_stream
+                                  : cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req, "stream"));
     planbox *box = NULL;
     size_t index = 0;
     const ah__mock_step *step = take_step(m, &box, &index);

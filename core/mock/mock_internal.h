@@ -253,7 +253,12 @@ struct ah__mock_writer {
 
 /* One wire format as the mock speaks it. */
 struct ah__mock_format {
-    const char *path;              /* the endpoint it serves, "/v1/messages" */
+    const char *path;              /* the endpoint it serves, "/v1/messages"; "{model}"
+                                      in it takes the model id (put in the request as
+                                      "model") */
+    /* NULL: a request streams when its body says "stream": true; else the endpoint
+     * that streams (Gemini's :streamGenerateContent), `path` the one that does not */
+    const char *stream_path;
     const char *request_id_header; /* "request-id" */
     /* For a request to an unknown path: request headers only this provider's clients
      * send (NULL none); the 404 then takes this format's shape, as does a path starting
