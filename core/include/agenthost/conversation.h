@@ -226,7 +226,19 @@ typedef struct ah_request_opts {
      * (replacing a member of the same name): provider-specific knobs such as
      * {"thinking":{"type":"adaptive"}} or {"parallel_tool_calls":false}. May be NULL. */
     const char *extra_json;
+    /* Prompt caching (docs/providers-encoding.md, "Prompt caching"). cache = 1 marks the
+     * request's reusable prefix: anthropic puts cache_control breakpoints at the end of
+     * tools + system and on the last message before the new turn (messages [0,
+     * cache_history): a breakpoint on message cache_history - 1; 0 = none), at most
+     * AH_CACHE_MAX_BREAKPOINTS; openai and responses send prompt_cache_key when set. */
+    int cache;
+    const char *cache_ttl; /* anthropic: NULL or "5m" (the default), or "1h" */
+    size_t cache_history;
+    const char *prompt_cache_key; /* openai, responses; NULL = none */
 } ah_request_opts;
+
+/* Anthropic accepts at most this many cache_control breakpoints in one request. */
+#define AH_CACHE_MAX_BREAKPOINTS 4
 
 AH_EXPORT void ah_request_opts_init(ah_request_opts *o);
 
