@@ -61,6 +61,8 @@ struct ah_client {
     int background; /* responses: background mode, so a broken stream is re-attached */
     char *ca_file, *ca_path; /* TLS trust (the config's, else the environment's), or NULL */
     char *display_url;       /* url with its secrets masked, for messages and Lua */
+    int cache;               /* prompt caching on (ah_cache_mode auto) */
+    char *cache_ttl, *prompt_cache_key; /* or NULL */
 };
 
 /* TLS trust: the config's ca_file / ca_path (which must be readable), else what the
@@ -177,6 +179,20 @@ static ah_client *client_make(const ah_client_config *cfg, char *err, size_t err
                       ah_wire_name(cfg->wire));
         return NULL;
     }
+    if ((unsigned)cfg->cache > (unsigned)AH_CACHE_OFF) {
+        ah__bufprintf(err, errsize, "client.cache: unknown setting (\"auto\" or false)");
+        return NULL;
+    }
+    if (cfg->cache_ttl && strcmp(cfg->cache_ttl, "5m") != 0 &&
+        strcmp(cfg->cache_ttl, "1h") != 0) {
+        ah__bufprintf(err, errsize, "client.cache_ttl '%.16s' is not \"5m\" or \"1h\"",
+                      cfg->cache_ttl);
+        return NULL;
+    }
+    if (cfg->prompt_cache_key && !*cfg->prompt_cache_key) {
+        ah__bufprintf(err, errsize, "client.prompt_cache_key must not be empty");
+        return NULL;
+    }
     if (cfg->max_tokens < 0) {
         ah__bufprintf(err, errsize, "client.max_tokens must be >= 1 (got %lld)",
                       (long long)cfg->max_tokens);
@@ -230,6 +246,10 @@ static ah_client *client_make(const ah_client_config *cfg, char *err, size_t err
         goto nomem;
     if (cfg->extra_json && !(c->extra_json = ah__strdup(cfg->extra_json)))
         goto nomem;
+    c->cache = cfg->cache == AH_CACHE_AUTO;
+    if ((cfg->cache_ttl && !(c->cache_ttl = ah__strdup(cfg->cache_ttl))) ||
+        (cfg->prompt_cache_key && !(c->prompt_cache_key = ah__strdup(cfg->prompt_cache_key))))
+        goto nomem;
     if (!(c->display_url = client_display_url(c->url, c->api_key)))
         goto nomem;
     return c;
@@ -265,6 +285,8 @@ void ah_client_free(ah_client *c)
     free(c->ca_file);
     free(c->ca_path);
     free(c->display_url);
+    free(c->cache_ttl);
+    free(c->prompt_cache_key);
     free(c);
 }
 
@@ -392,6 +414,7 @@ struct ah_worker {
     const char *text_ref; /* the answer's one text block, in history (not owned) */
     ah_worker_stats stats;
     const char *stop_reason; /* the last completed response's, normalised (static) */
+    size_t cache_history;    /* the step's earlier history (prompt caching) */
 };
 
 #define NO_BLOCK ((size_t)-1)
@@ -911,6 +934,17 @@ static char *resume_cancel_url(void *ud)
 
 /* ---- sending a request ------------------------------------------------------------------------ */
 
+/* The earlier history of a step's request: the messages before its trailing user
+ * messages (the new input, or the tool results it answers with). Its last message gets
+ * the prompt-cache breakpoint; the step's continuations keep the same one. */
+static size_t earlier_history(const ah_conversation *c)
+{
+    size_t i = ah_conversation_count(c);
+    while (i > 0 && ah_conversation_role(c, i - 1) == AH_ROLE_USER)
+        i--;
+    return i;
+}
+
 static void send_request(ah_worker *w)
 {
     ah_error e;
@@ -950,6 +984,13 @@ static void send_request(ah_worker *w)
     opts.stream = 1;
     opts.extra_json = w->client->extra_json;
     opts.background = w->client->background;
+    if (!continuation)
+        w->cache_history = earlier_history(w->conv);
+    opts.cache = w->client->cache;
+    opts.cache_ttl = w->client->cache_ttl;
+    opts.cache_history = w->cache_history;
+    opts.prompt_cache_key = w->client->prompt_cache_key ? w->client->prompt_cache_key
+                                                        : ah_conversation_id(w->conv);
     char *body = NULL; /* ah_call_new copies it */
     size_t body_len = 0;
     msg[0] = '\0';
@@ -1825,6 +1866,9 @@ ah_status ah_worker_start_blocks(ah_worker *w, const ah_msg_block *blocks, size_
 
 static ah_status start_run(ah_worker *w)
 {
+    /* a conversation's id is its first run's: the prompt_cache_key of all its turns */
+    if (!ah_conversation_id(w->conv) && ah_conversation_set_id(w->conv, w->run_id) != AH_OK)
+        return AH_ERR_NOMEM;
     w->answer_start = ah_conversation_count(w->conv);
     ah_event ev = {.type = AH_EV_RUN_START};
     ev.u.run_start.run_id = w->run_id;

@@ -152,6 +152,12 @@ AH_EXPORT void ah_conversation_truncate(ah_conversation *c, size_t n);
 /* ---- reading ---------------------------------------------------------------------- */
 
 AH_EXPORT const char *ah_conversation_system(const ah_conversation *c); /* NULL when unset */
+/* The conversation's id: set by the first run of a worker that has none (its run id), kept
+ * by copies, the JSON and saved histories; the OpenAI formats' prompt_cache_key, stable
+ * across the turns of one conversation. NULL when unset. set_id: NULL clears, "" is
+ * AH_ERR_INVALID. */
+AH_EXPORT ah_status ah_conversation_set_id(ah_conversation *c, const char *id);
+AH_EXPORT const char *ah_conversation_id(const ah_conversation *c);
 AH_EXPORT size_t ah_conversation_count(const ah_conversation *c);
 /* Out-of-range indexes return AH_ROLE_USER / 0 / 0 / NULL respectively. */
 AH_EXPORT ah_role ah_conversation_role(const ah_conversation *c, size_t msg);

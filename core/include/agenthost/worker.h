@@ -45,6 +45,14 @@ typedef struct ah_transport ah_transport;
 
 typedef struct ah_client ah_client;
 
+/* Prompt caching of a client (docs/worker.md, "Prompt caching"). */
+typedef enum ah_cache_mode {
+    /* anthropic: cache_control breakpoints at the end of tools + system and on the last
+     * message before the new turn; openai, responses: prompt_cache_key */
+    AH_CACHE_AUTO = 0,
+    AH_CACHE_OFF
+} ah_cache_mode;
+
 typedef struct ah_client_config {
     ah_wire wire;         /* the provider's wire format */
     /* e.g. "https://api.anthropic.com"; NULL = the provider's public API
@@ -91,6 +99,11 @@ typedef struct ah_client_config {
      * carries (Azure's api-version). Names are not empty. */
     const ah_header *query;
     size_t n_query;
+    ah_cache_mode cache;
+    const char *cache_ttl; /* anthropic breakpoints: NULL or "5m" (default), or "1h" */
+    /* openai, responses: the prompt_cache_key of every request (NULL: the conversation's
+     * id, i.e. the id of the first run it continues) */
+    const char *prompt_cache_key;
 } ah_client_config;
 
 /* Copies everything. AH_OK with *out set; else *out = NULL and AH_ERR_INVALID with a
