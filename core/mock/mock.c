@@ -95,6 +95,7 @@ struct ah_mock {
     kept *kept;
     size_t n_kept, cap_kept;
     char *tls_cert, *tls_key; /* PEM text when serving HTTPS (MHD reads them for ever) */
+    ah__mock_cache *cache;    /* the prompt cache (cache.c) */
 };
 
 /* Per-connection request state (MHD's con_cls). */
@@ -828,6 +829,8 @@ static struct MHD_Response *reply_response(ah_mock *m, struct MHD_Connection *co
         *status = st == AH_ERR_INVALID ? 400 : 500;
         return error_response(wire, *status, NULL, err, request_id, step);
     }
+    if (!reattach)
+        ah__mock_cache_apply(m->cache, wire, req, &s->reply);
     *restated = s->reply.restated;
     if (step->invalid_utf8 && s->reply.text_len >= 2) {
         s->reply.text[0] = (char)0xFF; /* never valid UTF-8, sent raw in the JSON */
@@ -1345,6 +1348,8 @@ static ah_mock *mock_make(const ah_mock_config *cfg, char *err, size_t errsize,
         goto nomem;
     m->text_deltas = cfg->text_deltas;
     m->delta_bytes = cfg->text_deltas ? 0 : cfg->delta_bytes;
+    if (!(m->cache = ah__mock_cache_new()))
+        goto nomem;
 
     pthread_condattr_t ca;
     if (pthread_mutex_init(&m->mu, NULL) != 0)
@@ -1437,6 +1442,7 @@ fail:
         free(m->text);
         free(m->tls_cert);
         free(m->tls_key);
+        ah__mock_cache_free(m->cache);
         free(m);
     }
     return NULL;
@@ -1475,6 +1481,7 @@ void ah_mock_free(ah_mock *m)
     free(m->text);
     free(m->tls_cert);
     free(m->tls_key);
+    ah__mock_cache_free(m->cache);
     pthread_cond_destroy(&m->cv);
     pthread_mutex_destroy(&m->mu);
     free(m);

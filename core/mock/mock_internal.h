@@ -177,7 +177,9 @@ typedef struct ah__mock_reply {
                           message asking to continue right after one */
     size_t restated;   /* bytes at the start of text that restate the partial */
     int background;    /* Responses: "background": true (kept for re-attaching) */
-    long long input_tokens, output_tokens;
+    long long input_tokens, output_tokens; /* input_tokens: the whole prompt */
+    long long cache_read, cache_write;     /* of input_tokens (cache.c) */
+    int input_excludes_cache; /* anthropic: usage.input_tokens is what is not cached */
     char msg_id[48], tool_id[48], call_id[48], item_id[48];
 } ah__mock_reply;
 
@@ -187,6 +189,15 @@ ah_status ah__mock_model_reply(ah_wire wire, const cJSON *req, size_t body_len,
                                const ah__mock_text_opts *opts, ah__mock_reply *out,
                                char *err, size_t errsize);
 void ah__mock_reply_free(ah__mock_reply *r);
+
+/* ---- cache.c: the prompt cache (docs/mock.md, "Prompt caching") ------------------- */
+
+typedef struct ah__mock_cache ah__mock_cache;
+ah__mock_cache *ah__mock_cache_new(void);
+void ah__mock_cache_free(ah__mock_cache *c);
+/* Set r's cache usage for request req (and remember its prefixes). */
+void ah__mock_cache_apply(ah__mock_cache *c, ah_wire wire, const cJSON *req,
+                          ah__mock_reply *r);
 
 /* ---- the neutral conversation (model.c) that a format's request reader fills ----- */
 
