@@ -541,6 +541,47 @@ static struct MHD_Response *error_response(ah_wire wire, int status, const char 
     return resp;
 }
 
+/* The error bodies of a spent spend limit and of a prompt longer than the context
+ * window, as each provider sends them (docs/providers-2026.md). */
+static struct MHD_Response *limit_response(ah_wire wire, int status, const char *request_id,
+                                           const ah__mock_step *step)
+{
+    ah__mock_buf b = {0};
+    int anthropic = wire == AH_WIRE_ANTHROPIC;
+    if (step->spend_limit && anthropic)
+        ah__mock_buf_printf(
+            &b,
+            "{\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\",\"message\":"
+            "\"You have reached your specified workspace API usage limits. You will regain "
+            "access on 2026-12-01 at 00:00 UTC.\",\"details\":{\"error_code\":"
+            "\"enforced_spend_limit_reached\"}},\"request_id\":\"%s\"}",
+            request_id);
+    else if (step->spend_limit)
+        ah__mock_buf_puts(
+            &b, "{\"error\":{\"message\":\"You exceeded your current quota, please check "
+                "your plan and billing details.\",\"type\":\"insufficient_quota\",\"param\":"
+                "null,\"code\":\"organization_spend_limit_exceeded\"}}");
+    else if (anthropic)
+        ah__mock_buf_printf(
+            &b,
+            "{\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\","
+            "\"message\":\"prompt is too long: 212345 tokens > 200000 maximum\"},"
+            "\"request_id\":\"%s\"}",
+            request_id);
+    else
+        ah__mock_buf_puts(
+            &b, "{\"error\":{\"message\":\"This model's maximum context length is 128000 "
+                "tokens. However, your messages resulted in 212345 tokens.\",\"type\":"
+                "\"invalid_request_error\",\"param\":\"messages\",\"code\":"
+                "\"context_length_exceeded\"}}");
+    struct MHD_Response *resp = b.failed ? NULL : buffer_response(b.data, b.len);
+    ah__mock_buf_free(&b);
+    if (resp)
+        add_headers(resp, wire, request_id, "application/json", step);
+    (void)status;
+    return resp;
+}
+
 static void stream_free(void *cls)
 {
     stream_ctx *s = cls;
@@ -831,6 +872,8 @@ static struct MHD_Response *reply_response(ah_mock *m, struct MHD_Connection *co
     }
     if (!reattach)
         ah__mock_cache_apply(m->cache, wire, req, &s->reply);
+    s->reply.stop_reason = step->stop_reason;
+    s->reply.stop_category = step->refusal_category;
     *restated = s->reply.restated;
     if (step->invalid_utf8 && s->reply.text_len >= 2) {
         s->reply.text[0] = (char)0xFF; /* never valid UTF-8, sent raw in the JSON */
@@ -1144,6 +1187,8 @@ static enum MHD_Result handle(ah_mock *m, req_ctx *rc, struct MHD_Connection *co
             resp = buffer_response(step->body, step->body_len);
             if (resp)
                 add_headers(resp, (ah_wire)wire, request_id, "application/json", step);
+        } else if (step->spend_limit || step->context_exceeded) {
+            resp = limit_response((ah_wire)wire, status, request_id, step);
         } else {
             resp = error_response((ah_wire)wire, status, step->error_type, step->message,
                                   request_id, step);
