@@ -415,6 +415,10 @@ struct ah_worker {
     ah_worker_stats stats;
     const char *stop_reason; /* the last completed response's, normalised (static) */
     size_t cache_history;    /* the step's earlier history (prompt caching) */
+    int max_tokens_conts;    /* continue_on_max_tokens continuations of this call */
+    ah_conversation *(*on_context_exceeded)(void *ud, const ah_conversation *history);
+    void *context_ud;
+    int context_retried; /* on_context_exceeded gave its one more try */
 };
 
 #define NO_BLOCK ((size_t)-1)
@@ -959,6 +963,7 @@ static void send_request(ah_worker *w)
         }
         w->stats.steps++;
         w->continuations = 0;
+        w->max_tokens_conts = 0;
         w->step_start_ms = ah_loop_now_ms(w->loop);
     }
     /* deadline_ms bounds the whole call, continuations included: a continuation gets
@@ -1193,6 +1198,76 @@ static void check_answer(ah_worker *w, int refused)
     ah_timer_start(w->kick, 0);
 }
 
+/* The request does not fit the context window: on_context_exceeded may give a shorter
+ * history for one more try; otherwise the outcome says so. */
+static void context_exceeded(ah_worker *w, const ah_error *cause)
+{
+    if (w->on_context_exceeded && !w->context_retried) {
+        w->context_retried = 1;
+        ah_conversation *shorter = w->on_context_exceeded(w->context_ud, w->conv);
+        if (shorter && w->state != W_FINISHED) {
+            if ((!ah_conversation_id(shorter) &&
+                 ah_conversation_set_id(shorter, ah_conversation_id(w->conv)) != AH_OK) ||
+                (!ah_conversation_system(shorter) &&
+                 ah_conversation_set_system(shorter, ah_conversation_system(w->conv)) !=
+                     AH_OK)) {
+                ah_conversation_free(shorter);
+                fail_nomem(w, "history");
+                return;
+            }
+            ah_conversation_free(w->conv);
+            w->conv = shorter;
+            w->answer_start = ah_conversation_count(w->conv);
+            w->next_is_continuation = 0;
+            set_state(w, W_IDLE);
+            ah_timer_start(w->kick, 0);
+            return;
+        }
+        ah_conversation_free(shorter);
+        if (w->state == W_FINISHED)
+            return;
+    }
+    finish(w, AH_OUTCOME_CONTEXT_EXCEEDED, cause);
+}
+
+/* A completed response that stopped at max_tokens, continued as if it were cut
+ * (policy.continue_on_max_tokens): the message stays partial and the next request
+ * continues it on the client's rung. 1 when a continuation was sent for. */
+static int continue_max_tokens(ah_worker *w, size_t msg)
+{
+    if (w->policy.continue_on_max_tokens <= 0 ||
+        w->max_tokens_conts >= w->policy.continue_on_max_tokens ||
+        w->continuations >= w->policy.max_continuations ||
+        msg >= ah_conversation_count(w->conv) ||
+        ah_conversation_role(w->conv, msg) != AH_ROLE_ASSISTANT)
+        return 0;
+    if (ah_conversation_set_partial(w->conv, 1) != AH_OK)
+        return 0;
+    ah_cont_mode mode = ah_client_rung(w->client);
+    if (mode == AH_CONT_PROMPT &&
+        ah_conversation_add_user_text(w->conv, w->continue_prompt) != AH_OK) {
+        fail_nomem(w, "history");
+        return 1;
+    }
+    w->max_tokens_conts++;
+    w->continuations++;
+    w->stats.continuations++;
+    ah_event ev = {.type = AH_EV_LLM_CONTINUATION};
+    ev.u.llm_continuation.llm_call = w->llm_call;
+    ev.u.llm_continuation.continuation = w->continuations;
+    ev.u.llm_continuation.max_continuations = w->policy.max_continuations;
+    ev.u.llm_continuation.committed_blocks = (int)ah_conversation_block_count(w->conv, msg);
+    ev.u.llm_continuation.mode = mode;
+    ev.u.llm_continuation.reason = "the response stopped at max_tokens "
+                                   "(policy.continue_on_max_tokens)";
+    emit(w, &ev);
+    if (w->state == W_FINISHED)
+        return 1;
+    w->next_is_continuation = 1;
+    ah_timer_start(w->kick, 0);
+    return 1;
+}
+
 static void commit_response(ah_worker *w)
 {
     if (open_assistant(w) != AH_OK) {
@@ -1233,6 +1308,30 @@ static void commit_response(ah_worker *w)
     const char *stop = ah_timeline_stop_reason(w->tl);
     int refused =
         (!has_text && refusal && rlen > 0) || (stop && strcmp(stop, "refusal") == 0);
+    const char *norm = w->stop_reason ? w->stop_reason : "";
+    if (strcmp(norm, "refusal") == 0 && !w->check_output) {
+        /* The model refused: the run ends so, with the category, never continued; the
+         * refused turn is not kept in history. */
+        const char *cat = ah_timeline_stop_category(w->tl);
+        ah_error e;
+        ah_error_set(&e, AH_EK_REFUSED, 0, "the model refused to answer%s%.64s%s",
+                     cat ? " (category " : "", cat ? cat : "", cat ? ")" : "");
+        if (cat)
+            ah__bufprintf(e.category, sizeof e.category, "%s", cat);
+        ah_conversation_truncate(w->conv, msg);
+        finish(w, AH_OUTCOME_REFUSED, &e);
+        return;
+    }
+    if (strcmp(norm, "context_exceeded") == 0) {
+        ah_error e;
+        ah_error_set(&e, AH_EK_CONTEXT_EXCEEDED, 0,
+                     "the response stopped at the model's context window "
+                     "(model_context_window_exceeded)");
+        context_exceeded(w, &e);
+        return;
+    }
+    int paused = strcmp(norm, "pause_turn") == 0;
+    int max_tokens = strcmp(norm, "max_tokens") == 0;
     /* Everything is in history now: let the response's buffers go (a large answer
      * would otherwise be held twice until the next request). */
     ah_timeline_reset(w->tl);
@@ -1241,6 +1340,18 @@ static void commit_response(ah_worker *w)
     ah__overlap_free(w->ov); /* it holds a copy of the committed text */
     w->ov = NULL;
     w->ov_block = NO_BLOCK;
+    if (n_tools == 0 && paused) {
+        /* pause_turn: the paused turn is sent back last to let it go on (a new step) */
+        if (atomic_load(&w->cancel_requested)) {
+            finish_cancelled(w);
+            return;
+        }
+        set_state(w, W_IDLE);
+        ah_timer_start(w->kick, 0);
+        return;
+    }
+    if (n_tools == 0 && max_tokens && continue_max_tokens(w, msg))
+        return;
     if (n_tools == 0) {
         if (w->check_output) {
             check_answer(w, refused);
@@ -1413,6 +1524,8 @@ static void on_call_finish(void *ud, ah_call *call)
                 fail_nomem(w, "history");
             else
                 finish(w, AH_OUTCOME_FAILED, ah_call_error(call));
+        } else if (ah_call_error(call)->kind == AH_EK_CONTEXT_EXCEEDED) {
+            context_exceeded(w, ah_call_error(call));
         } else if (!handles_give_up(w, ah_call_error(call))) {
             finish(w, AH_OUTCOME_FAILED, ah_call_error(call));
         } else if (atomic_load(&w->cancel_requested)) {
@@ -1735,6 +1848,8 @@ static ah_worker *worker_make(const ah_worker_config *cfg, char *err, size_t err
     w->max_steps = cfg->max_steps ? cfg->max_steps : 20;
     w->check_output = cfg->check_output;
     w->check_ud = cfg->check_ud;
+    w->on_context_exceeded = cfg->on_context_exceeded;
+    w->context_ud = cfg->context_ud;
     w->max_output_retries = cfg->max_output_retries;
     w->max_tool_concurrency = cfg->max_tool_concurrency ? cfg->max_tool_concurrency : 8;
     atomic_init(&w->cancel_requested, 0);

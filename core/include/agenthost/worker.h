@@ -204,6 +204,13 @@ typedef struct ah_worker_config {
      * its copy and its history is the whole conversation. `system` above, when set,
      * replaces the conversation's system prompt. */
     const ah_conversation *history;
+    /* The request does not fit the model's context window (a context-length 400, or the
+     * stop reason model_context_window_exceeded): given the history (the new input
+     * included), return a shorter one (a new conversation, which the worker takes) to try
+     * once more, or NULL to end with outcome context_exceeded. Optional; at most once a
+     * run. Runs on the loop thread. */
+    ah_conversation *(*on_context_exceeded)(void *ud, const ah_conversation *history);
+    void *context_ud;
 } ah_worker_config;
 
 typedef struct ah_worker_stats {
