@@ -95,6 +95,7 @@ struct ah_mock {
     kept *kept;
     size_t n_kept, cap_kept;
     char *tls_cert, *tls_key; /* PEM text when serving HTTPS (MHD reads them for ever) */
+    ah__mock_cache *cache;    /* the prompt cache (cache.c) */
 };
 
 /* Per-connection request state (MHD's con_cls). */
@@ -540,6 +541,47 @@ static struct MHD_Response *error_response(ah_wire wire, int status, const char 
     return resp;
 }
 
+/* The error bodies of a spent spend limit and of a prompt longer than the context
+ * window, as each provider sends them (docs/providers-2026.md). */
+static struct MHD_Response *limit_response(ah_wire wire, int status, const char *request_id,
+                                           const ah__mock_step *step)
+{
+    ah__mock_buf b = {0};
+    int anthropic = wire == AH_WIRE_ANTHROPIC;
+    if (step->spend_limit && anthropic)
+        ah__mock_buf_printf(
+            &b,
+            "{\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\",\"message\":"
+            "\"You have reached your specified workspace API usage limits. You will regain "
+            "access on 2026-12-01 at 00:00 UTC.\",\"details\":{\"error_code\":"
+            "\"enforced_spend_limit_reached\"}},\"request_id\":\"%s\"}",
+            request_id);
+    else if (step->spend_limit)
+        ah__mock_buf_puts(
+            &b, "{\"error\":{\"message\":\"You exceeded your current quota, please check "
+                "your plan and billing details.\",\"type\":\"insufficient_quota\",\"param\":"
+                "null,\"code\":\"organization_spend_limit_exceeded\"}}");
+    else if (anthropic)
+        ah__mock_buf_printf(
+            &b,
+            "{\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\","
+            "\"message\":\"prompt is too long: 212345 tokens > 200000 maximum\"},"
+            "\"request_id\":\"%s\"}",
+            request_id);
+    else
+        ah__mock_buf_puts(
+            &b, "{\"error\":{\"message\":\"This model's maximum context length is 128000 "
+                "tokens. However, your messages resulted in 212345 tokens.\",\"type\":"
+                "\"invalid_request_error\",\"param\":\"messages\",\"code\":"
+                "\"context_length_exceeded\"}}");
+    struct MHD_Response *resp = b.failed ? NULL : buffer_response(b.data, b.len);
+    ah__mock_buf_free(&b);
+    if (resp)
+        add_headers(resp, wire, request_id, "application/json", step);
+    (void)status;
+    return resp;
+}
+
 static void stream_free(void *cls)
 {
     stream_ctx *s = cls;
@@ -828,6 +870,10 @@ static struct MHD_Response *reply_response(ah_mock *m, struct MHD_Connection *co
         *status = st == AH_ERR_INVALID ? 400 : 500;
         return error_response(wire, *status, NULL, err, request_id, step);
     }
+    if (!reattach)
+        ah__mock_cache_apply(m->cache, wire, req, &s->reply);
+    s->reply.stop_reason = step->stop_reason;
+    s->reply.stop_category = step->refusal_category;
     *restated = s->reply.restated;
     if (step->invalid_utf8 && s->reply.text_len >= 2) {
         s->reply.text[0] = (char)0xFF; /* never valid UTF-8, sent raw in the JSON */
@@ -1179,6 +1225,8 @@ static enum MHD_Result handle(ah_mock *m, req_ctx *rc, struct MHD_Connection *co
             resp = buffer_response(step->body, step->body_len);
             if (resp)
                 add_headers(resp, (ah_wire)wire, request_id, "application/json", step);
+        } else if (step->spend_limit || step->context_exceeded) {
+            resp = limit_response((ah_wire)wire, status, request_id, step);
         } else {
             resp = error_response((ah_wire)wire, status, step->error_type, step->message,
                                   request_id, step);
@@ -1383,6 +1431,8 @@ static ah_mock *mock_make(const ah_mock_config *cfg, char *err, size_t errsize,
         goto nomem;
     m->text_deltas = cfg->text_deltas;
     m->delta_bytes = cfg->text_deltas ? 0 : cfg->delta_bytes;
+    if (!(m->cache = ah__mock_cache_new()))
+        goto nomem;
 
     pthread_condattr_t ca;
     if (pthread_mutex_init(&m->mu, NULL) != 0)
@@ -1475,6 +1525,7 @@ fail:
         free(m->text);
         free(m->tls_cert);
         free(m->tls_key);
+        ah__mock_cache_free(m->cache);
         free(m);
     }
     return NULL;
@@ -1513,6 +1564,7 @@ void ah_mock_free(ah_mock *m)
     free(m->text);
     free(m->tls_cert);
     free(m->tls_key);
+    ah__mock_cache_free(m->cache);
     pthread_cond_destroy(&m->cv);
     pthread_mutex_destroy(&m->mu);
     free(m);

@@ -123,6 +123,10 @@ void ah__wr_a_ping(ah__wbuf *o);
 void ah__wr_a_delta(ah__wbuf *o, size_t index, int kind, const char *s, size_t n);
 void ah__wr_a_block_stop(ah__wbuf *o, size_t index);
 void ah__wr_a_message_delta(ah__wbuf *o, const char *stop_reason, const ah__wr_usage *u);
+/* The same with a refusal's stop_details (category NULL: null) when stop_reason is
+ * "refusal". */
+void ah__wr_a_message_delta_details(ah__wbuf *o, const char *stop_reason,
+                                    const char *category, const ah__wr_usage *u);
 void ah__wr_a_message_stop(ah__wbuf *o);
 /* event: error {"type":"error","error":{"details":null,"type","message"},"request_id"} */
 void ah__wr_a_error(ah__wbuf *o, const char *type, const char *message,
