@@ -125,6 +125,19 @@ static int refuses_prefill(const cJSON *req, const ah__mock_nmsg *last, char *er
 
 /* ---- the stream -------------------------------------------------------------------- */
 
+/* The finishReason: a plan's stop_reason in Gemini's words (max_tokens: MAX_TOKENS,
+ * refusal: SAFETY, with the category as the safety rating's category when one is
+ * given); anything else, and a tool call, is STOP (docs/providers-gemini.md). */
+static const char *finish_reason(const ah__mock_reply *r)
+{
+    const char *sr = r->stop_reason;
+    if (sr && strcmp(sr, "max_tokens") == 0)
+        return "MAX_TOKENS";
+    if (sr && strcmp(sr, "refusal") == 0)
+        return "SAFETY";
+    return "STOP";
+}
+
 enum { G_TEXT, G_CALL, G_FINISH };
 
 static ah__wr_gemini_head head(const ah__mock_reply *r)
@@ -161,7 +174,7 @@ static void emit(ah__mock_writer *w, ah__mock_buf *o, int k, size_t j, size_t ca
     }
     case G_FINISH: {
         ah__wr_usage fu = ah__mock_usage(r, r->output_tokens);
-        ah__wr_g_finish(o, &h, "STOP", &fu);
+        ah__wr_g_finish(o, &h, finish_reason(r), &fu);
         break;
     }
     }
@@ -204,7 +217,8 @@ static void body(const ah__mock_reply *r, ah__mock_buf *o)
     ah__wr_gemini_head h = head(r);
     ah__wr_usage u = ah__mock_usage(r, r->output_tokens);
     ah__wr_g_body(o, &h, r->ndeltas ? r->text : NULL, r->text_len, calls,
-                  n < AH__MOCK_MAX_TOOL_CALLS ? n : AH__MOCK_MAX_TOOL_CALLS, "STOP", &u);
+                  n < AH__MOCK_MAX_TOOL_CALLS ? n : AH__MOCK_MAX_TOOL_CALLS, finish_reason(r),
+                  &u);
 }
 
 static void error_body(int status, const char *type, const char *message,

@@ -548,7 +548,19 @@ static struct MHD_Response *limit_response(ah_wire wire, int status, const char 
 {
     ah__mock_buf b = {0};
     int anthropic = wire == AH_WIRE_ANTHROPIC;
-    if (step->spend_limit && anthropic)
+    if (wire == AH_WIRE_GEMINI && step->spend_limit)
+        /* Gemini has no spend-limit error of its own: its quota 429 (RESOURCE_EXHAUSTED)
+         * is also what a per-minute quota sends, so it stays a rate limit, retried */
+        ah__mock_buf_puts(
+            &b, "{\"error\":{\"code\":429,\"message\":\"You exceeded your current quota, "
+                "please check your plan and billing details.\",\"status\":"
+                "\"RESOURCE_EXHAUSTED\"}}");
+    else if (wire == AH_WIRE_GEMINI)
+        ah__mock_buf_puts(
+            &b, "{\"error\":{\"code\":400,\"message\":\"The input token count (212345) "
+                "exceeds the maximum number of tokens allowed (1048576).\",\"status\":"
+                "\"INVALID_ARGUMENT\"}}");
+    else if (step->spend_limit && anthropic)
         ah__mock_buf_printf(
             &b,
             "{\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\",\"message\":"
