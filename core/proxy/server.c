@@ -20,9 +20,10 @@
  *   - the content reader, when it has no bytes and the stream has not ended, suspends the
  *     connection and returns 0 (the only way to return 0 without MHD calling it again at
  *     once: microhttpd.h, MHD_ContentReaderCallback);
- *   - while suspended, MHD does not look at the socket, so r->hup watches it: a hang-up
- *     (or a reset) cancels the upstream call at once and resumes the connection, which
- *     MHD then closes. Bytes that are not a hang-up (a pipelined request) stop the watch
+ *   - while suspended, MHD does not look at the socket, so r->hup watches it (from the
+ *     request's start to its end: cheaper than starting and stopping it at each
+ *     suspension): a hang-up (or a reset) cancels the upstream call at once and resumes
+ *     the connection, which MHD then closes. Bytes that are not a hang-up (a pipelined request) stop the watch
  *     (it is level-triggered) and p->sweep looks at the socket every SLICE_MS instead.
  *     A client that leaves while MHD handles its connection (a failed write, a read of 0)
  *     reaches on_completed, which cancels the same way.
@@ -50,9 +51,9 @@
  *             on_completed. A request whose client left is finished by its call's
  *             on_finish (CANCELLED), or at once when no call is in flight (a continuation
  *             waiting on r->kick).
- *   r->hup    made at the first suspension, started at each, stopped by wake(), freed by
- *             on_completed: always before MHD can close the fd (MHD closes only a
- *             connection it runs, which is not a suspended one).
+ *   r->hup    made and started with the preq, stopped by a hang-up or stray bytes, freed
+ *             by on_completed: before MHD closes the fd (MHD calls on_completed first,
+ *             then closes), so it never watches a number the fd's next owner got.
  *   p->run_t  the deferred MHD_run(): armed by wake() (at 0), re-armed after each run
  *             (at 0 when a resume came during it, else MHD's time-out, else stopped).
  *   free      ah_proxy_free: stop the watcher and the timers (no more MHD_run), resume
@@ -105,7 +106,7 @@ struct preq {
     struct MHD_Connection *conn;
     int fd;
     int suspended; /* suspended by us, not resumed yet */
-    ah_io *hup;    /* the client's socket while suspended */
+    ah_io *hup;    /* the client's socket, for its hang-up */
     int hup_poll;  /* p->sweep looks at the socket instead (stray bytes) */
 
     /* the request, immutable once started */
@@ -306,30 +307,41 @@ static void wake(preq *r)
     if (!r->conn || !r->suspended)
         return;
     r->suspended = 0;
-    ah_io_stop(r->hup);
-    hup_poll_off(r);
     MHD_resume_connection(r->conn);
     schedule_run(r->p);
 }
 
+/* The socket is looked at every SLICE_MS instead of watched. */
+static void hup_poll_on(preq *r)
+{
+    ah_io_stop(r->hup);
+    if (!r->hup_poll) {
+        r->hup_poll = 1;
+        r->p->n_hup_poll++;
+        if (!ah_timer_active(r->p->sweep))
+            ah_timer_start(r->p->sweep, SLICE_MS);
+    }
+}
+
 static void on_hup(void *ud, int fd, int events);
+
+/* Watch the client's socket from the request's start to on_completed: while the
+ * connection is suspended MHD does not look at it, and keeping the watch while MHD runs
+ * the connection costs nothing (the client sends nothing more) and saves two epoll_ctl
+ * per suspension. */
+static void watch_hup(preq *r)
+{
+    if (r->fd >= 0)
+        r->hup = ah_io_new(r->p->loop, r->fd, on_hup, r);
+    if (!r->hup || ah_io_start(r->hup, AH_IO_READ) != AH_OK)
+        hup_poll_on(r);
+}
 
 /* From the handler or the content reader only (MHD's rule). */
 static void suspend(preq *r)
 {
-    ah_proxy *p = r->p;
     MHD_suspend_connection(r->conn);
     r->suspended = 1;
-    if (!r->hup && r->fd >= 0)
-        r->hup = ah_io_new(p->loop, r->fd, on_hup, r);
-    if (r->hup && ah_io_start(r->hup, AH_IO_READ) == AH_OK)
-        return;
-    if (!r->hup_poll) { /* no watcher: looked at every SLICE_MS */
-        r->hup_poll = 1;
-        p->n_hup_poll++;
-        if (!ah_timer_active(p->sweep))
-            ah_timer_start(p->sweep, SLICE_MS);
-    }
 }
 
 static void finish_request(preq *r, int failed);
@@ -366,18 +378,13 @@ static void on_hup(void *ud, int fd, int events)
     (void)fd;
     (void)events;
     if (peer_gone(r->fd)) {
+        ah_io_stop(r->hup); /* a hang-up stays readable: once is enough */
         client_left(r);
         return;
     }
     /* Bytes that are not a hang-up (a pipelined request): the watch is level-triggered,
      * so it would fire again at once; the sweep looks instead. */
-    ah_io_stop(r->hup);
-    if (!r->hup_poll) {
-        r->hup_poll = 1;
-        r->p->n_hup_poll++;
-        if (!ah_timer_active(r->p->sweep))
-            ah_timer_start(r->p->sweep, SLICE_MS);
-    }
+    hup_poll_on(r);
 }
 
 static void on_sweep(void *ud)
@@ -385,7 +392,7 @@ static void on_sweep(void *ud)
     ah_proxy *p = ud;
     for (preq *r = p->live, *next; r; r = next) {
         r->refs++; /* client_left may end r; `next` is read once r is held */
-        if (r->hup_poll && r->suspended && r->conn && peer_gone(r->fd))
+        if (r->hup_poll && r->conn && !r->client_gone && peer_gone(r->fd))
             client_left(r);
         next = r->next;
         release(r);
@@ -1171,6 +1178,7 @@ static preq *new_request(ah_proxy *p, conn_ctx *cc, struct MHD_Connection *conn,
     r->conn = conn;
     r->cc = cc;
     cc->r = r;
+    watch_hup(r);
     snprintf(r->run_id, sizeof r->run_id, "px_%llu", ++p->seq);
     pthread_mutex_lock(&p->mu);
     p->stats.requests++;
