@@ -455,6 +455,15 @@ static void wait_in_flight(prig *r, uint64_t n)
     assert_int_equal(in_flight(r), n);
 }
 
+/* Wait (up to 30 s) until the mock has seen n requests: the plan's steps go in the order
+ * requests reach it. */
+static void wait_mock_requests(prig *r, size_t n)
+{
+    for (int i = 0; i < 3000 && ah_mock_request_count(r->mock) < n; i++)
+        nanosleep(&(struct timespec){.tv_nsec = 10000000L}, NULL);
+    assert_int_equal(ah_mock_request_count(r->mock), n);
+}
+
 static ah_policy patient_policy(void)
 {
     ah_policy pol = fast_policy();
@@ -479,6 +488,7 @@ static void client_hangup_cancels_upstream(void **state)
         if (i == 1)
             raw_read_until(fd, "content_block_delta"); /* the head and bytes came */
         wait_in_flight(&r, 1);
+        wait_mock_requests(&r, 1); /* the upstream call is out */
         close(fd);
         wait_in_flight(&r, 0);
         assert_int_equal(ah_mock_request_count(r.mock), 1); /* cancelled, not retried */
@@ -503,6 +513,7 @@ static void free_with_requests_in_flight(void **state)
     int port = ah_proxy_port(r.proxy);
     int head_wait = raw_request(port, A_BODY);
     wait_in_flight(&r, 1);
+    wait_mock_requests(&r, 1); /* the stall-before-anything step is head_wait's */
     int byte_wait = raw_request(port, A_BODY);
     raw_read_until(byte_wait, "content_block_delta");
     wait_in_flight(&r, 2);
