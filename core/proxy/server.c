@@ -23,8 +23,9 @@
  *   - while suspended, MHD does not look at the socket, so r->hup watches it (from the
  *     request's start to its end: cheaper than starting and stopping it at each
  *     suspension): a hang-up (or a reset) cancels the upstream call at once and resumes
- *     the connection, which MHD then closes. Bytes that are not a hang-up (a pipelined request) stop the watch
- *     (it is level-triggered) and p->sweep looks at the socket every SLICE_MS instead.
+ *     the connection, which MHD then closes. Bytes that are not a hang-up (a pipelined
+ *     request) stop the watch (it is level-triggered) and p->sweep looks at the socket
+ *     every SLICE_MS instead.
  *     A client that leaves while MHD handles its connection (a failed write, a read of 0)
  *     reaches on_completed, which cancels the same way.
  *   The answers: an LLM route (POST /v1/messages, /v1/chat/completions, /v1/responses)
@@ -413,7 +414,8 @@ static void run_mhd(ah_proxy *p)
     if (p->rerun)
         ah_timer_start(p->run_t, 0);
     else if (MHD_get_timeout(p->daemon, &to) == MHD_YES)
-        ah_timer_start(p->run_t, to > (MHD_UNSIGNED_LONG_LONG)INT32_MAX ? INT32_MAX : (int64_t)to);
+        ah_timer_start(p->run_t,
+                       to > (MHD_UNSIGNED_LONG_LONG)INT32_MAX ? INT32_MAX : (int64_t)to);
     else
         ah_timer_stop(p->run_t);
 }

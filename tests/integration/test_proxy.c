@@ -508,7 +508,9 @@ static void free_with_requests_in_flight(void **state)
     (void)state;
     ah_policy pol = patient_policy();
     prig r;
-    prig_open(&r, "{\"steps\": [{\"stall_after_events\": 0}], \"then\": {\"stall_after_events\": 4}}",
+    prig_open(&r,
+              "{\"steps\": [{\"stall_after_events\": 0}], "
+              "\"then\": {\"stall_after_events\": 4}}",
               &pol);
     int port = ah_proxy_port(r.proxy);
     int head_wait = raw_request(port, A_BODY);
