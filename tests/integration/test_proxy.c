@@ -473,15 +473,16 @@ static ah_policy patient_policy(void)
 }
 
 /* A client that hangs up while its connection waits, for the head (an upstream stream
- * that never sends its first event) or for the next bytes (a stall after some), ends the
- * upstream call at once: with every timeout at 10 minutes, only the cancel finishes it. */
+ * that never sends its first event) or for the next bytes (a stall after some), or after
+ * sending stray bytes, ends the upstream call at once: with every timeout at 10 minutes, only the cancel finishes it. */
 static void client_hangup_cancels_upstream(void **state)
 {
     (void)state;
     ah_policy pol = patient_policy();
     const char *plans[] = {"{\"steps\": [], \"then\": {\"stall_after_events\": 0}}",
-                           "{\"steps\": [], \"then\": {\"stall_after_events\": 4}}"};
-    for (int i = 0; i < 2; i++) {
+                           "{\"steps\": [], \"then\": {\"stall_after_events\": 4}}",
+                           "{\"steps\": [], \"then\": {\"stall_after_events\": 0}}"};
+    for (int i = 0; i < 3; i++) {
         prig r;
         prig_open(&r, plans[i], &pol);
         int fd = raw_request(ah_proxy_port(r.proxy), A_BODY);
@@ -489,6 +490,12 @@ static void client_hangup_cancels_upstream(void **state)
             raw_read_until(fd, "content_block_delta"); /* the head and bytes came */
         wait_in_flight(&r, 1);
         wait_mock_requests(&r, 1); /* the upstream call is out */
+        if (i == 2) {
+            /* bytes after the request (the start of a pipelined one), then the hang-up:
+             * seen through them (the socket is looked at, not only watched) */
+            assert_int_equal(send(fd, "GET /", 5, MSG_NOSIGNAL), 5);
+            nanosleep(&(struct timespec){.tv_nsec = 200000000L}, NULL);
+        }
         close(fd);
         wait_in_flight(&r, 0);
         assert_int_equal(ah_mock_request_count(r.mock), 1); /* cancelled, not retried */
