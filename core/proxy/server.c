@@ -363,8 +363,8 @@ static void cancel_upstream(preq *r)
     }
 }
 
-/* A suspended client hung up: cancel, and let MHD close the connection (resumed, the
- * handler answers MHD_NO, the reader an error; on_completed follows). */
+/* The client hung up: cancel, and let MHD close the connection (a suspended one is
+ * resumed: the handler answers MHD_NO, the reader an error; on_completed follows). */
 static void client_left(preq *r)
 {
     r->refs++; /* loop_done may drop the upstream side's reference meanwhile */
