@@ -310,7 +310,7 @@ static int proxy_lmain(lua_State *L)
     ah_io *io = sfd >= 0 ? ah_io_new(loop, sfd, on_signal, h) : NULL;
     if (io)
         ah_io_start(io, AH_IO_READ);
-    ah_loop_ref(loop); /* the proxy's requests arrive through an async: keep stepping */
+    ah_loop_ref(loop); /* the proxy's fd watchers do not keep the loop alive: keep stepping */
     while (!h->stop)
         lah_step(L, 1);
     ah_loop_unref(loop);

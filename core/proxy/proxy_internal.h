@@ -1,14 +1,14 @@
 /* proxy_internal.h - the proxy's pieces shared between its files, never installed.
  *
- *   server.c        libmicrohttpd side (threads), the hand-over to the loop, routing,
- *                   the upstream calls, retries' and continuations' bookkeeping
+ *   server.c        libmicrohttpd on the loop (suspend / resume), routing, the upstream
+ *                   calls, retries' and continuations' bookkeeping
  *   splice.c        the format-blind splicer: upstream events (decoder + timeline) in,
  *                   one response out through a format's output table; the continuation
  *                   request
  *   out_<name>.c    one per wire format: what the response's head is, how each block and
  *                   the end are written (through core/writer/), the in-band error
  *
- * Everything here runs on the loop thread except what server.c says otherwise. Prefix
+ * Everything here runs on the loop thread (ah_proxy_get_stats excepted). Prefix
  * ah__px_. */
 #ifndef AH_PROXY_INTERNAL_H
 #define AH_PROXY_INTERNAL_H

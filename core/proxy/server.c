@@ -1,31 +1,72 @@
-/* server.c - agenthost proxy: the HTTP side, the hand-over to the loop, the upstream
- * calls (docs/proxy.md).
+/* server.c - agenthost proxy: the HTTP side, the upstream calls (docs/proxy.md).
  *
- * Threads. libmicrohttpd runs a thread per connection. A connection's thread collects the
- * request, hands it to the loop (a queue under p->mu and an async wake-up) and then
- * waits on the request's condition variable: first for the response head, then, for a
- * streamed body, for bytes. Everything upstream (calls, decoders, the splice) runs on
- * the loop's thread, which sets the head and appends bytes under the same lock. A wait
- * is cut into slices that also look at the client's socket, so a client that hangs up
- * ends its upstream call at once (a cancel queued to the loop).
+ * One thread. libmicrohttpd runs on the caller's loop, without a thread of its own: its
+ * epoll fd (MHD_USE_EPOLL, external polling) is an fd watcher of the loop (p->mio), and
+ * MHD_run() runs when that fd is readable and when p->run_t fires (armed from
+ * MHD_get_timeout(), and at 0 whenever a suspended connection was resumed). Everything,
+ * the HTTP side, the upstream calls, the decoders and the splice, runs on the loop's
+ * thread: no queue, no lock, no thread hand-over (p->mu guards only the counters, which
+ * ah_proxy_get_stats may read from any thread).
  *
- * One request:
- *   - an LLM route (POST /v1/messages, /v1/chat/completions, /v1/responses) with
- *     "stream": true: every attempt's bytes go through the splice (splice.c); the client
- *     gets its head only once an upstream stream opened and sent its first event; a cut
- *     (reset, idle time-out, malformed event, in-stream error, an end before the
- *     format's end) is continued by the ladder, up to policy.max_continuations;
- *   - an LLM route without "stream": the upstream's JSON body, forwarded as received; a
- *     cut body is asked for again (the same request);
- *   - any other path: passed through as one call (retried before its head like any
- *     request), its bytes as they come.
- *   A request that finally fails before anything was sent gets the upstream's last
- *   status, headers and body unchanged, or a 502 in the format's error shape when no
- *   upstream response ever arrived.
+ * One request, on its connection:
+ *   - the request's last call of the access handler (its body complete) makes the preq
+ *     and starts its upstream call (ah_call_start only arms a timer: nothing calls back
+ *     from inside it); a head not ready yet suspends the connection
+ *     (MHD_ALLOW_SUSPEND_RESUME);
+ *   - the loop side sets the head (set_head) or appends bytes (push_bytes) and calls
+ *     wake(): a suspended connection is resumed and MHD_run() is deferred to p->run_t at
+ *     0 ms, never called from inside a curl callback. Resumed, MHD calls the handler again
+ *     (it queues the response) or the content reader (it copies the bytes);
+ *   - the content reader, when it has no bytes and the stream has not ended, suspends the
+ *     connection and returns 0 (the only way to return 0 without MHD calling it again at
+ *     once: microhttpd.h, MHD_ContentReaderCallback);
+ *   - while suspended, MHD does not look at the socket, so r->hup watches it (from the
+ *     request's start to its end: cheaper than starting and stopping it at each
+ *     suspension): a hang-up (or a reset) cancels the upstream call at once and resumes
+ *     the connection, which MHD then closes. Bytes that are not a hang-up (a pipelined
+ *     request) stop the watch (it is level-triggered) and p->sweep looks at the socket
+ *     every SLICE_MS instead.
+ *     A client that leaves while MHD handles its connection (a failed write, a read of 0)
+ *     reaches on_completed, which cancels the same way.
+ *   The answers: an LLM route (POST /v1/messages, /v1/chat/completions, /v1/responses)
+ *   with "stream": true: every attempt's bytes go through the splice (splice.c); the
+ *   client gets its head only once an upstream stream opened and sent its first event; a
+ *   cut (reset, idle time-out, malformed event, in-stream error, an end before the
+ *   format's end) is continued by the ladder, up to policy.max_continuations. An LLM
+ *   route without "stream": the upstream's JSON body, forwarded as received; a cut body
+ *   is asked for again. Any other path: passed through as one call (retried before its
+ *   head like any request), its bytes as they come. A request that finally fails before
+ *   anything was sent gets the upstream's last status, headers and body unchanged, or a
+ *   502 in the format's error shape when no upstream response ever arrived.
+ *
+ * Lifetimes (all on the loop thread):
+ *   conn_ctx  MHD's per-request context: made by the URI callback (on_uri), freed by
+ *             on_completed. MHD calls on_completed for every request whose URI callback
+ *             ran (client_aware), at the end of the response, when the client leaves,
+ *             and in MHD_stop_daemon.
+ *   preq      two references (refs): the connection's (cc->r, dropped in on_completed)
+ *             and the upstream side's (dropped by loop_done once the request is finished:
+ *             r->done). r->conn / r->cc are valid until on_completed clears them; nothing
+ *             touches the connection after that (wake() looks at r->conn). The content
+ *             reader gets r without a free callback: MHD calls it only before
+ *             on_completed. A request whose client left is finished by its call's
+ *             on_finish (CANCELLED), or at once when no call is in flight (a continuation
+ *             waiting on r->kick).
+ *   r->hup    made and started with the preq, stopped by a hang-up or stray bytes, freed
+ *             by on_completed: before MHD closes the fd (MHD calls on_completed first,
+ *             then closes), so it never watches a number the fd's next owner got.
+ *   p->run_t  the deferred MHD_run(): armed by wake() (at 0), re-armed after each run
+ *             (at 0 when a resume came during it, else MHD's time-out, else stopped).
+ *   free      ah_proxy_free: stop the watcher and the timers (no more MHD_run), resume
+ *             every suspended connection (MHD_stop_daemon refuses suspended ones), stop
+ *             the daemon (on_completed for each: the connections' references go, their
+ *             calls are cancelled), then finish every request left: loop_done frees its
+ *             call, timers and splice, and the last reference frees it.
  *
  * Secrets: the client's headers are copied to the upstream request and nowhere else;
  * the call redacts their values (authorization, x-api-key, api-key) from every message,
  * and no event carries a header or a body. */
+#define _GNU_SOURCE /* POLLRDHUP: a peer that shut down with bytes unread */
 #include "proxy_internal.h"
 
 #include "agenthost/call.h"
@@ -38,35 +79,38 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
-#include <time.h>
 
 enum {
     MAX_BODY = 64 << 20, /* larger request bodies get a 413 */
     BLOCK_SIZE = 32768,
-    SLICE_MS = 100,      /* how often a wait looks at the client's socket */
+    SLICE_MS = 100,      /* how often p->sweep looks at a socket that had stray bytes */
     MAX_REFUSED = 64,    /* models remembered as refusing a prefill */
 };
 
 typedef enum route_mode { MODE_STREAM, MODE_JSON, MODE_RAW } route_mode;
 
+typedef struct conn_ctx conn_ctx;
 typedef struct preq preq;
 struct preq {
     ah_proxy *p;
-    unsigned refs; /* under p->mu: the connection's thread and the loop */
-    pthread_cond_t cv;
-    preq *prev, *next; /* live requests (under p->mu) */
-    preq *qnext;       /* the loop's inbox (under p->mu) */
-    preq *cnext;       /* the loop's cancel queue (under p->mu) */
-    int cancel_queued;
+    int refs;          /* the connection's and the upstream side's */
+    preq *prev, *next; /* p->live */
     char run_id[32];
 
-    /* the request, immutable once handed over */
+    /* the connection (until on_completed) */
+    conn_ctx *cc;
+    struct MHD_Connection *conn;
+    int fd;
+    int suspended; /* suspended by us, not resumed yet */
+    ah_io *hup;    /* the client's socket, for its hang-up */
+    int hup_poll;  /* p->sweep looks at the socket instead (stray bytes) */
+
+    /* the request, immutable once started */
     char *method, *target, *body;
     size_t body_len;
     ah_header *hdrs;
@@ -74,7 +118,7 @@ struct preq {
     int route; /* an ah_wire, or -1: passed through */
     int anthropic_client; /* anthropic-version or x-api-key among the headers */
 
-    /* the answer (under p->mu) */
+    /* the answer */
     int head_ready;
     int status;
     ah_header *rh;
@@ -85,7 +129,7 @@ struct preq {
     int out_end, out_abort;
     int client_gone;
 
-    /* the loop's side */
+    /* the upstream side */
     int started, done;
     route_mode mode;
     cJSON *req;
@@ -111,6 +155,11 @@ struct preq {
 struct ah_proxy {
     ah_loop *loop;
     struct MHD_Daemon *daemon;
+    ah_io *mio;      /* MHD's epoll fd */
+    ah_timer *run_t; /* the deferred MHD_run() */
+    ah_timer *sweep; /* sockets with stray bytes, every SLICE_MS */
+    int in_run, rerun;
+    size_t n_hup_poll;
     int port;
     char url[64];
     char *anthropic_url, *openai_url, *prompt;
@@ -120,64 +169,45 @@ struct ah_proxy {
     const ah_transport *transport;
     ah_event_fn on_event;
     void *event_ud;
-    ah_async *async;
 
-    pthread_mutex_t mu;
     int closing;
     preq *live;
-    preq *inbox, *inbox_tail;
-    preq *cancels; /* linked through cnext */
     unsigned long long seq;
 
-    char *refused[MAX_REFUSED]; /* loop thread */
+    char *refused[MAX_REFUSED];
     size_t n_refused;
+    pthread_mutex_t mu;   /* stats only: ah_proxy_get_stats from any thread */
     ah_proxy_stats stats; /* under mu */
 };
 
-/* Per-connection state (MHD's con_cls, from the URI log callback). */
-typedef struct conn_ctx {
+/* Per-request state (MHD's con_cls, from the URI log callback). */
+struct conn_ctx {
     ah_proxy *p;
     char *target;
     ah__wbuf body;
     int too_large;
     int head_seen; /* MHD's first call (the head, before any body byte) came */
-} conn_ctx;
+    preq *r;       /* the request, once its body is complete (a reference) */
+};
 
 /* ---- small helpers ----------------------------------------------------------------- */
 
-static struct timespec mono_after(long long ms)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    t.tv_sec += (time_t)(ms / 1000);
-    t.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (t.tv_nsec >= 1000000000L) {
-        t.tv_sec++;
-        t.tv_nsec -= 1000000000L;
-    }
-    return t;
-}
-
-/* 1 when the peer closed its side (an orderly FIN or a reset). */
+/* 1 when the peer closed its side (an orderly FIN, a reset), even with bytes unread. */
 static int peer_gone(int fd)
 {
     if (fd < 0)
         return 0;
-    struct pollfd pf = {.fd = fd, .events = POLLIN};
+#ifndef POLLRDHUP
+#define POLLRDHUP 0
+#endif
+    struct pollfd pf = {.fd = fd, .events = POLLIN | POLLRDHUP};
     if (poll(&pf, 1, 0) <= 0)
         return 0;
-    if (pf.revents & (POLLHUP | POLLERR))
+    if (pf.revents & (POLLHUP | POLLERR | POLLRDHUP | POLLNVAL))
         return 1;
     char c;
     ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
     return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
-}
-
-static int conn_fd(struct MHD_Connection *conn)
-{
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-    return ci ? ci->connect_fd : -1;
 }
 
 static void free_headers(ah_header *h, size_t n)
@@ -230,20 +260,16 @@ static int copy_headers(const ah_header *h, size_t n, ah_header **out, size_t *n
 
 static void release(preq *r)
 {
-    ah_proxy *p = r->p;
-    pthread_mutex_lock(&p->mu);
-    int last = --r->refs == 0;
-    if (last) {
-        if (r->prev)
-            r->prev->next = r->next;
-        else if (p->live == r)
-            p->live = r->next;
-        if (r->next)
-            r->next->prev = r->prev;
-    }
-    pthread_mutex_unlock(&p->mu);
-    if (!last)
+    if (--r->refs > 0)
         return;
+    ah_proxy *p = r->p;
+    if (r->prev)
+        r->prev->next = r->next;
+    else if (p->live == r)
+        p->live = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    ah_io_free(r->hup);
     free(r->method);
     free(r->target);
     free(r->body);
@@ -253,8 +279,157 @@ static void release(preq *r)
     ah__wbuf_free(&r->out);
     ah__wbuf_free(&r->jbuf);
     free(r->cbody);
-    pthread_cond_destroy(&r->cv);
     free(r);
+}
+
+/* ---- the connection: suspend, wake, the deferred MHD_run --------------------------- */
+
+/* MHD_run() soon: from the loop, never from inside a curl callback or MHD itself. */
+static void schedule_run(ah_proxy *p)
+{
+    if (p->in_run)
+        p->rerun = 1;
+    else if (p->run_t)
+        ah_timer_start(p->run_t, 0);
+}
+
+static void hup_poll_off(preq *r)
+{
+    if (r->hup_poll) {
+        r->hup_poll = 0;
+        r->p->n_hup_poll--;
+    }
+}
+
+/* The answer changed: a suspended connection goes back to MHD, which calls the handler
+ * (the head) or the content reader (bytes, the end) at its next run. */
+static void wake(preq *r)
+{
+    if (!r->conn || !r->suspended)
+        return;
+    r->suspended = 0;
+    MHD_resume_connection(r->conn);
+    schedule_run(r->p);
+}
+
+/* The socket is looked at every SLICE_MS instead of watched. */
+static void hup_poll_on(preq *r)
+{
+    ah_io_stop(r->hup);
+    if (!r->hup_poll) {
+        r->hup_poll = 1;
+        r->p->n_hup_poll++;
+        if (!ah_timer_active(r->p->sweep))
+            ah_timer_start(r->p->sweep, SLICE_MS);
+    }
+}
+
+static void on_hup(void *ud, int fd, int events);
+
+/* Watch the client's socket from the request's start to on_completed: while the
+ * connection is suspended MHD does not look at it, and keeping the watch while MHD runs
+ * the connection costs nothing (the client sends nothing more) and saves two epoll_ctl
+ * per suspension. */
+static void watch_hup(preq *r)
+{
+    if (r->fd >= 0)
+        r->hup = ah_io_new(r->p->loop, r->fd, on_hup, r);
+    if (!r->hup || ah_io_start(r->hup, AH_IO_READ) != AH_OK)
+        hup_poll_on(r);
+}
+
+/* From the handler or the content reader only (MHD's rule). */
+static void suspend(preq *r)
+{
+    MHD_suspend_connection(r->conn);
+    r->suspended = 1;
+}
+
+static void finish_request(preq *r, int failed);
+static void loop_done(preq *r);
+
+/* The client left: its upstream call ends now (the call's on_finish sees CANCELLED), or
+ * the request is finished at once when no call is in flight. */
+static void cancel_upstream(preq *r)
+{
+    r->client_gone = 1;
+    if (!r->started || r->done)
+        return;
+    if (r->call) {
+        ah_call_cancel(r->call);
+    } else {
+        finish_request(r, 0);
+        loop_done(r);
+    }
+}
+
+/* The client hung up: cancel, and let MHD close the connection (a suspended one is
+ * resumed: the handler answers MHD_NO, the reader an error; on_completed follows). */
+static void client_left(preq *r)
+{
+    r->refs++; /* loop_done may drop the upstream side's reference meanwhile */
+    cancel_upstream(r);
+    wake(r);
+    release(r);
+}
+
+static void on_hup(void *ud, int fd, int events)
+{
+    preq *r = ud;
+    (void)fd;
+    (void)events;
+    if (peer_gone(r->fd)) {
+        ah_io_stop(r->hup); /* a hang-up stays readable: once is enough */
+        client_left(r);
+        return;
+    }
+    /* Bytes that are not a hang-up (a pipelined request): the watch is level-triggered,
+     * so it would fire again at once; the sweep looks instead. */
+    hup_poll_on(r);
+}
+
+static void on_sweep(void *ud)
+{
+    ah_proxy *p = ud;
+    for (preq *r = p->live, *next; r; r = next) {
+        r->refs++; /* client_left may end r; `next` is read once r is held */
+        if (r->hup_poll && r->conn && !r->client_gone && peer_gone(r->fd))
+            client_left(r);
+        next = r->next;
+        release(r);
+    }
+    if (p->n_hup_poll > 0)
+        ah_timer_start(p->sweep, SLICE_MS);
+}
+
+static void run_mhd(ah_proxy *p)
+{
+    if (p->closing)
+        return;
+    p->in_run = 1;
+    p->rerun = 0;
+    MHD_run(p->daemon);
+    p->in_run = 0;
+    MHD_UNSIGNED_LONG_LONG to = 0;
+    if (p->rerun)
+        ah_timer_start(p->run_t, 0);
+    else if (MHD_get_timeout(p->daemon, &to) == MHD_YES)
+        ah_timer_start(p->run_t,
+                       to > (MHD_UNSIGNED_LONG_LONG)INT32_MAX ? INT32_MAX : (int64_t)to);
+    else
+        ah_timer_stop(p->run_t);
+}
+
+static void on_run_timer(void *ud)
+{
+    run_mhd(ud);
+}
+
+static void on_mhd_io(void *ud, int fd, int events)
+{
+    (void)fd;
+    (void)events;
+    run_mhd(ud);
 }
 
 /* ---- the answer (loop thread) ------------------------------------------------------ */
@@ -264,6 +439,8 @@ static void release(preq *r)
 static void set_head(preq *r, int status, const ah_header *h, size_t n, int streamed,
                      const char *content_type, const char *body, size_t len)
 {
+    if (r->head_ready)
+        return;
     ah_header *copy = NULL;
     size_t ncopy = 0;
     if (copy_headers(h, n, &copy, &ncopy) != 0) {
@@ -290,46 +467,35 @@ static void set_head(preq *r, int status, const ah_header *h, size_t n, int stre
             }
         }
     }
-    pthread_mutex_lock(&r->p->mu);
-    if (!r->head_ready) {
-        r->status = status;
-        r->rh = copy;
-        r->nrh = ncopy;
-        r->streamed = streamed;
-        if (body)
-            ah__wbuf_put(&r->out, body, len);
-        r->head_ready = 1;
-        copy = NULL;
-        ncopy = 0;
-    }
-    pthread_mutex_unlock(&r->p->mu);
-    /* Signalled after the unlock: the woken thread does not wake only to wait for the lock
-     * (r lives on: the loop holds a reference). */
-    pthread_cond_signal(&r->cv);
-    free_headers(copy, ncopy);
+    r->status = status;
+    r->rh = copy;
+    r->nrh = ncopy;
+    r->streamed = streamed;
+    if (body)
+        ah__wbuf_put(&r->out, body, len);
+    r->head_ready = 1;
+    wake(r);
 }
 
 static void push_bytes(preq *r, const char *buf, size_t len, int end, int abort_)
 {
-    pthread_mutex_lock(&r->p->mu);
     if (len)
         ah__wbuf_put(&r->out, buf, len);
     if (end)
         r->out_end = 1;
     if (abort_)
         r->out_abort = 1;
-    pthread_mutex_unlock(&r->p->mu);
-    pthread_cond_signal(&r->cv);
+    if (len || end || abort_)
+        wake(r);
 }
 
-/* The splice's bytes to the client; its head once the response started. */
 static void deliver(preq *r)
 {
     if (!r->sp_ok)
         return;
     if (r->sp.started && !r->head_ready) {
-        /* The head and the bytes spliced so far in one hand-over: one wake-up of the
-         * connection's thread, not two (docs/performance.md, "agenthost proxy"). */
+        /* The head and the bytes spliced so far together: one resume of the connection,
+         * and MHD writes them in one run (docs/performance.md, "agenthost proxy"). */
         set_head(r, 200, r->pend_h, r->pend_n, 1, "text/event-stream; charset=utf-8",
                  r->sp.o.data, r->sp.o.len);
         ah__wbuf_reset(&r->sp.o);
@@ -886,56 +1052,6 @@ static void loop_clear(preq *r)
     cJSON_Delete(r->req);
     r->req = NULL;
 }
-
-static void on_async(void *ud)
-{
-    ah_proxy *p = ud;
-    pthread_mutex_lock(&p->mu);
-    preq *in = p->inbox, *cancels = p->cancels;
-    p->inbox = p->inbox_tail = NULL;
-    p->cancels = NULL;
-    pthread_mutex_unlock(&p->mu);
-    while (in) {
-        preq *next = in->qnext;
-        in->qnext = NULL;
-        start_request(in);
-        in = next;
-    }
-    while (cancels) {
-        preq *next = cancels->cnext;
-        cancels->cnext = NULL;
-        if (cancels->started && !cancels->done) {
-            if (cancels->call)
-                ah_call_cancel(cancels->call);
-            else {
-                finish_request(cancels, 0);
-                loop_done(cancels);
-            }
-        }
-        release(cancels); /* the cancel queue's reference */
-        cancels = next;
-    }
-}
-
-/* ---- the HTTP side (connection threads) ---------------------------------------------- */
-
-static void queue_cancel(preq *r)
-{
-    ah_proxy *p = r->p;
-    pthread_mutex_lock(&p->mu);
-    int queue = !r->cancel_queued && !p->closing;
-    if (queue) {
-        r->cancel_queued = 1;
-        r->refs++;
-        r->cnext = p->cancels;
-        p->cancels = r;
-    }
-    r->client_gone = 1;
-    pthread_mutex_unlock(&p->mu);
-    if (queue)
-        ah_async_send(p->async);
-}
-
 static enum MHD_Result collect_header(void *cls, enum MHD_ValueKind kind, const char *key,
                                       const char *value)
 {
@@ -972,48 +1088,6 @@ static int route_of(const char *path, const char *method)
     return -1;
 }
 
-static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
-{
-    preq *r = cls;
-    ah_proxy *p = r->p;
-    (void)pos;
-    pthread_mutex_lock(&p->mu);
-    while (r->off == r->out.len && !r->out_end && !r->out_abort && !p->closing) {
-        struct timespec t = mono_after(SLICE_MS);
-        pthread_cond_timedwait(&r->cv, &p->mu, &t);
-    }
-    ssize_t n;
-    if (r->off < r->out.len) {
-        size_t k = r->out.len - r->off;
-        if (k > max)
-            k = max;
-        memcpy(buf, r->out.data + r->off, k);
-        r->off += k;
-        if (r->off == r->out.len) {
-            ah__wbuf_reset(&r->out);
-            r->off = 0;
-        }
-        n = (ssize_t)k;
-    } else if (r->out_end && !r->out_abort && !p->closing) {
-        n = MHD_CONTENT_READER_END_OF_STREAM;
-    } else {
-        n = MHD_CONTENT_READER_END_WITH_ERROR;
-    }
-    pthread_mutex_unlock(&p->mu);
-    return n;
-}
-
-static void reader_free(void *cls)
-{
-    preq *r = cls;
-    pthread_mutex_lock(&r->p->mu);
-    int early = !r->out_end;
-    pthread_mutex_unlock(&r->p->mu);
-    if (early)
-        queue_cancel(r); /* the client left before the end */
-    release(r);
-}
-
 static enum MHD_Result reply_now(struct MHD_Connection *conn, int status, const char *ct,
                                  const char *body)
 {
@@ -1027,27 +1101,69 @@ static enum MHD_Result reply_now(struct MHD_Connection *conn, int status, const 
     return rc;
 }
 
-static enum MHD_Result handle(ah_proxy *p, conn_ctx *cc, struct MHD_Connection *conn,
-                              const char *path, const char *method)
+
+/* ---- the HTTP side (MHD's callbacks, inside MHD_run on the loop thread) ------------- */
+
+static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
 {
-    if (cc->too_large)
-        return reply_now(conn, 413, "application/json",
-                         "{\"error\":{\"type\":\"request_too_large\",\"message\":\"agenthost "
-                         "proxy: request body larger than 64 MiB\"}}");
+    preq *r = cls;
+    (void)pos;
+    if (r->off < r->out.len) {
+        size_t k = r->out.len - r->off;
+        if (k > max)
+            k = max;
+        memcpy(buf, r->out.data + r->off, k);
+        r->off += k;
+        if (r->off == r->out.len) {
+            ah__wbuf_reset(&r->out);
+            r->off = 0;
+        }
+        return (ssize_t)k;
+    }
+    if (r->out_abort || r->client_gone || r->p->closing || !r->conn)
+        return MHD_CONTENT_READER_END_WITH_ERROR;
+    if (r->out_end)
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    suspend(r); /* push_bytes resumes it */
+    return 0;
+}
+
+/* The head is ready: queue the response (a streamed one reads r until on_completed). */
+static enum MHD_Result queue_answer(preq *r)
+{
+    struct MHD_Response *resp;
+    if (r->streamed)
+        resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, BLOCK_SIZE, reader, r, NULL);
+    else
+        resp = MHD_create_response_from_buffer(r->out.len, r->out.data ? r->out.data : (void *)"",
+                                               MHD_RESPMEM_MUST_COPY);
+    if (!resp)
+        return MHD_NO;
+    for (size_t i = 0; i < r->nrh; i++)
+        MHD_add_response_header(resp, r->rh[i].name, r->rh[i].value);
+    if (r->streamed)
+        MHD_add_response_header(resp, "Cache-Control", "no-cache");
+    enum MHD_Result rc = MHD_queue_response(r->conn, (unsigned)r->status, resp);
+    MHD_destroy_response(resp);
+    if (!r->streamed)
+        ah__wbuf_free(&r->out); /* copied */
+    return rc;
+}
+
+/* The request with its body: a preq, its upstream call started. NULL out of memory. */
+static preq *new_request(ah_proxy *p, conn_ctx *cc, struct MHD_Connection *conn,
+                         const char *path, const char *method)
+{
     preq *r = calloc(1, sizeof *r);
     if (!r)
-        return MHD_NO;
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    int cv_rc = pthread_cond_init(&r->cv, &ca);
-    pthread_condattr_destroy(&ca);
-    if (cv_rc != 0) {
-        free(r);
-        return MHD_NO;
-    }
+        return NULL;
     r->p = p;
-    r->refs = 2; /* this thread, the loop */
+    r->refs = 1; /* the connection's */
+    r->fd = -1;
+    r->next = p->live;
+    if (p->live)
+        p->live->prev = r;
+    p->live = r;
     r->method = ah__strdup(method);
     r->target = ah__strdup(cc->target ? cc->target : path);
     r->body_len = cc->body.len;
@@ -1055,77 +1171,46 @@ static enum MHD_Result handle(ah_proxy *p, conn_ctx *cc, struct MHD_Connection *
     r->route = route_of(path, method);
     if (!r->method || !r->target || (r->body_len && !r->body) ||
         MHD_get_connection_values(conn, MHD_HEADER_KIND, collect_header, r) < 0) {
-        r->refs = 1;
         release(r);
-        return MHD_NO;
+        return NULL;
     }
-    pthread_mutex_lock(&p->mu);
-    if (p->closing) {
-        pthread_mutex_unlock(&p->mu);
-        r->refs = 1;
-        release(r);
-        return MHD_NO;
-    }
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    r->fd = ci ? ci->connect_fd : -1;
+    r->conn = conn;
+    r->cc = cc;
+    cc->r = r;
+    watch_hup(r);
     snprintf(r->run_id, sizeof r->run_id, "px_%llu", ++p->seq);
+    pthread_mutex_lock(&p->mu);
     p->stats.requests++;
     p->stats.in_flight++;
-    r->next = p->live;
-    if (p->live)
-        p->live->prev = r;
-    p->live = r;
-    if (p->inbox_tail)
-        p->inbox_tail->qnext = r;
-    else
-        p->inbox = r;
-    p->inbox_tail = r;
     pthread_mutex_unlock(&p->mu);
-    ah_async_send(p->async);
+    r->refs++; /* the upstream side's, until loop_done */
+    start_request(r);
+    return r;
+}
 
-    /* Wait for the head; a client that hangs up meanwhile cancels its request. */
-    int fd = conn_fd(conn);
-    pthread_mutex_lock(&p->mu);
-    while (!r->head_ready && !p->closing) {
-        struct timespec t = mono_after(SLICE_MS);
-        pthread_cond_timedwait(&r->cv, &p->mu, &t);
-        if (r->head_ready || p->closing)
-            break;
-        pthread_mutex_unlock(&p->mu);
-        int gone = peer_gone(fd);
-        pthread_mutex_lock(&p->mu);
-        if (gone)
-            break;
+static enum MHD_Result handle(ah_proxy *p, conn_ctx *cc, struct MHD_Connection *conn,
+                              const char *path, const char *method)
+{
+    preq *r = cc->r;
+    if (!r) {
+        if (cc->too_large)
+            return reply_now(conn, 413, "application/json",
+                             "{\"error\":{\"type\":\"request_too_large\",\"message\":\"agenthost "
+                             "proxy: request body larger than 64 MiB\"}}");
+        if (p->closing || !(r = new_request(p, cc, conn, path, method)))
+            return MHD_NO;
     }
-    int ready = r->head_ready && !p->closing;
-    pthread_mutex_unlock(&p->mu);
-    if (!ready) {
-        queue_cancel(r);
-        release(r);
+    /* Called again once resumed: the head, or the client left meanwhile. */
+    if (r->client_gone || p->closing)
         return MHD_NO;
+    if (!r->head_ready) {
+        suspend(r); /* set_head resumes it */
+        return MHD_YES;
     }
-    struct MHD_Response *resp;
-    if (r->streamed) {
-        resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, BLOCK_SIZE, reader, r,
-                                                 reader_free);
-    } else {
-        pthread_mutex_lock(&p->mu);
-        resp = MHD_create_response_from_buffer(r->out.len, r->out.data ? r->out.data : (void *)"",
-                                               MHD_RESPMEM_MUST_COPY);
-        pthread_mutex_unlock(&p->mu);
-    }
-    if (!resp) {
-        queue_cancel(r);
-        release(r);
-        return MHD_NO;
-    }
-    for (size_t i = 0; i < r->nrh; i++)
-        MHD_add_response_header(resp, r->rh[i].name, r->rh[i].value);
-    if (r->streamed)
-        MHD_add_response_header(resp, "Cache-Control", "no-cache");
-    enum MHD_Result rc = MHD_queue_response(conn, (unsigned)r->status, resp);
-    MHD_destroy_response(resp); /* a streamed response keeps r until reader_free */
-    if (!r->streamed)
-        release(r);
-    return rc;
+    return queue_answer(r);
 }
 
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
@@ -1166,6 +1251,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     return handle(p, cc, conn, url, method);
 }
 
+/* The request's end on its connection (answered, the client gone, or the daemon
+ * stopping): the connection's reference goes; an upstream call still running is
+ * cancelled (the client cannot get its answer any more). */
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
@@ -1173,12 +1261,25 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     (void)conn;
     (void)toe;
     conn_ctx *cc = *con_cls;
-    if (cc) {
-        free(cc->target);
-        ah__wbuf_free(&cc->body);
-        free(cc);
-        *con_cls = NULL;
+    if (!cc)
+        return;
+    *con_cls = NULL;
+    preq *r = cc->r;
+    if (r) {
+        cc->r = NULL;
+        r->cc = NULL;
+        r->conn = NULL;
+        r->suspended = 0;
+        ah_io_free(r->hup); /* before MHD closes the fd */
+        r->hup = NULL;
+        hup_poll_off(r);
+        if (!r->done)
+            cancel_upstream(r);
+        release(r);
     }
+    free(cc->target);
+    ah__wbuf_free(&cc->body);
+    free(cc);
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
@@ -1208,6 +1309,21 @@ static char *base_url(const char *u, const char *def, const char *what, char *er
     while (n > 0 && u[n - 1] == '/')
         n--;
     return ah__strndup(u, n);
+}
+
+
+static void proxy_destroy(ah_proxy *p)
+{
+    ah_io_free(p->mio);
+    ah_timer_free(p->run_t);
+    ah_timer_free(p->sweep);
+    for (size_t i = 0; i < p->n_refused; i++)
+        free(p->refused[i]);
+    pthread_mutex_destroy(&p->mu);
+    free(p->prompt);
+    free(p->anthropic_url);
+    free(p->openai_url);
+    free(p);
 }
 
 ah_status ah_proxy_new(const ah_proxy_config *cfg, ah_proxy **out, char *err, size_t errsize)
@@ -1248,6 +1364,10 @@ ah_status ah_proxy_new(const ah_proxy_config *cfg, ah_proxy **out, char *err, si
     ah_proxy *p = calloc(1, sizeof *p);
     if (!p)
         goto nomem;
+    if (pthread_mutex_init(&p->mu, NULL) != 0) {
+        free(p);
+        goto nomem;
+    }
     p->loop = cfg->loop;
     p->policy = pol;
     p->budget = cfg->retry_budget;
@@ -1261,46 +1381,45 @@ ah_status ah_proxy_new(const ah_proxy_config *cfg, ah_proxy **out, char *err, si
                                                 "openai_url", err, errsize)
                                      : NULL;
     if (!p->anthropic_url || !p->openai_url) {
-        free(p->anthropic_url);
-        free(p->openai_url);
-        free(p);
+        proxy_destroy(p);
         return AH_ERR_INVALID;
     }
     p->prompt = ah__strdup(cfg->continue_prompt ? cfg->continue_prompt
                                                 : AH_CONTINUE_PROMPT_DEFAULT);
-    p->async = ah_async_new(p->loop, on_async, p);
-    if (!p->prompt || !p->async || pthread_mutex_init(&p->mu, NULL) != 0) {
-        ah_async_free(p->async);
-        free(p->prompt);
-        free(p->anthropic_url);
-        free(p->openai_url);
-        free(p);
+    p->run_t = ah_timer_new(p->loop, on_run_timer, p);
+    p->sweep = ah_timer_new(p->loop, on_sweep, p);
+    if (!p->prompt || !p->run_t || !p->sweep) {
+        proxy_destroy(p);
         goto nomem;
     }
+    /* No thread of MHD's own: its epoll fd is watched by the loop (external polling), and
+     * connections wait for the upstream suspended. */
     errno = 0;
     p->daemon = MHD_start_daemon(
-        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
-            MHD_USE_ERROR_LOG,
-        0, NULL, NULL, on_request, p, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)4096, MHD_OPTION_THREAD_STACK_SIZE,
-        (size_t)256 << 10, MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)1024,
-        MHD_OPTION_URI_LOG_CALLBACK, on_uri, p, MHD_OPTION_NOTIFY_COMPLETED, on_completed, p,
-        MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, p, MHD_OPTION_END);
+        MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+        on_request, p, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)4096, MHD_OPTION_LISTEN_BACKLOG_SIZE,
+        (unsigned int)1024, MHD_OPTION_URI_LOG_CALLBACK, on_uri, p,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, p, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log,
+        p, MHD_OPTION_END);
     if (!p->daemon) {
         int e = errno;
         ah__bufprintf(err, errsize, "proxy: cannot listen on %s:%d%s%s", host, cfg->port,
                       e ? ": " : "", e ? strerror(e) : "");
-        ah_async_free(p->async);
-        pthread_mutex_destroy(&p->mu);
-        free(p->prompt);
-        free(p->anthropic_url);
-        free(p->openai_url);
-        free(p);
+        proxy_destroy(p);
         return AH_ERR_IO;
+    }
+    const union MHD_DaemonInfo *ei = MHD_get_daemon_info(p->daemon, MHD_DAEMON_INFO_EPOLL_FD);
+    p->mio = ei ? ah_io_new(p->loop, ei->epoll_fd, on_mhd_io, p) : NULL;
+    if (!p->mio || ah_io_start(p->mio, AH_IO_READ) != AH_OK) {
+        MHD_stop_daemon(p->daemon);
+        proxy_destroy(p);
+        goto nomem;
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(p->daemon, MHD_DAEMON_INFO_BIND_PORT);
     p->port = di ? (int)di->port : cfg->port;
     snprintf(p->url, sizeof p->url, "http://%s:%d", host, p->port);
+    ah_timer_start(p->run_t, 0); /* the first run puts the listening socket in its set */
     *out = p;
     return AH_OK;
 nomem:
@@ -1312,50 +1431,33 @@ void ah_proxy_free(ah_proxy *p)
 {
     if (!p)
         return;
-    pthread_mutex_lock(&p->mu);
     p->closing = 1;
+    /* No MHD_run from here on. */
+    ah_io_free(p->mio);
+    p->mio = NULL;
+    ah_timer_stop(p->run_t);
+    ah_timer_stop(p->sweep);
+    /* MHD_stop_daemon refuses suspended connections: resume them all first. */
     for (preq *r = p->live; r; r = r->next)
-        pthread_cond_broadcast(&r->cv);
-    pthread_mutex_unlock(&p->mu);
-    MHD_stop_daemon(p->daemon); /* joins every connection thread */
-    /* What the loop still holds: requests never started, cancels, requests in flight. */
-    /* Pin every live request so none is freed while the queues are emptied. */
-    pthread_mutex_lock(&p->mu);
-    preq *cancels = p->cancels;
-    p->inbox = p->inbox_tail = p->cancels = NULL;
-    size_t nlive = 0;
-    for (preq *r = p->live; r; r = r->next)
-        nlive++;
-    preq **live = nlive ? calloc(nlive, sizeof *live) : NULL;
-    nlive = 0;
-    for (preq *r = p->live; r && live; r = r->next) {
-        r->refs++;
-        live[nlive++] = r;
-    }
-    pthread_mutex_unlock(&p->mu);
-    while (cancels) {
-        preq *next = cancels->cnext;
-        release(cancels); /* the cancel queue's reference */
-        cancels = next;
-    }
-    for (size_t i = 0; i < nlive; i++) {
-        preq *r = live[i];
-        if (!r->done) { /* never started, or in flight: the loop's reference */
-            r->done = 1;
-            loop_clear(r);
-            release(r);
+        if (r->conn && r->suspended) {
+            r->suspended = 0;
+            ah_io_stop(r->hup);
+            MHD_resume_connection(r->conn);
         }
-        release(r); /* the pin */
+    /* Closes every connection: on_completed for each (their references go, their calls
+     * are cancelled). */
+    MHD_stop_daemon(p->daemon);
+    /* What is left is the upstream side of requests not finished yet. */
+    for (preq *r = p->live, *next; r; r = next) {
+        next = r->next;
+        if (!r->done) {
+            r->done = 1;
+            loop_done(r);
+        }
     }
-    free(live);
-    ah_async_free(p->async);
-    for (size_t i = 0; i < p->n_refused; i++)
-        free(p->refused[i]);
-    pthread_mutex_destroy(&p->mu);
-    free(p->prompt);
-    free(p->anthropic_url);
-    free(p->openai_url);
-    free(p);
+    if (p->live)
+        ah__log(AH_LOG_ERROR, "proxy: a request outlived the proxy (a reference leaked)");
+    proxy_destroy(p);
 }
 
 const char *ah_proxy_url(const ah_proxy *p)

@@ -4,11 +4,12 @@
 //    true) through the proxy minus straight to the mock, p50 / p99, at concurrency 1
 //    (N requests one after the other, direct and proxied interleaved) and 64 (64 at once,
 //    N/8 rounds); the client is Node's fetch, the same for both;
+//    with the proxy process's CPU time and context switches (all its threads) per request;
 // 2. events per CPU-second spliced: one reply of 200 000 deltas through the proxy, the
 //    proxy process's CPU (utime + stime from /proc) around it.
 // Prints one line per number. Not a test: nothing is asserted.
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 
 const [agenthost, nArg = '400'] = process.argv.slice(2);
 const N = Number(nArg);
@@ -27,6 +28,11 @@ const cpu = (pid) => {
   const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
   return (Number(f[11]) + Number(f[12])) / 100; // utime + stime, clock ticks of 10 ms
 };
+// context switches of every thread of pid (voluntary + involuntary)
+const switches = (pid) => readdirSync(`/proc/${pid}/task`).reduce((n, t) => {
+  const st = readFileSync(`/proc/${pid}/task/${t}/status`, 'utf8');
+  return n + [...st.matchAll(/ctxt_switches:\s+(\d+)/g)].reduce((a, m) => a + Number(m[1]), 0);
+}, 0);
 const body = JSON.stringify({ model: 'claude-test', max_tokens: 64, stream: true,
   messages: [{ role: 'user', content: 'hello there' }] });
 const headers = { 'content-type': 'application/json', 'x-api-key': 'bench',
@@ -59,6 +65,8 @@ for (let i = 0; i < 20; i++) { await ttfd(mock.url); await ttfd(proxy.url); } //
 for (const conc of [1, 64]) {
   const direct = [], through = [];
   const rounds = conc === 1 ? N : Math.max(1, Math.floor(N / 8));
+  // the proxy is idle while the direct requests run: its CPU over the rounds is theirs
+  const cpu0 = cpu(proxy.p.pid), sw0 = switches(proxy.p.pid);
   for (let r = 0; r < rounds; r++) {
     const d = await Promise.all(Array.from({ length: conc }, () => ttfd(mock.url)));
     const p = await Promise.all(Array.from({ length: conc }, () => ttfd(proxy.url)));
@@ -69,7 +77,9 @@ for (const conc of [1, 64]) {
   console.log(`concurrency ${conc}: ${direct.length} requests each; first text delta ` +
     `direct p50 ${f(pct(direct, 0.5))} ms p99 ${f(pct(direct, 0.99))} ms, ` +
     `through the proxy p50 ${f(pct(through, 0.5))} ms p99 ${f(pct(through, 0.99))} ms; ` +
-    `added p50 ${f(pct(through, 0.5) - pct(direct, 0.5))} ms p99 ${f(pct(through, 0.99) - pct(direct, 0.99))} ms`);
+    `added p50 ${f(pct(through, 0.5) - pct(direct, 0.5))} ms p99 ${f(pct(through, 0.99) - pct(direct, 0.99))} ms; ` +
+    `proxy CPU ${((cpu(proxy.p.pid) - cpu0) * 1e6 / through.length).toFixed(0)} us and ` +
+    `${((switches(proxy.p.pid) - sw0) / through.length).toFixed(1)} context switches per request`);
 }
 proxy.p.kill('SIGTERM');
 mock.p.kill('SIGTERM');

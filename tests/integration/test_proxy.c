@@ -12,7 +12,13 @@
 
 #include "integration/proxy_rig.h"
 
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
+#include <unistd.h>
 
 static const char *const A_BODY =
     "{\"model\":\"claude-test\",\"max_tokens\":256,\"stream\":true,\"messages\":[{\"role\":"
@@ -395,6 +401,152 @@ static void pass_through(void **state)
     prig_close(&r);
 }
 
+/* ---- the connection's end: a client that leaves, a proxy that stops ------------------ */
+
+/* A raw client: the request sent, the socket open (SO_RCVTIMEO bounds every read). */
+static int raw_request(int port, const char *body)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    struct timeval tv = {.tv_sec = 30};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char head[512];
+    int n = snprintf(head, sizeof head,
+                     "POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     "x-api-key: sk-ant-SECRET-proxytest\r\nanthropic-version: 2023-06-01\r\n"
+                     "Content-Length: %zu\r\n\r\n",
+                     strlen(body));
+    assert_int_equal(send(fd, head, (size_t)n, MSG_NOSIGNAL), n);
+    assert_int_equal(send(fd, body, strlen(body), MSG_NOSIGNAL), (ssize_t)strlen(body));
+    return fd;
+}
+
+/* Read until needle arrived (the response so far is kept in buf). */
+static void raw_read_until(int fd, const char *needle)
+{
+    char buf[16384];
+    size_t len = 0;
+    while (len + 1 < sizeof buf) {
+        ssize_t k = recv(fd, buf + len, sizeof buf - 1 - len, 0);
+        assert_true(k > 0);
+        len += (size_t)k;
+        buf[len] = '\0';
+        if (strstr(buf, needle))
+            return;
+    }
+    fail_msg("'%s' never arrived", needle);
+}
+
+static uint64_t in_flight(prig *r)
+{
+    ah_proxy_stats st;
+    ah_proxy_get_stats(r->proxy, &st);
+    return st.in_flight;
+}
+
+/* Wait (up to 30 s, the timeouts are 10 minutes) until in_flight is n. */
+static void wait_in_flight(prig *r, uint64_t n)
+{
+    for (int i = 0; i < 3000 && in_flight(r) != n; i++)
+        nanosleep(&(struct timespec){.tv_nsec = 10000000L}, NULL);
+    assert_int_equal(in_flight(r), n);
+}
+
+/* Wait (up to 30 s) until the mock has seen n requests: the plan's steps go in the order
+ * requests reach it. */
+static void wait_mock_requests(prig *r, size_t n)
+{
+    for (int i = 0; i < 3000 && ah_mock_request_count(r->mock) < n; i++)
+        nanosleep(&(struct timespec){.tv_nsec = 10000000L}, NULL);
+    assert_int_equal(ah_mock_request_count(r->mock), n);
+}
+
+static ah_policy patient_policy(void)
+{
+    ah_policy pol = fast_policy();
+    pol.idle_timeout_ms = 600000;
+    pol.attempt_timeout_ms = 600000;
+    return pol;
+}
+
+/* A client that hangs up while its connection waits, for the head (an upstream stream
+ * that never sends its first event) or for the next bytes (a stall after some), or after
+ * sending stray bytes, ends the upstream call at once: with every timeout at 10 minutes, only the cancel finishes it. */
+static void client_hangup_cancels_upstream(void **state)
+{
+    (void)state;
+    ah_policy pol = patient_policy();
+    const char *plans[] = {"{\"steps\": [], \"then\": {\"stall_after_events\": 0}}",
+                           "{\"steps\": [], \"then\": {\"stall_after_events\": 4}}",
+                           "{\"steps\": [], \"then\": {\"stall_after_events\": 0}}"};
+    for (int i = 0; i < 3; i++) {
+        prig r;
+        prig_open(&r, plans[i], &pol);
+        int fd = raw_request(ah_proxy_port(r.proxy), A_BODY);
+        if (i == 1)
+            raw_read_until(fd, "content_block_delta"); /* the head and bytes came */
+        wait_in_flight(&r, 1);
+        wait_mock_requests(&r, 1); /* the upstream call is out */
+        if (i == 2) {
+            /* bytes after the request (the start of a pipelined one), then the hang-up:
+             * seen through them (the socket is looked at, not only watched) */
+            assert_int_equal(send(fd, "GET /", 5, MSG_NOSIGNAL), 5);
+            nanosleep(&(struct timespec){.tv_nsec = 200000000L}, NULL);
+        }
+        close(fd);
+        wait_in_flight(&r, 0);
+        assert_int_equal(ah_mock_request_count(r.mock), 1); /* cancelled, not retried */
+        /* the proxy still serves */
+        presp o = prig_fetch(ah_proxy_url(r.proxy), "/v1/models", AH_WIRE_ANTHROPIC, NULL);
+        assert_int_equal(o.status, 404);
+        presp_free(&o);
+        prig_close(&r);
+    }
+}
+
+/* ah_proxy_free with connections waiting (for the head, for bytes, and one still sending
+ * its body): it returns, every client sees its connection close, nothing leaks
+ * (ASan / valgrind). */
+static void free_with_requests_in_flight(void **state)
+{
+    (void)state;
+    ah_policy pol = patient_policy();
+    prig r;
+    prig_open(&r,
+              "{\"steps\": [{\"stall_after_events\": 0}], "
+              "\"then\": {\"stall_after_events\": 4}}",
+              &pol);
+    int port = ah_proxy_port(r.proxy);
+    int head_wait = raw_request(port, A_BODY);
+    wait_in_flight(&r, 1);
+    wait_mock_requests(&r, 1); /* the stall-before-anything step is head_wait's */
+    int byte_wait = raw_request(port, A_BODY);
+    raw_read_until(byte_wait, "content_block_delta");
+    wait_in_flight(&r, 2);
+    int partial = socket(AF_INET, SOCK_STREAM, 0); /* its body never completes */
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(partial, (struct sockaddr *)&a, sizeof a), 0);
+    const char *half = "POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"mo";
+    assert_int_equal(send(partial, half, strlen(half), MSG_NOSIGNAL), (ssize_t)strlen(half));
+    assert_int_equal(ah_mock_request_count(r.mock), 2);
+    prig_close(&r);
+    int fds[] = {head_wait, byte_wait};
+    for (size_t i = 0; i < 2; i++) {
+        char buf[4096];
+        ssize_t k;
+        errno = 0;
+        while ((k = recv(fds[i], buf, sizeof buf, 0)) > 0)
+            ;
+        assert_false(k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)); /* not timed out */
+        close(fds[i]);
+    }
+    close(partial);
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -412,6 +564,8 @@ int main(void)
         cmocka_unit_test(past_max_continuations),
         cmocka_unit_test(non_streaming),
         cmocka_unit_test(pass_through),
+        cmocka_unit_test(client_hangup_cancels_upstream),
+        cmocka_unit_test(free_with_requests_in_flight),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     curl_global_cleanup();

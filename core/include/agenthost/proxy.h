@@ -1,7 +1,7 @@
 /* agenthost/proxy.h - a local endpoint that gives unmodified clients (the official SDKs,
  * Claude Code, Codex) agenthost's retries and cut-stream continuation (docs/proxy.md).
  *
- * An HTTP server on loopback (libmicrohttpd, a thread per connection) that forwards
+ * An HTTP server on loopback (libmicrohttpd, on the caller's loop) that forwards
  *   POST /v1/messages                  to the Anthropic upstream,
  *   POST /v1/chat/completions, /v1/responses   to the OpenAI upstream,
  * through the call machine (agenthost/call.h): retries before the stream opens, and a
@@ -10,9 +10,11 @@
  * through (one request, its bytes as they come). The client's headers and credentials go
  * upstream unchanged and are never logged or put in an event.
  *
- * The upstream requests run on the caller's loop (cfg.loop): step it (ah_loop_run_once)
- * and the proxy works; requests arrive on the server's threads and are handed to the loop
- * through an async wake-up. Library: libagenthost_proxy (static, beside the static core
+ * Everything runs on the caller's loop (cfg.loop), on the thread that steps it
+ * (ah_loop_run_once): the server is fd watchers and timers of that loop (no thread of its
+ * own), and the upstream requests are the loop's transfers. The watchers do not keep the
+ * loop alive (ah_loop_alive): a program that serves until told to stop holds an
+ * ah_loop_ref, or steps the loop itself. Library: libagenthost_proxy (static, beside the static core
  * and libagenthost_mock, whose wire writers it shares).
  */
 #ifndef AGENTHOST_PROXY_H
