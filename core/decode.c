@@ -95,6 +95,7 @@ void ah_decoder_free(ah_decoder *d)
     ah_sse_free(d->sse);
     free(d->scratch);
     free(d->fast_bytes);
+    ah__tree_free(d);
     free(d);
 }
 
@@ -102,6 +103,12 @@ void ah__decoder_set_slow(ah_decoder *d, int slow)
 {
     if (d)
         d->slow = slow != 0;
+}
+
+void ah__decoder_set_no_tree(ah_decoder *d, int off)
+{
+    if (d)
+        d->no_tree = off != 0;
 }
 
 void ah__decoder_set_skip_min(ah_decoder *d, size_t n)
@@ -228,7 +235,13 @@ static ah_status feed_event(ah_decoder *d, const ah_sse_event *ev, int64_t end)
             st = ah__dec_fail(d, st, "failed");
         return st;
     }
-    cJSON *root = !d->slow && d->p->parse ? d->p->parse(d, data, data_len) : NULL;
+    /* The other events: the format's filtered tree in the arena (decode_tree.c), else
+     * its own parser, else cJSON. */
+    cJSON *root = !d->slow && !d->no_tree ? ah__tree_parse(d, data, data_len) : NULL;
+    int arena = root != NULL;
+    d->tree_events += (uint64_t)arena;
+    if (!root && !d->slow && d->p->parse)
+        root = d->p->parse(d, data, data_len);
     if (!root)
         root = cJSON_ParseWithLength(data, data_len);
     free(fixed);
@@ -243,7 +256,8 @@ static ah_status feed_event(ah_decoder *d, const ah_sse_event *ev, int64_t end)
     d->raw = NULL;
     if (st != AH_OK && d->status == AH_OK)
         st = ah__dec_fail(d, st, "failed");
-    cJSON_Delete(root);
+    if (!arena)
+        cJSON_Delete(root);
     return st;
 }
 

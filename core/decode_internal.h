@@ -129,6 +129,10 @@ struct ah_decoder {
     int64_t skip_upto; /* after a re-attach: events up to this number are repeats */
     char response_id[128];
     uint64_t duplicates;
+    /* the non-delta events' tree arena (decode_tree.c), NULL until first used */
+    struct ah__tree_arena *tree_arena;
+    int no_tree; /* ah__tree_parse is off (tests) */
+    uint64_t tree_events; /* events decoded from its tree (tests) */
     /* Chat Completions state */
     size_t chat_open; /* the open text/reasoning block, AH__NONE if none */
     int chat_finish_seen;
@@ -211,6 +215,36 @@ void ah__decoder_set_slow(ah_decoder *d, int slow);
 /* The size from which Responses events go through ah__fast_parse (default 64 KiB; tests
  * use 0 so that every event does). */
 void ah__decoder_set_skip_min(ah_decoder *d, size_t n);
+
+/* The string scanner the fast paths share: the first byte in [p, end) that is '"', '\\'
+ * or a control byte (< 0x20), or end (decode_fast.c). */
+const char *ah__scan_plain(const char *p, const char *end);
+
+/* ---- the non-delta events without cJSON (decode_tree.c)
+ * A format's key filter: what its event handlers read, one list per object, ended by a
+ * NULL name. TK_DEEP: the value is kept whole; TK_OBJ: kept, and if it is an object only
+ * its members in `sub`; TK_EACH: kept, and if it is an array each object element only
+ * with its members in `sub`. Members not listed are checked and left out. A filtered
+ * object must only be looked up by key by the handlers (never walked or printed). */
+enum { AH__TK_DEEP = 1, AH__TK_OBJ, AH__TK_EACH };
+typedef struct ah__tree_key {
+    const char *name;
+    int kind;
+    const struct ah__tree_key *sub;
+} ah__tree_key;
+/* The tree cJSON would build from data, without the members the provider's filter
+ * (its `tree`) leaves out, in the decoder's arena: valid until the next call, never
+ * cJSON_Delete'd. NULL when it is not certain to be cJSON's (the caller parses with
+ * cJSON). */
+cJSON *ah__tree_parse(ah_decoder *d, const char *data, size_t len);
+void ah__tree_free(ah_decoder *d);
+/* Turn ah__tree_parse off (1) or on (0, the default) while the delta fast path stays as
+ * set by ah__decoder_set_slow: for the tests of the one or the other. */
+void ah__decoder_set_no_tree(ah_decoder *d, int off);
+/* The key filters (beside each format's handlers). */
+extern const ah__tree_key ah__tree_anthropic[];
+extern const ah__tree_key ah__tree_chat[];
+extern const ah__tree_key ah__tree_responses[];
 
 /* The stream's end: applies the format's end rule (Chat: finish_reason seen). */
 void ah__openai_end(ah_decoder *d);

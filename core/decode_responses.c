@@ -565,3 +565,46 @@ ah_status ah__responses_body(ah_decoder *d, const cJSON *root)
     ah__tl_set_finished(d->tl);
     return AH_OK;
 }
+
+/* What the stream handlers above read (decode_tree.c builds only this): the root's
+ * scalars, "item" whole (an unknown item is kept as JSON), part.type, "error" whole, and
+ * of "response" its id, status, incomplete_details, usage and error (whole) and of each
+ * output[] object its type, id and encrypted_content: the answer the closing events
+ * repeat (part.text, response.output[].content) is left out. The root, "part",
+ * "response" and each output item are only looked up by key; an "error" event is never
+ * decoded from the filtered tree (it may print the root). */
+static const ah__tree_key part_keys[] = {
+    {"type", AH__TK_DEEP, NULL},
+    {NULL, 0, NULL},
+};
+static const ah__tree_key output_keys[] = {
+    {"type", AH__TK_DEEP, NULL},
+    {"id", AH__TK_DEEP, NULL},
+    {"encrypted_content", AH__TK_DEEP, NULL},
+    {NULL, 0, NULL},
+};
+static const ah__tree_key response_keys[] = {
+    {"id", AH__TK_DEEP, NULL},
+    {"status", AH__TK_DEEP, NULL},
+    {"incomplete_details", AH__TK_DEEP, NULL},
+    {"usage", AH__TK_DEEP, NULL},
+    {"error", AH__TK_DEEP, NULL},
+    {"output", AH__TK_EACH, output_keys},
+    {NULL, 0, NULL},
+};
+const ah__tree_key ah__tree_responses[] = {
+    {"type", AH__TK_DEEP, NULL},
+    {"sequence_number", AH__TK_DEEP, NULL},
+    {"output_index", AH__TK_DEEP, NULL},
+    {"content_index", AH__TK_DEEP, NULL},
+    {"summary_index", AH__TK_DEEP, NULL},
+    {"item_id", AH__TK_DEEP, NULL},
+    {"delta", AH__TK_DEEP, NULL},
+    {"text", AH__TK_DEEP, NULL},
+    {"arguments", AH__TK_DEEP, NULL},
+    {"item", AH__TK_DEEP, NULL},
+    {"part", AH__TK_OBJ, part_keys},
+    {"response", AH__TK_OBJ, response_keys},
+    {"error", AH__TK_DEEP, NULL},
+    {NULL, 0, NULL},
+};
