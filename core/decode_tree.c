@@ -41,6 +41,7 @@
 #include <limits.h>
 #include <stdalign.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -159,29 +160,50 @@ static int hexval(const char *p, unsigned *v)
     return 1;
 }
 
-/* The string at t->p (its opening quote): t->p moves past its closing quote. *b, *e are
- * its raw contents, *esc whether it has a backslash. 0 when it is not one this file
- * accepts (see the top). */
-static int tstring(tp *t, const char **b, const char **e, int *esc)
+/* The bytes that end a run of plain string bytes: '"', '\\' and NUL (other control bytes
+ * are taken as they are: cJSON does; a NUL is too, but it ends the C string). */
+static const unsigned char stop_byte[256] = {['"'] = 1, ['\\'] = 1, [0] = 1};
+
+/* The first '"', '\\' or NUL in [p, end), or end: four bytes per bounds check (most strings
+ * here are short keys and values, too short for a word-at-a-time scan to pay). */
+static const char *quote_or_backslash(const char *p, const char *end)
 {
-    const char *p = t->p, *end = t->end;
-    if (p >= end || *p != '"')
-        return 0;
-    *b = ++p;
-    *esc = 0;
-    for (;;) {
-        p = ah__scan_plain(p, end);
+    const unsigned char *u = (const unsigned char *)p, *e = (const unsigned char *)end;
+    while (e - u >= 4) {
+        if (stop_byte[u[0]])
+            return (const char *)u;
+        if (stop_byte[u[1]])
+            return (const char *)u + 1;
+        if (stop_byte[u[2]])
+            return (const char *)u + 2;
+        if (stop_byte[u[3]])
+            return (const char *)u + 3;
+        u += 4;
+    }
+    while (u < e && !stop_byte[*u])
+        u++;
+    return (const char *)u;
+}
+
+/* The string whose opening quote is at p: just past its closing quote, or NULL when it is
+ * not one this file accepts (see the top). *flags |= 1 when it has a backslash, 2 when a
+ * NUL byte. */
+static const char *str_end(const char *p, const char *end, int *flags)
+{
+    for (p++;;) {
+        p = quote_or_backslash(p, end);
         if (p >= end)
-            return 0;
+            return NULL;
         if (*p == '"')
-            break;
-        if (*p != '\\') { /* a control byte: cJSON takes it as it is */
+            return p + 1;
+        if (*p == '\0') {
+            *flags |= 2;
             p++;
             continue;
         }
         if (end - p < 2)
-            return 0;
-        *esc = 1;
+            return NULL;
+        *flags |= 1;
         unsigned u;
         switch (p[1]) {
         case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't':
@@ -189,21 +211,35 @@ static int tstring(tp *t, const char **b, const char **e, int *esc)
             break;
         case 'u':
             if (end - p < 6 || !hexval(p + 2, &u) || (u >= 0xD800 && u <= 0xDFFF))
-                return 0;
+                return NULL;
             p += 6;
             break;
         default:
-            return 0;
+            return NULL;
         }
     }
-    *e = p;
-    t->p = p + 1;
+}
+
+/* The string at t->p (its opening quote): t->p moves past its closing quote; *b, *e are
+ * its raw contents, *esc as str_end's flags. */
+static int tstring(tp *t, const char **b, const char **e, int *esc)
+{
+    if (t->p >= t->end || *t->p != '"')
+        return 0;
+    *esc = 0;
+    const char *q = str_end(t->p, t->end, esc);
+    if (!q)
+        return 0;
+    *b = t->p + 1;
+    *e = q - 1;
+    t->p = q;
     return 1;
 }
 
 /* The string's value as cJSON decodes it, NUL-terminated, in the arena. */
 static char *tdecode(tp *t, const char *b, const char *e, int esc)
 {
+    esc &= 1; /* a NUL byte is copied like any other */
     size_t n = (size_t)(e - b);
     char *o = aalloc(t->a, n + 1), *w = o;
     if (!o)
@@ -226,7 +262,7 @@ static char *tdecode(tp *t, const char *b, const char *e, int esc)
         case 'r': *w++ = '\r'; break;
         case 't': *w++ = '\t'; break;
         case 'u': {
-            unsigned u;
+            unsigned u = 0;
             hexval(q + 1, &u); /* checked by tstring: four hex digits, no surrogate */
             q += 4;
             if (u < 0x80) {
@@ -320,6 +356,100 @@ static cJSON *tnode(tp *t, int type)
     return n;
 }
 
+#define WS(p, end)                                                                       \
+    while ((p) < (end) && (*(p) == ' ' || *(p) == '\t' || *(p) == '\n' || *(p) == '\r'))   \
+    (p)++
+
+/* Check the value at t->p and move past it, building nothing: one loop over the tokens
+ * with a stack of one bit per open container (1 object, 0 array), since most of a
+ * Responses event is what no handler reads. The same grammar as the builders below. */
+static int tskip(tp *t)
+{
+    const char *p = t->p, *end = t->end;
+    uint64_t objs = 0;
+    int depth = 0, f;
+value:
+    if (p >= end)
+        return 0;
+    switch (*p) {
+    case '{':
+    case '[':
+        if (t->depth + ++depth > TDEPTH_MAX)
+            return 0;
+        objs = objs << 1 | (*p == '{');
+        p++;
+        WS(p, end);
+        if (p < end && *p == (objs & 1 ? '}' : ']')) {
+            p++;
+            goto close;
+        }
+        if (objs & 1)
+            goto key;
+        goto value;
+    case '"':
+        f = 0;
+        if (!(p = str_end(p, end, &f)))
+            return 0;
+        break;
+    case 'n':
+        if (end - p < 4 || memcmp(p, "null", 4) != 0)
+            return 0;
+        p += 4;
+        break;
+    case 't':
+        if (end - p < 4 || memcmp(p, "true", 4) != 0)
+            return 0;
+        p += 4;
+        break;
+    case 'f':
+        if (end - p < 5 || memcmp(p, "false", 5) != 0)
+            return 0;
+        p += 5;
+        break;
+    default: {
+        int ival;
+        double v;
+        t->p = p;
+        if (!tnumber(t, &ival, &v))
+            return 0;
+        p = t->p;
+        break;
+    }
+    }
+after:
+    if (depth == 0) {
+        t->p = p;
+        return 1;
+    }
+    WS(p, end);
+    if (p < end && *p == ',') {
+        p++;
+        WS(p, end);
+        if (objs & 1)
+            goto key;
+        goto value;
+    }
+    if (p < end && *p == (objs & 1 ? '}' : ']')) {
+        p++;
+        goto close;
+    }
+    return 0;
+close:
+    depth--;
+    objs >>= 1;
+    goto after;
+key:
+    f = 0;
+    if (p >= end || *p != '"' || !(p = str_end(p, end, &f)))
+        return 0;
+    WS(p, end);
+    if (p >= end || *p != ':')
+        return 0;
+    p++;
+    WS(p, end);
+    goto value;
+}
+
 static int tvalue(tp *t, int mode, const ah__tree_key *keys, cJSON **out);
 
 /* Append child c to parent's list (cJSON's layout: child->prev is the last one). */
@@ -347,20 +477,20 @@ static const ah__tree_key *tfind(const ah__tree_key *keys, const char *k)
 static const ah__tree_key *tfindn(const ah__tree_key *keys, const char *k, size_t n)
 {
     for (; keys && keys->name; keys++)
-        if (keys->name[0] == k[0] && strlen(keys->name) == n && memcmp(keys->name, k, n) == 0)
+        if (keys->name[0] == k[0] && strncmp(keys->name, k, n) == 0 && keys->name[n] == '\0')
             return keys;
     return NULL;
 }
 
-/* An object at t->p ('{'): mode TM_SKIP (checked only), TM_DEEP (every member) or
- * TM_OBJ (the members in keys). */
+/* An object at t->p ('{'): mode TM_DEEP (every member) or TM_OBJ (the members in
+ * keys; the others are skipped). */
 static int tobject(tp *t, int mode, const ah__tree_key *keys, cJSON **out)
 {
     cJSON *o = NULL;
     if (++t->depth > TDEPTH_MAX)
         return 0;
     t->p++;
-    if (mode != TM_SKIP && !(o = tnode(t, cJSON_Object)))
+    if (!(o = tnode(t, cJSON_Object)))
         return 0;
     tws(t);
     if (t->p < t->end && *t->p == '}') {
@@ -378,15 +508,12 @@ static int tobject(tp *t, int mode, const ah__tree_key *keys, cJSON **out)
             return 0;
         t->p++;
         tws(t);
-        if (mode == TM_SKIP) {
-            if (!tvalue(t, TM_SKIP, NULL, NULL))
-                return 0;
-        } else {
+        {
             /* a key of plain bytes is looked up in place and copied only when kept; one
              * with an escape or a NUL byte is decoded first (cJSON compares the C
              * string: "type\u0000x" is "type") */
             size_t kn = (size_t)(e - b);
-            int plain = !esc && !memchr(b, '\0', kn);
+            int plain = !esc;
             char *k = plain ? NULL : tdecode(t, b, e, esc);
             if (!plain && !k)
                 return 0;
@@ -395,7 +522,7 @@ static int tobject(tp *t, int mode, const ah__tree_key *keys, cJSON **out)
                                                    : tfind(keys, k);
             cJSON *c = NULL;
             if (mode == TM_OBJ && !f) {
-                if (!tvalue(t, TM_SKIP, NULL, NULL))
+                if (!tskip(t))
                     return 0;
             } else {
                 if (!k && !(k = tdecode(t, b, e, 0)))
@@ -424,7 +551,7 @@ done:
     return 1;
 }
 
-/* An array at t->p ('['): mode TM_SKIP, TM_DEEP, or TM_EACH (each element an object
+/* An array at t->p ('['): mode TM_DEEP, or TM_EACH (each element an object
  * filtered by keys). */
 static int tarray(tp *t, int mode, const ah__tree_key *keys, cJSON **out)
 {
@@ -432,7 +559,7 @@ static int tarray(tp *t, int mode, const ah__tree_key *keys, cJSON **out)
     if (++t->depth > TDEPTH_MAX)
         return 0;
     t->p++;
-    if (mode != TM_SKIP && !(a = tnode(t, cJSON_Array)))
+    if (!(a = tnode(t, cJSON_Array)))
         return 0;
     tws(t);
     if (t->p < t->end && *t->p == ']') {
@@ -442,10 +569,9 @@ static int tarray(tp *t, int mode, const ah__tree_key *keys, cJSON **out)
     for (;;) {
         cJSON *c = NULL;
         tws(t);
-        if (!tvalue(t, mode == TM_EACH ? TM_OBJ : mode, keys, mode == TM_SKIP ? NULL : &c))
+        if (!tvalue(t, mode == TM_EACH ? TM_OBJ : mode, keys, &c))
             return 0;
-        if (c)
-            tappend(a, c);
+        tappend(a, c);
         tws(t);
         if (t->p < t->end && *t->p == ',') {
             t->p++;
@@ -469,6 +595,8 @@ done:
  * TM_EACH for an array; a value of another type is built whole). */
 static int tvalue(tp *t, int mode, const ah__tree_key *keys, cJSON **out)
 {
+    if (mode == TM_SKIP)
+        return tskip(t);
     if (t->p >= t->end)
         return 0;
     char ch = *t->p;
@@ -481,8 +609,6 @@ static int tvalue(tp *t, int mode, const ah__tree_key *keys, cJSON **out)
         int esc;
         if (!tstring(t, &b, &e, &esc))
             return 0;
-        if (mode == TM_SKIP)
-            return 1;
         cJSON *n = tnode(t, cJSON_String);
         if (!n || !(n->valuestring = tdecode(t, b, e, esc)))
             return 0;
@@ -494,8 +620,6 @@ static int tvalue(tp *t, int mode, const ah__tree_key *keys, cJSON **out)
         double v = 0;
         if (!tnumber(t, &ival, &v))
             return 0;
-        if (mode == TM_SKIP)
-            return 1;
         if (!ival)
             return 0; /* a kept non-integer: strtod's exact value is cJSON's business */
         cJSON *n = tnode(t, cJSON_Number);
@@ -515,8 +639,6 @@ static int tvalue(tp *t, int mode, const ah__tree_key *keys, cJSON **out)
         type = cJSON_False;
     else
         return 0;
-    if (mode == TM_SKIP)
-        return 1;
     cJSON *n = tnode(t, type);
     if (!n)
         return 0;
