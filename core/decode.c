@@ -5,7 +5,8 @@
  *
  * Invariants:
  *   - each event's data is parsed exactly once: by the fast path (decode_fast.c) when it
- * is one of the hot delta shapes, else by cJSON, whose tree is freed before the next
+ * is one of the hot delta shapes, else into the format's filtered tree in an arena on
+ * this file's stack (decode_tree.c), else by cJSON; either tree is freed before the next
  * event; format code borrows it and copies only what the timeline keeps;
  *   - after the first decoder error every feed returns the same sticky status and nothing
  *     more reaches the timeline or the hooks;
@@ -95,7 +96,6 @@ void ah_decoder_free(ah_decoder *d)
     ah_sse_free(d->sse);
     free(d->scratch);
     free(d->fast_bytes);
-    ah__tree_free(d);
     free(d);
 }
 
@@ -237,9 +237,14 @@ static ah_status feed_event(ah_decoder *d, const ah_sse_event *ev, int64_t end)
     }
     /* The other events: the format's filtered tree in the arena (decode_tree.c), else
      * its own parser, else cJSON. */
-    cJSON *root = !d->slow && !d->no_tree ? ah__tree_parse(d, data, data_len) : NULL;
+    ah__tree_arena arena_mem;
+    ah__tree_arena_init(&arena_mem);
+    cJSON *root = !d->slow && !d->no_tree ? ah__tree_parse(d, &arena_mem, data, data_len)
+                                          : NULL;
     int arena = root != NULL;
     d->tree_events += (uint64_t)arena;
+    if (!arena)
+        ah__tree_arena_release(&arena_mem); /* what a refused big event took */
     if (!root && !d->slow && d->p->parse)
         root = d->p->parse(d, data, data_len);
     if (!root)
@@ -256,7 +261,9 @@ static ah_status feed_event(ah_decoder *d, const ah_sse_event *ev, int64_t end)
     d->raw = NULL;
     if (st != AH_OK && d->status == AH_OK)
         st = ah__dec_fail(d, st, "failed");
-    if (!arena)
+    if (arena)
+        ah__tree_arena_release(&arena_mem);
+    else
         cJSON_Delete(root);
     return st;
 }

@@ -18,6 +18,7 @@
 
 #include <cjson/cJSON.h>
 
+#include <stdalign.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -129,8 +130,6 @@ struct ah_decoder {
     int64_t skip_upto; /* after a re-attach: events up to this number are repeats */
     char response_id[128];
     uint64_t duplicates;
-    /* the non-delta events' tree arena (decode_tree.c), NULL until first used */
-    struct ah__tree_arena *tree_arena;
     int no_tree; /* ah__tree_parse is off (tests) */
     uint64_t tree_events; /* events decoded from its tree (tests) */
     /* Chat Completions state */
@@ -232,12 +231,21 @@ typedef struct ah__tree_key {
     int kind;
     const struct ah__tree_key *sub;
 } ah__tree_key;
+/* Where the tree lives: the caller's (a stack variable: one event's tree fits in `mem`
+ * but for big ones, which get heap blocks). */
+typedef struct ah__tree_arena {
+    void *blocks; /* heap blocks, freed by ah__tree_arena_release */
+    unsigned char *cur;
+    size_t left;
+    alignas(max_align_t) unsigned char mem[3072];
+} ah__tree_arena;
+void ah__tree_arena_init(ah__tree_arena *a);
+void ah__tree_arena_release(ah__tree_arena *a); /* frees the tree; a is reusable */
 /* The tree cJSON would build from data, without the members the provider's filter
- * (its `tree`) leaves out, in the decoder's arena: valid until the next call, never
+ * (its `tree`) leaves out, in arena a: valid until a is released, never
  * cJSON_Delete'd. NULL when it is not certain to be cJSON's (the caller parses with
  * cJSON). */
-cJSON *ah__tree_parse(ah_decoder *d, const char *data, size_t len);
-void ah__tree_free(ah_decoder *d);
+cJSON *ah__tree_parse(ah_decoder *d, ah__tree_arena *a, const char *data, size_t len);
 /* Turn ah__tree_parse off (1) or on (0, the default) while the delta fast path stays as
  * set by ah__decoder_set_slow: for the tests of the one or the other. */
 void ah__decoder_set_no_tree(ah_decoder *d, int off);

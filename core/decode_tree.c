@@ -5,8 +5,9 @@
  * than every delta of a short answer (docs/performance.md).
  *
  * ah__tree_parse builds the tree cJSON would build, minus the members the format's
- * handlers never read, out of cJSON structs carved from an arena the decoder keeps
- * (nothing is malloc'd per event), and decode.c hands it to the same handler the cJSON
+ * handlers never read, out of cJSON structs carved from an arena on decode.c's stack
+ * (nothing is malloc'd per event but for a big one; nothing is kept between events, so a
+ * decoder costs no more memory), and decode.c hands it to the same handler the cJSON
  * path uses. Which members are read is the format's key filter (provider.h `tree`,
  * defined beside each handler: decode_anthropic.c, decode_openai.c, decode_responses.c):
  * a list of keys per object, each kept whole (TK_DEEP), or kept as an object whose own
@@ -39,89 +40,55 @@
 #include "provider.h"
 
 #include <limits.h>
-#include <stdalign.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- the arena: blocks kept by the decoder, rewound at every event ---- */
+/* ---- the arena: on the caller's stack, heap blocks only for a big event ---- */
 
 typedef struct tblock {
     struct tblock *next;
-    size_t cap, used;
     alignas(max_align_t) unsigned char mem[];
 } tblock;
 
-struct ah__tree_arena {
-    tblock *head, *cur;
-};
-
 #define TBLOCK_MIN (8u << 10)
-#define TKEEP_MAX  (64u << 10) /* blocks beyond the first are freed past this total */
 
-static void *aalloc(struct ah__tree_arena *a, size_t n)
+void ah__tree_arena_init(ah__tree_arena *a)
 {
-    n = (n + 15u) & ~(size_t)15u;
-    while (a->cur && a->cur->cap - a->cur->used < n) {
-        if (!a->cur->next)
-            break;
-        a->cur = a->cur->next;
-        a->cur->used = 0;
-    }
-    if (!a->cur || a->cur->cap - a->cur->used < n) {
-        size_t cap = n > TBLOCK_MIN ? n : TBLOCK_MIN;
-        tblock *b = malloc(sizeof *b + cap);
-        if (!b)
-            return NULL;
-        b->next = NULL;
-        b->cap = cap;
-        b->used = 0;
-        if (a->cur)
-            a->cur->next = b;
-        else
-            a->head = b;
-        a->cur = b;
-    }
-    void *p = a->cur->mem + a->cur->used;
-    a->cur->used += n;
-    return p;
+    a->blocks = NULL;
+    a->cur = a->mem;
+    a->left = sizeof a->mem;
 }
 
-static void arena_rewind(struct ah__tree_arena *a)
+void ah__tree_arena_release(ah__tree_arena *a)
 {
-    size_t total = 0;
-    for (tblock *b = a->head; b; b = b->next)
-        total += b->cap;
-    if (total > TKEEP_MAX && a->head) {
-        /* one long event (Responses' closing events repeat the answer) must not keep
-         * its memory for the rest of the stream */
-        tblock *b = a->head->next;
-        while (b) {
-            tblock *n = b->next;
-            free(b);
-            b = n;
-        }
-        a->head->next = NULL;
-    }
-    a->cur = a->head;
-    if (a->cur)
-        a->cur->used = 0;
-}
-
-void ah__tree_free(ah_decoder *d)
-{
-    struct ah__tree_arena *a = d->tree_arena;
-    if (!a)
-        return;
-    tblock *b = a->head;
+    tblock *b = a->blocks;
     while (b) {
         tblock *n = b->next;
         free(b);
         b = n;
     }
-    free(a);
-    d->tree_arena = NULL;
+    ah__tree_arena_init(a);
+}
+
+static void *aalloc(ah__tree_arena *a, size_t n)
+{
+    n = (n + 15u) & ~(size_t)15u;
+    if (a->left < n) {
+        size_t cap = n > TBLOCK_MIN ? n : TBLOCK_MIN;
+        tblock *b = malloc(sizeof *b + cap);
+        if (!b)
+            return NULL;
+        b->next = a->blocks;
+        a->blocks = b;
+        a->cur = b->mem;
+        a->left = cap;
+    }
+    void *p = a->cur;
+    a->cur += n;
+    a->left -= n;
+    return p;
 }
 
 /* ---- the parser ---- */
@@ -130,7 +97,7 @@ void ah__tree_free(ah_decoder *d)
 
 typedef struct tp {
     const char *p, *end;
-    struct ah__tree_arena *a;
+    ah__tree_arena *a;
     int depth;
 } tp;
 
@@ -647,15 +614,12 @@ static int tvalue(tp *t, int mode, const ah__tree_key *keys, cJSON **out)
     return 1;
 }
 
-cJSON *ah__tree_parse(ah_decoder *d, const char *data, size_t len)
+cJSON *ah__tree_parse(ah_decoder *d, ah__tree_arena *a, const char *data, size_t len)
 {
     const ah__tree_key *keys = d->p->tree;
     if (!keys)
         return NULL;
-    if (!d->tree_arena && !(d->tree_arena = calloc(1, sizeof *d->tree_arena)))
-        return NULL;
-    arena_rewind(d->tree_arena);
-    tp t = {data, data + len, d->tree_arena, 0};
+    tp t = {data, data + len, a, 0};
     cJSON *root = NULL;
     tws(&t);
     if (t.p >= t.end || *t.p != '{' || !tobject(&t, TM_OBJ, keys, &root))
