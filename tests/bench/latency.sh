@@ -2,7 +2,8 @@
 # tests/bench/latency.sh BUILD_DIR - agenthost's added latency and cost per short request
 # beside plain libcurl on the same server (docs/performance.md), as a markdown report on
 # stdout. Run by `./run bench` (section 10); alone: build latency_bench and agenthost in
-# BUILD_DIR (a Release build), then `tests/bench/latency.sh BUILD_DIR`.
+# BUILD_DIR (a Release build; with -DCMAKE_C_FLAGS=-g the per-area split of section 2 can
+# tell the decoder's files from the rest), then `tests/bench/latency.sh BUILD_DIR`.
 #
 #   1. Time to the first text delta and to the end of a short streamed request (the mock's
 #      default 13-delta reply to "hi"), through agenthost (one agent run per request:
@@ -106,7 +107,7 @@ for w in "${WIRES[@]}"; do
         "$(awk -v a="$ir_agenthost" -v c="$ir_curl" 'BEGIN {print a / c}')"
 done
 echo ""
-echo "Where agenthost's instructions per request go (self cost per function, the same difference; top 25, with the share of the request):"
+echo "Where agenthost's instructions per request go (self cost, the same difference): by library or area, then the top 25 functions (their source file, or their library when it has no symbols):"
 echo ""
 for w in "${WIRES[@]}"; do
     echo "$w:"
@@ -124,19 +125,46 @@ def selfcost(path):
     end = next((i for i in range(start + 2, len(lines)) if lines[i].startswith("----")),
                len(lines))
     for line in lines[start + 2:end]:
-        m = re.match(r"\s*([\d,]+)\s+(?:\([^)]*\)\s+)?(\S.*)$", line)
+        m = re.match(r"\s*([\d,]+)\s+(?:\([^)]*\)\s+)?(\S.*?)(?:\s+\[([^\]]*)\])?$", line)
         if not m or ":" not in m.group(2):
             continue
-        name = m.group(2).strip()
-        name = re.sub(r"\s*\[[^\]]*\]$", "", name)
-        costs[name] = costs.get(name, 0) + int(m.group(1).replace(",", ""))
+        f, fn = m.group(2).split(":", 1)
+        obj = (m.group(3) or "").split("/")[-1]
+        where = f.split("/")[-1] if f != "???" else obj
+        key = (fn, where or "?", obj or "latency_bench")
+        costs[key] = costs.get(key, 0) + int(m.group(1).replace(",", ""))
     return costs
 a, b, n = selfcost(sys.argv[1]), selfcost(sys.argv[2]), int(sys.argv[3])
 diff = {k: (b.get(k, 0) - a.get(k, 0)) / n for k in b}
 total = sum(v for v in diff.values() if v > 0)
-for k, v in sorted(diff.items(), key=lambda kv: -kv[1])[:25]:
-    print(f"{v:10.0f} {100 * v / total:5.1f}%  {k.split(':', 1)[1] if ':' in k else k}  ({k.split(':', 1)[0].split('/')[-1]})")
+def group(k):
+    fn, where, obj = k
+    if obj.startswith("libcurl"):
+        return "libcurl"
+    if obj.startswith("libcjson"):
+        return "cJSON"
+    if obj.startswith("libc.so") and ("malloc" in where or fn in ("malloc", "free", "calloc", "realloc")):
+        return "malloc/free"
+    if obj.startswith("libc.so"):
+        return "libc (mem*, str*, printf, ...)"
+    if obj.startswith(("libssl", "libcrypto", "libnghttp", "libz", "libidn", "libpsl")):
+        return "TLS, compression, IDN libraries"
+    if obj.startswith("ld-linux"):
+        return "dynamic linker"
+    if where.startswith(("decode", "sse.c", "timeline.c", "utf8.c")):
+        return "agenthost: SSE + decoder + timeline"
+    if where == obj:
+        return "agenthost (no -g: not split by file)"
+    return "agenthost: worker, call, loop, transport, events, encoder"
+g = {}
+for k, v in diff.items():
+    g[group(k)] = g.get(group(k), 0) + v
+for k, v in sorted(g.items(), key=lambda kv: -kv[1]):
+    print(f"{v:10.0f} {100 * v / total:5.1f}%  {k}")
 print(f"{total:10.0f}        total")
+print()
+for k, v in sorted(diff.items(), key=lambda kv: -kv[1])[:25]:
+    print(f"{v:10.0f} {100 * v / total:5.1f}%  {k[0]}  ({k[1]})")
 PY
     echo '```'
 done
