@@ -8,16 +8,16 @@
 #   1. Time to the first text delta and to the end of a short streamed request (the mock's
 #      default 13-delta reply to "hi"), through agenthost (one agent run per request:
 #      first text_delta reaching on_event) and through plain libcurl (one reused easy
-#      handle: first bytes holding a text delta), N requests after 20 of warm-up, one
-#      after the other, RUNS times; p50 / p90 / p99 per run, the table gives the median
-#      over runs, and "added" is the median of the per-run differences (run i of
-#      agenthost against run i of curl, measured back to back).
+#      handle: first bytes holding a text delta), N requests of each after 20 of warm-up,
+#      in turn in one process (latency_bench both), RUNS times; p50 / p90 / p99 per run,
+#      the table gives the median over runs, and "added" is the median of the per-run
+#      differences.
 #   2. Instructions per request by callgrind: the whole process at CG_N1 and CG_N2
 #      requests, the difference divided by CG_N2 - CG_N1 (start-up cancels out); and
 #      where agenthost's go, per function (self cost), the same difference.
 # The mock (`agenthost mock`) runs in its own process: its work is never counted.
 # Environment: N (500), RUNS (5), CG_N1 (10), CG_N2 (60), WIRES ("anthropic openai
-# responses").
+# responses"), CALLGRIND=0 to skip section 2.
 set -euo pipefail
 BUILD_DIR=$(cd "${1:?usage: tests/bench/latency.sh BUILD_DIR}" && pwd)
 N=${N:-500}
@@ -53,13 +53,14 @@ median() { sort -g | awk '{v[NR]=$1} END {if (NR) print (NR % 2 ? v[(NR+1)/2] : 
 # ---- 1: latency
 for r in $(seq "$RUNS"); do
     for w in "${WIRES[@]}"; do
+        "$LB" both "$URL" "$w" "$N" >"$WORK/both-$w-$r.txt"
         for m in agenthost curl; do
-            "$LB" "$m" "$URL" "$w" "$N" >"$WORK/$m-$w-$r.txt"
+            grep "mode=$m " "$WORK/both-$w-$r.txt" >"$WORK/$m-$w-$r.txt"
         done
     done
 done
 
-echo "Added time to the first text delta and to the end of a short streamed request, agenthost (an agent run per request, first text_delta at on_event) beside plain libcurl (one reused easy handle) on the same mock over loopback; $N requests after 20 of warm-up, median of $RUNS runs, µs (tests/bench/latency_bench.c). Load average at the start: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs."
+echo "Added time to the first text delta and to the end of a short streamed request, agenthost (an agent run per request, first text_delta at on_event) beside plain libcurl (one reused easy handle) on the same mock over loopback, one request of each in turn; $N of each after 20 of warm-up, median of $RUNS runs, µs (tests/bench/latency_bench.c). Load average at the start: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs."
 echo ""
 echo "| format | first delta p50: agenthost / curl / added | p90 added | p99 added | whole request p50: agenthost / curl / added | p99 added |"
 echo "|---|---|---|---|---|---|"
@@ -83,6 +84,7 @@ done
 echo ""
 
 # ---- 2: instructions per request
+[ "${CALLGRIND:-1}" = 0 ] && exit 0
 total_ir() { # callgrind file -> total instructions
     sed -n 's/^summary: *//p; s/^totals: *//p' "$1" | head -n1 | awk '{print $1}'
 }
