@@ -326,16 +326,16 @@ ah_status ah__anthropic_body(ah_decoder *d, const cJSON *root)
  * The root and "message" are only looked up by key; an "error" event is never decoded
  * from the filtered tree (it may print the root). */
 static const ah__tree_key message_keys[] = {
-    {"usage", AH__TK_DEEP, NULL},
-    {NULL, 0, NULL},
+    AH__TK("usage", AH__TK_DEEP, NULL),
+    AH__TK_END,
 };
 const ah__tree_key ah__tree_anthropic[] = {
-    {"type", AH__TK_DEEP, NULL},
-    {"index", AH__TK_DEEP, NULL},
-    {"content_block", AH__TK_DEEP, NULL},
-    {"delta", AH__TK_DEEP, NULL},
-    {"message", AH__TK_OBJ, message_keys},
-    {"usage", AH__TK_DEEP, NULL},
-    {"error", AH__TK_DEEP, NULL},
-    {NULL, 0, NULL},
+    AH__TK("type", AH__TK_DEEP, NULL),
+    AH__TK("index", AH__TK_DEEP, NULL),
+    AH__TK("content_block", AH__TK_DEEP, NULL),
+    AH__TK("delta", AH__TK_DEEP, NULL),
+    AH__TK("message", AH__TK_OBJ, message_keys),
+    AH__TK("usage", AH__TK_DEEP, NULL),
+    AH__TK("error", AH__TK_DEEP, NULL),
+    AH__TK_END,
 };

@@ -228,9 +228,13 @@ const char *ah__scan_plain(const char *p, const char *end);
 enum { AH__TK_DEEP = 1, AH__TK_OBJ, AH__TK_EACH };
 typedef struct ah__tree_key {
     const char *name;
+    size_t len; /* strlen(name) */
     int kind;
     const struct ah__tree_key *sub;
 } ah__tree_key;
+/* One entry: AH__TK("usage", AH__TK_DEEP, NULL); the list ends with AH__TK_END. */
+#define AH__TK(name, kind, sub) {name, sizeof(name) - 1, kind, sub}
+#define AH__TK_END {NULL, 0, 0, NULL}
 /* Where the tree lives: the caller's (a stack variable: one event's tree fits in `mem`
  * but for big ones, which get heap blocks). */
 typedef struct ah__tree_arena {

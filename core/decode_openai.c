@@ -266,19 +266,19 @@ ah_status ah__openai_body(ah_decoder *d, const cJSON *root)
  * (whole) and "finish_reason". The root, x_groq and each choice are only looked up by
  * key. */
 static const ah__tree_key choice_keys[] = {
-    {"index", AH__TK_DEEP, NULL},
-    {"delta", AH__TK_DEEP, NULL},
-    {"finish_reason", AH__TK_DEEP, NULL},
-    {NULL, 0, NULL},
+    AH__TK("index", AH__TK_DEEP, NULL),
+    AH__TK("delta", AH__TK_DEEP, NULL),
+    AH__TK("finish_reason", AH__TK_DEEP, NULL),
+    AH__TK_END,
 };
 static const ah__tree_key groq_keys[] = {
-    {"usage", AH__TK_DEEP, NULL},
-    {NULL, 0, NULL},
+    AH__TK("usage", AH__TK_DEEP, NULL),
+    AH__TK_END,
 };
 const ah__tree_key ah__tree_chat[] = {
-    {"choices", AH__TK_EACH, choice_keys},
-    {"usage", AH__TK_DEEP, NULL},
-    {"x_groq", AH__TK_OBJ, groq_keys},
-    {"error", AH__TK_DEEP, NULL},
-    {NULL, 0, NULL},
+    AH__TK("choices", AH__TK_EACH, choice_keys),
+    AH__TK("usage", AH__TK_DEEP, NULL),
+    AH__TK("x_groq", AH__TK_OBJ, groq_keys),
+    AH__TK("error", AH__TK_DEEP, NULL),
+    AH__TK_END,
 };

@@ -444,7 +444,7 @@ static const ah__tree_key *tfind(const ah__tree_key *keys, const char *k)
 static const ah__tree_key *tfindn(const ah__tree_key *keys, const char *k, size_t n)
 {
     for (; keys && keys->name; keys++)
-        if (keys->name[0] == k[0] && strncmp(keys->name, k, n) == 0 && keys->name[n] == '\0')
+        if (keys->len == n && keys->name[0] == k[0] && memcmp(keys->name, k, n) == 0)
             return keys;
     return NULL;
 }
@@ -492,6 +492,10 @@ static int tobject(tp *t, int mode, const ah__tree_key *keys, cJSON **out)
                 if (!tskip(t))
                     return 0;
             } else {
+                /* a plain key that matched is the filter's own name: no copy (the tree
+                 * is only read) */
+                if (!k && f)
+                    k = (char *)f->name;
                 if (!k && !(k = tdecode(t, b, e, 0)))
                     return 0;
                 if (!tvalue(t, f ? f->kind : TM_DEEP, f ? f->sub : NULL, &c))
