@@ -220,6 +220,12 @@ static void chat_shapes(void **state)
     assert_int_equal(taken(w, text, "{\"error\":{\"message\":\"upstream\",\"code\":502},"
                                     "\"choices\":[]}"),
                      1);
+    /* x_groq or a choice of another type: kept whole */
+    assert_int_equal(taken(w, text, C_HEAD "[],\"x_groq\":[{\"usage\":{\"prompt_tokens\":3}}]}"),
+                     1);
+    assert_int_equal(taken(w, text, C_HEAD "[[{\"index\":0,\"delta\":{\"content\":\"x\"}}],"
+                                    "\"s\"]}"),
+                     1);
     /* given back */
     assert_int_equal(taken(w, text, C_HEAD "[{\"index\":0,\"delta\":{},\"logprobs\":{"
                                     "\"p\":-0.25},\"finish_reason\":\"stop\"}]}"),
@@ -312,6 +318,23 @@ static void responses_shapes(void **state)
                                   "\"item\":{\"type\":\"web_search_call\",\"id\":\"ws\","
                                   "\"action\":{\"query\":\"q\",\"n\":[1,2]}}}"),
                      1);
+    /* a filtered member of another type than its filter expects is kept whole, so the
+     * handler sees the type cJSON would give it */
+    assert_int_equal(taken(w, pre, "{\"type\":\"response.completed\",\"response\":{\"status\":"
+                                   "\"completed\",\"output\":{\"type\":\"reasoning\"}}}"),
+                     1);
+    assert_int_equal(taken(w, pre, "{\"type\":\"response.completed\",\"response\":{\"status\":"
+                                   "\"completed\",\"output\":[[{\"type\":\"reasoning\"}],"
+                                   "null,{\"type\":\"message\",\"content\":[]}]}}"),
+                     1);
+    assert_int_equal(taken(w, "", "{\"type\":\"response.completed\",\"response\":[1,2]}"), 1);
+    assert_int_equal(taken(w, R_ADDED, "{\"type\":\"response.content_part.added\","
+                                       "\"output_index\":0,\"part\":\"output_text\"}"),
+                     1);
+    assert_int_equal(taken(w, R_ADDED, "{\"type\":\"response.content_part.added\","
+                                       "\"output_index\":0,\"p\\u0061rt\":{\"type\":"
+                                       "\"output_text\",\"text\":\"\"}}"),
+                     1); /* an escaped key is decoded, then filtered */
     /* given back: the error event, a kept float */
     assert_int_equal(taken(w, pre, "{\"type\":\"error\",\"code\":\"x\",\"message\":\"m\"}"), 0);
     assert_int_equal(taken(w, pre, "{\"type\":\"response.completed\",\"response\":{\"status\":"
