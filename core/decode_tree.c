@@ -22,7 +22,7 @@
  * reports the error): the same grammar and cJSON's own quirks (trailing bytes after the
  * root ignored, raw control bytes inside strings taken as they are, `null`/`true`/`false`
  * matched as four or five bytes), but whitespace only space, tab, CR, LF (cJSON also
- * skips other bytes <= 32: not recognised here), nesting below 64 (cJSON: 1000), numbers
+ * skips other bytes <= 32: not recognised here), nesting up to 64 (cJSON: 1000), numbers
  * of the form -?D+(.D+)?([eE][+-]?D+)? and at most 40 bytes (cJSON reads at most 63
  * number bytes, strtod decides), strings whose escapes are the two-character ones or a
  * \u of four hex digits outside the surrogates (a pair is left to cJSON);
