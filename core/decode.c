@@ -235,18 +235,20 @@ static ah_status feed_event(ah_decoder *d, const ah_sse_event *ev, int64_t end)
             st = ah__dec_fail(d, st, "failed");
         return st;
     }
-    /* The other events: the format's filtered tree in the arena (decode_tree.c), else
-     * its own parser, else cJSON. */
+    /* The other events: the format's own parser for the big events it applies to
+     * (Responses' closing events repeating a long answer: it leaves the answer out
+     * before anything reads it), else the format's filtered tree in an arena on this
+     * stack (decode_tree.c), else cJSON. */
     ah__tree_arena arena_mem;
     ah__tree_arena_init(&arena_mem);
-    cJSON *root = !d->slow && !d->no_tree ? ah__tree_parse(d, &arena_mem, data, data_len)
-                                          : NULL;
-    int arena = root != NULL;
+    cJSON *root = !d->slow && d->p->parse ? d->p->parse(d, data, data_len) : NULL;
+    int arena = 0;
+    if (!root && !d->slow && !d->no_tree &&
+        (root = ah__tree_parse(d, &arena_mem, data, data_len)) != NULL)
+        arena = 1;
     d->tree_events += (uint64_t)arena;
     if (!arena)
         ah__tree_arena_release(&arena_mem); /* what a refused big event took */
-    if (!root && !d->slow && d->p->parse)
-        root = d->p->parse(d, data, data_len);
     if (!root)
         root = cJSON_ParseWithLength(data, data_len);
     free(fixed);

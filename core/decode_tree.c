@@ -131,12 +131,15 @@ static int hexval(const char *p, unsigned *v)
  * are taken as they are: cJSON does; a NUL is too, but it ends the C string). */
 static const unsigned char stop_byte[256] = {['"'] = 1, ['\\'] = 1, [0] = 1};
 
-/* The first '"', '\\' or NUL in [p, end), or end: four bytes per bounds check (most strings
- * here are short keys and values, too short for a word-at-a-time scan to pay). */
-static const char *quote_or_backslash(const char *p, const char *end)
+/* The first '"', '\\' or NUL in [p, end), or end. Most strings here are short keys and
+ * values: their first 16 bytes (first: at the string's start, not after an escape) are
+ * looked up four per bounds check; past that, eight
+ * bytes at a time (the has-zero-byte test on x, x ^ '"' and x ^ '\\', exact for "is
+ * there one"): a closing event repeating a long answer is mostly one long string. */
+static const char *quote_or_backslash(const char *p, const char *end, int first)
 {
     const unsigned char *u = (const unsigned char *)p, *e = (const unsigned char *)end;
-    while (e - u >= 4) {
+    for (int k = first ? 0 : 4; k < 4 && e - u >= 4; k++, u += 4) {
         if (stop_byte[u[0]])
             return (const char *)u;
         if (stop_byte[u[1]])
@@ -145,7 +148,15 @@ static const char *quote_or_backslash(const char *p, const char *end)
             return (const char *)u + 2;
         if (stop_byte[u[3]])
             return (const char *)u + 3;
-        u += 4;
+    }
+    const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
+    while (e - u >= 8) {
+        uint64_t x;
+        memcpy(&x, u, 8);
+        uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
+        if ((((x - ones) & ~x) | ((q - ones) & ~q) | ((b - ones) & ~b)) & highs)
+            break;
+        u += 8;
     }
     while (u < e && !stop_byte[*u])
         u++;
@@ -157,8 +168,9 @@ static const char *quote_or_backslash(const char *p, const char *end)
  * NUL byte. */
 static const char *str_end(const char *p, const char *end, int *flags)
 {
-    for (p++;;) {
-        p = quote_or_backslash(p, end);
+    int first = 1;
+    for (p++;; first = 0) {
+        p = quote_or_backslash(p, end, first);
         if (p >= end)
             return NULL;
         if (*p == '"')
@@ -216,9 +228,15 @@ static char *tdecode(tp *t, const char *b, const char *e, int esc)
         o[n] = '\0';
         return o;
     }
-    for (const char *q = b; q < e; q++) {
-        if (*q != '\\') {
-            *w++ = *q;
+    /* runs of plain bytes are copied whole: a long answer has few escapes */
+    for (const char *q = b; q < e;) {
+        const char *r = quote_or_backslash(q, e, 0);
+        memcpy(w, q, (size_t)(r - q));
+        w += r - q;
+        if ((q = r) >= e)
+            break;
+        if (*q != '\\') { /* a NUL byte: kept, as cJSON keeps it */
+            *w++ = *q++;
             continue;
         }
         q++;
@@ -246,6 +264,7 @@ static char *tdecode(tp *t, const char *b, const char *e, int esc)
         }
         default: *w++ = *q; break; /* " \ / */
         }
+        q++;
     }
     *w = '\0';
     return o;

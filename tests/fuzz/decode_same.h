@@ -92,8 +92,8 @@ typedef struct same_run {
 enum { SAME_FAST = 0, SAME_SLOW = 1, SAME_NO_TREE = 2 };
 
 /* reattach: between the two feeds the stream breaks and goes on (Responses). mode:
- * SAME_FAST (every fast path), SAME_SLOW (cJSON alone), SAME_NO_TREE (the fast paths but
- * decode_tree.c's, so that ah__fast_parse gets the events it would take). */
+ * SAME_FAST (every fast path, as shipped), SAME_SLOW (cJSON alone), SAME_NO_TREE (the
+ * fast paths but decode_tree.c's, ah__fast_parse on every event it applies to). */
 static void same_decode(same_run *r, ah_wire wire, int mode, const uint8_t *data,
                         size_t size, size_t split, int reattach)
 {
@@ -107,8 +107,10 @@ static void same_decode(same_run *r, ah_wire wire, int mode, const uint8_t *data
     int slow = mode == SAME_SLOW;
     ah__decoder_set_slow(d, slow);
     ah__decoder_set_no_tree(d, mode == SAME_NO_TREE);
-    if (!slow)
-        ah__decoder_set_skip_min(d, 0); /* every event the skip applies to takes it */
+    /* without the tree, every event the skip applies to takes it; with it, the skip
+     * keeps its default size (64 KiB) and the tree gets the smaller ones */
+    if (mode == SAME_NO_TREE)
+        ah__decoder_set_skip_min(d, 0);
     r->feed[0] = ah_decoder_feed(d, data, split);
     if (reattach)
         (void)ah_decoder_reattach(d);
