@@ -5,7 +5,8 @@
  *
  * Invariants:
  *   - each event's data is parsed exactly once: by the fast path (decode_fast.c) when it
- * is one of the hot delta shapes, else by cJSON, whose tree is freed before the next
+ * is one of the hot delta shapes, else into the format's filtered tree in an arena on
+ * this file's stack (decode_tree.c), else by cJSON; either tree is freed before the next
  * event; format code borrows it and copies only what the timeline keeps;
  *   - after the first decoder error every feed returns the same sticky status and nothing
  *     more reaches the timeline or the hooks;
@@ -104,6 +105,12 @@ void ah__decoder_set_slow(ah_decoder *d, int slow)
 {
     if (d)
         d->slow = slow != 0;
+}
+
+void ah__decoder_set_no_tree(ah_decoder *d, int off)
+{
+    if (d)
+        d->no_tree = off != 0;
 }
 
 void ah__decoder_set_skip_min(ah_decoder *d, size_t n)
@@ -230,7 +237,20 @@ static ah_status feed_event(ah_decoder *d, const ah_sse_event *ev, int64_t end)
             st = ah__dec_fail(d, st, "failed");
         return st;
     }
+    /* The other events: the format's own parser for the big events it applies to
+     * (Responses' closing events repeating a long answer: it leaves the answer out
+     * before anything reads it), else the format's filtered tree in an arena on this
+     * stack (decode_tree.c), else cJSON. */
+    ah__tree_arena arena_mem;
+    ah__tree_arena_init(&arena_mem);
     cJSON *root = !d->slow && d->p->parse ? d->p->parse(d, data, data_len) : NULL;
+    int arena = 0;
+    if (!root && !d->slow && !d->no_tree &&
+        (root = ah__tree_parse(d, &arena_mem, data, data_len)) != NULL)
+        arena = 1;
+    d->tree_events += (uint64_t)arena;
+    if (!arena)
+        ah__tree_arena_release(&arena_mem); /* what a refused big event took */
     if (!root)
         root = cJSON_ParseWithLength(data, data_len);
     free(fixed);
@@ -245,7 +265,10 @@ static ah_status feed_event(ah_decoder *d, const ah_sse_event *ev, int64_t end)
     d->raw = NULL;
     if (st != AH_OK && d->status == AH_OK)
         st = ah__dec_fail(d, st, "failed");
-    cJSON_Delete(root);
+    if (arena)
+        ah__tree_arena_release(&arena_mem);
+    else
+        cJSON_Delete(root);
     return st;
 }
 

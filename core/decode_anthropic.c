@@ -319,3 +319,23 @@ ah_status ah__anthropic_body(ah_decoder *d, const cJSON *root)
     ah__tl_set_finished(d->tl);
     return AH_OK;
 }
+
+/* What the event handlers above read (decode_tree.c builds only this): the root's
+ * "type", "index", the content_block and delta objects whole (an unknown block is
+ * kept as JSON, a tool's input whole), message.usage and usage whole, "error" whole.
+ * The root and "message" are only looked up by key; an "error" event is never decoded
+ * from the filtered tree (it may print the root). */
+static const ah__tree_key message_keys[] = {
+    AH__TK("usage", AH__TK_DEEP, NULL),
+    AH__TK_END,
+};
+const ah__tree_key ah__tree_anthropic[] = {
+    AH__TK("type", AH__TK_DEEP, NULL),
+    AH__TK("index", AH__TK_DEEP, NULL),
+    AH__TK("content_block", AH__TK_DEEP, NULL),
+    AH__TK("delta", AH__TK_DEEP, NULL),
+    AH__TK("message", AH__TK_OBJ, message_keys),
+    AH__TK("usage", AH__TK_DEEP, NULL),
+    AH__TK("error", AH__TK_DEEP, NULL),
+    AH__TK_END,
+};

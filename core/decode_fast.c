@@ -65,7 +65,7 @@ static int lit(cur *c, char ch)
  * Eight bytes at a time (the classic has-zero-byte / has-byte-less-than tests, exact for
  * "is there one"), then byte by byte in the word that has one: string scanning is most
  * of the matcher's time on a Chat chunk. */
-static const char *scan_plain(const char *p, const char *end)
+const char *ah__scan_plain(const char *p, const char *end)
 {
     const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
     while (end - p >= 8) {
@@ -90,7 +90,7 @@ static int raw_str(cur *c, const char **s, size_t *n)
     if (p >= end || *p != '"')
         return 0;
     const char *b = ++p;
-    p = scan_plain(p, end);
+    p = ah__scan_plain(p, end);
     if (p >= end || *p != '"')
         return 0;
     *s = b;
@@ -183,7 +183,7 @@ static int text_val(ah_decoder *d, cur *c, const char **s, size_t *n)
     const char *b = ++p;
     size_t escapes = 0;
     for (;; p++) {
-        p = scan_plain(p, end);
+        p = ah__scan_plain(p, end);
         if (p >= end)
             return 0;
         unsigned char ch = (unsigned char)*p;
@@ -642,7 +642,7 @@ static int sk_string(const char *p, const char *end, const char **e, int *esc)
     int ok = 1;
     *esc = 0;
     for (p++;;) {
-        p = scan_plain(p, end);
+        p = ah__scan_plain(p, end);
         if (p >= end)
             return -1;
         if (*p == '"')

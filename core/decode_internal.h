@@ -18,6 +18,7 @@
 
 #include <cjson/cJSON.h>
 
+#include <stdalign.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -137,6 +138,8 @@ struct ah_decoder {
     /* Gemini state (decode_gemini.c) */
     size_t gem_open;   /* the open text/reasoning block, AH__NONE if none */
     int64_t gem_calls; /* functionCall parts seen (the ids made for those without one) */
+    int no_tree; /* ah__tree_parse is off (tests) */
+    uint64_t tree_events; /* events decoded from its tree (tests) */
     /* Chat Completions state */
     size_t chat_open; /* the open text/reasoning block, AH__NONE if none */
     int chat_finish_seen;
@@ -224,6 +227,48 @@ void ah__decoder_set_skip_min(ah_decoder *d, size_t n);
 ah_status ah__gemini_event(ah_decoder *d, const cJSON *root, const char *type);
 ah_status ah__gemini_tail(ah_decoder *d, const char *bytes, size_t len);
 ah_status ah__gemini_body(ah_decoder *d, const cJSON *root);
+/* The string scanner the fast paths share: the first byte in [p, end) that is '"', '\\'
+ * or a control byte (< 0x20), or end (decode_fast.c). */
+const char *ah__scan_plain(const char *p, const char *end);
+
+/* ---- the non-delta events without cJSON (decode_tree.c)
+ * A format's key filter: what its event handlers read, one list per object, ended by a
+ * NULL name. TK_DEEP: the value is kept whole; TK_OBJ: kept, and if it is an object only
+ * its members in `sub`; TK_EACH: kept, and if it is an array each object element only
+ * with its members in `sub`. Members not listed are checked and left out. A filtered
+ * object must only be looked up by key by the handlers (never walked or printed). */
+enum { AH__TK_DEEP = 1, AH__TK_OBJ, AH__TK_EACH };
+typedef struct ah__tree_key {
+    const char *name;
+    size_t len; /* strlen(name) */
+    int kind;
+    const struct ah__tree_key *sub;
+} ah__tree_key;
+/* One entry: AH__TK("usage", AH__TK_DEEP, NULL); the list ends with AH__TK_END. */
+#define AH__TK(name, kind, sub) {name, sizeof(name) - 1, kind, sub}
+#define AH__TK_END {NULL, 0, 0, NULL}
+/* Where the tree lives: the caller's (a stack variable: one event's tree fits in `mem`
+ * but for big ones, which get heap blocks). */
+typedef struct ah__tree_arena {
+    void *blocks; /* heap blocks, freed by ah__tree_arena_release */
+    unsigned char *cur;
+    size_t left;
+    alignas(max_align_t) unsigned char mem[3072];
+} ah__tree_arena;
+void ah__tree_arena_init(ah__tree_arena *a);
+void ah__tree_arena_release(ah__tree_arena *a); /* frees the tree; a is reusable */
+/* The tree cJSON would build from data, without the members the provider's filter
+ * (its `tree`) leaves out, in arena a: valid until a is released, never
+ * cJSON_Delete'd. NULL when it is not certain to be cJSON's (the caller parses with
+ * cJSON). */
+cJSON *ah__tree_parse(ah_decoder *d, ah__tree_arena *a, const char *data, size_t len);
+/* Turn ah__tree_parse off (1) or on (0, the default) while the delta fast path stays as
+ * set by ah__decoder_set_slow: for the tests of the one or the other. */
+void ah__decoder_set_no_tree(ah_decoder *d, int off);
+/* The key filters (beside each format's handlers). */
+extern const ah__tree_key ah__tree_anthropic[];
+extern const ah__tree_key ah__tree_chat[];
+extern const ah__tree_key ah__tree_responses[];
 
 /* The stream's end: applies the format's end rule (Chat: finish_reason seen). */
 void ah__openai_end(ah_decoder *d);

@@ -260,3 +260,25 @@ ah_status ah__openai_body(ah_decoder *d, const cJSON *root)
     ah__tl_set_finished(d->tl);
     return AH_OK;
 }
+
+/* What the stream handlers above read (decode_tree.c builds only this): "error",
+ * "usage" and x_groq.usage whole, and of each choices[] object its "index", "delta"
+ * (whole) and "finish_reason". The root, x_groq and each choice are only looked up by
+ * key. */
+static const ah__tree_key choice_keys[] = {
+    AH__TK("index", AH__TK_DEEP, NULL),
+    AH__TK("delta", AH__TK_DEEP, NULL),
+    AH__TK("finish_reason", AH__TK_DEEP, NULL),
+    AH__TK_END,
+};
+static const ah__tree_key groq_keys[] = {
+    AH__TK("usage", AH__TK_DEEP, NULL),
+    AH__TK_END,
+};
+const ah__tree_key ah__tree_chat[] = {
+    AH__TK("choices", AH__TK_EACH, choice_keys),
+    AH__TK("usage", AH__TK_DEEP, NULL),
+    AH__TK("x_groq", AH__TK_OBJ, groq_keys),
+    AH__TK("error", AH__TK_DEEP, NULL),
+    AH__TK_END,
+};

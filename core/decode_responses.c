@@ -565,3 +565,46 @@ ah_status ah__responses_body(ah_decoder *d, const cJSON *root)
     ah__tl_set_finished(d->tl);
     return AH_OK;
 }
+
+/* What the stream handlers above read (decode_tree.c builds only this): the root's
+ * scalars, "item" whole (an unknown item is kept as JSON), part.type, "error" whole, and
+ * of "response" its id, status, incomplete_details, usage and error (whole) and of each
+ * output[] object its type, id and encrypted_content: the answer the closing events
+ * repeat (part.text, response.output[].content) is left out. The root, "part",
+ * "response" and each output item are only looked up by key; an "error" event is never
+ * decoded from the filtered tree (it may print the root). */
+static const ah__tree_key part_keys[] = {
+    AH__TK("type", AH__TK_DEEP, NULL),
+    AH__TK_END,
+};
+static const ah__tree_key output_keys[] = {
+    AH__TK("type", AH__TK_DEEP, NULL),
+    AH__TK("id", AH__TK_DEEP, NULL),
+    AH__TK("encrypted_content", AH__TK_DEEP, NULL),
+    AH__TK_END,
+};
+static const ah__tree_key response_keys[] = {
+    AH__TK("id", AH__TK_DEEP, NULL),
+    AH__TK("status", AH__TK_DEEP, NULL),
+    AH__TK("incomplete_details", AH__TK_DEEP, NULL),
+    AH__TK("usage", AH__TK_DEEP, NULL),
+    AH__TK("error", AH__TK_DEEP, NULL),
+    AH__TK("output", AH__TK_EACH, output_keys),
+    AH__TK_END,
+};
+const ah__tree_key ah__tree_responses[] = {
+    AH__TK("type", AH__TK_DEEP, NULL),
+    AH__TK("sequence_number", AH__TK_DEEP, NULL),
+    AH__TK("output_index", AH__TK_DEEP, NULL),
+    AH__TK("content_index", AH__TK_DEEP, NULL),
+    AH__TK("summary_index", AH__TK_DEEP, NULL),
+    AH__TK("item_id", AH__TK_DEEP, NULL),
+    AH__TK("delta", AH__TK_DEEP, NULL),
+    AH__TK("text", AH__TK_DEEP, NULL),
+    AH__TK("arguments", AH__TK_DEEP, NULL),
+    AH__TK("item", AH__TK_DEEP, NULL),
+    AH__TK("part", AH__TK_OBJ, part_keys),
+    AH__TK("response", AH__TK_OBJ, response_keys),
+    AH__TK("error", AH__TK_DEEP, NULL),
+    AH__TK_END,
+};

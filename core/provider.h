@@ -74,6 +74,9 @@ typedef struct ah__provider {
      * parses the data when this returns NULL): a parser that builds the tree without
      * what the decoder will not read (Responses' closing events repeat the answer). */
     cJSON *(*parse)(ah_decoder *d, const char *data, size_t len);
+    /* NULL, or the format's key filter (decode_internal.h): the events the fast path did
+     * not take are decoded from ah__tree_parse's tree, without cJSON, when it gives one. */
+    const struct ah__tree_key *tree;
     /* NULL, or the format's end rule, run at "[DONE]" and at finish (Chat: a
      * finish_reason seen finishes the timeline). */
     void (*end)(ah_decoder *d);

@@ -20,6 +20,7 @@ const ah__provider ah__provider_ANTHROPIC = {
     .event_type = NULL, /* every event names its type */
     .event = ah__anthropic_event,
     .fast = ah__fast_anthropic,
+    .tree = ah__tree_anthropic,
     .end = NULL,
     .ends_at_done = 0,
     .end_marker = "message_stop",

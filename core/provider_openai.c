@@ -27,6 +27,7 @@ const ah__provider ah__provider_OPENAI = {
     .event_type = "chat.completion.chunk",
     .event = chat_event,
     .fast = ah__fast_chat,
+    .tree = ah__tree_chat,
     .end = ah__openai_end, /* a finish_reason seen finishes the timeline */
     .ends_at_done = 1,     /* the usage chunk follows the finish chunk */
     .end_marker = "a finish_reason",

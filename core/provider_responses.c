@@ -37,6 +37,7 @@ const ah__provider ah__provider_RESPONSES = {
     .event = ah__responses_event,
     .fast = ah__fast_responses,
     .parse = ah__fast_parse, /* closing events parsed without the answer they repeat */
+    .tree = ah__tree_responses,
     .end = NULL,
     .ends_at_done = 0,
     .end_marker = "response.completed/incomplete/failed",

@@ -308,9 +308,17 @@ static int match_bearer(const rbuf *b, size_t i, size_t *vs, size_t *ve)
         return 0;
     while (s[j] == ' ' || s[j] == '\t')
         j++;
-    size_t start = j, inv;
-    while (is_token68((unsigned char)s[j]) || (j > start && (inv = invisible_len(s + j)) > 0))
-        j += is_token68((unsigned char)s[j]) ? 1 : inv;
+    size_t start = j;
+    for (;;) {
+        size_t inv; /* set on the only branch that reads it (GCC's -Wmaybe-uninitialized
+                       could not see that through the old ternary) */
+        if (is_token68((unsigned char)s[j]))
+            j++;
+        else if (j > start && (inv = invisible_len(s + j)) > 0)
+            j += inv;
+        else
+            break;
+    }
     if (j == start)
         return 0;
     *vs = start;

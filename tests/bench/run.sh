@@ -22,6 +22,9 @@
 #      continue_partial_text (partial_text_bench).
 #   9. Every Lua runtime: instructions per delta with and without an on_event hook on
 #      5.1, 5.2, 5.3, LuaJIT beside 5.4 (tests/bench/runtimes.sh).
+#  10. A short request beside plain libcurl: added time to the first text delta and to
+#      the end (p50/p90/p99), instructions per request and where they go
+#      (tests/bench/latency.sh).
 # Every client is a separate process measured from wait4() (CPU user + system, peak RSS,
 # wall), RUNS times; tables give medians, and ratios are the median of per-run ratios
 # (run i of one client against run i of the other, measured back to back).
@@ -524,5 +527,9 @@ out ""
 out "Callgrind instructions per text delta of \`tests/bench/stack.lua\` run through \`tests/lua/host.lua\` by each interpreter, 20 000 deltas, anthropic (tests/bench/runtimes.sh). The C stack is the same on every runtime; the on_event hook costs what building its event table costs there (5.4 refills one table for a hook that provably keeps nothing; the other runtimes get a fresh table per event unless the agent sets on_event_reuse = true)."
 out ""
 out "$("$BENCH/runtimes.sh" "$BUILD_DIR" 20000)"
+out ""
+out "## 10. A short request beside plain libcurl (docs/performance.md)"
+out ""
+out "$("$BENCH/latency.sh" "$BUILD_DIR")"
 out ""
 out "Raw data: \`$(basename "$BUILD_DIR")/bench-work/\` (per-run measurements in raw/, callgrind files in callgrind/). Bench time: $(($(date +%s) - started)) s."

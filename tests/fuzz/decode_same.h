@@ -86,10 +86,15 @@ typedef struct same_run {
     char response_id[160];
     int64_t last_seq, skip_upto;
     uint64_t duplicates;
+    uint64_t tree_events; /* events decoded from ah__tree_parse's tree */
 } same_run;
 
-/* reattach: between the two feeds the stream breaks and goes on (Responses). */
-static void same_decode(same_run *r, ah_wire wire, int slow, const uint8_t *data,
+enum { SAME_FAST = 0, SAME_SLOW = 1, SAME_NO_TREE = 2 };
+
+/* reattach: between the two feeds the stream breaks and goes on (Responses). mode:
+ * SAME_FAST (every fast path, as shipped), SAME_SLOW (cJSON alone), SAME_NO_TREE (the
+ * fast paths but decode_tree.c's, ah__fast_parse on every event it applies to). */
+static void same_decode(same_run *r, ah_wire wire, int mode, const uint8_t *data,
                         size_t size, size_t split, int reattach)
 {
     static const ah_decoder_hooks hooks = {same_start, same_delta, same_end};
@@ -99,9 +104,13 @@ static void same_decode(same_run *r, ah_wire wire, int slow, const uint8_t *data
     ah_decoder *d = NULL;
     ah_decoder_new(wire, r->tl, &hooks, &r->log, &d, NULL, 0);
     SAME(d != NULL, "out of memory");
+    int slow = mode == SAME_SLOW;
     ah__decoder_set_slow(d, slow);
-    if (!slow)
-        ah__decoder_set_skip_min(d, 0); /* every event the skip applies to takes it */
+    ah__decoder_set_no_tree(d, mode == SAME_NO_TREE);
+    /* without the tree, every event the skip applies to takes it; with it, the skip
+     * keeps its default size (64 KiB) and the tree gets the smaller ones */
+    if (mode == SAME_NO_TREE)
+        ah__decoder_set_skip_min(d, 0);
     r->feed[0] = ah_decoder_feed(d, data, split);
     if (reattach)
         (void)ah_decoder_reattach(d);
@@ -117,6 +126,7 @@ static void same_decode(same_run *r, ah_wire wire, int slow, const uint8_t *data
     snprintf(r->response_id, sizeof r->response_id, "%s", d->response_id);
     r->duplicates = ah_decoder_duplicates(d);
     r->ended = ah_decoder_ended(d);
+    r->tree_events = d->tree_events;
     r->fin = ah_decoder_finish(d, &r->fin_err);
     r->feed[2] = ah_decoder_feed(d, "x", 1);
     ah_decoder_free(d);
@@ -178,35 +188,51 @@ static void same_timeline(const ah_timeline *a, const ah_timeline *b)
         same_mem(fa, ra, fb, rb, "refusal");
 }
 
-/* Decode data both ways (fed in two pieces cut at split, re-attached there when
- * reattach) and compare. */
-static void same_check_reattach(ah_wire wire, const uint8_t *data, size_t size,
-                                size_t split, int reattach)
+/* Two runs of one stream: everything observable must be equal. */
+static void same_compare(const same_run *fast, const same_run *slow)
 {
-    same_run fast, slow;
+    SAME(fast->cursor == slow->cursor, "cursor");
+    SAME(fast->last_seq == slow->last_seq && fast->skip_upto == slow->skip_upto,
+         "cursor sequence numbers");
+    SAME(strcmp(fast->response_id, slow->response_id) == 0, "cursor response id");
+    SAME(fast->duplicates == slow->duplicates, "duplicates");
+    SAME(fast->ended == slow->ended, "ended");
+    for (int k = 0; k < 3; k++)
+        SAME(fast->feed[k] == slow->feed[k], "feed status");
+    SAME(fast->fin == slow->fin, "finish status");
+    SAME(fast->has_dec_err == slow->has_dec_err, "decoder error");
+    if (fast->has_dec_err)
+        same_error(&fast->dec_err, &slow->dec_err, "decoder error");
+    same_error(&fast->fin_err, &slow->fin_err, "finish error");
+    same_mem(fast->log.p, fast->log.len, slow->log.p, slow->log.len, "hook calls");
+    same_timeline(fast->tl, slow->tl);
+}
+
+static void same_run_free(same_run *r)
+{
+    ah_timeline_free(r->tl);
+    free(r->log.p);
+}
+
+/* Decode data three ways (fed in two pieces cut at split, re-attached there when
+ * reattach): every fast path, none, every one but decode_tree.c's; and compare. Returns
+ * how many events the first run decoded from ah__tree_parse's tree. */
+static uint64_t same_check_reattach(ah_wire wire, const uint8_t *data, size_t size,
+                                    size_t split, int reattach)
+{
+    same_run fast, slow, notree;
     if (split > size)
         split = size;
-    same_decode(&fast, wire, 0, data, size, split, reattach);
-    same_decode(&slow, wire, 1, data, size, split, reattach);
-    SAME(fast.cursor == slow.cursor, "cursor");
-    SAME(fast.last_seq == slow.last_seq && fast.skip_upto == slow.skip_upto,
-         "cursor sequence numbers");
-    SAME(strcmp(fast.response_id, slow.response_id) == 0, "cursor response id");
-    SAME(fast.duplicates == slow.duplicates, "duplicates");
-    SAME(fast.ended == slow.ended, "ended");
-    for (int k = 0; k < 3; k++)
-        SAME(fast.feed[k] == slow.feed[k], "feed status");
-    SAME(fast.fin == slow.fin, "finish status");
-    SAME(fast.has_dec_err == slow.has_dec_err, "decoder error");
-    if (fast.has_dec_err)
-        same_error(&fast.dec_err, &slow.dec_err, "decoder error");
-    same_error(&fast.fin_err, &slow.fin_err, "finish error");
-    same_mem(fast.log.p, fast.log.len, slow.log.p, slow.log.len, "hook calls");
-    same_timeline(fast.tl, slow.tl);
-    ah_timeline_free(fast.tl);
-    ah_timeline_free(slow.tl);
-    free(fast.log.p);
-    free(slow.log.p);
+    same_decode(&fast, wire, SAME_FAST, data, size, split, reattach);
+    same_decode(&slow, wire, SAME_SLOW, data, size, split, reattach);
+    same_decode(&notree, wire, SAME_NO_TREE, data, size, split, reattach);
+    same_compare(&fast, &slow);
+    same_compare(&notree, &slow);
+    uint64_t tree = fast.tree_events;
+    same_run_free(&fast);
+    same_run_free(&slow);
+    same_run_free(&notree);
+    return tree;
 }
 
 static inline void same_check(ah_wire wire, const uint8_t *data, size_t size,

@@ -1,7 +1,9 @@
-/* fuzz_decode_fast.c - libFuzzer target proving the decoder's fast path
+/* fuzz_decode_fast.c - libFuzzer target proving the decoder's fast paths
  * (core/decode_fast.c: the delta shapes, and Responses' closing events parsed without
- * the answer they repeat) decodes exactly like the cJSON path: every input is decoded
- * both ways and everything observable is compared (tests/fuzz/decode_same.h). Input: one
+ * the answer they repeat; core/decode_tree.c: the other events from a filtered tree
+ * without cJSON) decode exactly like the cJSON path: every input is decoded three ways
+ * (all fast paths, cJSON alone, all but decode_tree.c's) and everything observable is
+ * compared (tests/fuzz/decode_same.h). Input: one
  * control byte (bits 0-1: the wire format, 0 Anthropic, 1 Chat Completions, 2 and 3
  * Responses; bit 2, Responses only: the stream breaks and is re-attached at the cut; the
  * rest picks the point where the stream is cut into two feeds), then the stream. Seeds:
