@@ -22,6 +22,9 @@
 #      continue_partial_text (partial_text_bench).
 #   9. Every Lua runtime: instructions per delta with and without an on_event hook on
 #      5.1, 5.2, 5.3, LuaJIT beside 5.4 (tests/bench/runtimes.sh).
+#  10. Prompt caching: billed-equivalent input tokens of a cut turn's continuation on a
+#      ~20k-token conversation against an uncached resend, per provider and conversation
+#      shape (tests/bench/cache_bench.lua, in-process mock; token counts, not timings).
 # Every client is a separate process measured from wait4() (CPU user + system, peak RSS,
 # wall), RUNS times; tables give medians, and ratios are the median of per-run ratios
 # (run i of one client against run i of the other, measured back to back).
@@ -524,5 +527,14 @@ out ""
 out "Callgrind instructions per text delta of \`tests/bench/stack.lua\` run through \`tests/lua/host.lua\` by each interpreter, 20 000 deltas, anthropic (tests/bench/runtimes.sh). The C stack is the same on every runtime; the on_event hook costs what building its event table costs there (5.4 refills one table for a hook that provably keeps nothing; the other runtimes get a fresh table per event unless the agent sets on_event_reuse = true)."
 out ""
 out "$("$BENCH/runtimes.sh" "$BUILD_DIR" 20000)"
+out ""
+# -- 10
+out "## 10. Prompt caching: what a continuation costs (docs/performance.md)"
+out ""
+out "Billed-equivalent input tokens of the continuation of a cut last turn (cache read 0.1x, cache write 1.25x, the rest 1x) against an uncached resend of the same request, through the in-process mock's prompt cache (tests/bench/cache_bench.lua; mock tokens = bytes / 4)."
+for shape in answers inputs even; do
+    out ""
+    out "$("$AH" "$BENCH/cache_bench.lua" 6 "$shape" 2>>"$LOG")"
+done
 out ""
 out "Raw data: \`$(basename "$BUILD_DIR")/bench-work/\` (per-run measurements in raw/, callgrind files in callgrind/). Bench time: $(($(date +%s) - started)) s."
