@@ -406,8 +406,9 @@ struct ah_worker {
     int sent_prefill;    /* ... whose history ends with the partial assistant message */
     int call_end_sent;   /* the request in flight emitted its llm_call_end */
     int broke;           /* its stream broke and the break went to the retry machine */
-    int has_carry;       /* the next request carries a retry granted to a broken one */
-    ah_call_retry carry;
+    /* the retry granted to a broken request, which the next one carries; allocated
+     * (a run rarely has one), NULL = none */
+    ah_call_retry *carry;
     ah__overlap *ov;     /* ... with committed text: trims its first text block */
     size_t ov_block;     /* that block's timeline index, or NO_BLOCK before it opens */
     int ov_failed;       /* the trimmer ran out of memory: the run fails */
@@ -1095,7 +1096,7 @@ static void send_request(ah_worker *w)
     cc.stream.ended = stream_ended;
     cc.stream.break_is_retry = stream_break_is_retry;
     cc.stream.ud = w;
-    cc.retry_of = w->has_carry ? &w->carry : NULL;
+    cc.retry_of = w->carry;
     if (w->client->background) {
         cc.resume.reattach_url = resume_reattach_url;
         cc.resume.cancel_url = resume_cancel_url;
@@ -1110,7 +1111,8 @@ static void send_request(ah_worker *w)
     cc.continuation = continuation ? w->continuations : 0;
     cc.run_id = w->run_id;
     st = ah_call_new(&cc, &w->call, msg, sizeof msg);
-    w->has_carry = 0; /* copied into the call */
+    free(w->carry); /* copied into the call */
+    w->carry = NULL;
     ah_header_list_free(&hl);
     free(headers);
     free(body);
@@ -1464,8 +1466,13 @@ static void continue_stream(ah_worker *w, const ah_error *cause, const ah_call_r
     if (w->state == W_FINISHED)
         return;
     if (granted) {
-        w->carry = *granted; /* the next request waits it out first */
-        w->has_carry = 1;
+        if (!w->carry)
+            w->carry = malloc(sizeof *w->carry);
+        if (w->carry)
+            *w->carry = *granted; /* the next request waits it out first */
+        else
+            ah__log(AH_LOG_ERROR, "worker: out of memory keeping a granted retry: the "
+                                  "next request starts without its wait");
     }
     w->next_is_continuation = 1;
     ah_timer_start(w->kick, 0);
@@ -1949,6 +1956,7 @@ void ah_worker_free(ah_worker *w)
     if (!w)
         return;
     ah_call_free(w->call);
+    free(w->carry);
     ah_decoder_free(w->dec);
     ah__overlap_free(w->ov);
     ah_timeline_free(w->tl);
