@@ -176,8 +176,34 @@ static ah_status media_check(const ah_msg_block *b, const char *const *types,
             ah__bufprintf(err, errsize, "data: not base64 (at byte %ld)", bad);
             return AH_ERR_INVALID;
         }
-    } else if (strncmp(b->url, "https://", 8) != 0 && strncmp(b->url, "http://", 7) != 0 &&
-               strncmp(b->url, "data:", 5) != 0) {
+    } else if (strncmp(b->url, "data:", 5) == 0) {
+        /* data:<media type>;base64,<data>: the only form every format can take apart */
+        const char *semi = strstr(b->url + 5, ";base64,");
+        if (!semi) {
+            ah__bufprintf(err, errsize,
+                          "url: a data: URL must be data:<media type>;base64,<data>");
+            return AH_ERR_INVALID;
+        }
+        char mt[64];
+        size_t mlen = (size_t)(semi - (b->url + 5));
+        if (mlen >= sizeof mt) {
+            ah__bufprintf(err, errsize, "url: the data: URL's media type is too long");
+            return AH_ERR_INVALID;
+        }
+        memcpy(mt, b->url + 5, mlen);
+        mt[mlen] = '\0';
+        if (!one_of(mt, types)) {
+            ah__bufprintf(err, errsize, "url: the data: URL's media type '%s' is not %s", mt,
+                          types_text);
+            return AH_ERR_INVALID;
+        }
+        long bad = base64_bad(semi + 8);
+        if (bad >= 0) {
+            ah__bufprintf(err, errsize, "url: the data: URL's data is not base64 (at byte %ld)",
+                          bad);
+            return AH_ERR_INVALID;
+        }
+    } else if (strncmp(b->url, "https://", 8) != 0 && strncmp(b->url, "http://", 7) != 0) {
         ah__bufprintf(err, errsize, "url: '%.60s' is not an http(s) or data: URL", b->url);
         return AH_ERR_INVALID;
     }

@@ -15,7 +15,9 @@
  *     signature and no text gives it to the part after it (a functionCall), one with
  *     text is a thought part {"text", "thought": true, "thoughtSignature"};
  *   - images and documents are inlineData {mimeType, data} (base64, or a data: URL
- *     taken apart) or fileData {mimeType?, fileUri} for an http(s) URL;
+ *     taken apart) or fileData {mimeType?, fileUri} for an http(s) URL; a tool result's
+ *     image goes inside its functionResponse ("parts": [{inlineData}]) for Gemini 3 and
+ *     later, else (earlier models, or an image by URL) as a part after it;
  *   - empty text parts and contents left without a part are not sent.
  */
 #include "encode_internal.h"
@@ -36,26 +38,15 @@ static ah_status put_text(ah__enc *e, cJSON *parts, const char *text)
     return o && ah__json_put_str(o, "text", text) ? AH_OK : ah__enc_nomem(e);
 }
 
-/* An image or document: inlineData or fileData. */
-static ah_status put_media(ah__enc *e, cJSON *parts, const char *media_type, const char *data,
-                           const char *url)
+/* An image or document as the fields of a part: inlineData {mimeType, data} for base64
+ * (data, or a data: URL taken apart), fileData {mimeType?, fileUri} for an http(s) URL.
+ */
+static ah_status put_media_fields(ah__enc *e, cJSON *o, const ah_msg_block *b)
 {
-    cJSON *o = ah__json_push_object(parts);
-    if (!o)
-        return ah__enc_nomem(e);
-    if (!data && url && strncmp(url, "data:", 5) == 0) {
-        /* data:<mime>;base64,<data> (ah_msg_block_check let only that form through) */
-        const char *comma = strchr(url, ',');
-        const char *semi = strchr(url, ';');
-        cJSON *in = cJSON_AddObjectToObject(o, "inlineData");
-        char mime[128] = "";
-        if (semi && comma && semi < comma && (size_t)(semi - url - 5) < sizeof mime)
-            memcpy(mime, url + 5, (size_t)(semi - url - 5)), mime[semi - url - 5] = '\0';
-        if (!in || !ah__json_put_str(in, "mimeType", mime[0] ? mime : media_type) ||
-            !ah__json_put_str(in, "data", comma ? comma + 1 : ""))
-            return ah__enc_nomem(e);
-        return AH_OK;
-    }
+    char mt[128];
+    const char *data = b->data, *media_type = b->media_type;
+    if (!data && ah__enc_split_data_url(b->url, mt, sizeof mt, &data))
+        media_type = mt;
     if (data) {
         cJSON *in = cJSON_AddObjectToObject(o, "inlineData");
         if (!in || !ah__json_put_str(in, "mimeType", media_type) ||
@@ -65,9 +56,39 @@ static ah_status put_media(ah__enc *e, cJSON *parts, const char *media_type, con
     }
     cJSON *fd = cJSON_AddObjectToObject(o, "fileData");
     if (!fd || (media_type && !ah__json_put_str(fd, "mimeType", media_type)) ||
-        !ah__json_put_str(fd, "fileUri", url))
+        !ah__json_put_str(fd, "fileUri", b->url))
         return ah__enc_nomem(e);
     return AH_OK;
+}
+
+/* An image or document part. A data: URL ah_msg_block_check let through is always
+ * data:<type>;base64,<data>; anything else here is named, never sent half-encoded. */
+static ah_status put_media(ah__enc *e, cJSON *parts, size_t mi, size_t bi,
+                           const ah_msg_block *b)
+{
+    char mt[128];
+    const char *data;
+    if (!b->data && (!b->url || (strncmp(b->url, "data:", 5) == 0 &&
+                                 !ah__enc_split_data_url(b->url, mt, sizeof mt, &data))))
+        return ah__enc_fail(
+            e, AH_ERR_INVALID,
+            "message %zu block %zu (%s): url: not a base64 data: URL or an "
+            "http(s) URL",
+            mi, bi, ah__enc_media_what(b));
+    cJSON *o = ah__json_push_object(parts);
+    return o ? put_media_fields(e, o, b) : ah__enc_nomem(e);
+}
+
+/* Gemini 3 and later take a tool result's image inside the functionResponse (its
+ * "parts", inlineData only: the Gemini API takes no fileData there); earlier models
+ * only as a part of their own beside it (docs/providers-gemini.md). */
+static int image_in_function_response(const ah__enc *e, const ah_msg_block *b)
+{
+    int maj, min;
+    char mt[128];
+    const char *data;
+    return ah__gemini_version(e->opts->model, &maj, &min, NULL) && maj >= 3 &&
+           (b->data || ah__enc_split_data_url(b->url, mt, sizeof mt, &data));
 }
 
 /* The name of the call `id` answers: the latest tool_use with that id before message mi. */
@@ -99,7 +120,7 @@ static ah_status encode_user(ah__enc *e, size_t mi, cJSON *parts)
             break;
         case AH_MSG_IMAGE:
         case AH_MSG_DOCUMENT:
-            if ((st = put_media(e, parts, b->media_type, b->data, b->url)) != AH_OK)
+            if ((st = put_media(e, parts, mi, bi, b)) != AH_OK)
                 return st;
             break;
         case AH_MSG_TOOL_RESULT: {
@@ -119,9 +140,18 @@ static ah_status encode_user(ah__enc *e, size_t mi, cJSON *parts)
                 !ah__json_put_str(resp, b->is_error ? "error" : "result",
                                   b->text ? b->text : ""))
                 return ah__enc_nomem(e);
-            if ((b->data || b->url) &&
-                (st = put_media(e, parts, b->media_type, b->data, b->url)) != AH_OK)
+            if (!b->data && !b->url)
+                break;
+            if (image_in_function_response(e, b)) {
+                cJSON *fparts = cJSON_AddArrayToObject(fr, "parts");
+                cJSON *fp = fparts ? ah__json_push_object(fparts) : NULL;
+                if (!fp)
+                    return ah__enc_nomem(e);
+                if ((st = put_media_fields(e, fp, b)) != AH_OK)
+                    return st;
+            } else if ((st = put_media(e, parts, mi, bi, b)) != AH_OK) {
                 return st;
+            }
             break;
         }
         default:

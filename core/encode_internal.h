@@ -26,6 +26,9 @@ ah_status ah__encode_anthropic(ah__enc *e, cJSON *root);
 ah_status ah__encode_openai(ah__enc *e, cJSON *root);
 ah_status ah__encode_responses(ah__enc *e, cJSON *root);
 ah_status ah__encode_gemini(ah__enc *e, cJSON *root);
+/* "gemini-M.N..." / "gemini-M-..." anywhere in model (provider_gemini.c): its version, 1
+ * when found; *rest (when not NULL) points after it. */
+int ah__gemini_version(const char *model, int *major, int *minor, const char **rest);
 
 /* Record an error message and return st (for `return ah__enc_fail(...)`). */
 ah_status ah__enc_fail(ah__enc *e, ah_status st, const char *fmt, ...) AH__PRINTF(3, 4);

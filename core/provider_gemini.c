@@ -14,8 +14,10 @@
 
 /* "gemini-M.N..." / "gemini-M-..." (also inside "models/gemini-..." or a tuned model's
  * path): the version, 1 when found. */
-static int gemini_version(const char *model, int *major, int *minor, const char **rest)
+int ah__gemini_version(const char *model, int *major, int *minor, const char **rest)
 {
+    if (!model)
+        return 0;
     const char *p = model;
     for (; *p; p++)
         if (strncasecmp(p, "gemini-", 7) == 0 && p[7] >= '0' && p[7] <= '9')
@@ -25,7 +27,8 @@ static int gemini_version(const char *model, int *major, int *minor, const char 
     char *end;
     *major = (int)strtol(p + 7, &end, 10);
     *minor = *end == '.' ? (int)strtol(end + 1, &end, 10) : 0;
-    *rest = end;
+    if (rest)
+        *rest = end;
     return 1;
 }
 
@@ -36,7 +39,7 @@ static int refuses_model_turn(const char *model, int thinking)
     (void)thinking;
     int maj, min;
     const char *rest;
-    if (!gemini_version(model, &maj, &min, &rest))
+    if (!ah__gemini_version(model, &maj, &min, &rest))
         return 0;
     if (maj < 3 || (maj == 3 && min < 5))
         return 0;
@@ -51,7 +54,7 @@ static int versioned_gemini(const char *model, int thinking)
     (void)thinking;
     int maj, min;
     const char *rest;
-    return gemini_version(model, &maj, &min, &rest);
+    return ah__gemini_version(model, &maj, &min, &rest);
 }
 
 static int any_model(const char *model, int thinking)

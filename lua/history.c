@@ -111,6 +111,16 @@ void lah_push_history(lua_State *L, const ah_conversation *c, int shared)
                 set_str(L, "tool_use_id", b->tool_use_id);
                 set_str(L, "content", b->text);
                 set_bool(L, "is_error", b->is_error);
+                set_str(L, "media_type", b->media_type); /* an image it carries */
+                set_str(L, "data", b->data);
+                set_str(L, "url", b->url);
+                break;
+            case AH_MSG_IMAGE:
+            case AH_MSG_DOCUMENT:
+                set_str(L, "media_type", b->media_type);
+                set_str(L, "data", b->data);
+                set_str(L, "url", b->url);
+                set_str(L, "name", b->name);
                 break;
             default:
                 break;

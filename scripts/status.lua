@@ -18,7 +18,8 @@
 -- wait, a request without an answer, a silent stream), and the display redraws from it.
 -- The next progress event (llm_call_start, text/reasoning deltas, tool_call_start,
 -- tool_call_end, llm_call_end, run_end) erases it. Giving up is not transient: it is
--- printed as a normal line. When the stream is not a terminal (a log file, a pipe, CI)
+-- printed as a normal line, and so is a run that ends because the model refused
+-- ("the model refused to answer (category: cyber); ...") or its context window is full. When the stream is not a terminal (a log file, a pipe, CI)
 -- each retry, continuation, give-up and exhausted budget is one plain line prefixed
 -- "agenthost: ", with no control characters at all — except that retries and give-ups
 -- are left to the library's own warning lines when those already go to the same stderr.
@@ -160,6 +161,23 @@ local function give_up_why(ev)
     return nil
 end
 
+-- run_end: the outcomes that no give-up line has explained (the model's own stop
+-- reasons: a refusal, a response that reached the context window). Everything else ends
+-- without a line of its own (completed, cancelled), or its give-up said it (failed).
+local function outcome_words(self, ev)
+    local err = type(ev.error) == "table" and ev.error or {}
+    if ev.outcome == "refused" then
+        local cat = type(err.category) == "string" and err.category ~= "" and
+            (" (category: " .. clean(err.category) .. ")") or ""
+        return "permanent", "the model refused to answer" .. cat
+            .. "; the run ends here and the refused reply is not kept in the history"
+    elseif ev.outcome == "context_exceeded" and not (self.gave_up or {})[ev.run_id or ""] then
+        return "permanent", "stopped: the conversation no longer fits the model's context "
+            .. "window (shorten the history, or let on_context_exceeded do it)"
+    end
+    return nil
+end
+
 local BUDGET_UNITS = { tool = "tool calls", tool_calls = "tool calls", tools = "tool calls",
                        llm = "LLM attempts", llm_attempts = "LLM attempts" }
 
@@ -255,13 +273,25 @@ function Status:describe(ev)
     elseif t == "llm_gave_up" then
         local attempts = num(ev.attempts) or 0
         local text
+        local err = type(ev.error) == "table" and ev.error or {}
+        local msg = error_message(ev)
+        if ev.reason == "spend_limit" or err.kind == "spend_limit" then
+            -- the library's message says it in words (spend limit reached, not retried,
+            -- until when) before the provider's own: the line is that message
+            return "permanent", "gave up: " .. (msg or string.format(
+                "the spend limit is reached (%s, not retried: requests fail until the "
+                .. "limit is raised or the period resets)", what_failed(ev)))
+        elseif err.kind == "context_exceeded" then
+            return "permanent", "gave up: " .. (msg or string.format(
+                "the request does not fit the model's context window (%s, not retried)",
+                what_failed(ev)))
+        end
         if ev.reason == "not_retryable" then
             text = string.format("gave up: %s is not retryable", what_failed(ev))
         else
             text = string.format("gave up after %s: %s", plural(attempts, "attempt"),
                 what_failed(ev))
         end
-        local msg = error_message(ev)
         if msg then
             text = text .. " " .. self.dash .. " " .. msg
         else
@@ -280,6 +310,8 @@ function Status:describe(ev)
         return "transient", paced_words(ev, duration(ev.wait_ms))
     elseif t == "tool_call_start" then
         return "transient", "waiting for tool " .. clean(ev.name) .. self.ellipsis
+    elseif t == "run_end" then
+        return outcome_words(self, ev)
     elseif t == "budget_exhausted" then
         local name = clean(ev.budget)
         local unit = BUDGET_UNITS[name] or name:gsub("_", " ")
@@ -594,6 +626,10 @@ function Status:update(ev)
         self.midline = ev.text:sub(-1) ~= "\n"
     end
     if PROGRESS[ev.type] then self:clear() end
+    if ev.type == "llm_gave_up" then
+        -- its line (or the library's warning) says why the run ends: run_end need not
+        self.gave_up[ev.run_id or ""] = true
+    end
     if ev.type == "llm_retry" or ev.type == "llm_paced" then
         -- what llm_waiting's countdown redraws (the events are the library's: copy)
         self.waits = self.waits or {}
@@ -627,6 +663,7 @@ function Status:update(ev)
         end
     end
     local kind, text = self:describe(ev)
+    if ev.type == "run_end" then self.gave_up[ev.run_id or ""] = nil end
     if not self.tty and (ev.type == "tool_call_start" or
         (not self.log_retries and (LOGGED_BY_HOST[ev.type] or
             -- the library's retry warning is this fault's line: the same request again
@@ -699,6 +736,7 @@ function M.new(opts)
     self.shown = false
     self.midline = false
     self.below = false
+    self.gave_up = {} -- run ids whose give-up was told
     self.col, self.origin, self.log, self.counted = 0, 0, {}, {}
     return self
 end

@@ -15,6 +15,10 @@
  *   - openai, responses: every prefix of 1024 tokens or more is cached under the
  *     request's prompt_cache_key (none is a key of its own); cached_tokens is the longest
  *     one seen before, in whole 128-token steps, and part of prompt_tokens / input_tokens.
+ *   - gemini: implicit caching, no marker and no key: every prefix (tools,
+ *     systemInstruction, then each of contents) of at least the model's minimum (2048
+ *     tokens for gemini-2.5-*, 4096 for the later models) is cached; cachedContentTokenCount
+ *     is the longest one seen before and part of promptTokenCount.
  * Entries never expire (a mock's life is shorter than a 5-minute TTL). Thread-safe.
  */
 #include "mock_internal.h"
@@ -24,6 +28,9 @@
 #include <string.h>
 
 #define MIN_TOKENS 1024
+/* Gemini's implicit caching minimum (https://ai.google.dev/gemini-api/docs/caching, 2026-10) */
+#define GEMINI_MIN_TOKENS 4096
+#define GEMINI_25_MIN_TOKENS 2048
 #define LOOKBACK 20
 #define MAX_SEGS 4096
 
@@ -163,15 +170,24 @@ void ah__mock_cache_apply(ah__mock_cache *c, ah_wire wire, const cJSON *req,
     segs *s = calloc(1, sizeof *s);
     if (!s)
         return;
-    int anthropic = wire == AH_WIRE_ANTHROPIC;
+    int anthropic = wire == AH_WIRE_ANTHROPIC, gemini = wire == AH_WIRE_GEMINI;
     const char *key = ah__mock_get_str(req, "prompt_cache_key");
+    long long min = MIN_TOKENS;
+    if (gemini) {
+        const char *model = ah__mock_get_str(req, "model");
+        min = model && strstr(model, "gemini-2.5") ? GEMINI_25_MIN_TOKENS : GEMINI_MIN_TOKENS;
+    }
     s->h = AH__MOCK_FNV_INIT;
-    if (!anthropic)
+    if (!anthropic && !gemini)
         s->h = ah__mock_fnv1a(s->h, key ? key : "", key ? strlen(key) + 1 : 1);
     s->h = ah__mock_fnv1a(s->h, &wire, sizeof wire);
     push_all(s, ah__mock_get(req, "tools"));
-    push_all(s, ah__mock_get(req, anthropic ? "system" : "instructions"));
-    push_all(s, ah__mock_get(req, wire == AH_WIRE_RESPONSES ? "input" : "messages"));
+    push_all(s, ah__mock_get(req, anthropic ? "system"
+                                  : gemini  ? "systemInstruction"
+                                            : "instructions"));
+    push_all(s, ah__mock_get(req, wire == AH_WIRE_RESPONSES ? "input"
+                                  : gemini                  ? "contents"
+                                                            : "messages"));
     if (s->n && s->v[s->n - 1].tokens > r->input_tokens)
         r->input_tokens = s->v[s->n - 1].tokens;
 
@@ -199,11 +215,12 @@ void ah__mock_cache_apply(ah__mock_cache *c, ah_wire wire, const cJSON *req,
         r->input_excludes_cache = 1;
     } else {
         for (size_t i = 0; i < s->n; i++)
-            if (s->v[i].tokens >= MIN_TOKENS && has(c, s->v[i].hash))
+            if (s->v[i].tokens >= min && has(c, s->v[i].hash))
                 read = s->v[i].tokens;
-        read -= read % 128;
+        if (!gemini)
+            read -= read % 128;
         for (size_t i = 0; i < s->n; i++)
-            if (s->v[i].tokens >= MIN_TOKENS)
+            if (s->v[i].tokens >= min)
                 add(c, s->v[i].hash);
     }
     pthread_mutex_unlock(&c->mu);

@@ -25,6 +25,9 @@
 #  10. A short request beside plain libcurl: added time to the first text delta and to
 #      the end (p50/p90/p99), instructions per request and where they go
 #      (tests/bench/latency.sh).
+#  11. Prompt caching: billed-equivalent input tokens of a cut turn's continuation on a
+#      ~20k-token conversation against an uncached resend, per provider and conversation
+#      shape (tests/bench/cache_bench.lua, in-process mock; token counts, not timings).
 # Every client is a separate process measured from wait4() (CPU user + system, peak RSS,
 # wall), RUNS times; tables give medians, and ratios are the median of per-run ratios
 # (run i of one client against run i of the other, measured back to back).
@@ -531,5 +534,13 @@ out ""
 out "## 10. A short request beside plain libcurl (docs/performance.md)"
 out ""
 out "$("$BENCH/latency.sh" "$BUILD_DIR")"
+# -- 11
+out "## 11. Prompt caching: what a continuation costs (docs/performance.md)"
+out ""
+out "Billed-equivalent input tokens of the continuation of a cut last turn (cache read 0.1x, cache write 1.25x, the rest 1x) against an uncached resend of the same request, through the in-process mock's prompt cache (tests/bench/cache_bench.lua; mock tokens = bytes / 4)."
+for shape in answers inputs even; do
+    out ""
+    out "$("$AH" "$BENCH/cache_bench.lua" 6 "$shape" 2>>"$LOG")"
+done
 out ""
 out "Raw data: \`$(basename "$BUILD_DIR")/bench-work/\` (per-run measurements in raw/, callgrind files in callgrind/). Bench time: $(($(date +%s) - started)) s."

@@ -1,7 +1,8 @@
 /* fuzz_conversation.c - libFuzzer target for the neutral conversation JSON import and the
  * three request encoders. Invariants checked: import never crashes or leaks on any
  * input; an imported conversation exports to JSON that imports back to the same JSON;
- * every wire format either encodes it or fails with a message (never crashes). */
+ * every wire format either encodes it or fails with a message (never crashes); Gemini
+ * with a Gemini 3 model as well (media inside a functionResponse). */
 #include "agenthost.h"
 
 #include <stdint.h>
@@ -31,9 +32,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     o.tools = tools;
     o.n_tools = 1;
     o.stream = 1;
-    for (int w = 0; w < AH_WIRE_COUNT_; w++) {
+    /* a Gemini 3 model too: a tool result's image goes inside its functionResponse */
+    for (int w = 0; w <= AH_WIRE_COUNT_; w++) {
         char *body = NULL;
-        if (ah_request_encode((ah_wire)w, c, &o, &body, NULL, err, sizeof err) == AH_OK)
+        o.model = w == AH_WIRE_COUNT_ ? "gemini-3-flash" : "m";
+        ah_wire wire = w == AH_WIRE_COUNT_ ? AH_WIRE_GEMINI : (ah_wire)w;
+        if (ah_request_encode(wire, c, &o, &body, NULL, err, sizeof err) == AH_OK)
             free(body);
         else if (body || !err[0])
             abort(); /* a failure returns no body and says why */

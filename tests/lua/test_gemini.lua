@@ -72,6 +72,31 @@ T.eq(r.outcome, "completed", "prompt rung outcome")
 local last = m5:requests()[#m5:requests()]
 T.contains(last.body, '"role":"user"', "the continuation asks in a user turn")
 T.eq(#m5:requests(), 2, "no refused request")
+
+-- images reach the model: inlineData for base64, fileData for a URL, in the new input
+-- and again in the history of the next turn
+local m6 = ah.mock{}
+local a6 = ah.agent{ client = ah.client{ provider = "gemini", model = "gemini-2.5-flash",
+                                         base_url = m6.url, api_key = KEY },
+                     policy = T.fast() }
+r = a6:run{ { type = "text", text = "What is this?" },
+            { type = "image", media_type = "image/png", data = "iVBORw0KGgo=" },
+            { type = "document", media_type = "application/pdf",
+              url = "https://example.com/a.pdf" } }
+T.eq(r.outcome, "completed", "image input")
+local r6 = a6:run("And again?", { history = r.history })
+T.eq(r6.outcome, "completed", "second turn")
+for i, q in ipairs(m6:requests()) do
+  T.contains(q.body, '{"inlineData":{"mimeType":"image/png","data":"iVBORw0KGgo="}}',
+             "request " .. i .. ": the image")
+  T.contains(q.body, '{"fileData":{"mimeType":"application/pdf","fileUri":' ..
+             '"https://example.com/a.pdf"}}', "request " .. i .. ": the document")
+end
+T.eq(#m6:requests(), 2, "two requests")
+local ok6, err6 = pcall(a6.run, a6, { { type = "image", url = "data:image/png,raw" } })
+T.eq(ok6, false, "a data: URL not in base64")
+T.contains(err6, "url: a data: URL must be data:<media type>;base64,<data>", "its error")
+
 for _, q in ipairs(m:requests()) do
   T.eq(q.body:find(KEY, 1, true), nil, "no key in a body")
 end

@@ -178,4 +178,27 @@ do
   m:close()
 end
 
+-- image and document blocks keep their fields in result.history, so the history can be
+-- passed on (it was the block's type alone: the next run refused it)
+do
+  local m = ah.mock{}
+  local agent = ah.agent{ client = ah.client{ provider = "anthropic", model = "m",
+                                              base_url = m.url } }
+  local r = agent:run{ { type = "text", text = "look" },
+                       { type = "image", media_type = "image/png", data = "iVBORw0KGgo=" },
+                       { type = "document", url = "https://example.com/a.pdf",
+                         name = "a.pdf" } }
+  local img, doc = r.history[1].content[2], r.history[1].content[3]
+  T.eq(img.type, "image", "image type")
+  T.eq(img.media_type, "image/png", "image media_type")
+  T.eq(img.data, "iVBORw0KGgo=", "image data")
+  T.eq(doc.url, "https://example.com/a.pdf", "document url")
+  T.eq(doc.name, "a.pdf", "document name")
+  local r2 = agent:run("again", { history = r.history })
+  T.eq(r2.outcome, "completed", "the history with media is passed on")
+  T.contains(m:requests()[2].body, '"data":"iVBORw0KGgo="', "the image is resent")
+  T.ok("media blocks survive result.history")
+  m:close()
+end
+
 os.execute("rm -rf " .. dir)

@@ -12,12 +12,12 @@ end
 local SYSTEM = string.rep("You are a careful assistant who answers exactly. ", 150)
 local FIRST = string.rep("Tell me how prompt caching makes a resend cheap. ", 120)
 
-local function two_turns(provider, cache)
+local function two_turns(provider, cache, model)
   local m = ah.mock{ text_deltas = 20,
                      plan = { steps = { { ok = true }, { cut_after_events = 5 } },
                               ["then"] = { ok = true } } }
   local ends = {}
-  local client = ah.client{ provider = provider, model = "m", base_url = m.url,
+  local client = ah.client{ provider = provider, model = model or "m", base_url = m.url,
                             cache = cache }
   local agent = ah.agent{ client = client, system = SYSTEM, policy = T.fast(),
                           on_event = function(ev)
@@ -33,8 +33,11 @@ local function two_turns(provider, cache)
   return m, ends, r1, r2
 end
 
-for _, provider in ipairs{ "anthropic", "openai", "responses" } do
-  local m, ends, r1, r2 = two_turns(provider, nil)
+-- Gemini: implicit caching, no marker and no key; gemini-2.5-* caches a prefix of
+-- 2048 tokens and more (the later models 4096), cachedContentTokenCount
+for _, provider in ipairs{ "anthropic", "openai", "responses", "gemini" } do
+  local m, ends, r1, r2 =
+    two_turns(provider, nil, provider == "gemini" and "gemini-2.5-flash" or nil)
   T.eq(#ends, 3, provider .. ": turn 1, the cut call, the continuation")
   local first, cut, cont = ends[1], ends[2], ends[3]
   T.eq(cut.stop_reason, "interrupted", provider .. ": the cut call")
@@ -55,6 +58,11 @@ for _, provider in ipairs{ "anthropic", "openai", "responses" } do
     T.eq(first.cache_read_tokens, 0, "anthropic: nothing to read on turn 1")
     check(first.cache_write_tokens > 0, "anthropic: turn 1 wrote tools + system")
     T.contains(reqs[2].body, '"cache_control":{"type":"ephemeral"}', "breakpoints sent")
+  elseif provider == "gemini" then
+    T.eq(first.cache_write_tokens, 0, "gemini: no write figure")
+    T.eq(first.cache_read_tokens, 0, "gemini: nothing to read on turn 1")
+    check(not reqs[2].body:find("cache_control", 1, true) and
+          not reqs[2].body:find("prompt_cache_key", 1, true), "gemini: no marker, no key")
   else
     T.eq(first.cache_write_tokens, 0, provider .. ": no write figure")
     T.contains(reqs[2].body, '"prompt_cache_key":"' .. r1.run_id .. '"',
@@ -74,6 +82,14 @@ for _, provider in ipairs{ "anthropic", "openai" } do
   if provider == "anthropic" then
     T.eq(ends[3].cache_read_tokens, 0, "anthropic: cache = false reads nothing")
   end
+end
+
+-- Gemini 3 models cache only prefixes of 4096 tokens and more: this ~3.5k-token
+-- conversation is never read from the cache
+do
+  local _, ends = two_turns("gemini", nil, "gemini-3-flash")
+  check(ends[3].input_tokens < 4096, "gemini 3: the conversation is under the minimum")
+  T.eq(ends[3].cache_read_tokens, 0, "gemini 3: under 4096 tokens nothing is cached")
 end
 
 -- the options are checked

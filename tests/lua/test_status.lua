@@ -179,6 +179,69 @@ test("give-up reasons are worded", function()
         .. "Overloaded; not retried: the retry budget is spent\n")
 end)
 
+test("the outcomes of 2026: refused, context window, spend limit, in words", function()
+    -- a refusal ends the run with its category; no give-up came before it
+    local d, s = display()
+    d:update({ type = "run_start", run_id = "r1" })
+    d:update({ type = "run_end", run_id = "r1", outcome = "refused",
+        error = { kind = "refused", message = "the model refused to answer (category cyber)",
+                  category = "cyber" } })
+    eq(s:text(), "the model refused to answer (category: cyber); the run ends here "
+        .. "and the refused reply is not kept in the history\n")
+    d, s = display({ tty = false })
+    d:update({ type = "run_end", run_id = "r1", outcome = "refused",
+        error = { kind = "refused", message = "the model refused to answer" } })
+    eq(s:text(), "agenthost: the model refused to answer; the run ends here and the refused "
+        .. "reply is not kept in the history\n")
+    -- a response that stopped at the context window (no give-up: the model's stop reason)
+    d, s = display({ tty = false })
+    d:update({ type = "run_end", run_id = "r2", outcome = "context_exceeded",
+        error = { kind = "context_exceeded",
+                  message = "the response stopped at the model's context window" } })
+    eq(s:text(), "agenthost: stopped: the conversation no longer fits the model's context "
+        .. "window (shorten the history, or let on_context_exceeded do it)\n")
+    -- the provider's 400: the give-up says it once, in the library's words, and run_end
+    -- adds nothing
+    local ctx = { kind = "context_exceeded", status = 400,
+        message = "the request does not fit the model's context window, not retried: "
+            .. "HTTP 400 invalid_request_error: prompt is too long: 212345 tokens > 200000 "
+            .. "maximum" }
+    d, s = display({ tty = false })
+    d:update({ type = "llm_gave_up", run_id = "r3", attempts = 1, status = 400,
+        reason = "not_retryable", error = ctx })
+    d:update({ type = "run_end", run_id = "r3", outcome = "context_exceeded", error = ctx })
+    eq(s:text(), "agenthost: gave up: " .. ctx.message .. "\n")
+    -- ... and when the library's warning had the give-up, run_end still adds nothing
+    d, s = display({ tty = false, log_retries = false })
+    d:update({ type = "llm_gave_up", run_id = "r3", attempts = 1, status = 400,
+        reason = "not_retryable", error = ctx })
+    d:update({ type = "run_end", run_id = "r3", outcome = "context_exceeded", error = ctx })
+    eq(s:text(), "")
+    -- a spend limit: not retried, and the line says until when
+    d, s = display()
+    d:update({ type = "llm_gave_up", run_id = "r4", attempts = 1, status = 429,
+        reason = "spend_limit", error = { kind = "spend_limit", status = 429,
+            message = "spend limit reached, not retried (requests fail until the limit is "
+                .. "raised or the period resets): HTTP 429 rate_limit_error: You have "
+                .. "reached your specified workspace API usage limits." } })
+    d:update({ type = "run_end", run_id = "r4", outcome = "failed" })
+    eq(s:text(), "gave up: spend limit reached, not retried (requests fail until the "
+        .. "limit is raised or the period resets): HTTP 429 rate_limit_error: You have "
+        .. "reached your specified workspace API usage limits.\n")
+    -- without a message, the display's own words
+    d, s = display()
+    d:update({ type = "llm_gave_up", attempts = 1, status = 429, reason = "spend_limit",
+        error = { kind = "spend_limit", status = 429 } })
+    eq(s:text(), "gave up: the spend limit is reached (HTTP 429, not retried: requests "
+        .. "fail until the limit is raised or the period resets)\n")
+    -- completed, cancelled and failed runs end without a line of their own
+    d, s = display({ tty = false })
+    for _, o in ipairs({ "completed", "cancelled", "failed", "max_steps" }) do
+        d:update({ type = "run_end", run_id = "r5", outcome = o })
+    end
+    eq(s:text(), "")
+end)
+
 test("a tool wait is transient on a terminal and silent in a log", function()
     local d, s = display()
     d:update({ type = "tool_call_start", llm_call = 1, id = "t1", name = "add" })

@@ -1,7 +1,9 @@
 /* test_encode_cache.c - prompt caching and media in the request bodies of the three wire
  * formats (docs/providers-encoding.md, "Prompt caching" and "Images and documents"):
  * where Anthropic's cache_control breakpoints go (never more than 4), prompt_cache_key
- * in the OpenAI formats, and image / document blocks, base64 and URL, per format. */
+ * in the OpenAI formats, and image / document blocks, base64 and URL, per format (Gemini
+ * included: inlineData / fileData, a tool result's image inside its functionResponse on
+ * Gemini 3). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -442,6 +444,108 @@ static void tool_result_with_an_image(void **state)
     ah_conversation_free(c);
 }
 
+/* Gemini: inlineData for base64 (data, or a data: URL taken apart: its own media type),
+ * fileData for an http(s) URL (mimeType only when given); in the new input and in the
+ * history alike (the images of an earlier turn are resent as they were). */
+static void gemini_images_and_documents(void **state)
+{
+    (void)state;
+    ah_conversation *c = media_conv();
+    ah_conversation_begin_assistant(c);
+    ah_conversation_add_text(c, "A cat and a report.", 19);
+    ah_msg_block b[2] = {
+        {.kind = AH_MSG_TEXT, .text = "And this one?"},
+        {.kind = AH_MSG_DOCUMENT,
+         .media_type = "application/pdf",
+         .url = "https://example.com/a.pdf"},
+    };
+    char err[200];
+    assert_int_equal(ah_conversation_add_user_blocks(c, b, 2, err, sizeof err), AH_OK);
+    ah_request_opts o;
+    opts_init(&o);
+    o.model = "gemini-2.5-flash";
+    cJSON *r = encode(AH_WIRE_GEMINI, c, &o);
+    /* the earlier turn, in the history */
+    check_str(r, "contents[0].role", "user");
+    check_str(r, "contents[0].parts[0].text", "What is in these?");
+    check_str(r, "contents[0].parts[1].inlineData.mimeType", "image/png");
+    check_str(r, "contents[0].parts[1].inlineData.data", PNG);
+    check_str(r, "contents[0].parts[2].fileData.fileUri", "https://example.com/cat.jpg");
+    check_absent(r, "contents[0].parts[2].fileData.mimeType");
+    check_absent(r, "contents[0].parts[2].inlineData");
+    check_str(r, "contents[0].parts[3].inlineData.mimeType", "application/pdf");
+    check_str(r, "contents[0].parts[3].inlineData.data", PDF);
+    check_str(r, "contents[0].parts[4].inlineData.mimeType", "image/gif");
+    check_str(r, "contents[0].parts[4].inlineData.data", "R0lGOD==");
+    check_str(r, "contents[1].role", "model");
+    /* the new input */
+    check_str(r, "contents[2].parts[1].fileData.mimeType", "application/pdf");
+    check_str(r, "contents[2].parts[1].fileData.fileUri", "https://example.com/a.pdf");
+    cJSON_Delete(r);
+    ah_conversation_free(c);
+}
+
+/* A tool result's image on Gemini: inside the functionResponse ("parts") for Gemini 3 and
+ * later, a part of its own after it for Gemini 2.x, an unversioned model, or an image by
+ * URL (the Gemini API takes no fileData inside a functionResponse). */
+static void gemini_tool_result_with_an_image(void **state)
+{
+    (void)state;
+    static const char *const urls[] = {NULL, "data:image/jpeg;base64,/9j/4AAQ",
+                                       "https://example.com/shot.png"};
+    for (size_t k = 0; k < 3; k++) {
+        ah_conversation *c = ah_conversation_new();
+        ah_conversation_add_user_text(c, "screenshot please");
+        ah_conversation_begin_assistant(c);
+        ah_conversation_add_tool_use(c, "t1", "shot", "{}");
+        ah_conversation_begin_user(c);
+        ah_msg_block b = {
+            .kind = AH_MSG_TOOL_RESULT, .tool_use_id = "t1", .text = "the screen"};
+        if (urls[k])
+            b.url = urls[k];
+        else
+            b.media_type = "image/png", b.data = PNG;
+        assert_int_equal(ah_conversation_add_block(c, &b), AH_OK);
+        const char *mime = k == 1 ? "image/jpeg" : "image/png";
+        const char *data = k == 1 ? "/9j/4AAQ" : PNG;
+        ah_request_opts o;
+        opts_init(&o);
+
+        o.model = "gemini-3.1-pro-preview";
+        cJSON *r = encode(AH_WIRE_GEMINI, c, &o);
+        check_str(r, "contents[2].parts[0].functionResponse.name", "shot");
+        check_str(r, "contents[2].parts[0].functionResponse.id", "t1");
+        check_str(r, "contents[2].parts[0].functionResponse.response.result",
+                  "the screen");
+        if (k < 2) {
+            check_str(
+                r, "contents[2].parts[0].functionResponse.parts[0].inlineData.mimeType",
+                mime);
+            check_str(r, "contents[2].parts[0].functionResponse.parts[0].inlineData.data",
+                      data);
+            check_absent(r, "contents[2].parts[1]");
+        } else {
+            check_absent(r, "contents[2].parts[0].functionResponse.parts");
+            check_str(r, "contents[2].parts[1].fileData.fileUri", urls[k]);
+        }
+        cJSON_Delete(r);
+
+        for (int m = 0; m < 2; m++) {
+            o.model = m ? "gemini-pro-latest" : "gemini-2.5-flash";
+            r = encode(AH_WIRE_GEMINI, c, &o);
+            check_absent(r, "contents[2].parts[0].functionResponse.parts");
+            if (k < 2) {
+                check_str(r, "contents[2].parts[1].inlineData.mimeType", mime);
+                check_str(r, "contents[2].parts[1].inlineData.data", data);
+            } else {
+                check_str(r, "contents[2].parts[1].fileData.fileUri", urls[k]);
+            }
+            cJSON_Delete(r);
+        }
+        ah_conversation_free(c);
+    }
+}
+
 /* A bad block never reaches an encoder: the conversation names the field. */
 static void bad_media_names_the_field(void **state)
 {
@@ -454,6 +558,35 @@ static void bad_media_names_the_field(void **state)
                      AH_ERR_INVALID);
     assert_non_null(strstr(err, "block 2 (image): media_type"));
     assert_int_equal(ah_conversation_count(c), 0);
+    /* a data: URL is data:<media type>;base64,<data>, of an allowed type, in base64 */
+    static const struct {
+        const char *url, *needle;
+    } bad[] = {
+        {"data:image/png,rawbytes", "block 2 (image): url: a data: URL must be"},
+        {"data:image/bmp;base64,Qk0=", "block 2 (image): url: the data: URL's media type "
+                                       "'image/bmp' is not one of"},
+        {"data:image/png;base64,not base64!",
+         "block 2 (image): url: the data: URL's data "
+         "is not base64 (at byte 3)"},
+        {"ftp://example.com/a.png",
+         "block 2 (image): url: 'ftp://example.com/a.png' is not"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        b[1] = (ah_msg_block){.kind = AH_MSG_IMAGE, .url = bad[i].url};
+        assert_int_equal(ah_conversation_add_user_blocks(c, b, 2, err, sizeof err),
+                         AH_ERR_INVALID);
+        if (!strstr(err, bad[i].needle))
+            fail_msg("'%s': '%s' has no '%s'", bad[i].url, err, bad[i].needle);
+    }
+    /* and a tool result's image, added alone */
+    ah_conversation_add_user_text(c, "x");
+    ah_conversation_begin_assistant(c);
+    ah_conversation_add_tool_use(c, "t1", "shot", "{}");
+    ah_conversation_begin_user(c);
+    ah_msg_block tr = {.kind = AH_MSG_TOOL_RESULT,
+                       .tool_use_id = "t1",
+                       .url = "data:text/plain;base64,eA=="};
+    assert_int_equal(ah_conversation_add_block(c, &tr), AH_ERR_INVALID);
     ah_conversation_free(c);
 }
 
@@ -469,6 +602,8 @@ int main(void)
         cmocka_unit_test(chat_images_and_documents),
         cmocka_unit_test(responses_images_and_documents),
         cmocka_unit_test(tool_result_with_an_image),
+        cmocka_unit_test(gemini_images_and_documents),
+        cmocka_unit_test(gemini_tool_result_with_an_image),
         cmocka_unit_test(bad_media_names_the_field),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
