@@ -70,9 +70,14 @@ function M.http(script_args, env)
   return "http://127.0.0.1:" .. port .. "/mcp", pid
 end
 
+-- the 2026-07-28 server (tests/mcp/modern_server.mjs, the v2 SDK), over HTTP or stdio
+local modern = M.tmp .. "/modern_server.mjs"
+sh("cp '" .. M.src .. "/tests/mcp/modern_server.mjs' '" .. modern .. "'")
 function M.modern_http()
-  sh("cp '" .. M.src .. "/tests/mcp/modern_server.mjs' '" .. M.tmp .. "/modern_server.mjs'")
-  return M.http("'" .. M.tmp .. "/modern_server.mjs' PORT", {})
+  return M.http("'" .. modern .. "' http PORT", {})
+end
+function M.modern_stdio_command()
+  return { "node", modern, "stdio" }
 end
 
 function M.fault_http(events)

@@ -36,7 +36,7 @@ eh:close()
 local mu = fix.modern_http()
 local mo = ah.mcp{ name = "modern", url = mu }
 r = mo:call("charge", { amount = 3 }, { key = "m1" })
-check(mo.protocol == "2026-07-28" and r.ok and r.text == "charged 3",
+check(mo.protocol == "2026-07-28" and r.ok and r.text == "charge done for m1",
   "2026-07-28: discovered, called statelessly (" .. tostring(mo.protocol) .. ", " .. tostring(r.error) .. ")")
 check(fix.effects("charge", "m1") == 1, "2026-07-28: the key reached the server in _meta")
 mo:close()
