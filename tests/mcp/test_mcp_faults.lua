@@ -65,6 +65,25 @@ r = t:call("slow", { steps = 3 }, { on_event = function(e)
   if e.type == "mcp_progress" then progress[#progress + 1] = e end end })
 check(r.ok and #progress == 3 and progress[3].progress == 3 and progress[3].total == 3 and
   progress[1].server == "shop", "progress: three mcp_progress events")
+-- the call's deadline (policy.deadline_ms) bounds the attempt in flight, whatever its
+-- timeout_ms; progress never extends it; and nothing is repeated past it
+local d = ah.mcp{ name = "dl", command = fix.stdio_command(), env = fix.env(), trust = true,
+  policy = { base_ms = 10, cap_ms = 50, max_attempts = 3, deadline_ms = 400 } }
+r = d:call("charge", { fault = "hang" }, { key = "d1", timeout_ms = 60000 })
+check(r.outcome == "outcome_unknown" and r.error.message:find("policy.deadline_ms 400 ms", 1, true)
+  and fix.effects("charge", "d1") == 1,
+  "a hang with timeout_ms 60000 ends at policy.deadline_ms 400: " .. tostring(r.error))
+progress = {}
+r = d:call("slow", { steps = 300 }, { timeout_ms = 60000, on_event = function(e)
+  if e.type == "mcp_progress" then progress[#progress + 1] = e end end })
+-- 300 steps take at least 3 s (10 ms each): the deadline comes first at any speed
+check(r.outcome == "outcome_unknown" and r.error.message:find("policy.deadline_ms", 1, true) and
+  #progress < 300, "progress does not extend the deadline (" .. #progress .. " progress events): " ..
+  tostring(r.error))
+r = d:call("lookup", { fault = "hang" }, { key = "d2", timeout_ms = 60000 })
+check(r.outcome == "outcome_unknown" and r.attempts == 1 and fix.effects("lookup", "d2") == 1,
+  "safe to repeat, but the deadline is spent: not repeated (" .. r.attempts .. " attempts)")
+d:close()
 s:close()
 t:close()
 
