@@ -141,7 +141,7 @@ static void unlist_run(lrun *r)
 
 int lah_runs_in_flight(void)
 {
-    return atomic_load(&live_count);
+    return atomic_load(&live_count) + lah_mcp_bare_in_flight();
 }
 
 int lah_cancel_runs(lua_State *L, const char *reason)
@@ -154,7 +154,7 @@ int lah_cancel_runs(lua_State *L, const char *reason)
             n++;
         }
     }
-    return n;
+    return n + lah_mcp_cancel_bare(L, reason);
 }
 
 /* ---- small helpers ----------------------------------------------------------------- */

@@ -21,6 +21,7 @@
 #include "agenthost/mcp.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,13 +46,20 @@ typedef struct call_ud {
     int on_event_ref;      /* a Lua hook, or a lah_tool_sink userdata */
     const lah_tool_sink *sink;
     char id[128], name[160];
+    int listed;                  /* on in_flight */
     struct call_ud *prev, *next; /* the calls in flight */
 } call_ud;
 
 static call_ud *in_flight; /* loop thread only */
+static atomic_int bare_count; /* calls of in_flight not an agent's (the watcher reads it) */
 
 static void unlist(call_ud *c)
 {
+    if (!c->listed)
+        return;
+    c->listed = 0;
+    if (!c->into)
+        atomic_fetch_sub(&bare_count, 1);
     if (c->prev)
         c->prev->next = c->next;
     else if (in_flight == c)
@@ -671,6 +679,9 @@ static int p_mcp_call_start(lua_State *L)
     if (in_flight)
         in_flight->prev = c;
     in_flight = c;
+    c->listed = 1;
+    if (!into)
+        atomic_fetch_add(&bare_count, 1);
     lua_settop(L, cu);
     return 1;
 }
@@ -766,6 +777,27 @@ void lah_mcp_cancel_started_on(lua_State *co)
             ah_mcp_call_cancel(c->c, "the run was cancelled");
         c = next;
     }
+}
+
+int lah_mcp_cancel_bare(lua_State *L, const char *reason)
+{
+    void *state = lah_state_id(L);
+    int n = 0;
+    for (call_ud *c = in_flight; c;) {
+        call_ud *next = c->next;
+        if (!c->into && c->c && !ah_mcp_call_finished(c->c) &&
+            lah_state_id(c->main) == state) {
+            ah_mcp_call_cancel(c->c, reason);
+            n++;
+        }
+        c = next;
+    }
+    return n;
+}
+
+int lah_mcp_bare_in_flight(void)
+{
+    return atomic_load(&bare_count);
 }
 
 /* ---- an agent's tools from its servers -------------------------------------------- */
