@@ -994,6 +994,12 @@ ah_status ah_mcp_new(const ah_mcp_config *cfg, ah_mcp **out, char *err, size_t e
     return AH_OK;
 }
 
+static void session_ended(ah_mcp *s)
+{
+    if (s->state != AH_MCP_CLOSED)
+        ah__mcp_set_state(s, AH_MCP_CLOSED, NULL);
+}
+
 void ah_mcp_close(ah_mcp *s)
 {
     if (!s || s->closing)
@@ -1007,6 +1013,10 @@ void ah_mcp_close(ah_mcp *s)
         ah__mcp_stdio_close(s); /* CLOSED once the child has exited */
         return;
     }
+    /* a 2025 session is ended with DELETE (2025-11-25 basic/transports.mdx, "Session
+     * Management"): CLOSED once it was answered, or after 2 s */
+    if (s->http && ah__mcp_http_end_session(s, 2000, session_ended) == 0)
+        return;
     if (s->state != AH_MCP_CLOSED)
         ah__mcp_set_state(s, AH_MCP_CLOSED, NULL);
 }

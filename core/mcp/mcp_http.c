@@ -45,6 +45,12 @@ struct mcp_http {
     xfer *posts; /* fire-and-forget transfers (notifications, replies) */
     qitem *qhead, *qtail;
     ah_timer *qtimer;
+    /* the session's DELETE at close (2025 era): its transfer (on posts) until it ended,
+     * a timer that bounds it and hands its end to the client outside libcurl's
+     * callbacks, and what to call then */
+    xfer *del;
+    ah_timer *deltimer;
+    void (*del_done)(ah_mcp *s);
 };
 
 struct xfer {
@@ -69,6 +75,7 @@ struct xfer {
 };
 
 static void drain(void *ud);
+static void delete_ended(void *ud);
 
 int ah__mcp_http_new(ah_mcp *s, const ah_mcp_config *cfg, char *err, size_t errsize)
 {
@@ -89,7 +96,8 @@ int ah__mcp_http_new(ah_mcp *s, const ah_mcp_config *cfg, char *err, size_t errs
     s->http = h;
     h->tr = cfg->transport ? cfg->transport : ah_transport_curl();
     h->qtimer = ah_timer_new(s->loop, drain, s);
-    if (!h->qtimer) {
+    h->deltimer = ah_timer_new(s->loop, delete_ended, s);
+    if (!h->qtimer || !h->deltimer) {
         ah__bufprintf(err, errsize, "out of memory");
         return -1;
     }
@@ -320,6 +328,10 @@ static void x_done(void *ud, const ah_error *err)
     if (!x->r) { /* fire and forget, or its request ended */
         if (!x->detached)
             unlink_post(s->http, x);
+        if (x == s->http->del) { /* the session's DELETE: any answer will do */
+            s->http->del = NULL;
+            ah_timer_start(s->http->deltimer, 0);
+        }
         if (!x->queued)
             xfer_free(x);
         return;
@@ -473,7 +485,7 @@ static int start(ah_mcp *s, xfer *x, const char *method, const char *rpc_method,
 {
     mcp_http *h = s->http;
     add(x, "Accept", x->is_get ? "text/event-stream" : "application/json, text/event-stream");
-    if (!x->is_get)
+    if (!x->is_get && x->msg)
         add(x, "Content-Type", "application/json");
     const char *ver = s->modern ? AH_MCP_PROTOCOL_2026 : s->protocol[0] ? s->protocol : NULL;
     if (ver) {
@@ -562,6 +574,57 @@ void ah__mcp_http_post(ah_mcp *s, const char *msg, const char *method)
     h->posts = x;
 }
 
+int ah__mcp_http_end_session(ah_mcp *s, int64_t bound_ms, void (*done)(ah_mcp *s))
+{
+    mcp_http *h = s->http;
+    if (!h || s->modern || !h->session || h->del || h->del_done)
+        return -1;
+    xfer *x = calloc(1, sizeof *x);
+    if (!x)
+        return -1;
+    x->s = s;
+    x->is_get = 0;
+    if (start(s, x, "DELETE", NULL, NULL, NULL) != 0) {
+        xfer_free(x);
+        return -1;
+    }
+    x->next = h->posts;
+    h->posts = x;
+    h->del = x;
+    h->del_done = done;
+    ah_timer_start(h->deltimer, bound_ms);
+    return 0;
+}
+
+/* The DELETE ended (or its bound came first: then it is stopped). */
+static void delete_ended(void *ud)
+{
+    ah_mcp *s = ud;
+    mcp_http *h = s->http;
+    xfer *x = h->del;
+    if (x) {
+        h->del = NULL;
+        unlink_post(h, x);
+        if (!x->finished)
+            h->tr->ops->abort(h->tr->self, x->attempt);
+        x->finished = 1;
+        x->detached = 1;
+        if (!x->queued)
+            xfer_free(x);
+    }
+    free(h->session);
+    h->session = NULL;
+    void (*done)(ah_mcp *) = h->del_done;
+    h->del_done = NULL;
+    if (done)
+        done(s);
+}
+
+int ah__mcp_http_ending_session(const ah_mcp *s)
+{
+    return s->http && s->http->del_done;
+}
+
 void ah__mcp_http_abort(ah_mcp *s, mcp_req *r)
 {
     xfer *x = r->http;
@@ -615,7 +678,9 @@ void ah__mcp_http_free(ah_mcp *s)
         free(q->msg);
         free(q);
     }
+    h->del = NULL; /* it was on posts */
     ah_timer_free(h->qtimer);
+    ah_timer_free(h->deltimer);
     for (size_t i = 0; h->hstore && i < 2 * h->n_headers; i++)
         free(h->hstore[i]);
     free(h->hstore);

@@ -196,6 +196,12 @@ void ah__mcp_http_resume(ah_mcp *s, mcp_req *r);
 /* Stop the transfer of r (no callback follows). */
 void ah__mcp_http_abort(ah_mcp *s, mcp_req *r);
 void ah__mcp_http_forget_session(ah_mcp *s);
+/* End the 2025 era's session at close: DELETE with its Mcp-Session-Id, any answer
+ * accepted (405: the server does not allow it), bound_ms at most; done(s) runs from a
+ * loop timer after. 0 when started; -1 (nothing to end, or it could not start). */
+int ah__mcp_http_end_session(ah_mcp *s, int64_t bound_ms, void (*done)(ah_mcp *s));
+/* A DELETE of the session is in flight. */
+int ah__mcp_http_ending_session(const ah_mcp *s);
 int ah__mcp_http_has_session(const ah_mcp *s);
 void ah__mcp_http_free(ah_mcp *s);
 

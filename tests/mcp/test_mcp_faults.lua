@@ -103,7 +103,18 @@ check(r.ok and fix.effects("charge", "h3") == 1, "404 session expiry: one new se
 r = h:call("charge", { fault = "expire2" }, { key = "h4" })
 check(not r.ok and r.error.kind == "mcp_session" and fix.effects("charge", "h4") == 0,
   "404 twice in a row: mcp_session, never sent (" .. tostring(r.error) .. ")")
+r = h:call("charge", {}, { key = "h4b" })
+check(r.ok and fix.effects("charge", "h4b") == 1, "after that, the next call gets a new session")
 h:close()
+check(h.state == "closed" and fix.effects("session", "deleted") == 1,
+  "close ends the session with DELETE (" .. h.state .. ")")
+-- a server that does not allow DELETE (405): closed all the same
+local hn = ah.mcp{ name = "payd", url = url .. "?nodelete=1", policy = fast }
+r = hn:call("charge", {}, { key = "h5" })
+check(r.ok, "a call on a server that refuses DELETE (" .. tostring(r.error) .. ")")
+hn:close()
+check(hn.state == "closed" and fix.effects("session", "refused") == 1,
+  "405 for the DELETE is tolerated: closed (" .. hn.state .. ")")
 
 -- HTTP, streams without event ids --------------------------------------------------------
 url = fix.fault_http(false)
