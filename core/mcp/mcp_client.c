@@ -290,6 +290,7 @@ static void free_tools(mcp_tool_rec *t, size_t n)
         free(t[i].description);
         free(t[i].schema);
         free(t[i].annotations);
+        cJSON_Delete(t[i].param_headers);
     }
     free(t);
 }
@@ -338,7 +339,16 @@ static void install_tools(ah_mcp *s)
                         name->valuestring);
             continue;
         }
+        /* 2026-07-28 over HTTP: parameters mirrored into Mcp-Param-* headers; a tool
+         * whose declarations break the rules must be left out */
+        cJSON *params = NULL;
+        char why[200];
+        if (s->http && s->modern && ah__mcp_param_decls(schema, &params, why, sizeof why)) {
+            ah__mcp_log(s, AH_LOG_WARN, "tool '%.80s': %s: left out", name->valuestring, why);
+            continue;
+        }
         mcp_tool_rec *r = &recs[k];
+        r->param_headers = params;
         const cJSON *ann = cJSON_GetObjectItemCaseSensitive(t, "annotations");
         r->name = ah__strdup(name->valuestring);
         r->title = opt_str(t, "title");

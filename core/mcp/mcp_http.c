@@ -67,9 +67,11 @@ struct xfer {
     char *body;
     size_t blen, bcap;
     char *msg; /* the request body, alive until the attempt ends */
-    ah_header hdr[24];
+    ah_header hdr[48];
     size_t nh;
     char *vals[8]; /* header values made here */
+    char *pnames[16], *pvals[16]; /* Mcp-Param-* headers (2026 era tools/call) */
+    size_t np;
     ah_error hint; /* retry hints of a non-2xx head */
     xfer *next;
 };
@@ -137,6 +139,10 @@ static void xfer_free(xfer *x)
     free(x->msg);
     for (size_t i = 0; i < sizeof x->vals / sizeof x->vals[0]; i++)
         free(x->vals[i]);
+    for (size_t i = 0; i < x->np; i++) {
+        free(x->pnames[i]);
+        free(x->pvals[i]);
+    }
     free(x);
 }
 
@@ -469,8 +475,9 @@ static char *b64(const char *s)
     return o;
 }
 
-/* Mcp-Name: as is when it is plain visible ASCII, else the Base64 sentinel form. */
-static char *name_header(const char *n)
+/* Mcp-Name and Mcp-Param-*: as is when it is plain visible ASCII, else the Base64
+ * sentinel form. */
+char *ah__mcp_header_value(const char *n)
 {
     size_t len = strlen(n);
     int safe = len > 0 && n[0] != ' ' && n[len - 1] != ' ' &&
@@ -499,10 +506,12 @@ static int start(ah_mcp *s, xfer *x, const char *method, const char *rpc_method,
         add(x, "Mcp-Method", rpc_method);
     if (s->modern && name && rpc_method &&
         (strcmp(rpc_method, "tools/call") == 0 || strcmp(rpc_method, "prompts/get") == 0)) {
-        x->vals[1] = name_header(name);
+        x->vals[1] = ah__mcp_header_value(name);
         if (x->vals[1])
             add(x, "Mcp-Name", x->vals[1]);
     }
+    for (size_t i = 0; i < x->np; i++)
+        add(x, x->pnames[i], x->pvals[i]);
     if (last_event_id) {
         x->vals[2] = ah__strdup(last_event_id);
         if (x->vals[2])
@@ -526,6 +535,14 @@ void ah__mcp_http_send(ah_mcp *s, mcp_req *r)
         x->s = s;
         x->r = r;
         x->msg = ah__mcp_encode(r->id, r->method, r->params, s->modern);
+        if (s->modern && r->name && strcmp(r->method, "tools/call") == 0) {
+            for (size_t i = 0; i < s->n_tools; i++)
+                if (strcmp(s->tools[i].name, r->name) == 0 && s->tools[i].param_headers)
+                    x->np = ah__mcp_param_headers(
+                        s->tools[i].param_headers,
+                        cJSON_GetObjectItemCaseSensitive(r->params, "arguments"), x->pnames,
+                        x->pvals, sizeof x->pnames / sizeof x->pnames[0]);
+        }
     }
     if (!x || !x->msg || start(s, x, "POST", r->method, r->name, NULL) != 0) {
         xfer_free(x);

@@ -60,6 +60,21 @@ char *ah__mcp_encode(int64_t id, const char *method, const cJSON *params, int mo
 int ah__mcp_modern_error(int code);
 int ah__mcp_is_legacy_version(const char *v);
 
+/* ---- tool parameters mirrored into headers (mcp_params.c) ------------------------- */
+
+/* The x-mcp-header declarations of a tool's inputSchema: 0 with *out a list
+ * [{"h": name, "p": [key, ...]}] (NULL: none), or -1 with why (the tool is invalid for
+ * streamable HTTP in the 2026 era and must be left out). */
+int ah__mcp_param_decls(const cJSON *schema, cJSON **out, char *why, size_t whysize);
+/* The headers for one call: names[i] "Mcp-Param-<h>", values[i] encoded (both
+ * malloc'd, the caller frees); a declaration whose argument is absent, null or not a
+ * primitive gives none. Returns how many, at most max. */
+size_t ah__mcp_param_headers(const cJSON *decls, const cJSON *args, char **names,
+                             char **values, size_t max);
+/* A header value as is when it is plain visible ASCII without leading or trailing
+ * space, else (or when it looks like the sentinel) =?base64?...?= (mcp_http.c). */
+char *ah__mcp_header_value(const char *v);
+
 /* ---- requests (mcp_client.c) ------------------------------------------------------ */
 
 typedef enum rq_state { RQ_QUEUED, RQ_SENDING, RQ_SENT, RQ_ACCEPTED, RQ_DONE } rq_state;
@@ -105,6 +120,7 @@ typedef struct mcp_http mcp_http;
 typedef struct mcp_tool_rec {
     ah_mcp_tool t;
     char *name, *title, *description, *schema, *annotations;
+    cJSON *param_headers; /* x-mcp-header declarations (2026 era over HTTP), or NULL */
 } mcp_tool_rec;
 
 struct ah_mcp {

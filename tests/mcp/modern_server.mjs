@@ -10,7 +10,9 @@
 // "this fault already happened for this key" is remembered).
 //
 // Tools: charge (no annotations: not safe to repeat), lookup (readOnlyHint), slow
-// (progress, then the answer), declined (isError: true). The `fault` argument of charge /
+// (progress, then the answer), declined (isError: true), route (x-mcp-header on four
+// parameters: answers with the Mcp-Param-* headers it got), bad_header (x-mcp-header on
+// a number: invalid, left out by clients over HTTP). The `fault` argument of charge /
 // lookup, each once per idempotency key:
 //   crash_before  the process exits before the effect
 //   crash_after   the effect, then the process exits before answering
@@ -28,6 +30,7 @@ const mode = /^\d+$/.test(process.argv[2] ?? "") ? "http" : (process.argv[2] || 
 const COUNT = process.env.COUNT_FILE || "/dev/null";
 const STATE = process.env.STATE_DIR || "/tmp";
 let lastRes = null; // the HTTP response of the request being handled
+let lastParams = null; // the Mcp-Param-* headers of the request being handled
 
 function once(tag, key) {
   const f = `${STATE}/modern-${tag}-${String(key).replace(/[^A-Za-z0-9_.-]/g, "_")}`;
@@ -76,6 +79,19 @@ function makeServer() {
       }
       return { content: [{ type: "text", text: `slow done after ${n} steps` }] };
     });
+  // parameters mirrored into Mcp-Param-* headers (the SDK checks them against the body
+  // over HTTP); `bad_header` declares one on a number, which clients must leave out
+  server.registerTool("route", { description: "Answers with the headers it was routed by",
+    inputSchema: z.object({
+      region: z.string().meta({ "x-mcp-header": "Region" }),
+      shard: z.number().int().optional().meta({ "x-mcp-header": "Shard" }),
+      dry: z.boolean().optional().meta({ "x-mcp-header": "Dry" }),
+      where: z.object({ zone: z.string().optional().meta({ "x-mcp-header": "Zone" }) }).optional(),
+      note: z.string().optional() }) },
+    async (args, ctx) => ({ content: [{ type: "text", text: JSON.stringify(lastParams ?? {}) }] }));
+  server.registerTool("bad_header", { description: "An invalid x-mcp-header declaration",
+    inputSchema: z.object({ amount: z.number().meta({ "x-mcp-header": "Amount" }) }) },
+    async () => ({ content: [{ type: "text", text: "never offered" }] }));
   server.registerTool("declined", { description: "Always declines", inputSchema: z.object({}) },
     async () => ({ isError: true, content: [{ type: "text", text: "card declined" }] }));
   return server;
@@ -88,6 +104,7 @@ if (mode === "stdio") {
   const handler = createMcpHandler(makeServer);
   http.createServer(async (req, res) => {
     lastRes = res;
+    lastParams = Object.fromEntries(Object.entries(req.headers).filter(([k]) => k.startsWith("mcp-param-")));
     const chunks = [];
     for await (const c of req) chunks.push(c);
     const body = Buffer.concat(chunks);

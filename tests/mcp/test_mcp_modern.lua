@@ -25,7 +25,7 @@ local s = ah.mcp{ name = "mpay", command = fix.modern_stdio_command(), env = fix
   policy = fast, restart = { max = 10, window_s = 60 },
   on_event = function(e) events[#events + 1] = e end }
 local tools = s:tools()
-check(#tools == 4 and s.protocol == "2026-07-28",
+check(#tools == 6 and s.protocol == "2026-07-28",
   "stdio: a 2026-07-28 server is discovered (" .. tostring(s.protocol) .. ", " .. #tools .. " tools)")
 local r = s:call("charge", { amount = 1 }, { key = "ms1" })
 check(r.ok and r.text == "charge done for ms1" and fix.effects("charge", "ms1") == 1,
@@ -83,6 +83,25 @@ check(r.outcome == "outcome_unknown" and fix.effects("charge", "mh4") == 1,
 check(told("mh4"), "HTTP: the stream closed is the cancel: the server's handler was aborted")
 r = h:call("declined", {})
 check(not r.ok and r.is_error and r.attempts == 1, "HTTP: isError is the tool's answer")
+-- x-mcp-header: parameters mirrored into Mcp-Param-* headers (the SDK's handler rejects
+-- a call whose headers do not match its body with -32020)
+local names = {}
+for _, tool in ipairs(h:tools()) do names[tool.name] = true end
+check(names.route and not names.bad_header,
+  "HTTP: a tool with x-mcp-header on a number is left out, the valid one is offered")
+r = h:call("route", { region = "us-west1", shard = 42, dry = false, where = { zone = "Zürich" },
+  note = "not mirrored" })
+check(r.ok, "HTTP: a call with mirrored parameters is accepted (" .. tostring(r.error) .. ")")
+local got = r.text or ""
+check(got:find('"mcp-param-region":"us-west1"', 1, true) and got:find('"mcp-param-shard":"42"', 1, true)
+  and got:find('"mcp-param-dry":"false"', 1, true)
+  and got:find('"mcp-param-zone":"=?base64?WsO8cmljaA==?="', 1, true)
+  and not got:find("note", 1, true),
+  "HTTP: Mcp-Param-Region, -Shard, -Dry as they are, -Zone (not ASCII) in Base64: " .. got)
+r = h:call("route", { region = " padded " })
+check(r.ok and (r.text or ""):find('"mcp-param-region":"=?base64?IHBhZGRlZCA=?="', 1, true) and
+  not (r.text or ""):find("shard", 1, true),
+  "HTTP: leading spaces go in Base64, absent parameters send no header: " .. tostring(r.text or r.error))
 progress = {}
 r = h:call("slow", { steps = 2 }, { on_event = function(e)
   if e.type == "mcp_progress" then progress[#progress + 1] = e end end })
