@@ -792,6 +792,23 @@ void ah__mcp_session_lost(ah_mcp *s, mcp_req *r)
     }
 }
 
+int ah__mcp_header_mismatch(ah_mcp *s, mcp_req *r)
+{
+    if (r->internal || r->header_retried || !s->http || !s->modern ||
+        strcmp(r->method, "tools/call") != 0)
+        return -1;
+    r->header_retried = 1;
+    r->state = RQ_QUEUED;
+    if (s->phase == PH_NONE) {
+        ah__mcp_log(s, AH_LOG_INFO, "tool '%.80s': the server says its Mcp-Param headers do "
+                                    "not match (-32020): listing the tools again",
+                    r->name ? r->name : "?");
+        s->state = AH_MCP_STARTING; /* quietly: calls wait for the new list */
+        list_tools(s, NULL);
+    }
+    return 0;
+}
+
 /* ---- what the server sends --------------------------------------------------------- */
 
 static void reply(ah_mcp *s, const cJSON *id, int ok)

@@ -8,6 +8,8 @@
  *     Retry-After kept as the hint);
  *   - HTTP 404 on a 2025 session: the session expired: one new session, then the request
  *     again (ah__mcp_session_lost); a second 404 in a row: kind mcp_session;
+ *   - HTTP 400 with -32020 HeaderMismatch (2026 era, tools/call): the tools are listed
+ *     again and the request sent again, once (it did not run);
  *   - another 4xx: refused (a JSON-RPC error body is the answer; else permanent);
  *   - sent and then no answer (a reset, a 500 or 504, a 2xx without the response): the
  *     outcome is unknown (kind outcome_unknown);
@@ -312,7 +314,12 @@ static void refused(xfer *x, mcp_req *r)
     }
     cJSON *m = x->blen ? cJSON_ParseWithLength(x->body, x->blen) : NULL;
     const cJSON *err = m ? cJSON_GetObjectItemCaseSensitive(m, "error") : NULL;
-    if (st >= 400 && st < 500 && cJSON_IsObject(err)) {
+    const cJSON *code = cJSON_IsObject(err) ? cJSON_GetObjectItemCaseSensitive(err, "code")
+                                            : NULL;
+    if (st == 400 && cJSON_IsNumber(code) && code->valueint == -32020 &&
+        ah__mcp_header_mismatch(s, r) == 0) {
+        /* not run: listed again, then sent again */
+    } else if (st >= 400 && st < 500 && cJSON_IsObject(err)) {
         ah__mcp_req_end(r, NULL, err, NULL);
     } else if (st >= 400 && st < 500) {
         fail(r, AH_EK_PERMANENT, st, -1, "server '%s' refused the request: %s", s->name,

@@ -98,6 +98,7 @@ struct mcp_req {
     rq_state state;
     int internal;   /* the server's own (handshake, listing): no session re-send */
     int session_retries; /* 404s in a row */
+    int header_retried;  /* sent again after a -32020 HeaderMismatch (once) */
     int keep;       /* the owner frees it (a resumable call keeps it across attempts) */
     int64_t progress_token; /* params._meta.progressToken, or 0 */
     /* HTTP */
@@ -190,6 +191,11 @@ void ah__mcp_connected(ah_mcp *s);
 void ah__mcp_child_gone(ah_mcp *s, const char *why);
 /* HTTP: the session expired (404) under r: one new session, then r again. */
 void ah__mcp_session_lost(ah_mcp *s, mcp_req *r);
+/* HTTP, 2026 era: the server refused r (tools/call) with -32020 HeaderMismatch before
+ * running it: the tools are listed again (their x-mcp-header declarations may have
+ * changed), then r again, once. 0 when that began; -1 (already retried, or not such a
+ * request): r's answer is the error. */
+int ah__mcp_header_mismatch(ah_mcp *s, mcp_req *r);
 
 /* ---- stdio (mcp_stdio.c) ---------------------------------------------------------- */
 int ah__mcp_stdio_new(ah_mcp *s, const ah_mcp_config *cfg, char *err, size_t errsize);

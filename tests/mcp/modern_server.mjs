@@ -12,7 +12,8 @@
 // Tools: charge (no annotations: not safe to repeat), lookup (readOnlyHint), slow
 // (progress, then the answer), declined (isError: true), route (x-mcp-header on four
 // parameters: answers with the Mcp-Param-* headers it got), bad_header (x-mcp-header on
-// a number: invalid, left out by clients over HTTP). The `fault` argument of charge /
+// a number: invalid, left out by clients over HTTP), route2 (the declaration on
+// `region` appears once STATE_DIR/modern-route2-v2 exists). The `fault` argument of charge /
 // lookup, each once per idempotency key:
 //   crash_before  the process exits before the effect
 //   crash_after   the effect, then the process exits before answering
@@ -89,6 +90,12 @@ function makeServer() {
       where: z.object({ zone: z.string().optional().meta({ "x-mcp-header": "Zone" }) }).optional(),
       note: z.string().optional() }) },
     async (args, ctx) => ({ content: [{ type: "text", text: JSON.stringify(lastParams ?? {}) }] }));
+  // route2 starts without a declaration and gains one on `region` once STATE_DIR has
+  // the file modern-route2-v2 (a tool whose inputSchema changed since it was listed)
+  const v2 = fs.existsSync(`${STATE}/modern-route2-v2`);
+  server.registerTool("route2", { description: "Its x-mcp-header declaration comes later",
+    inputSchema: z.object({ region: v2 ? z.string().meta({ "x-mcp-header": "Region" }) : z.string() }) },
+    async () => ({ content: [{ type: "text", text: JSON.stringify(lastParams ?? {}) }] }));
   server.registerTool("bad_header", { description: "An invalid x-mcp-header declaration",
     inputSchema: z.object({ amount: z.number().meta({ "x-mcp-header": "Amount" }) }) },
     async () => ({ content: [{ type: "text", text: "never offered" }] }));

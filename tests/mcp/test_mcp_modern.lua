@@ -25,7 +25,7 @@ local s = ah.mcp{ name = "mpay", command = fix.modern_stdio_command(), env = fix
   policy = fast, restart = { max = 10, window_s = 60 },
   on_event = function(e) events[#events + 1] = e end }
 local tools = s:tools()
-check(#tools == 6 and s.protocol == "2026-07-28",
+check(#tools == 7 and s.protocol == "2026-07-28",
   "stdio: a 2026-07-28 server is discovered (" .. tostring(s.protocol) .. ", " .. #tools .. " tools)")
 local r = s:call("charge", { amount = 1 }, { key = "ms1" })
 check(r.ok and r.text == "charge done for ms1" and fix.effects("charge", "ms1") == 1,
@@ -102,6 +102,13 @@ r = h:call("route", { region = " padded " })
 check(r.ok and (r.text or ""):find('"mcp-param-region":"=?base64?IHBhZGRlZCA=?="', 1, true) and
   not (r.text or ""):find("shard", 1, true),
   "HTTP: leading spaces go in Base64, absent parameters send no header: " .. tostring(r.text or r.error))
+-- a declaration that appeared after the listing: the server answers -32020 before running
+-- the call; the tools are listed again and the call sent again with the header, once
+os.execute("touch '" .. fix.tmp .. "/modern-route2-v2'")
+r = h:call("route2", { region = "eu-north1" })
+check(r.ok and r.attempts == 1 and (r.text or ""):find('"mcp-param-region":"eu-north1"', 1, true),
+  "HTTP: -32020 HeaderMismatch: listed again, sent again with the new header (" ..
+  tostring(r.text or r.error) .. ")")
 progress = {}
 r = h:call("slow", { steps = 2 }, { on_event = function(e)
   if e.type == "mcp_progress" then progress[#progress + 1] = e end end })
