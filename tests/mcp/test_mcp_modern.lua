@@ -113,6 +113,27 @@ progress = {}
 r = h:call("slow", { steps = 2 }, { on_event = function(e)
   if e.type == "mcp_progress" then progress[#progress + 1] = e end end })
 check(r.ok and #progress == 2, "HTTP: progress over the request's stream (" .. #progress .. ")")
+-- an agent through the mock in all three wire formats: a cut after the effect is an
+-- outcome the model is told is unknown, never a replay
+for _, provider in ipairs({ "anthropic", "openai", "responses" }) do
+  local m = ah.mock{ plan = { { ok = true, tool_calls = { { name = "mpayh__charge",
+    arguments = { fault = "cut" } } } }, { ok = true } } }
+  local start, finish, result
+  local agent = ah.agent{ client = ah.client{ provider = provider, model = "mock-model",
+    base_url = m.url }, mcp = { h }, on_event = function(e)
+      if e.type == "tool_call_start" then start = e end
+      if e.type == "tool_call_end" then finish = e end end }
+  local ar = agent:run("charge it")
+  for _, msg in ipairs(ar.history) do
+    for _, b in ipairs(msg.content or {}) do if b.type == "tool_result" then result = b end end
+  end
+  local key = start and (start.run_id .. ":" .. start.id)
+  check(ar.outcome == "completed" and start.server == "mpayh" and finish.outcome == "outcome_unknown"
+    and fix.effects("charge", key) == 1 and result and result.is_error and
+    tostring(result.content):find("may or may not have happened", 1, true),
+    provider .. ": an agent's 2026-era tool cut after the effect: outcome_unknown, once, the model told")
+  m:close()
+end
 h:close()
 local ht = ah.mcp{ name = "mshoph", url = url, policy = fast, trust = true }
 r = ht:call("lookup", { fault = "cut" }, { key = "mh5" })
