@@ -14,13 +14,15 @@
 #      retry any error 3 times, reconnect when the transport closed), the same cases on
 #      the same fault servers, effects counted from the server's effect file. Both use
 #      TIMEOUT_MS per request (the SDK's default is 60000).
-# Environment: RUNS (5), CALLS (2000), TIMEOUT_MS (3000). Needs node and npm (the servers
+#      Also with CONC (16) calls in flight at once (ah.parallel / Promise.all).
+# Environment: RUNS (5), CALLS (2000), CONC (16), TIMEOUT_MS (3000). Needs node and npm (the servers
 # and the SDK are installed by tests/mcp/install.sh into BUILD_DIR/mcp-deps).
 set -euo pipefail
 BUILD_DIR=$(cd "${1:?usage: tests/bench/mcp_bench.sh BUILD_DIR}" && pwd)
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 RUNS=${RUNS:-5}
 CALLS=${CALLS:-2000}
+CONC=${CONC:-16}
 TIMEOUT_MS=${TIMEOUT_MS:-3000}
 AH=$BUILD_DIR/agenthost
 [ -x "$AH" ] || { echo "mcp_bench.sh: $AH not built" >&2; exit 1; }
@@ -60,27 +62,29 @@ ver() { sed -n 's/^[[:space:]]*"version":[[:space:]]*"\([^"]*\)".*/\1/p' "$MODUL
 
 echo "## MCP tool calls ($(date -u +%Y-%m-%d), $(nproc) cores, node $(node --version), @modelcontextprotocol/sdk $(ver @modelcontextprotocol/sdk))"
 echo
-echo "Sequential calls of one tool, $CALLS measured after 50 warm-up calls, median of $RUNS runs; CPU is the client process's own (user + system)."
+echo "Calls of one tool, $CALLS measured after 50 warm-up calls, one at a time and $CONC at once, median of $RUNS runs; CPU is the client process's own (user + system)."
 echo
-echo "| transport | client | calls/s | CPU µs per call | runs |"
-echo "|---|---|---|---|---|"
+echo "| transport | in flight | client | calls/s | CPU µs per call | runs |"
+echo "|---|---|---|---|---|---|"
 for t in stdio http; do
+  for conc in 1 "$CONC"; do
     target=$STDIO_CMD
     [ "$t" = http ] && target=$EVENTS_URL
-    : >"$WORK/ah.$t" ; : >"$WORK/sdk.$t"
+    : >"$WORK/ah.$t.$conc" ; : >"$WORK/sdk.$t.$conc"
     for _ in $(seq "$RUNS"); do
-        "$AH" "$ROOT/tests/bench/mcp_calls.lua" "$t" "$target" "$CALLS" >>"$WORK/ah.$t" 2>>"$WORK/client.log" || true
-        (cd "$WORK" && node mcp_sdk_calls.mjs "$t" "$target" "$CALLS") >>"$WORK/sdk.$t" 2>>"$WORK/client.log" || true
+        "$AH" "$ROOT/tests/bench/mcp_calls.lua" "$t" "$target" "$CALLS" "$conc" >>"$WORK/ah.$t.$conc" 2>>"$WORK/client.log" || true
+        (cd "$WORK" && node mcp_sdk_calls.mjs "$t" "$target" "$CALLS" "$conc") >>"$WORK/sdk.$t.$conc" 2>>"$WORK/client.log" || true
     done
     for c in ah sdk; do
-        f=$WORK/$c.$t
+        f=$WORK/$c.$t.$conc
         n=$(grep -c calls= "$f" || true)
         rate=$(awk '{ for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } print v["calls"] * 1000 / v["wall_ms"] }' "$f" | med)
         cpu=$(awk '{ for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } print v["cpu_ms"] * 1000 / v["calls"] }' "$f" | med)
         name=agenthost
         [ "$c" = sdk ] && name="official client (Client.callTool)"
-        printf '| %s | %s | %.0f | %.0f | %d |\n' "$t" "$name" "${rate:-0}" "${cpu:-0}" "$n"
+        printf '| %s | %s | %s | %.0f | %.0f | %d |\n' "$t" "$conc" "$name" "${rate:-0}" "${cpu:-0}" "$n"
     done
+  done
 done
 echo
 
