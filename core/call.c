@@ -128,7 +128,7 @@ struct ah_call {
     char *reattach_url;
     ah_http_request reattach_req;
     ah_header *reattach_headers;
-    ah_error break_err;
+    ah_error *break_err; /* allocated on the first re-attach (a call rarely has one) */
 
     /* Cancel on the provider's side (the cancel_url hook). */
     int cancel_checked, cancelling;
@@ -137,7 +137,7 @@ struct ah_call {
 
     /* A stream consumer's verdict, recorded in a transport callback, acted on at done. */
     int consumer_failed;
-    ah_error consumer_err;
+    ah_error *consumer_err; /* its verdict, allocated when it fails (NULL: no memory) */
     /* The consumer saw the stream's final event: the response is complete whatever the
      * connection does next (an unclean close, more bytes). */
     int end_seen;
@@ -146,9 +146,13 @@ struct ah_call {
      * retry granted for the next request. The retry this call starts with (retry_of). */
     int breaking;
     int granted;
-    ah_call_retry granted_retry;
-    int has_retry_of;
-    ah_call_retry retry_of;
+    struct {
+        int failed_attempt, max_attempts;
+        int64_t wait_ms;
+        ah_wait_source wait_source;
+        int64_t elapsed_ms;
+    } granted_retry; /* its error is c->err, which a finished call keeps */
+    ah_call_retry *retry_of; /* allocated; freed once its first step took it */
 
     /* A non-2xx response being read: its headers (copied) and capped body. */
     ah_header *eh;
@@ -582,9 +586,14 @@ static void stream_broke(ah_call *c, ah_error *e, const char *why)
         stream_failed(c, e, why);
         return;
     }
+    if (!c->break_err && !(c->break_err = malloc(sizeof *c->break_err))) {
+        free(url);
+        stream_failed(c, e, why); /* out of memory: no re-attach */
+        return;
+    }
     abort_attempt(c);
     stop_timers(c);
-    c->break_err = *e;
+    *c->break_err = *e;
     free(c->reattach_url);
     c->reattach_url = url;
     c->reattach_req.url = url;
@@ -619,9 +628,9 @@ static void resume_failed(ah_call *c, const char *what)
     ah__log(AH_LOG_INFO, "LLM request %d: re-attach %s (%s); continuing without it",
             c->llm_call, what,
             c->err.message[0] ? c->err.message : ah_error_kind_name(c->err.kind));
-    ah_error e = c->break_err;
+    ah_error e = *c->break_err; /* set before the first re-attach */
     char cause[64], reason[AH_ERROR_MESSAGE_MAX];
-    ah__bufprintf(reason, sizeof reason, "%s (re-attach %s: %s)", c->break_err.message,
+    ah__bufprintf(reason, sizeof reason, "%s (re-attach %s: %s)", c->break_err->message,
                   what, describe(&c->err, cause, sizeof cause));
     ah_error_set(&e, AH_EK_STREAM, 0, "%s", reason);
     finish(c, AH_CALL_INTERRUPTED, &e, "re-attach failed");
@@ -754,8 +763,9 @@ static void announce_retry(ah_call *c, int llm_call, int failed_attempt,
  * llm_retry, then its wait, then attempt failed_attempt + 1. */
 static void start_with_retry(ah_call *c)
 {
-    const ah_call_retry *r = &c->retry_of;
-    c->has_retry_of = 0;
+    ah_call_retry taken = *c->retry_of, *r = &taken;
+    free(c->retry_of);
+    c->retry_of = NULL;
     c->retry.attempts = r->failed_attempt;
     c->err = r->error;
     ah_decision d = {1, r->wait_ms, r->wait_source, AH_GIVEUP_COUNT_, r->wait_ms, -1};
@@ -849,13 +859,11 @@ static void retry_or_give_up(ah_call *c, ah_decision d)
          * decision, announces it and waits it out. */
         c->breaking = 0;
         c->granted = 1;
-        c->granted_retry = (ah_call_retry){.llm_call = c->llm_call,
-                                           .failed_attempt = c->retry.attempts,
-                                           .max_attempts = c->policy.max_attempts,
-                                           .wait_ms = d.wait_ms,
-                                           .wait_source = d.wait_source,
-                                           .elapsed_ms = elapsed(c),
-                                           .error = c->err};
+        c->granted_retry.failed_attempt = c->retry.attempts;
+        c->granted_retry.max_attempts = c->policy.max_attempts;
+        c->granted_retry.wait_ms = d.wait_ms;
+        c->granted_retry.wait_source = d.wait_source;
+        c->granted_retry.elapsed_ms = elapsed(c);
         finish(c, AH_CALL_INTERRUPTED, &c->err, "retry granted");
         return;
     }
@@ -896,7 +904,7 @@ static void on_timer(void *ud)
     ah_error e;
     switch (role) {
     case ROLE_START:
-        if (c->has_retry_of) {
+        if (c->retry_of) {
             start_with_retry(c);
             return;
         }
@@ -986,6 +994,16 @@ static void on_async(void *ud)
 
 /* ---- transport sink -------------------------------------------------------------- */
 
+/* Keep the stream consumer's verdict for sink_done (the transfer ends first). */
+static void consumer_failed(ah_call *c, const ah_error *e)
+{
+    c->consumer_failed = 1;
+    if (!c->consumer_err)
+        c->consumer_err = malloc(sizeof *c->consumer_err);
+    if (c->consumer_err)
+        *c->consumer_err = *e;
+}
+
 static int sink_head(void *ud, int status, const ah_header *h, size_t n)
 {
     ah_call *c = ud;
@@ -1010,13 +1028,14 @@ static int sink_head(void *ud, int status, const ah_header *h, size_t n)
     if (c->policy.idle_timeout_ms > 0)
         ah_timer_start(c->idle, c->policy.idle_timeout_ms);
     if (c->stream.on_open) {
-        ah_error_clear(&c->consumer_err);
-        if (c->stream.on_open(c->stream.ud, status, h, n, &c->consumer_err) != 0) {
-            if (c->consumer_err.kind == AH_EK_NONE)
-                ah_error_set(&c->consumer_err, AH_EK_STREAM, 0,
+        ah_error ce;
+        ah_error_clear(&ce);
+        if (c->stream.on_open(c->stream.ud, status, h, n, &ce) != 0) {
+            if (ce.kind == AH_EK_NONE)
+                ah_error_set(&ce, AH_EK_STREAM, 0,
                              "the stream consumer rejected the response (HTTP %d)",
                              status);
-            c->consumer_failed = 1;
+            consumer_failed(c, &ce);
             return 1;
         }
     }
@@ -1040,12 +1059,12 @@ static int sink_body(void *ud, const char *buf, size_t len)
         return cancel_pending(c); /* bytes after the final event are not the answer */
     c->last_rx_ms = now_ms(c); /* for the idle time-out and llm_waiting */
     if (c->stream.on_data) {
-        ah_error_clear(&c->consumer_err);
-        if (c->stream.on_data(c->stream.ud, buf, len, &c->consumer_err) != 0) {
-            if (c->consumer_err.kind == AH_EK_NONE)
-                ah_error_set(&c->consumer_err, AH_EK_STREAM, 0,
-                             "the stream consumer stopped the stream");
-            c->consumer_failed = 1;
+        ah_error ce;
+        ah_error_clear(&ce);
+        if (c->stream.on_data(c->stream.ud, buf, len, &ce) != 0) {
+            if (ce.kind == AH_EK_NONE)
+                ah_error_set(&ce, AH_EK_STREAM, 0, "the stream consumer stopped the stream");
+            consumer_failed(c, &ce);
             return 1;
         }
     }
@@ -1071,7 +1090,14 @@ static void sink_done(void *ud, const ah_error *terr)
     ah_error e;
     if (c->state == AH_CALL_STREAMING) {
         if (c->consumer_failed) {
-            e = c->consumer_err;
+            if (c->consumer_err) {
+                e = *c->consumer_err;
+            } else {
+                ah_error_clear(&e);
+                ah_error_set(&e, AH_EK_STREAM, 0,
+                             "the stream consumer stopped the stream (its error was lost: "
+                             "out of memory)");
+            }
             stream_failed(c, &e, "stream consumer");
         } else {
             finish_complete(c, terr); /* a cut, unless the final event arrived */
@@ -1360,13 +1386,16 @@ ah_status ah_call_new(const ah_call_config *cfg, ah_call **out, char *errbuf,
         ah__bufprintf(c->run_id, sizeof c->run_id, "%s", cfg->run_id);
     c->continuation = cfg->continuation;
     if (cfg->retry_of) {
-        c->retry_of = *cfg->retry_of;
-        c->has_retry_of = 1;
+        c->retry_of = malloc(sizeof *c->retry_of);
+        if (!c->retry_of) {
+            st = AH_ERR_NOMEM;
+            goto fail;
+        }
+        *c->retry_of = *cfg->retry_of;
     }
     c->state = AH_CALL_IDLE;
     c->reason = AH_GIVEUP_COUNT_;
     ah_error_clear(&c->err);
-    ah_error_clear(&c->consumer_err);
     st = copy_request(c, cfg);
     if (st != AH_OK) {
         if (st == AH_ERR_INVALID && errbuf && errsize)
@@ -1412,6 +1441,9 @@ void ah_call_free(ah_call *c)
     free(c->reattach_url);
     free(c->cancel_url);
     free(c->reqbuf);
+    free(c->break_err);
+    free(c->consumer_err);
+    free(c->retry_of);
     free(c);
 }
 
@@ -1494,7 +1526,13 @@ int ah_call_retry_granted(const ah_call *c, ah_call_retry *out)
     if (!c || c->state != AH_CALL_INTERRUPTED || !c->granted)
         return 0;
     if (out)
-        *out = c->granted_retry;
+        *out = (ah_call_retry){.llm_call = c->llm_call,
+                               .failed_attempt = c->granted_retry.failed_attempt,
+                               .max_attempts = c->granted_retry.max_attempts,
+                               .wait_ms = c->granted_retry.wait_ms,
+                               .wait_source = c->granted_retry.wait_source,
+                               .elapsed_ms = c->granted_retry.elapsed_ms,
+                               .error = c->err};
     return 1;
 }
 

@@ -142,6 +142,14 @@ int ah_error_is_prefill_refusal(const ah_error *err)
 {
     if (!err || err->status != 400)
         return 0;
-    return strstr(err->message, "does not support assistant message prefill") != NULL ||
-           strstr(err->message, "must end with a user message") != NULL;
+    /* every provider's phrases: the message names the refusal whichever format said it */
+    for (int w = 0; w < AH_WIRE_COUNT_; w++) {
+        const ah__provider *p = ah__provider_of((ah_wire)w);
+        for (size_t i = 0; i < sizeof p->prefill_refusal / sizeof p->prefill_refusal[0] &&
+                           p->prefill_refusal[i];
+             i++)
+            if (strstr(err->message, p->prefill_refusal[i]))
+                return 1;
+    }
+    return 0;
 }

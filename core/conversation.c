@@ -22,6 +22,7 @@ typedef struct message {
 
 struct ah_conversation {
     char *system;
+    char *id; /* the conversation's id (its first run's), or NULL */
     message *msgs;
     size_t n, cap;
 };
@@ -93,6 +94,7 @@ void ah_conversation_free(ah_conversation *c)
         return;
     ah_conversation_truncate(c, 0);
     free(c->msgs);
+    free(c->id);
     free(c->system);
     free(c);
 }
@@ -488,7 +490,8 @@ ah_conversation *ah_conversation_copy(const ah_conversation *c)
     ah_conversation *d = ah_conversation_new();
     if (!d)
         return NULL;
-    if (ah_conversation_set_system(d, c->system) != AH_OK)
+    if (ah_conversation_set_system(d, c->system) != AH_OK ||
+        ah_conversation_set_id(d, c->id) != AH_OK)
         goto fail;
     for (size_t i = 0; i < c->n; i++) {
         if (begin_message(d, c->msgs[i].role) != AH_OK)
@@ -509,6 +512,23 @@ fail:
 const char *ah_conversation_system(const ah_conversation *c)
 {
     return c ? c->system : NULL;
+}
+
+ah_status ah_conversation_set_id(ah_conversation *c, const char *id)
+{
+    if (!c || (id && !*id))
+        return AH_ERR_INVALID;
+    char *s = NULL;
+    if (id && !(s = ah__strdup(id)))
+        return AH_ERR_NOMEM;
+    free(c->id);
+    c->id = s;
+    return AH_OK;
+}
+
+const char *ah_conversation_id(const ah_conversation *c)
+{
+    return c ? c->id : NULL;
 }
 
 size_t ah_conversation_count(const ah_conversation *c)
@@ -597,7 +617,8 @@ ah_status ah_conversation_to_json(const ah_conversation *c, char **json_out,
     ah_status st = AH_ERR_NOMEM;
     cJSON *root = cJSON_CreateObject();
     cJSON *msgs = NULL;
-    if (!root || !put_str(root, "system", c->system) ||
+    if (!root || (c->id && !put_str(root, "id", c->id)) ||
+        !put_str(root, "system", c->system) ||
         !(msgs = cJSON_AddArrayToObject(root, "messages")))
         goto cleanup;
     for (size_t i = 0; i < c->n; i++) {
@@ -801,7 +822,7 @@ cleanup:
 ah_status ah_conversation_from_json(const char *json, size_t len, ah_conversation **out,
                                     char *err, size_t errsize)
 {
-    static const char *const root_keys[] = {"system", "messages", NULL};
+    static const char *const root_keys[] = {"id", "system", "messages", NULL};
     static const char *const msg_keys[] = {"role", "partial", "content", NULL};
     ah_conversation *c = NULL;
     cJSON *root = NULL;
@@ -840,6 +861,14 @@ ah_status ah_conversation_from_json(const char *json, size_t len, ah_conversatio
         goto cleanup;
     }
     if ((st = ah_conversation_set_system(c, system)) != AH_OK)
+        goto cleanup;
+    st = AH_ERR_INVALID;
+    const char *cid = NULL;
+    if (!opt_string(root, "id", &cid) || (cid && !*cid)) {
+        ah__bufprintf(err, errsize, "id: expected a non-empty string");
+        goto cleanup;
+    }
+    if (cid && (st = ah_conversation_set_id(c, cid)) != AH_OK)
         goto cleanup;
     st = AH_ERR_INVALID;
     const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(root, "messages");

@@ -42,6 +42,7 @@ static void decoder_init(ah_decoder *d, ah_wire wire, ah_timeline *tl,
     d->last_seq = -1;
     d->skip_upto = -1;
     d->chat_open = AH__NONE;
+    d->gem_open = AH__NONE;
     d->skip_min = 64u << 10;
 }
 
@@ -95,6 +96,7 @@ void ah_decoder_free(ah_decoder *d)
     ah_sse_free(d->sse);
     free(d->scratch);
     free(d->fast_bytes);
+    free(d->tail);
     free(d);
 }
 
@@ -254,6 +256,41 @@ ah_status ah_decoder_feed_event(ah_decoder *d, const ah_sse_event *ev)
     return feed_event(d, ev, -1);
 }
 
+enum { TAIL_MAX = 64 << 10 };
+
+/* A format with a tail op: keep the stream bytes from the last event's end on (at most
+ * TAIL_MAX of them, contiguous), given the chunk [start, start + n) just fed. */
+static void tail_keep(ah_decoder *d, const char *chunk, size_t n, uint64_t start)
+{
+    uint64_t from = d->tail_from;
+    if (from > d->tail_off) {
+        uint64_t drop = from - d->tail_off;
+        if (drop >= d->tail_len) {
+            d->tail_len = 0;
+        } else {
+            memmove(d->tail, d->tail + drop, d->tail_len - (size_t)drop);
+            d->tail_len -= (size_t)drop;
+        }
+        d->tail_off = from;
+    }
+    size_t skip = from > start ? (size_t)(from - start) : 0;
+    if (skip >= n)
+        return;
+    if (d->tail_len == 0)
+        d->tail_off = start + skip;
+    if (d->tail_off + d->tail_len != start + skip)
+        return; /* full before: what follows the gap is not kept */
+    size_t add = n - skip;
+    if (add > TAIL_MAX - d->tail_len)
+        add = TAIL_MAX - d->tail_len;
+    if (!add)
+        return;
+    if (!d->tail && !(d->tail = malloc(TAIL_MAX)))
+        return; /* no tail then: the verdict is the plain one */
+    memcpy(d->tail + d->tail_len, chunk + skip, add);
+    d->tail_len += add;
+}
+
 ah_status ah_decoder_feed(ah_decoder *d, const void *bytes, size_t len)
 {
     if (!d || (!bytes && len))
@@ -283,7 +320,10 @@ ah_status ah_decoder_feed(ah_decoder *d, const void *bytes, size_t len)
                 break;
             }
             st = feed_event(d, &ev, (int64_t)ah_sse_bytes_consumed(d->sse));
+            d->tail_from = ah_sse_bytes_consumed(d->sse);
         }
+        if (d->p->tail)
+            tail_keep(d, p - take, take, d->bytes - take);
         if (st != AH_OK) {
             if (d->status == AH_OK) {
                 d->ev_end = (int64_t)d->bytes;
@@ -314,6 +354,8 @@ ah_status ah_decoder_finish(ah_decoder *d, ah_error *err)
         ah_error_clear(&d->finish_err);
         if (d->status == AH_OK && d->p->end)
             d->p->end(d);
+        if (d->status == AH_OK && d->p->tail && d->tail_len && !ah_timeline_finished(d->tl))
+            d->p->tail(d, d->tail, d->tail_len);
         const ah_error *pe = ah_timeline_error(d->tl);
         if (d->status != AH_OK) {
             d->finish_status = d->status;

@@ -129,6 +129,14 @@ struct ah_decoder {
     int64_t skip_upto; /* after a re-attach: events up to this number are repeats */
     char response_id[128];
     uint64_t duplicates;
+    /* a format with a tail op (Gemini): the bytes after the last event (tail_from, its
+     * end), which an unfinished stream hands to the op at finish */
+    char *tail;
+    size_t tail_len;
+    uint64_t tail_off, tail_from;
+    /* Gemini state (decode_gemini.c) */
+    size_t gem_open;   /* the open text/reasoning block, AH__NONE if none */
+    int64_t gem_calls; /* functionCall parts seen (the ids made for those without one) */
     /* Chat Completions state */
     size_t chat_open; /* the open text/reasoning block, AH__NONE if none */
     int chat_finish_seen;
@@ -211,6 +219,11 @@ void ah__decoder_set_slow(ah_decoder *d, int slow);
 /* The size from which Responses events go through ah__fast_parse (default 64 KiB; tests
  * use 0 so that every event does). */
 void ah__decoder_set_skip_min(ah_decoder *d, size_t n);
+
+/* Gemini (decode_gemini.c): a chunk, the bytes after the last event, a body. */
+ah_status ah__gemini_event(ah_decoder *d, const cJSON *root, const char *type);
+ah_status ah__gemini_tail(ah_decoder *d, const char *bytes, size_t len);
+ah_status ah__gemini_body(ah_decoder *d, const cJSON *root);
 
 /* The stream's end: applies the format's end rule (Chat: finish_reason seen). */
 void ah__openai_end(ah_decoder *d);

@@ -247,6 +247,15 @@ static ah_status validate_opts(ah__enc *e, const ah__provider *p)
                             p->name);
     if (o->reasoning_effort && !*o->reasoning_effort)
         return ah__enc_fail(e, AH_ERR_INVALID, "opts.reasoning_effort is empty");
+    if (o->cache_ttl && strcmp(o->cache_ttl, "5m") != 0 && strcmp(o->cache_ttl, "1h") != 0)
+        return ah__enc_fail(e, AH_ERR_INVALID,
+                            "opts.cache_ttl '%.16s' is not \"5m\" or \"1h\"", o->cache_ttl);
+    if (o->prompt_cache_key && !*o->prompt_cache_key)
+        return ah__enc_fail(e, AH_ERR_INVALID, "opts.prompt_cache_key is empty");
+    if (o->cache_history > ah_conversation_count(e->conv))
+        return ah__enc_fail(e, AH_ERR_INVALID,
+                            "opts.cache_history %zu is past the conversation's %zu messages",
+                            o->cache_history, ah_conversation_count(e->conv));
     return AH_OK;
 }
 
@@ -411,4 +420,39 @@ ah_status ah__enc_openai_tool_choice(ah__enc *e, cJSON *root, int nested)
         return AH_OK;
     }
     return ah__json_put_str(root, "tool_choice", mode) ? AH_OK : ah__enc_nomem(e);
+}
+
+/* ---- media (images, documents) ------------------------------------------------------ */
+
+char *ah__enc_media_url(const ah_msg_block *b)
+{
+    if (b->url)
+        return ah__strdup(b->url);
+    const char *mt = b->media_type ? b->media_type : "application/octet-stream";
+    size_t n = strlen("data:;base64,") + strlen(mt) + strlen(b->data ? b->data : "") + 1;
+    char *s = malloc(n);
+    if (s)
+        snprintf(s, n, "data:%s;base64,%s", mt, b->data ? b->data : "");
+    return s;
+}
+
+int ah__enc_split_data_url(const char *url, char *media_type, size_t mtsize,
+                           const char **data)
+{
+    if (!url || strncmp(url, "data:", 5) != 0)
+        return 0;
+    const char *semi = strstr(url + 5, ";base64,");
+    if (!semi || (size_t)(semi - (url + 5)) >= mtsize)
+        return 0;
+    memcpy(media_type, url + 5, (size_t)(semi - (url + 5)));
+    media_type[semi - (url + 5)] = '\0';
+    *data = semi + strlen(";base64,");
+    return 1;
+}
+
+const char *ah__enc_media_what(const ah_msg_block *b)
+{
+    return b->kind == AH_MSG_DOCUMENT ? "document"
+           : b->kind == AH_MSG_IMAGE  ? "image"
+                                      : "tool_result image";
 }

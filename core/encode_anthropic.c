@@ -14,7 +14,15 @@
  *   - a trailing assistant message is a prefill the model continues: its last text block
  *     is sent without trailing whitespace (rejected otherwise) and its reasoning blocks
  *     are left out (prefill is not supported together with thinking). History itself is
- *     never changed.
+ *     never changed;
+ *   - images and documents are image / document blocks whose source is base64 (data
+ *     given, or a data: URL) or url; a tool result that carries an image sends its
+ *     content as [text, image];
+ *   - prompt caching (opts.cache): cache_control breakpoints at the end of tools +
+ *     system (on the system text, sent in its block form, or on the last tool when there
+ *     is no system) and on the last block of message cache_history - 1 that is not a
+ *     thinking block (the API refuses cache_control on thinking blocks); never more than
+ *     AH_CACHE_MAX_BREAKPOINTS.
  */
 #include "encode_internal.h"
 
@@ -25,6 +33,44 @@ static int is_ws(char ch)
 {
     return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\v' ||
            ch == '\f';
+}
+
+/* {"type":"ephemeral"} with the ttl when it is "1h" ("5m" is the API's default). */
+static int add_cache_control(const ah__enc *e, cJSON *obj)
+{
+    cJSON *cc = cJSON_AddObjectToObject(obj, "cache_control");
+    return cc && ah__json_put_str(cc, "type", "ephemeral") &&
+           (!e->opts->cache_ttl || strcmp(e->opts->cache_ttl, "1h") != 0 ||
+            ah__json_put_str(cc, "ttl", "1h"));
+}
+
+/* A block's "source": base64 (data, or a data: URL) or url. */
+static int put_source(cJSON *obj, const ah_msg_block *b)
+{
+    cJSON *src = cJSON_AddObjectToObject(obj, "source");
+    char mt[128];
+    const char *data = NULL;
+    if (!src)
+        return 0;
+    if (b->data)
+        return ah__json_put_str(src, "type", "base64") &&
+               ah__json_put_str(src, "media_type", b->media_type) &&
+               ah__json_put_str(src, "data", b->data);
+    if (ah__enc_split_data_url(b->url, mt, sizeof mt, &data))
+        return ah__json_put_str(src, "type", "base64") &&
+               ah__json_put_str(src, "media_type", mt) && ah__json_put_str(src, "data", data);
+    return ah__json_put_str(src, "type", "url") && ah__json_put_str(src, "url", b->url);
+}
+
+/* An image or document block (for a tool result, its image). */
+static ah_status put_media(ah__enc *e, cJSON *content, const ah_msg_block *b)
+{
+    cJSON *o = ah__json_push_object(content);
+    int doc = b->kind == AH_MSG_DOCUMENT;
+    if (!o || !ah__json_put_str(o, "type", doc ? "document" : "image") || !put_source(o, b) ||
+        (doc && b->name && *b->name && !ah__json_put_str(o, "title", b->name)))
+        return ah__enc_nomem(e);
+    return AH_OK;
 }
 
 static ah_status encode_tools(ah__enc *e, cJSON *root)
@@ -88,9 +134,28 @@ static ah_status encode_user(ah__enc *e, size_t mi, cJSON *content)
                 cJSON *o = ah__json_push_object(content);
                 if (!o || !ah__json_put_str(o, "type", "tool_result") ||
                     !ah__json_put_str(o, "tool_use_id", b->tool_use_id) ||
-                    (*b->text && !ah__json_put_str(o, "content", b->text)) ||
                     (b->is_error && !ah__json_put_bool(o, "is_error", 1)))
                     return ah__enc_nomem(e);
+                if (b->data || b->url) { /* a result that carries an image */
+                    cJSON *parts = cJSON_AddArrayToObject(o, "content");
+                    cJSON *t = NULL;
+                    if (!parts || (*b->text && (!(t = ah__json_push_object(parts)) ||
+                                                !ah__json_put_str(t, "type", "text") ||
+                                                !ah__json_put_str(t, "text", b->text))))
+                        return ah__enc_nomem(e);
+                    ah_msg_block img = *b;
+                    img.kind = AH_MSG_IMAGE;
+                    ah_status st = put_media(e, parts, &img);
+                    if (st != AH_OK)
+                        return st;
+                } else if (*b->text && !ah__json_put_str(o, "content", b->text)) {
+                    return ah__enc_nomem(e);
+                }
+            } else if (pass == 1 &&
+                       (b->kind == AH_MSG_IMAGE || b->kind == AH_MSG_DOCUMENT)) {
+                ah_status st = put_media(e, content, b);
+                if (st != AH_OK)
+                    return st;
             } else if (pass == 1 && b->kind == AH_MSG_TEXT && *b->text) {
                 cJSON *o = ah__json_push_object(content);
                 if (!o || !ah__json_put_str(o, "type", "text") ||
@@ -176,12 +241,30 @@ static ah_status encode_assistant(ah__enc *e, size_t mi, cJSON *content, int tra
     }
 }
 
-static ah_status encode_messages(ah__enc *e, cJSON *root)
+/* The breakpoint of the earlier history: on the last block of message m that may carry
+ * one (thinking blocks may not). 1 when placed. */
+static int mark_message(const ah__enc *e, cJSON *m, int *ok)
+{
+    cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+    for (int i = cJSON_GetArraySize(content) - 1; i >= 0; i--) {
+        cJSON *blk = cJSON_GetArrayItem(content, i);
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(blk, "type");
+        if (cJSON_IsString(type) && (strcmp(type->valuestring, "thinking") == 0 ||
+                                     strcmp(type->valuestring, "redacted_thinking") == 0))
+            continue;
+        *ok = add_cache_control(e, blk);
+        return 1;
+    }
+    return 0;
+}
+
+static ah_status encode_messages(ah__enc *e, cJSON *root, int *breakpoints)
 {
     cJSON *msgs = cJSON_AddArrayToObject(root, "messages");
     if (!msgs)
         return ah__enc_nomem(e);
     size_t n = ah_conversation_count(e->conv);
+    cJSON *mark = NULL; /* the last message sent of the earlier history */
     for (size_t mi = 0; mi < n; mi++) {
         ah_role role = ah_conversation_role(e->conv, mi);
         cJSON *m = cJSON_CreateObject();
@@ -202,8 +285,14 @@ static ah_status encode_messages(ah__enc *e, cJSON *root)
             continue;
         }
         cJSON_AddItemToArray(msgs, m);
+        if (mi < e->opts->cache_history)
+            mark = m;
     }
-    return AH_OK;
+    int ok = 1;
+    if (e->opts->cache && mark && *breakpoints < AH_CACHE_MAX_BREAKPOINTS &&
+        mark_message(e, mark, &ok))
+        ++*breakpoints;
+    return ok ? AH_OK : ah__enc_nomem(e);
 }
 
 ah_status ah__encode_anthropic(ah__enc *e, cJSON *root)
@@ -212,14 +301,32 @@ ah_status ah__encode_anthropic(ah__enc *e, cJSON *root)
     const char *system = ah_conversation_system(e->conv);
     ah_status st;
 
+    int breakpoints = 0;
+    int has_system = system && *system;
     if (!ah__json_put_str(root, "model", o->model) ||
-        !ah__json_put_num(root, "max_tokens", (double)o->max_tokens) ||
-        (system && *system && !ah__json_put_str(root, "system", system)))
+        !ah__json_put_num(root, "max_tokens", (double)o->max_tokens))
         return ah__enc_nomem(e);
-    if ((st = encode_messages(e, root)) != AH_OK ||
+    if (has_system && !o->cache && !ah__json_put_str(root, "system", system))
+        return ah__enc_nomem(e);
+    if (has_system && o->cache) {
+        /* the block form, which can carry the breakpoint of tools + system */
+        cJSON *arr = cJSON_AddArrayToObject(root, "system");
+        cJSON *t = arr ? ah__json_push_object(arr) : NULL;
+        if (!t || !ah__json_put_str(t, "type", "text") ||
+            !ah__json_put_str(t, "text", system) || !add_cache_control(e, t))
+            return ah__enc_nomem(e);
+        breakpoints++;
+    }
+    if ((st = encode_messages(e, root, &breakpoints)) != AH_OK ||
         (st = encode_tools(e, root)) != AH_OK ||
         (st = encode_tool_choice(e, root)) != AH_OK)
         return st;
+    if (o->cache && !has_system && o->n_tools && breakpoints < AH_CACHE_MAX_BREAKPOINTS) {
+        cJSON *tools = cJSON_GetObjectItemCaseSensitive(root, "tools");
+        if (!add_cache_control(e, cJSON_GetArrayItem(tools, cJSON_GetArraySize(tools) - 1)))
+            return ah__enc_nomem(e);
+        breakpoints++;
+    }
     if (o->n_stop) {
         cJSON *stop = cJSON_CreateStringArray(o->stop, (int)o->n_stop);
         if (!stop)

@@ -25,6 +25,7 @@ typedef struct ah__enc {
 ah_status ah__encode_anthropic(ah__enc *e, cJSON *root);
 ah_status ah__encode_openai(ah__enc *e, cJSON *root);
 ah_status ah__encode_responses(ah__enc *e, cJSON *root);
+ah_status ah__encode_gemini(ah__enc *e, cJSON *root);
 
 /* Record an error message and return st (for `return ah__enc_fail(...)`). */
 ah_status ah__enc_fail(ah__enc *e, ah_status st, const char *fmt, ...) AH__PRINTF(3, 4);
@@ -51,6 +52,17 @@ const char *ah__enc_arguments(ah__enc *e, size_t msg, size_t blk, const ah_msg_b
 /* 1 when message msg is an assistant message and the last message of the conversation
  * (Anthropic treats it as a prefill; the OpenAI formats as already-said text). */
 int ah__enc_is_trailing_assistant(const ah__enc *e, size_t msg);
+
+/* Images and documents (and an image tool result): the block's url as given, or a
+ * data: URL "data:<media_type>;base64,<data>" built from its data. malloc'd; NULL when
+ * out of memory. */
+char *ah__enc_media_url(const ah_msg_block *b);
+/* 1 when url is a base64 data: URL, with its media type copied out and *data pointing at
+ * the base64 text in url; 0 otherwise. */
+int ah__enc_split_data_url(const char *url, char *media_type, size_t mtsize,
+                           const char **data);
+/* "image", "document" or "tool_result image", for error messages. */
+const char *ah__enc_media_what(const ah_msg_block *b);
 
 /* A raw item holding validated JSON text, minified (whitespace between tokens dropped,
  * tokens untouched). NULL on allocation failure. */

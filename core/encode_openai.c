@@ -13,6 +13,10 @@
  *     function.arguments is the arguments JSON as a STRING;
  *   - reasoning blocks are not sent: Chat Completions has no field to round-trip them;
  *   - is_error of a tool result has no field either; the content text must say it;
+ *   - images are image_url parts (base64 data as a data: URL), documents file parts
+ *     (file_data, a data: URL; a document URL is an error); a tool message holds text
+ *     only, so a tool result's image goes in the user message after the tool messages;
+ *   - prompt caching: prompt_cache_key when opts.cache and the key are set;
  *   - a trailing assistant message is sent as it is: the model treats it as already
  *     said and starts a new message after it.
  */
@@ -47,14 +51,41 @@ static ah_status encode_tools(ah__enc *e, cJSON *root)
     return AH_OK;
 }
 
+/* An image_url part (a data: URL for base64 data) or, for a document, a file part
+ * (file_data as a data: URL; Chat takes no document URL). */
+static ah_status put_media(ah__enc *e, cJSON *parts, size_t mi, size_t bi,
+                           const ah_msg_block *b)
+{
+    int doc = b->kind == AH_MSG_DOCUMENT;
+    if (doc && b->url && strncmp(b->url, "data:", 5) != 0)
+        return ah__enc_fail(e, AH_ERR_INVALID,
+                            "message %zu block %zu (document): url: the openai wire format "
+                            "takes a document only as data (base64), not a URL",
+                            mi, bi);
+    char *url = ah__enc_media_url(b);
+    cJSON *p = url ? ah__json_push_object(parts) : NULL;
+    cJSON *in = NULL;
+    int ok = p && ah__json_put_str(p, "type", doc ? "file" : "image_url") &&
+             (in = cJSON_AddObjectToObject(p, doc ? "file" : "image_url")) &&
+             (!doc || ah__json_put_str(in, "filename",
+                                       b->name && *b->name ? b->name : "document.pdf")) &&
+             ah__json_put_str(in, doc ? "file_data" : "url", url);
+    free(url);
+    return ok ? AH_OK : ah__enc_nomem(e);
+}
+
 static ah_status encode_user(ah__enc *e, size_t mi, cJSON *msgs)
 {
     size_t n = ah_conversation_block_count(e->conv, mi);
-    size_t n_text = 0;
+    size_t n_text = 0, n_media = 0;
     for (size_t bi = 0; bi < n; bi++) {
         const ah_msg_block *b = ah_conversation_block(e->conv, mi, bi);
         if (b->kind == AH_MSG_TEXT && *b->text)
             n_text++;
+        /* a tool message holds text only: a result's image travels in the user message
+         * that follows the tool messages */
+        n_media += b->kind == AH_MSG_IMAGE || b->kind == AH_MSG_DOCUMENT ||
+                   (b->kind == AH_MSG_TOOL_RESULT && (b->data || b->url));
         if (b->kind != AH_MSG_TOOL_RESULT)
             continue;
         cJSON *m = ah__json_push_object(msgs);
@@ -63,12 +94,12 @@ static ah_status encode_user(ah__enc *e, size_t mi, cJSON *msgs)
             !ah__json_put_str(m, "content", b->text))
             return ah__enc_nomem(e);
     }
-    if (n_text == 0)
+    if (n_text == 0 && n_media == 0)
         return AH_OK;
     cJSON *m = ah__json_push_object(msgs);
     if (!m || !ah__json_put_str(m, "role", "user"))
         return ah__enc_nomem(e);
-    if (n_text == 1) { /* the plain string form every compatible server accepts */
+    if (n_text == 1 && n_media == 0) { /* the plain string form every compatible server accepts */
         for (size_t bi = 0; bi < n; bi++) {
             const ah_msg_block *b = ah_conversation_block(e->conv, mi, bi);
             if (b->kind == AH_MSG_TEXT && *b->text)
@@ -80,6 +111,16 @@ static ah_status encode_user(ah__enc *e, size_t mi, cJSON *msgs)
         return ah__enc_nomem(e);
     for (size_t bi = 0; bi < n; bi++) {
         const ah_msg_block *b = ah_conversation_block(e->conv, mi, bi);
+        if (b->kind == AH_MSG_IMAGE || b->kind == AH_MSG_DOCUMENT ||
+            (b->kind == AH_MSG_TOOL_RESULT && (b->data || b->url))) {
+            ah_msg_block img = *b;
+            if (b->kind == AH_MSG_TOOL_RESULT)
+                img.kind = AH_MSG_IMAGE;
+            ah_status st = put_media(e, parts, mi, bi, &img);
+            if (st != AH_OK)
+                return st;
+            continue;
+        }
         if (b->kind != AH_MSG_TEXT || !*b->text)
             continue;
         cJSON *p = ah__json_push_object(parts);
@@ -206,6 +247,9 @@ ah_status ah__encode_openai(ah__enc *e, cJSON *root)
         return ah__enc_nomem(e);
     if (o->reasoning_effort &&
         !ah__json_put_str(root, "reasoning_effort", o->reasoning_effort))
+        return ah__enc_nomem(e);
+    if (o->cache && o->prompt_cache_key &&
+        !ah__json_put_str(root, "prompt_cache_key", o->prompt_cache_key))
         return ah__enc_nomem(e);
     if (o->stream) {
         /* include_usage: the last chunk then carries token usage (for llm_call_end). */

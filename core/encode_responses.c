@@ -16,10 +16,15 @@
  *   - a reasoning block without encrypted_content is left out: with store false the
  *     server cannot resolve it by id alone. Anthropic redacted data is not sent here;
  *   - there are no stop sequences in this API: opts.stop is an error, not silently lost;
- *   - a trailing assistant message is sent like any other: its message item is last.
+ *   - a trailing assistant message is sent like any other: its message item is last;
+ *   - images are input_image parts (image_url: the URL or a data: URL), documents
+ *     input_file parts (file_url, or filename + file_data as a data: URL); a tool
+ *     result that carries an image has an output list [input_text, input_image];
+ *   - prompt caching: prompt_cache_key when opts.cache and the key are set.
  */
 #include "encode_internal.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static ah_status encode_tools(ah__enc *e, cJSON *root)
@@ -61,6 +66,26 @@ static cJSON *push_message(cJSON *input, const char *role)
     return cJSON_AddArrayToObject(m, "content");
 }
 
+/* input_image (image_url: the url or a data: URL) or input_file (file_url, or file_data
+ * as a data: URL with a filename). */
+static ah_status put_media(ah__enc *e, cJSON *parts, const ah_msg_block *b)
+{
+    int doc = b->kind == AH_MSG_DOCUMENT;
+    int by_url = b->url && strncmp(b->url, "data:", 5) != 0;
+    char *url = ah__enc_media_url(b);
+    cJSON *p = url ? ah__json_push_object(parts) : NULL;
+    int ok = p && ah__json_put_str(p, "type", doc ? "input_file" : "input_image");
+    if (ok && !doc)
+        ok = ah__json_put_str(p, "image_url", url) && ah__json_put_str(p, "detail", "auto");
+    else if (ok && by_url)
+        ok = ah__json_put_str(p, "file_url", url);
+    else if (ok)
+        ok = ah__json_put_str(p, "filename", b->name && *b->name ? b->name : "document.pdf") &&
+             ah__json_put_str(p, "file_data", url);
+    free(url);
+    return ok ? AH_OK : ah__enc_nomem(e);
+}
+
 static ah_status encode_user(ah__enc *e, size_t mi, cJSON *input)
 {
     size_t n = ah_conversation_block_count(e->conv, mi);
@@ -70,17 +95,40 @@ static ah_status encode_user(ah__enc *e, size_t mi, cJSON *input)
             continue;
         cJSON *it = ah__json_push_object(input);
         if (!it || !ah__json_put_str(it, "type", "function_call_output") ||
-            !ah__json_put_str(it, "call_id", b->tool_use_id) ||
-            !ah__json_put_str(it, "output", b->text))
+            !ah__json_put_str(it, "call_id", b->tool_use_id))
             return ah__enc_nomem(e);
+        if (!b->data && !b->url) {
+            if (!ah__json_put_str(it, "output", b->text))
+                return ah__enc_nomem(e);
+            continue;
+        }
+        /* a result that carries an image: output as a list of input parts */
+        cJSON *out = cJSON_AddArrayToObject(it, "output");
+        cJSON *t = NULL;
+        if (!out || (*b->text && (!(t = ah__json_push_object(out)) ||
+                                  !ah__json_put_str(t, "type", "input_text") ||
+                                  !ah__json_put_str(t, "text", b->text))))
+            return ah__enc_nomem(e);
+        ah_msg_block img = *b;
+        img.kind = AH_MSG_IMAGE;
+        ah_status st = put_media(e, out, &img);
+        if (st != AH_OK)
+            return st;
     }
     cJSON *content = NULL;
     for (size_t bi = 0; bi < n; bi++) {
         const ah_msg_block *b = ah_conversation_block(e->conv, mi, bi);
-        if (b->kind != AH_MSG_TEXT || !*b->text)
+        int media = b->kind == AH_MSG_IMAGE || b->kind == AH_MSG_DOCUMENT;
+        if (!media && (b->kind != AH_MSG_TEXT || !*b->text))
             continue;
         if (!content && !(content = push_message(input, "user")))
             return ah__enc_nomem(e);
+        if (media) {
+            ah_status st = put_media(e, content, b);
+            if (st != AH_OK)
+                return st;
+            continue;
+        }
         cJSON *p = ah__json_push_object(content);
         if (!p || !ah__json_put_str(p, "type", "input_text") ||
             !ah__json_put_str(p, "text", b->text))
@@ -179,6 +227,9 @@ ah_status ah__encode_responses(ah__enc *e, cJSON *root)
         (st = ah__enc_openai_tool_choice(e, root, 0)) != AH_OK)
         return st;
     if (o->has_temperature && !ah__json_put_num(root, "temperature", o->temperature))
+        return ah__enc_nomem(e);
+    if (o->cache && o->prompt_cache_key &&
+        !ah__json_put_str(root, "prompt_cache_key", o->prompt_cache_key))
         return ah__enc_nomem(e);
     if (o->reasoning_effort) {
         cJSON *r = cJSON_AddObjectToObject(root, "reasoning");

@@ -484,6 +484,13 @@ void ah_error_from_http(ah_error *e, int status, const ah_header *h, size_t n,
         text_len = body_len;
     }
 
+    if (e->retry_after_source == AH_HINT_NONE && root) {
+        int64_t ms = ah__retry_info_ms(root); /* Gemini: no header, a RetryInfo */
+        if (ms >= 0) {
+            e->retry_after_ms = ms;
+            e->retry_after_source = AH_HINT_RETRY_INFO;
+        }
+    }
     if (e->retry_after_source == AH_HINT_NONE && text_len > 0) {
         int64_t ms = ah__body_hint_parse(text, text_len);
         if (ms >= 0) {

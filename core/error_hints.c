@@ -11,6 +11,8 @@
 #include "error_internal.h"
 #include "internal.h"
 
+#include <cjson/cJSON.h>
+
 #include <string.h>
 
 #define NS_PER_MS  INT64_C(1000000)
@@ -262,6 +264,30 @@ int64_t ah__body_hint_parse(const char *text, size_t len)
             if (ms >= 0)
                 return ms;
         }
+    }
+    return -1;
+}
+
+int64_t ah__retry_info_ms(const cJSON *root)
+{
+    if (cJSON_IsArray(root))
+        root = cJSON_GetArrayItem(root, 0);
+    const cJSON *err = cJSON_GetObjectItemCaseSensitive(root, "error");
+    const cJSON *d;
+    cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(err, "details"))
+    {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(d, "@type");
+        const cJSON *delay = cJSON_GetObjectItemCaseSensitive(d, "retryDelay");
+        size_t tl = cJSON_IsString(type) ? strlen(type->valuestring) : 0;
+        if (tl < 20 || strcmp(type->valuestring + tl - 20, "google.rpc.RetryInfo") != 0 ||
+            !cJSON_IsString(delay))
+            continue;
+        const char *s = delay->valuestring;
+        size_t n = strlen(s);
+        int64_t ns;
+        trim(&s, &n);
+        if (n && parse_go_duration(s, n, &ns) == n)
+            return ns_to_ms(ns);
     }
     return -1;
 }

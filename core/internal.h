@@ -67,6 +67,20 @@ size_t ah__url_path_end(const char *url);
  * dropped. path and query may be NULL. NULL when out of memory. */
 char *ah__url_append(const char *url, const char *path, const char *query);
 
+/* wire.c: wire w's request path with "{model}" replaced by the model id
+ * (percent-encoded), and its query (the provider's, e.g. Gemini's "alt=sse") followed by
+ * `query` (the client's, may be NULL); both malloc'd, NULL when out of memory. The wire
+ * is a valid ah_wire. */
+char *ah__wire_request_path(int wire, const char *model);
+char *ah__wire_request_query(int wire, const char *query);
+
+/* error_hints.c: the retryDelay of a google.rpc.RetryInfo among error.details[] of a
+ * parsed error body ({"error": google.rpc.Status}, or a one-element array of it), as
+ * ms; -1 when there is none. A protobuf Duration: decimal seconds, "s" ("17s",
+ * "45.837906927s"). */
+struct cJSON;
+int64_t ah__retry_info_ms(const struct cJSON *root);
+
 /* snprintf into a fixed buffer, always NUL-terminated, truncating safely. */
 void ah__bufprintf(char *buf, size_t size, const char *fmt, ...) AH__PRINTF(3, 4);
 

@@ -1,4 +1,4 @@
-/* loop.c - the event loop: one CURLM handle driven by curl_multi_socket_action, a table of
+/* loop.c - the event loop: CURLM handles driven by curl_multi_socket_action, a table of
  * watched fds (curl's sockets and the embedder's ah_io watchers), a min-heap of timers,
  * async wake-ups and the injected clock. Two backends share everything but the wait:
  * the loop's own poll() (ah_loop_run_once), or an application's loop told what to watch
@@ -10,10 +10,19 @@
  *   - A timer fires only if it was armed before the current firing pass began (its seq is
  *     below the pass's seq mark), so a callback that re-arms with delay 0 cannot starve
  *     the loop.
- *   - n_easy counts the easy handles attached to the multi handle; a finished transfer is
- *     removed from the multi handle before its owner hears about it.
+ *   - Transfers are spread over shards, each its own CURLM handle with at most shard_max
+ *     transfers: libcurl looks for a reusable connection by walking every connection to
+ *     the host in its multi handle, so one multi with N transfers to one host costs O(N)
+ *     per new transfer, O(N^2) in all. A transfer goes to the first shard with room, so
+ *     up to shard_max concurrent requests share one connection cache as before.
+ *   - n_easy counts the easy handles attached to any shard (each shard counts its own);
+ *     a finished transfer is removed from its multi handle before its owner hears about
+ *     it. A curl socket's fd entry names the shard whose curl watches it.
  *   - fds[0..n_fds) holds each watched fd once, with what curl and what an ah_io want;
  *     an entry wanting nothing is removed. The hooks are told each change of the union.
+ *     fd_slot[fd] is 1 + the entry's index (0: not watched), so finding an fd is O(1)
+ *     however many are watched; port_head[port] is 1 + the fd of the first watched curl
+ *     socket bound to that local TCP port (0: none), chained through port_next.
  *   - curl's own timer is on the real monotonic clock (its time-outs are real time); the
  *     loop's timers are on the injected clock.
  *   - Nothing here sleeps except poll() in ah_loop_run_once(), bounded by the next timer.
@@ -71,20 +80,37 @@ typedef struct fd_entry {
     int curl_ev; /* AH_IO_* translated from CURL_POLL_* */
     ah_io *io;
     int told; /* the union last told to the hooks */
-    int port; /* a curl socket's local TCP port, 0 until looked up */
+    int port; /* a curl socket's local TCP port; 0 unknown, -1 none (not TCP) */
+    int port_next; /* 1 + the next watched fd bound to the same port, 0 = last */
+    int shard;     /* the shard whose curl wants it (while curl_ev is set) */
 } fd_entry;
 
-struct ah_loop {
+/* One CURLM handle and its transfers. */
+typedef struct shard {
+    ah_loop *loop;
     CURLM *multi;
+    int idx;
+    size_t n_easy;
+    int64_t curl_due; /* real monotonic ms of this multi's timer, -1 when none */
+} shard;
+
+enum { PORTS = 65536 };
+
+struct ah_loop {
+    shard **shards; /* shards[0] always exists; the others are made when needed */
+    size_t n_shards, cap_shards;
+    size_t shard_max; /* transfers per shard */
     ah_loop_hooks hooks; /* hooks.watch NULL: the loop's own poll() */
     int hooked;
     int wake_rd, wake_wr; /* own backend: the self-pipe ah_loop_wakeup() writes to */
     atomic_int wake_pending;
     fd_entry *fds;
     size_t n_fds, cap_fds;
+    int *fd_slot; /* by fd: 1 + index into fds, 0 = not watched */
+    size_t cap_slot;
+    int *port_head; /* PORTS entries, by local port: 1 + fd, 0 = none; NULL until used */
     struct pollfd *pfds;
     size_t cap_pfds;
-    int64_t curl_due; /* real monotonic ms of curl's timer, -1 when none */
     int in_dispatch;  /* inside a step: hook updates wait until it ends */
     int64_t told_timeout_due; /* hooks: the absolute due last told (-2 = none told) */
     const ah_clock *clock;
@@ -105,6 +131,10 @@ struct ah_loop {
         void *ud;
     } * discards; /* removals deferred until curl_multi_perform() returns */
     size_t n_discards, cap_discards;
+    /* Easy handles of finished transfers, reset, for the next (ah__loop_easy_take). */
+    CURL *easy_pool[AH__EASY_POOL_MAX];
+    size_t n_pool;
+    size_t easy_made; /* handles ever created by ah__loop_easy_take */
 };
 
 /* ---- process-wide libcurl initialisation ----------------------------------------- */
@@ -344,8 +374,13 @@ static int64_t next_due_ms(ah_loop *l)
     if (atomic_load(&l->async_pending) || atomic_load(&l->wake_pending))
         return 0;
     int64_t wait = ah_loop_next_timer_ms(l);
-    if (l->curl_due >= 0) {
-        int64_t c = l->curl_due - real_now_ms();
+    int64_t now = -1;
+    for (size_t i = 0; i < l->n_shards; i++) {
+        if (l->shards[i]->curl_due < 0)
+            continue;
+        if (now < 0)
+            now = real_now_ms();
+        int64_t c = l->shards[i]->curl_due - now;
         if (c < 0)
             c = 0;
         if (wait < 0 || c < wait)
@@ -371,10 +406,9 @@ static void hooks_sync_timeout(ah_loop *l)
 
 static fd_entry *fd_find(ah_loop *l, int fd)
 {
-    for (size_t i = 0; i < l->n_fds; i++)
-        if (l->fds[i].fd == fd)
-            return &l->fds[i];
-    return NULL;
+    if (fd < 0 || (size_t)fd >= l->cap_slot || l->fd_slot[fd] == 0)
+        return NULL;
+    return &l->fds[l->fd_slot[fd] - 1];
 }
 
 static fd_entry *fd_get(ah_loop *l, int fd)
@@ -382,6 +416,19 @@ static fd_entry *fd_get(ah_loop *l, int fd)
     fd_entry *e = fd_find(l, fd);
     if (e)
         return e;
+    if (fd < 0)
+        return NULL;
+    if ((size_t)fd >= l->cap_slot) {
+        size_t cap = l->cap_slot ? l->cap_slot : 64;
+        while (cap <= (size_t)fd)
+            cap *= 2;
+        int *n = realloc(l->fd_slot, cap * sizeof *n);
+        if (!n)
+            return NULL;
+        memset(n + l->cap_slot, 0, (cap - l->cap_slot) * sizeof *n);
+        l->fd_slot = n;
+        l->cap_slot = cap;
+    }
     if (l->n_fds == l->cap_fds) {
         size_t cap = l->cap_fds ? 2 * l->cap_fds : 8;
         fd_entry *n = realloc(l->fds, cap * sizeof *n);
@@ -392,7 +439,46 @@ static fd_entry *fd_get(ah_loop *l, int fd)
     }
     e = &l->fds[l->n_fds++];
     *e = (fd_entry){.fd = fd};
+    l->fd_slot[fd] = (int)l->n_fds;
     return e;
+}
+
+/* Index e by its local port (curl sockets only; looked up once per watched socket). */
+static void port_link(ah_loop *l, fd_entry *e)
+{
+    e->port = -1;
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    if (getsockname(e->fd, (struct sockaddr *)&ss, &len) != 0)
+        return;
+    int port = 0;
+    if (ss.ss_family == AF_INET)
+        port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    else if (ss.ss_family == AF_INET6)
+        port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+    if (port <= 0)
+        return;
+    if (!l->port_head) {
+        /* 256 KiB of address space; only the pages of ports in use are ever touched. */
+        l->port_head = calloc(PORTS, sizeof *l->port_head);
+        if (!l->port_head)
+            return; /* ah__loop_sock_by_port finds nothing: only an ACK comes later */
+    }
+    e->port = port;
+    e->port_next = l->port_head[port];
+    l->port_head[port] = e->fd + 1;
+}
+
+static void port_unlink(ah_loop *l, fd_entry *e)
+{
+    if (e->port <= 0 || !l->port_head)
+        return;
+    int *link = &l->port_head[e->port]; /* 1 + fd, like every link of the chain */
+    while (*link && *link - 1 != e->fd)
+        link = &fd_find(l, *link - 1)->port_next;
+    if (*link)
+        *link = e->port_next;
+    e->port = 0;
 }
 
 static int fd_wanted(const fd_entry *e)
@@ -408,8 +494,15 @@ static void fd_changed(ah_loop *l, fd_entry *e)
         e->told = want;
         l->hooks.watch(l->hooks.ud, e->fd, want);
     }
-    if (want == 0 && !e->io)
-        *e = l->fds[--l->n_fds];
+    if (want == 0 && !e->io) {
+        port_unlink(l, e);
+        l->fd_slot[e->fd] = 0;
+        fd_entry *last = &l->fds[--l->n_fds];
+        if (last != e) {
+            *e = *last;
+            l->fd_slot[e->fd] = (int)(e - l->fds) + 1;
+        }
+    }
 }
 
 /* CURLMOPT_SOCKETFUNCTION: curl says which sockets to wait on, and for what. */
@@ -417,7 +510,8 @@ static int curl_socket_cb(CURL *easy, curl_socket_t s, int what, void *userp, vo
 {
     (void)easy;
     (void)socketp;
-    ah_loop *l = userp;
+    shard *sh = userp;
+    ah_loop *l = sh->loop;
     int ev = 0;
     if (what == CURL_POLL_IN || what == CURL_POLL_INOUT)
         ev |= AH_IO_READ;
@@ -432,6 +526,9 @@ static int curl_socket_cb(CURL *easy, curl_socket_t s, int what, void *userp, vo
         return 0;
     }
     e->curl_ev = ev;
+    e->shard = sh->idx;
+    if (ev && e->port == 0)
+        port_link(l, e); /* bound by now: curl watches a socket once it connect()ed */
     fd_changed(l, e);
     return 0;
 }
@@ -440,9 +537,9 @@ static int curl_socket_cb(CURL *easy, curl_socket_t s, int what, void *userp, vo
 static int curl_timer_cb(CURLM *multi, long timeout_ms, void *userp)
 {
     (void)multi;
-    ah_loop *l = userp;
-    l->curl_due = timeout_ms < 0 ? -1 : real_now_ms() + timeout_ms;
-    hooks_sync_timeout(l);
+    shard *sh = userp;
+    sh->curl_due = timeout_ms < 0 ? -1 : real_now_ms() + timeout_ms;
+    hooks_sync_timeout(sh->loop);
     return 0;
 }
 
@@ -494,6 +591,36 @@ void ah_io_free(ah_io *io)
 
 /* ---- the loop -------------------------------------------------------------------- */
 
+/* A new shard at the end of l->shards, or NULL when out of memory. */
+static shard *shard_new(ah_loop *l)
+{
+    if (l->n_shards == l->cap_shards) {
+        size_t cap = l->cap_shards ? 2 * l->cap_shards : 4;
+        shard **n = realloc(l->shards, cap * sizeof *n);
+        if (!n)
+            return NULL;
+        l->shards = n;
+        l->cap_shards = cap;
+    }
+    shard *sh = calloc(1, sizeof *sh);
+    if (!sh)
+        return NULL;
+    sh->multi = curl_multi_init();
+    if (!sh->multi) {
+        free(sh);
+        return NULL;
+    }
+    sh->loop = l;
+    sh->idx = (int)l->n_shards;
+    sh->curl_due = -1;
+    curl_multi_setopt(sh->multi, CURLMOPT_SOCKETFUNCTION, curl_socket_cb);
+    curl_multi_setopt(sh->multi, CURLMOPT_SOCKETDATA, sh);
+    curl_multi_setopt(sh->multi, CURLMOPT_TIMERFUNCTION, curl_timer_cb);
+    curl_multi_setopt(sh->multi, CURLMOPT_TIMERDATA, sh);
+    l->shards[l->n_shards++] = sh;
+    return sh;
+}
+
 static ah_loop *loop_new(const ah_clock *clock, const ah_rng *rng, const ah_loop_hooks *hooks)
 {
     pthread_once(&curl_once, curl_init_once);
@@ -508,8 +635,8 @@ static ah_loop *loop_new(const ah_clock *clock, const ah_rng *rng, const ah_loop
     atomic_init(&l->async_pending, 0);
     atomic_init(&l->wake_pending, 0);
     l->wake_rd = l->wake_wr = -1;
-    l->curl_due = -1;
     l->told_timeout_due = -2;
+    l->shard_max = AH__SHARD_MAX;
     l->clock = clock ? clock : ah_clock_real();
     if (hooks) {
         l->hooks = *hooks;
@@ -533,13 +660,8 @@ static ah_loop *loop_new(const ah_clock *clock, const ah_rng *rng, const ah_loop
             goto fail;
         l->rng = ah_seeded_rng_get(l->own_rng);
     }
-    l->multi = curl_multi_init();
-    if (!l->multi)
+    if (!shard_new(l))
         goto fail;
-    curl_multi_setopt(l->multi, CURLMOPT_SOCKETFUNCTION, curl_socket_cb);
-    curl_multi_setopt(l->multi, CURLMOPT_SOCKETDATA, l);
-    curl_multi_setopt(l->multi, CURLMOPT_TIMERFUNCTION, curl_timer_cb);
-    curl_multi_setopt(l->multi, CURLMOPT_TIMERDATA, l);
     return l;
 fail:
     if (l->wake_rd >= 0) {
@@ -591,12 +713,21 @@ void ah_loop_free(ah_loop *loop)
     /* Detach what is left so nothing points into freed memory. */
     for (size_t i = 0; i < loop->n_heap; i++)
         loop->heap[i]->idx = NOT_IN_HEAP;
-    curl_multi_cleanup(loop->multi); /* closes the cached connections (sock_remove) */
+    for (size_t i = 0; i < loop->n_pool; i++)
+        curl_easy_cleanup(loop->easy_pool[i]);
+    for (size_t i = 0; i < loop->n_shards; i++) {
+        /* closes the cached connections (their sockets leave the table) */
+        curl_multi_cleanup(loop->shards[i]->multi);
+        free(loop->shards[i]);
+    }
+    free(loop->shards);
     if (loop->wake_rd >= 0) {
         close(loop->wake_rd);
         close(loop->wake_wr);
     }
     free(loop->fds);
+    free(loop->fd_slot);
+    free(loop->port_head);
     free(loop->pfds);
     free(loop->discards);
     ah_seeded_rng_free(loop->own_rng);
@@ -683,20 +814,78 @@ void ah_loop_wakeup(ah_loop *loop)
 
 ah_status ah__loop_add_easy(ah_loop *loop, CURL *easy, ah__easy_link *link)
 {
+    /* The first shard with room: a few concurrent transfers all share shard 0's
+     * connections, as they would one multi handle. */
+    shard *sh = NULL;
+    for (size_t i = 0; i < loop->n_shards && !sh; i++)
+        if (loop->shards[i]->n_easy < loop->shard_max)
+            sh = loop->shards[i];
+    if (!sh && !(sh = shard_new(loop))) {
+        ah__log(AH_LOG_ERROR, "loop: out of memory adding a transfer");
+        return AH_ERR_NOMEM;
+    }
+    link->shard = sh->idx;
     curl_easy_setopt(easy, CURLOPT_PRIVATE, (void *)link);
-    CURLMcode mc = curl_multi_add_handle(loop->multi, easy);
+    CURLMcode mc = curl_multi_add_handle(sh->multi, easy);
     if (mc != CURLM_OK) {
         ah__log(AH_LOG_ERROR, "loop: curl_multi_add_handle: %s", curl_multi_strerror(mc));
         return AH_ERR_TRANSPORT;
     }
+    sh->n_easy++;
     loop->n_easy++;
     return AH_OK;
 }
 
+void ah__loop_set_shard_max(ah_loop *loop, size_t n)
+{
+    loop->shard_max = n > 0 ? n : AH__SHARD_MAX;
+}
+
+size_t ah__loop_shard_count(const ah_loop *loop)
+{
+    return loop->n_shards;
+}
+
+CURL *ah__loop_easy_take(ah_loop *loop)
+{
+    if (loop->n_pool > 0)
+        return loop->easy_pool[--loop->n_pool];
+    CURL *e = curl_easy_init();
+    if (e)
+        loop->easy_made++;
+    return e;
+}
+
+void ah__loop_easy_give(ah_loop *loop, CURL *easy)
+{
+    if (!easy)
+        return;
+    if (loop->n_pool == AH__EASY_POOL_MAX) {
+        curl_easy_cleanup(easy);
+        return;
+    }
+    /* Every option back to its default (the next owner sets its own); the handle keeps
+     * what libcurl keeps across a reset: its TLS session cache and its buffers. The
+     * connections and DNS cache are the multi handle's either way. */
+    curl_easy_reset(easy);
+    loop->easy_pool[loop->n_pool++] = easy;
+}
+
+size_t ah__loop_easy_made(const ah_loop *loop)
+{
+    return loop->easy_made;
+}
+
 static void remove_easy(ah_loop *loop, CURL *easy)
 {
-    if (curl_multi_remove_handle(loop->multi, easy) == CURLM_OK)
+    void *priv = NULL;
+    curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&priv);
+    ah__easy_link *link = priv;
+    shard *sh = loop->shards[link->shard];
+    if (curl_multi_remove_handle(sh->multi, easy) == CURLM_OK) {
+        sh->n_easy--;
         loop->n_easy--;
+    }
 }
 
 void ah__loop_discard_easy(ah_loop *loop, CURL *easy, ah__easy_link *link,
@@ -725,33 +914,17 @@ void ah__loop_discard_easy(ah_loop *loop, CURL *easy, ah__easy_link *link,
     release(ud);
 }
 
-static int local_port(curl_socket_t fd)
-{
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof ss;
-    if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0)
-        return 0;
-    if (ss.ss_family == AF_INET)
-        return ntohs(((struct sockaddr_in *)&ss)->sin_port);
-    if (ss.ss_family == AF_INET6)
-        return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
-    return 0;
-}
-
 curl_socket_t ah__loop_sock_by_port(ah_loop *loop, int port)
 {
-    if (port <= 0)
+    if (port <= 0 || port >= PORTS || !loop->port_head)
         return CURL_SOCKET_BAD;
     /* curl's sockets are in the fd table while it waits on them, as it does on the
      * connection a response head is arriving on. */
-    for (size_t i = 0; i < loop->n_fds; i++) {
-        fd_entry *e = &loop->fds[i];
-        if (!e->curl_ev)
-            continue;
-        if (e->port == 0)
-            e->port = local_port(e->fd); /* bound by now: the connection is up */
-        if (e->port == port)
+    for (int link = loop->port_head[port]; link;) {
+        fd_entry *e = fd_find(loop, link - 1);
+        if (e->curl_ev)
             return e->fd;
+        link = e->port_next;
     }
     return CURL_SOCKET_BAD;
 }
@@ -769,29 +942,32 @@ static void run_discards(ah_loop *l)
  * handle is removed: curl invalidates it on removal. */
 static void read_done(ah_loop *l)
 {
-    CURLMsg *msg;
-    int left;
-    while ((msg = curl_multi_info_read(l->multi, &left)) != NULL) {
-        if (msg->msg != CURLMSG_DONE)
-            continue;
-        CURL *easy = msg->easy_handle;
-        CURLcode result = msg->data.result;
-        void *priv = NULL;
-        curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&priv);
-        ah__easy_link *link = priv;
-        if (!link || !link->done)
-            continue; /* discarded: removed and released by run_discards() */
-        remove_easy(l, easy);
-        link->done(link->ud, result);
+    /* A done callback may add a transfer, and so a shard: n_shards is read each time. */
+    for (size_t i = 0; i < l->n_shards; i++) {
+        CURLMsg *msg;
+        int left;
+        while ((msg = curl_multi_info_read(l->shards[i]->multi, &left)) != NULL) {
+            if (msg->msg != CURLMSG_DONE)
+                continue;
+            CURL *easy = msg->easy_handle;
+            CURLcode result = msg->data.result;
+            void *priv = NULL;
+            curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&priv);
+            ah__easy_link *link = priv;
+            if (!link || !link->done)
+                continue; /* discarded: removed and released by run_discards() */
+            remove_easy(l, easy);
+            link->done(link->ud, result);
+        }
     }
 }
 
 /* One curl_multi_socket_action; removals it asks for wait until it returns. */
-static ah_status curl_action(ah_loop *l, curl_socket_t s, int mask)
+static ah_status curl_action(ah_loop *l, shard *sh, curl_socket_t s, int mask)
 {
     int running = 0;
     l->in_curl = 1;
-    CURLMcode mc = curl_multi_socket_action(l->multi, s, mask, &running);
+    CURLMcode mc = curl_multi_socket_action(sh->multi, s, mask, &running);
     l->in_curl = 0;
     run_discards(l);
     if (mc != CURLM_OK) {
@@ -810,7 +986,7 @@ static ah_status dispatch_fd(ah_loop *l, int fd, int events)
         int mask = (events & AH_IO_READ ? CURL_CSELECT_IN : 0) |
                    (events & AH_IO_WRITE ? CURL_CSELECT_OUT : 0) |
                    (events & AH__IO_ERROR ? CURL_CSELECT_ERR : 0);
-        st = curl_action(l, fd, mask);
+        st = curl_action(l, l->shards[e->shard], fd, mask);
         e = fd_find(l, fd); /* the table may have changed */
     }
     if (e && e->io) {
@@ -828,10 +1004,18 @@ static ah_status after_wait(ah_loop *l, ah_status st)
 {
     atomic_store(&l->wake_pending, 0);
     run_asyncs(l);
-    if (l->curl_due >= 0 && real_now_ms() >= l->curl_due) {
-        l->curl_due = -1;
-        if (curl_action(l, CURL_SOCKET_TIMEOUT, 0) != AH_OK)
-            st = AH_ERR_TRANSPORT;
+    int64_t now = -1;
+    for (size_t i = 0; i < l->n_shards; i++) {
+        shard *sh = l->shards[i];
+        if (sh->curl_due < 0)
+            continue;
+        if (now < 0)
+            now = real_now_ms();
+        if (now >= sh->curl_due) {
+            sh->curl_due = -1;
+            if (curl_action(l, sh, CURL_SOCKET_TIMEOUT, 0) != AH_OK)
+                st = AH_ERR_TRANSPORT;
+        }
     }
     read_done(l);
     fire_timers(l);

@@ -15,6 +15,7 @@ typedef void (*ah__easy_done_fn)(void *ud, CURLcode result);
 typedef struct ah__easy_link {
     ah__easy_done_fn done;
     void *ud;
+    int shard; /* set by ah__loop_add_easy: the multi handle it is in */
 } ah__easy_link;
 
 /* Attach an easy handle (sets its CURLOPT_PRIVATE to link, which must outlive the
@@ -26,6 +27,24 @@ ah_status ah__loop_add_easy(ah_loop *loop, CURL *easy, ah__easy_link *link);
  * curl_multi_perform(); otherwise they happen before this returns. */
 void ah__loop_discard_easy(ah_loop *loop, CURL *easy, ah__easy_link *link,
                            void (*release)(void *ud), void *ud);
+
+/* Transfers per CURLM handle (the loop makes more multi handles as more are in flight:
+ * libcurl's search for a reusable connection walks every connection of the multi
+ * handle to the same host). The setter is for tests (0 = the default); the count says
+ * how many multi handles the loop has made. */
+enum { AH__SHARD_MAX = 256 };
+void ah__loop_set_shard_max(ah_loop *loop, size_t n);
+size_t ah__loop_shard_count(const ah_loop *loop);
+
+/* Easy handles are reused from transfer to transfer on a loop (creating one costs ~20 k
+ * instructions and several allocations): take() gives a pooled handle, reset to
+ * libcurl's defaults, or a new one (NULL when out of memory); give() hands back one that
+ * is in no multi handle, reset, or cleaned up when AH__EASY_POOL_MAX are already idle.
+ * made() counts the handles take() ever created (for tests). */
+enum { AH__EASY_POOL_MAX = 32 };
+CURL *ah__loop_easy_take(ah_loop *loop);
+void ah__loop_easy_give(ah_loop *loop, CURL *easy);
+size_t ah__loop_easy_made(const ah_loop *loop);
 
 /* The socket of a running transfer's connection, found by its local port among the
  * sockets curl has the loop watch (libcurl does not tell a transfer its socket while it

@@ -46,6 +46,7 @@ static const field_def fields[] = {
     FIELD(deadline_ms, F_I64, 0),
     FIELD(idle_timeout_ms, F_I64, 0),
     FIELD(max_continuations, F_INT, 0),
+    FIELD(continue_on_max_tokens, F_INT, 0),
     FIELD(max_response_bytes, F_I64, 0),
     FIELD(continue_partial_text, F_PARTIAL_TEXT, 0),
     FIELD(retry_on, F_FUNC, 0),

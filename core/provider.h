@@ -42,7 +42,10 @@ typedef struct ah__cap_row {
 typedef struct ah__provider {
     /* names (the same strings as the provider's AH_WIRE_MAP line: test_wire_edges checks) */
     const char *name;     /* "anthropic": ah_wire_name, the Lua client's `provider` */
-    const char *path;     /* default request path, "/v1/messages" */
+    /* default request path, "/v1/messages"; "{model}" in it is replaced by the client's
+     * model id, percent-encoded (Gemini: "/v1beta/models/{model}:streamGenerateContent") */
+    const char *path;
+    const char *query;    /* NULL, or a query every request carries ("alt=sse") */
     const char *base_url; /* the public API, "https://api.anthropic.com" */
     /* the environment variable the provider's SDKs read the key from, or NULL */
     const char *key_env;  /* "ANTHROPIC_API_KEY" */
@@ -78,6 +81,11 @@ typedef struct ah__provider {
      * chunk); 0: also at the event that finished the timeline. */
     int ends_at_done;
     const char *end_marker; /* for "stream ended before ..." messages */
+    /* NULL, or the format's reader of what the stream held after its last event when it
+     * ended unfinished: the bytes that were no SSE event (Gemini writes a mid-stream
+     * error as raw JSON lines after its events), at most 64 KiB; run by
+     * ah_decoder_finish before the verdict, it may record the provider's error. */
+    ah_status (*tail)(ah_decoder *d, const char *bytes, size_t len);
 
     /* ---- a non-stream body */
     ah_status (*body)(ah_decoder *d, const cJSON *root);
@@ -89,6 +97,9 @@ typedef struct ah__provider {
 
     /* ---- continuation (capabilities.c) */
     const ah__cap_row *caps;
+    /* phrases of the HTTP 400 by which the provider refuses a trailing assistant message
+     * (ah_error_is_prefill_refusal reads every table's; NULL-terminated, may be empty) */
+    const char *prefill_refusal[3];
 } ah__provider;
 
 /* The registry: one ops pointer per AH_WIRE_MAP line, indexed by ah_wire. */

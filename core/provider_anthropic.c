@@ -25,4 +25,6 @@ const ah__provider ah__provider_ANTHROPIC = {
     .end_marker = "message_stop",
     .body = ah__anthropic_body,
     .caps = ah__caps_anthropic,
+    .prefill_refusal = {"does not support assistant message prefill",
+                        "must end with a user message"},
 };

@@ -1,4 +1,5 @@
-/* transport_curl.c - the libcurl transport: one easy handle per HTTP attempt, driven by
+/* transport_curl.c - the libcurl transport: one easy handle per HTTP attempt (taken from
+ * the loop's pool of reset handles, given back when the attempt ends), driven by
  * the loop's multi handle, reporting head, body and a classified completion (docs/errors.md).
  *
  * Invariants:
@@ -30,7 +31,8 @@
 
 enum {
     HEAD_MAX = 256 * 1024, /* raw bytes of response header lines kept; the rest dropped */
-    HEADERS_MAX = 256      /* header fields kept */
+    HEADERS_MAX = 256,     /* header fields kept */
+    RECV_BUFFER = 60 * 1024 /* see curl_start */
 };
 
 typedef struct attempt {
@@ -65,8 +67,7 @@ static void attempt_release(void *ud)
     attempt *a = ud;
     if (!a)
         return;
-    if (a->easy)
-        curl_easy_cleanup(a->easy);
+    ah__loop_easy_give(a->loop, a->easy); /* out of the multi handle by now */
     curl_slist_free_all(a->req_headers);
     free(a->hbuf);
     free(a->hoff);
@@ -519,7 +520,7 @@ static ah_status curl_start(void *self, ah_loop *loop, const ah_http_request *re
     a->loop = loop;
     a->sink = *sink;
     a->ud = sink_ud;
-    a->easy = curl_easy_init();
+    a->easy = ah__loop_easy_take(loop);
     if (!a->easy)
         goto fail;
 
@@ -557,7 +558,12 @@ static ah_status curl_start(void *self, ah_loop *loop, const ah_http_request *re
     curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(e, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
-    curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 102400L);
+    /* libcurl allocates its receive buffer when a transfer starts and frees it when the
+     * transfer ends (7.88 lib/multi.c: Curl_preconnect, multi_done), whatever the easy
+     * handle's reuse. 60 KiB stays below the 64 KiB mmap threshold the agenthost
+     * program sets (lua/main.c): the buffer comes from the heap, not an mmap and
+     * munmap per request. */
+    curl_easy_setopt(e, CURLOPT_BUFFERSIZE, (long)RECV_BUFFER);
     /* Every encoding this libcurl decodes (gzip, deflate, br, zstd as built) is offered
      * and decoded before the sink, as the official SDKs do (httpx, fetch): a gateway
      * that compresses the event stream anyway is then read, not taken for a cut. One

@@ -57,27 +57,74 @@ int ah_wire_has_background(ah_wire w)
     return p && p->reattach_url != NULL;
 }
 
+/* s percent-encoded but for the unreserved characters (RFC 3986 section 2.3) into p,
+ * which has room for 3 * strlen(s) + 1; returns the end. */
+static char *pct_encode(char *p, const char *s)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        if ((*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') ||
+            *c == '-' || *c == '_' || *c == '.' || *c == '~') {
+            *p++ = (char)*c;
+        } else {
+            *p++ = '%';
+            *p++ = hex[*c >> 4];
+            *p++ = hex[*c & 15];
+        }
+    }
+    *p = '\0';
+    return p;
+}
+
+char *ah__wire_request_path(int wire, const char *model)
+{
+    const ah__provider *p = ah__provider_of((ah_wire)wire);
+    const char *path = p ? p->path : "";
+    const char *at = strstr(path, "{model}");
+    if (!model)
+        model = "";
+    size_t n = strlen(path) + 3 * strlen(model) + 1;
+    char *out = malloc(n);
+    if (!out)
+        return NULL;
+    if (!at) {
+        memcpy(out, path, strlen(path) + 1);
+        return out;
+    }
+    memcpy(out, path, (size_t)(at - path));
+    char *e = pct_encode(out + (at - path), model);
+    strcpy(e, at + 7);
+    return out;
+}
+
+char *ah__wire_request_query(int wire, const char *query)
+{
+    const ah__provider *p = ah__provider_of((ah_wire)wire);
+    const char *own = p && p->query ? p->query : "";
+    if (!query)
+        query = "";
+    size_t a = strlen(own), b = strlen(query);
+    char *out = malloc(a + 1 + b + 1);
+    if (!out)
+        return NULL;
+    memcpy(out, own, a);
+    if (a && b)
+        out[a++] = '&';
+    memcpy(out + a, query, b + 1);
+    return out;
+}
+
 /* request_url's path + "/" + id (percent-encoded) + tail, its query + query. */
 char *ah__response_url(const char *request_url, const char *id, const char *tail,
                        const char *query)
 {
-    static const char hex[] = "0123456789ABCDEF";
     size_t n = 1 + 3 * strlen(id) + strlen(tail) + 1;
     char *seg = malloc(n);
     if (!seg)
         return NULL;
     char *p = seg;
     *p++ = '/';
-    for (const unsigned char *s = (const unsigned char *)id; *s; s++) {
-        if ((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') ||
-            *s == '-' || *s == '_' || *s == '.' || *s == '~') {
-            *p++ = (char)*s;
-        } else {
-            *p++ = '%';
-            *p++ = hex[*s >> 4];
-            *p++ = hex[*s & 15];
-        }
-    }
+    p = pct_encode(p, id);
     strcpy(p, tail);
     char *url = ah__url_append(request_url, seg, query);
     free(seg);

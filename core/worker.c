@@ -61,6 +61,8 @@ struct ah_client {
     int background; /* responses: background mode, so a broken stream is re-attached */
     char *ca_file, *ca_path; /* TLS trust (the config's, else the environment's), or NULL */
     char *display_url;       /* url with its secrets masked, for messages and Lua */
+    int cache;               /* prompt caching on (ah_cache_mode auto) */
+    char *cache_ttl, *prompt_cache_key; /* or NULL */
 };
 
 /* TLS trust: the config's ca_file / ca_path (which must be readable), else what the
@@ -177,6 +179,20 @@ static ah_client *client_make(const ah_client_config *cfg, char *err, size_t err
                       ah_wire_name(cfg->wire));
         return NULL;
     }
+    if ((unsigned)cfg->cache > (unsigned)AH_CACHE_OFF) {
+        ah__bufprintf(err, errsize, "client.cache: unknown setting (\"auto\" or false)");
+        return NULL;
+    }
+    if (cfg->cache_ttl && strcmp(cfg->cache_ttl, "5m") != 0 &&
+        strcmp(cfg->cache_ttl, "1h") != 0) {
+        ah__bufprintf(err, errsize, "client.cache_ttl '%.16s' is not \"5m\" or \"1h\"",
+                      cfg->cache_ttl);
+        return NULL;
+    }
+    if (cfg->prompt_cache_key && !*cfg->prompt_cache_key) {
+        ah__bufprintf(err, errsize, "client.prompt_cache_key must not be empty");
+        return NULL;
+    }
     if (cfg->max_tokens < 0) {
         ah__bufprintf(err, errsize, "client.max_tokens must be >= 1 (got %lld)",
                       (long long)cfg->max_tokens);
@@ -209,26 +225,49 @@ static ah_client *client_make(const ah_client_config *cfg, char *err, size_t err
     }
     c->api_key = c->opts.api_key;
     /* The format's path goes at the end of the base URL's path, before any query the
-     * base URL carries; a base URL that already names the version ("https://host/v1")
-     * gets only the rest of the path, one that names the whole path (with or without
-     * the version: Azure's ".../deployments/NAME/chat/completions") nothing. */
-    const char *path = ah_wire_path(cfg->wire);
+     * base URL carries; a base URL that already names the version ("https://host/v1",
+     * ".../v1beta") gets only the rest of the path, one that names the whole path (with
+     * or without the version: Azure's ".../deployments/NAME/chat/completions") nothing.
+     * The provider's path may name the model ("{model}", Gemini), its query goes before
+     * the client's own. */
+    char *path = ah__wire_request_path(cfg->wire, cfg->model);
+    char *query = ah__wire_request_query(cfg->wire, c->opts.query);
+    if (!path || !query) {
+        free(path);
+        free(query);
+        goto nomem;
+    }
     size_t blen = ah__url_path_end(base_url);
     while (blen > 0 && base_url[blen - 1] == '/')
         blen--;
-    int versioned = strncmp(path, "/v1/", 4) == 0;
+    /* the version segment: "/v1", "/v1beta" */
+    size_t vlen = path[0] == '/' && path[1] == 'v' && path[2] >= '0' && path[2] <= '9'
+                      ? strcspn(path + 1, "/") + 1
+                      : 0;
+    int versioned = vlen > 0 && path[vlen] == '/';
+    char vseg[32] = "";
+    if (versioned && vlen < sizeof vseg)
+        memcpy(vseg, path, vlen), vseg[vlen] = '\0';
+    else
+        versioned = 0;
     const char *rest = ends_with(base_url, blen, path) ||
-                               (versioned && ends_with(base_url, blen, path + 3))
+                               (versioned && ends_with(base_url, blen, path + vlen))
                            ? ""
-                       : versioned && ends_with(base_url, blen, "/v1") ? path + 3
-                                                                       : path;
-    c->url = ah__url_append(base_url, rest, c->opts.query);
+                       : versioned && ends_with(base_url, blen, vseg) ? path + vlen
+                                                                      : path;
+    c->url = ah__url_append(base_url, rest, query);
+    free(path);
+    free(query);
     if (!c->url)
         goto nomem;
     c->model = ah__strdup(cfg->model);
     if (!c->model)
         goto nomem;
     if (cfg->extra_json && !(c->extra_json = ah__strdup(cfg->extra_json)))
+        goto nomem;
+    c->cache = cfg->cache == AH_CACHE_AUTO;
+    if ((cfg->cache_ttl && !(c->cache_ttl = ah__strdup(cfg->cache_ttl))) ||
+        (cfg->prompt_cache_key && !(c->prompt_cache_key = ah__strdup(cfg->prompt_cache_key))))
         goto nomem;
     if (!(c->display_url = client_display_url(c->url, c->api_key)))
         goto nomem;
@@ -265,6 +304,8 @@ void ah_client_free(ah_client *c)
     free(c->ca_file);
     free(c->ca_path);
     free(c->display_url);
+    free(c->cache_ttl);
+    free(c->prompt_cache_key);
     free(c);
 }
 
@@ -365,8 +406,9 @@ struct ah_worker {
     int sent_prefill;    /* ... whose history ends with the partial assistant message */
     int call_end_sent;   /* the request in flight emitted its llm_call_end */
     int broke;           /* its stream broke and the break went to the retry machine */
-    int has_carry;       /* the next request carries a retry granted to a broken one */
-    ah_call_retry carry;
+    /* the retry granted to a broken request, which the next one carries; allocated
+     * (a run rarely has one), NULL = none */
+    ah_call_retry *carry;
     ah__overlap *ov;     /* ... with committed text: trims its first text block */
     size_t ov_block;     /* that block's timeline index, or NO_BLOCK before it opens */
     int ov_failed;       /* the trimmer ran out of memory: the run fails */
@@ -392,6 +434,11 @@ struct ah_worker {
     const char *text_ref; /* the answer's one text block, in history (not owned) */
     ah_worker_stats stats;
     const char *stop_reason; /* the last completed response's, normalised (static) */
+    size_t cache_history;    /* the step's earlier history (prompt caching) */
+    int max_tokens_conts;    /* continue_on_max_tokens continuations of this call */
+    ah_conversation *(*on_context_exceeded)(void *ud, const ah_conversation *history);
+    void *context_ud;
+    int context_retried; /* on_context_exceeded gave its one more try */
 };
 
 #define NO_BLOCK ((size_t)-1)
@@ -911,6 +958,17 @@ static char *resume_cancel_url(void *ud)
 
 /* ---- sending a request ------------------------------------------------------------------------ */
 
+/* The earlier history of a step's request: the messages before its trailing user
+ * messages (the new input, or the tool results it answers with). Its last message gets
+ * the prompt-cache breakpoint; the step's continuations keep the same one. */
+static size_t earlier_history(const ah_conversation *c)
+{
+    size_t i = ah_conversation_count(c);
+    while (i > 0 && ah_conversation_role(c, i - 1) == AH_ROLE_USER)
+        i--;
+    return i;
+}
+
 static void send_request(ah_worker *w)
 {
     ah_error e;
@@ -925,6 +983,7 @@ static void send_request(ah_worker *w)
         }
         w->stats.steps++;
         w->continuations = 0;
+        w->max_tokens_conts = 0;
         w->step_start_ms = ah_loop_now_ms(w->loop);
     }
     /* deadline_ms bounds the whole call, continuations included: a continuation gets
@@ -950,6 +1009,13 @@ static void send_request(ah_worker *w)
     opts.stream = 1;
     opts.extra_json = w->client->extra_json;
     opts.background = w->client->background;
+    if (!continuation)
+        w->cache_history = earlier_history(w->conv);
+    opts.cache = w->client->cache;
+    opts.cache_ttl = w->client->cache_ttl;
+    opts.cache_history = w->cache_history;
+    opts.prompt_cache_key = w->client->prompt_cache_key ? w->client->prompt_cache_key
+                                                        : ah_conversation_id(w->conv);
     char *body = NULL; /* ah_call_new copies it */
     size_t body_len = 0;
     msg[0] = '\0';
@@ -1030,7 +1096,7 @@ static void send_request(ah_worker *w)
     cc.stream.ended = stream_ended;
     cc.stream.break_is_retry = stream_break_is_retry;
     cc.stream.ud = w;
-    cc.retry_of = w->has_carry ? &w->carry : NULL;
+    cc.retry_of = w->carry;
     if (w->client->background) {
         cc.resume.reattach_url = resume_reattach_url;
         cc.resume.cancel_url = resume_cancel_url;
@@ -1045,7 +1111,8 @@ static void send_request(ah_worker *w)
     cc.continuation = continuation ? w->continuations : 0;
     cc.run_id = w->run_id;
     st = ah_call_new(&cc, &w->call, msg, sizeof msg);
-    w->has_carry = 0; /* copied into the call */
+    free(w->carry); /* copied into the call */
+    w->carry = NULL;
     ah_header_list_free(&hl);
     free(headers);
     free(body);
@@ -1152,6 +1219,76 @@ static void check_answer(ah_worker *w, int refused)
     ah_timer_start(w->kick, 0);
 }
 
+/* The request does not fit the context window: on_context_exceeded may give a shorter
+ * history for one more try; otherwise the outcome says so. */
+static void context_exceeded(ah_worker *w, const ah_error *cause)
+{
+    if (w->on_context_exceeded && !w->context_retried) {
+        w->context_retried = 1;
+        ah_conversation *shorter = w->on_context_exceeded(w->context_ud, w->conv);
+        if (shorter && w->state != W_FINISHED) {
+            if ((!ah_conversation_id(shorter) &&
+                 ah_conversation_set_id(shorter, ah_conversation_id(w->conv)) != AH_OK) ||
+                (!ah_conversation_system(shorter) &&
+                 ah_conversation_set_system(shorter, ah_conversation_system(w->conv)) !=
+                     AH_OK)) {
+                ah_conversation_free(shorter);
+                fail_nomem(w, "history");
+                return;
+            }
+            ah_conversation_free(w->conv);
+            w->conv = shorter;
+            w->answer_start = ah_conversation_count(w->conv);
+            w->next_is_continuation = 0;
+            set_state(w, W_IDLE);
+            ah_timer_start(w->kick, 0);
+            return;
+        }
+        ah_conversation_free(shorter);
+        if (w->state == W_FINISHED)
+            return;
+    }
+    finish(w, AH_OUTCOME_CONTEXT_EXCEEDED, cause);
+}
+
+/* A completed response that stopped at max_tokens, continued as if it were cut
+ * (policy.continue_on_max_tokens): the message stays partial and the next request
+ * continues it on the client's rung. 1 when a continuation was sent for. */
+static int continue_max_tokens(ah_worker *w, size_t msg)
+{
+    if (w->policy.continue_on_max_tokens <= 0 ||
+        w->max_tokens_conts >= w->policy.continue_on_max_tokens ||
+        w->continuations >= w->policy.max_continuations ||
+        msg >= ah_conversation_count(w->conv) ||
+        ah_conversation_role(w->conv, msg) != AH_ROLE_ASSISTANT)
+        return 0;
+    if (ah_conversation_set_partial(w->conv, 1) != AH_OK)
+        return 0;
+    ah_cont_mode mode = ah_client_rung(w->client);
+    if (mode == AH_CONT_PROMPT &&
+        ah_conversation_add_user_text(w->conv, w->continue_prompt) != AH_OK) {
+        fail_nomem(w, "history");
+        return 1;
+    }
+    w->max_tokens_conts++;
+    w->continuations++;
+    w->stats.continuations++;
+    ah_event ev = {.type = AH_EV_LLM_CONTINUATION};
+    ev.u.llm_continuation.llm_call = w->llm_call;
+    ev.u.llm_continuation.continuation = w->continuations;
+    ev.u.llm_continuation.max_continuations = w->policy.max_continuations;
+    ev.u.llm_continuation.committed_blocks = (int)ah_conversation_block_count(w->conv, msg);
+    ev.u.llm_continuation.mode = mode;
+    ev.u.llm_continuation.reason = "the response stopped at max_tokens "
+                                   "(policy.continue_on_max_tokens)";
+    emit(w, &ev);
+    if (w->state == W_FINISHED)
+        return 1;
+    w->next_is_continuation = 1;
+    ah_timer_start(w->kick, 0);
+    return 1;
+}
+
 static void commit_response(ah_worker *w)
 {
     if (open_assistant(w) != AH_OK) {
@@ -1189,9 +1326,33 @@ static void commit_response(ah_worker *w)
     emit_call_end(w, NULL);
     if (w->state == W_FINISHED)
         return;
-    const char *stop = ah_timeline_stop_reason(w->tl);
+    const char *stop = ah_timeline_stop(w->tl); /* normalised: Gemini SAFETY too */
     int refused =
         (!has_text && refusal && rlen > 0) || (stop && strcmp(stop, "refusal") == 0);
+    const char *norm = w->stop_reason ? w->stop_reason : "";
+    if (strcmp(norm, "refusal") == 0 && !w->check_output) {
+        /* The model refused: the run ends so, with the category, never continued; the
+         * refused turn is not kept in history. */
+        const char *cat = ah_timeline_stop_category(w->tl);
+        ah_error e;
+        ah_error_set(&e, AH_EK_REFUSED, 0, "the model refused to answer%s%.64s%s",
+                     cat ? " (category " : "", cat ? cat : "", cat ? ")" : "");
+        if (cat)
+            ah__bufprintf(e.category, sizeof e.category, "%s", cat);
+        ah_conversation_truncate(w->conv, msg);
+        finish(w, AH_OUTCOME_REFUSED, &e);
+        return;
+    }
+    if (strcmp(norm, "context_exceeded") == 0) {
+        ah_error e;
+        ah_error_set(&e, AH_EK_CONTEXT_EXCEEDED, 0,
+                     "the response stopped at the model's context window "
+                     "(model_context_window_exceeded)");
+        context_exceeded(w, &e);
+        return;
+    }
+    int paused = strcmp(norm, "pause_turn") == 0;
+    int max_tokens = strcmp(norm, "max_tokens") == 0;
     /* Everything is in history now: let the response's buffers go (a large answer
      * would otherwise be held twice until the next request). */
     ah_timeline_reset(w->tl);
@@ -1200,6 +1361,18 @@ static void commit_response(ah_worker *w)
     ah__overlap_free(w->ov); /* it holds a copy of the committed text */
     w->ov = NULL;
     w->ov_block = NO_BLOCK;
+    if (n_tools == 0 && paused) {
+        /* pause_turn: the paused turn is sent back last to let it go on (a new step) */
+        if (atomic_load(&w->cancel_requested)) {
+            finish_cancelled(w);
+            return;
+        }
+        set_state(w, W_IDLE);
+        ah_timer_start(w->kick, 0);
+        return;
+    }
+    if (n_tools == 0 && max_tokens && continue_max_tokens(w, msg))
+        return;
     if (n_tools == 0) {
         if (w->check_output) {
             check_answer(w, refused);
@@ -1293,8 +1466,13 @@ static void continue_stream(ah_worker *w, const ah_error *cause, const ah_call_r
     if (w->state == W_FINISHED)
         return;
     if (granted) {
-        w->carry = *granted; /* the next request waits it out first */
-        w->has_carry = 1;
+        if (!w->carry)
+            w->carry = malloc(sizeof *w->carry);
+        if (w->carry)
+            *w->carry = *granted; /* the next request waits it out first */
+        else
+            ah__log(AH_LOG_ERROR, "worker: out of memory keeping a granted retry: the "
+                                  "next request starts without its wait");
     }
     w->next_is_continuation = 1;
     ah_timer_start(w->kick, 0);
@@ -1372,6 +1550,8 @@ static void on_call_finish(void *ud, ah_call *call)
                 fail_nomem(w, "history");
             else
                 finish(w, AH_OUTCOME_FAILED, ah_call_error(call));
+        } else if (ah_call_error(call)->kind == AH_EK_CONTEXT_EXCEEDED) {
+            context_exceeded(w, ah_call_error(call));
         } else if (!handles_give_up(w, ah_call_error(call))) {
             finish(w, AH_OUTCOME_FAILED, ah_call_error(call));
         } else if (atomic_load(&w->cancel_requested)) {
@@ -1694,6 +1874,8 @@ static ah_worker *worker_make(const ah_worker_config *cfg, char *err, size_t err
     w->max_steps = cfg->max_steps ? cfg->max_steps : 20;
     w->check_output = cfg->check_output;
     w->check_ud = cfg->check_ud;
+    w->on_context_exceeded = cfg->on_context_exceeded;
+    w->context_ud = cfg->context_ud;
     w->max_output_retries = cfg->max_output_retries;
     w->max_tool_concurrency = cfg->max_tool_concurrency ? cfg->max_tool_concurrency : 8;
     atomic_init(&w->cancel_requested, 0);
@@ -1774,6 +1956,7 @@ void ah_worker_free(ah_worker *w)
     if (!w)
         return;
     ah_call_free(w->call);
+    free(w->carry);
     ah_decoder_free(w->dec);
     ah__overlap_free(w->ov);
     ah_timeline_free(w->tl);
@@ -1825,6 +2008,9 @@ ah_status ah_worker_start_blocks(ah_worker *w, const ah_msg_block *blocks, size_
 
 static ah_status start_run(ah_worker *w)
 {
+    /* a conversation's id is its first run's: the prompt_cache_key of all its turns */
+    if (!ah_conversation_id(w->conv) && ah_conversation_set_id(w->conv, w->run_id) != AH_OK)
+        return AH_ERR_NOMEM;
     w->answer_start = ah_conversation_count(w->conv);
     ah_event ev = {.type = AH_EV_RUN_START};
     ev.u.run_start.run_id = w->run_id;

@@ -50,7 +50,8 @@ enum {
     A_BUDGET,
     A_RL,
     A_MCP, /* { list = { server, ... }, map = { name -> { server, tool } } } or nil */
-    A_NUV = A_MCP
+    A_ON_CONTEXT, /* on_context_exceeded(history) -> history | nil, or nil */
+    A_NUV = A_ON_CONTEXT
 };
 
 /* run uservalues: 1 the agent, 3 the run's budget, and its own ledger when the agent
@@ -63,7 +64,7 @@ typedef struct lagent {
     char *continue_prompt;
     int max_steps;
     ah_policy policy; /* retry_on is set per run */
-    int has_retry_on, has_on_event, has_status;
+    int has_retry_on, has_on_event, has_status, has_on_context;
     int64_t coalesce_ms; /* on_event_coalesce: 0 = off */
     size_t coalesce_bytes;
     int reuse_deltas; /* one delta table per run, refilled: on_event_reuse = true, or a
@@ -324,6 +325,35 @@ static void strip_fence(const char **s, size_t *len)
     }
     *s = p;
     *len = (size_t)(e - p);
+}
+
+/* on_context_exceeded(history) -> a shorter history, or nil: the worker's one more try. A
+ * hook that fails or returns something that is not a history ends the run as
+ * context_exceeded, with a warning. */
+static ah_conversation *run_context_exceeded(void *ud, const ah_conversation *history)
+{
+    lrun *r = ud;
+    lua_State *L = lah_running(r->main);
+    if (!lua_checkstack(L, 8))
+        return NULL;
+    int top = lua_gettop(L);
+    ah_conversation *out = NULL;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, r->self_ref);
+    lua_getiuservalue(L, -1, 1); /* the agent */
+    lua_getiuservalue(L, -1, A_ON_CONTEXT);
+    lah_push_history(L, history, 0);
+    if (lah_pcall_hook(L, 1, 1) != LUA_OK) {
+        ah__log(AH_LOG_WARN, "on_context_exceeded: %s", lua_tostring(L, -1));
+    } else if (lua_istable(L, -1)) {
+        char err[320];
+        if (!lah_history_check(L, -1, &out, err, sizeof err))
+            ah__log(AH_LOG_WARN, "on_context_exceeded returned a bad history: %s", err);
+    } else if (!lua_isnil(L, -1)) {
+        ah__log(AH_LOG_WARN, "on_context_exceeded must return a history or nil, got %s",
+                luaL_typename(L, -1));
+    }
+    lua_settop(L, top);
+    return out;
 }
 
 static int run_check_output(void *ud, const char *text, int refused, char *why,
@@ -921,6 +951,10 @@ static int start_run(lua_State *L, const char *where)
     wc.on_event = run_on_event;
     wc.event_ud = r;
     wc.continue_prompt = a->continue_prompt;
+    if (a->has_on_context) {
+        wc.on_context_exceeded = run_context_exceeded;
+        wc.context_ud = r;
+    }
     if (has_output) {
         wc.check_output = run_check_output;
         wc.check_ud = r;
@@ -1257,7 +1291,8 @@ static int l_agent(lua_State *L)
     static const char *const known[] = {
         "client",   "system", "max_steps", "policy",          "tools",
         "on_event", "ledger", "budget",    "continue_prompt", "on_event_reuse",
-        "rate_limit", "max_tool_concurrency", "on_event_coalesce", "mcp", NULL};
+        "rate_limit", "max_tool_concurrency", "on_event_coalesce", "mcp",
+        "on_context_exceeded", NULL};
     const char *where = "ah.agent";
     luaL_checktype(L, 1, LUA_TTABLE);
     lua_settop(L, 1);
@@ -1315,6 +1350,16 @@ static int l_agent(lua_State *L)
         lua_pop(L, 1); /* on_event = false: no display at all */
     } else {
         return luaL_error(L, "%s: on_event must be a function (or false), got %s", where,
+                          luaL_typename(L, -1));
+    }
+    ty = lua_getfield(L, 1, "on_context_exceeded");
+    if (ty == LUA_TFUNCTION) {
+        a->has_on_context = 1;
+        lua_setiuservalue(L, agent, A_ON_CONTEXT);
+    } else if (ty == LUA_TNIL) {
+        lua_pop(L, 1);
+    } else {
+        return luaL_error(L, "%s: on_context_exceeded must be a function, got %s", where,
                           luaL_typename(L, -1));
     }
     ty = lua_getfield(L, 1, "on_event_reuse");

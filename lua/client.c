@@ -1,5 +1,6 @@
 /* client.c - ah.client{ provider, model, base_url, api_key, max_tokens, extra,
- * continuation, background, ca_file, ca_path, headers, query }: where and how to reach a
+ * continuation, background, ca_file, ca_path, headers, query, cache, cache_ttl,
+ * prompt_cache_key }: where and how to reach a
  * provider, as an "agenthost.client" userdata owning an ah_client.
  *
  * Invariants: the API key is copied into the ah_client and never exposed back to Lua
@@ -154,7 +155,8 @@ static int l_client(lua_State *L)
                                         "api_key",      "max_tokens", "extra",
                                         "continuation", "background", "rate_limit",
                                         "ca_file",      "ca_path",    "headers",
-                                        "query",        NULL};
+                                        "query",        "cache",      "cache_ttl",
+                                        "prompt_cache_key", NULL};
     static const char *const settings[] = {"auto", "prefill", "prompt", NULL};
     const char *providers[AH_WIRE_COUNT_ + 1];
     char plist[256];
@@ -201,6 +203,18 @@ static int l_client(lua_State *L)
         }
         cfg.continuation = (ah_continuation)c;
     }
+    /* prompt caching: "auto" (the default) or false */
+    int ct = lua_getfield(L, 1, "cache");
+    if (ct == LUA_TBOOLEAN && !lua_toboolean(L, -1))
+        cfg.cache = AH_CACHE_OFF;
+    else if (!(ct == LUA_TNIL || (ct == LUA_TSTRING && strcmp(lua_tostring(L, -1), "auto") == 0)))
+        return luaL_error(L, "%s: cache must be \"auto\" or false, got %s%s%s", where,
+                          ct == LUA_TSTRING ? "'" : "",
+                          ct == LUA_TSTRING ? lua_tostring(L, -1) : luaL_typename(L, -1),
+                          ct == LUA_TSTRING ? "'" : "");
+    lua_pop(L, 1);
+    cfg.cache_ttl = opt_string(L, 1, "cache_ttl", where);
+    cfg.prompt_cache_key = opt_string(L, 1, "prompt_cache_key", where);
     int bt = lua_getfield(L, 1, "background");
     if (bt == LUA_TBOOLEAN)
         cfg.background = lua_toboolean(L, -1);

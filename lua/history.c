@@ -64,7 +64,9 @@ void lah_push_history(lua_State *L, const ah_conversation *c, int shared)
     size_t shared_len = 0;
     const char *shared_s = shared ? lua_tolstring(L, shared, &shared_len) : NULL;
     size_t n = ah_conversation_count(c);
-    lua_createtable(L, (int)n, 0);
+    lua_createtable(L, (int)n, 1);
+    if (ah_conversation_id(c))
+        set_str(L, "id", ah_conversation_id(c)); /* the conversation's prompt_cache_key */
     for (size_t m = 0; m < n; m++) {
         luaL_checkstack(L, 6, "history");
         size_t nb = ah_conversation_block_count(c, m);
@@ -211,6 +213,8 @@ static int list_len(checker *k, int idx, lua_Integer *n)
     lua_pushnil(L);
     while (lua_next(L, idx)) {
         lua_pop(L, 1);
+        if (lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), "id") == 0)
+            continue; /* a history's conversation id (checked by the caller) */
         count++;
         if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1 ||
             lua_tointeger(L, -1) > *n) {
@@ -426,6 +430,17 @@ int lah_history_check(lua_State *L, int idx, ah_conversation **out, char *err,
     ah_conversation *c = ah_conversation_new();
     if (!c)
         return bad(&k, ": out of memory");
+    int idt = lua_getfield(L, idx, "id");
+    if (idt != LUA_TNIL && (idt != LUA_TSTRING || !*lua_tostring(L, -1))) {
+        ah_conversation_free(c);
+        return bad(&k, ".id: must be a non-empty string (the conversation's id), got %s",
+                   luaL_typename(L, -1));
+    }
+    if (idt == LUA_TSTRING && ah_conversation_set_id(c, lua_tostring(L, -1)) != AH_OK) {
+        ah_conversation_free(c);
+        return bad(&k, ": out of memory");
+    }
+    lua_pop(L, 1);
     int top = lua_gettop(L);
     int repaired = 0;
     for (lua_Integer m = 1; m <= n; m++) {
@@ -682,7 +697,7 @@ static int l_history_load(lua_State *L)
     }
     for (const cJSON *it = doc->child; it; it = it->next) {
         if (strcmp(it->string, "format") && strcmp(it->string, "version") &&
-            strcmp(it->string, "messages")) {
+            strcmp(it->string, "messages") && strcmp(it->string, "id")) {
             ah__bufprintf(msg, sizeof msg, "unknown member '%.40s'", it->string);
             cJSON_Delete(doc);
             return load_fail(L, path, msg);
@@ -692,10 +707,19 @@ static int l_history_load(lua_State *L)
         cJSON_Delete(doc);
         return load_fail(L, path, "\"messages\" must be a list");
     }
+    const cJSON *fid = cJSON_GetObjectItemCaseSensitive(doc, "id");
+    if (fid && (!cJSON_IsString(fid) || !*fid->valuestring)) {
+        cJSON_Delete(doc);
+        return load_fail(L, path, "\"id\" must be a non-empty string");
+    }
     cJSON *detached = cJSON_DetachItemFromObjectCaseSensitive(doc, "messages");
-    cJSON_Delete(doc);
     lah_push_cjson(L, detached); /* frees it */
     int raw = lua_gettop(L);
+    if (fid) {
+        lua_pushstring(L, fid->valuestring);
+        lua_setfield(L, raw, "id");
+    }
+    cJSON_Delete(doc);
     ah_conversation *c;
     if (!lah_history_check(L, raw, &c, msg, sizeof msg))
         return load_fail(L, path, msg);

@@ -699,10 +699,11 @@ cleanup:
     return hr.rc;
 }
 
-/* Many runs at once: libcurl's 100 KiB receive buffer of each transfer, placed in the
- * heap between the small allocations of the runs, keeps pages of both resident (10 000
- * concurrent runs: 35.6 KiB each); allocated with mmap from 64 KiB on, only the pages
- * written are (29.9 KiB each, docs/performance.md). The user's own setting
+/* Many runs at once: large blocks placed in the heap between the small allocations of
+ * the runs keep pages of both resident; from 64 KiB on they are mapped on their own and
+ * only the pages written are resident (docs/performance.md). libcurl's receive buffer
+ * (60 KiB, core/transport_curl.c) stays below it: mapped, it cost an mmap and a munmap
+ * per request. The user's own setting
  * (GLIBC_TUNABLES, MALLOC_MMAP_THRESHOLD_) wins. A program embedding the library
  * decides this for itself. */
 static void tune_malloc(void)

@@ -224,6 +224,12 @@ static ah__wr_anthropic_head head(const ah__mock_reply *r)
     return h;
 }
 
+/* The reply's stop reason: a plan's, else tool_use or end_turn. */
+static const char *stop_of(const ah__mock_reply *r)
+{
+    return r->stop_reason ? r->stop_reason : r->has_tool ? "tool_use" : "end_turn";
+}
+
 static void emit(ah__mock_writer *w, ah__mock_buf *o, int k, size_t j, size_t call)
 {
     const ah__mock_reply *r = w->r;
@@ -268,7 +274,7 @@ static void emit(ah__mock_writer *w, ah__mock_buf *o, int k, size_t j, size_t ca
         break;
     case A_MSG_DELTA: {
         ah__wr_usage u = ah__mock_usage(r, r->output_tokens);
-        ah__wr_a_message_delta(o, r->has_tool ? "tool_use" : "end_turn", &u);
+        ah__wr_a_message_delta_details(o, stop_of(r), r->stop_category, &u);
         break;
     }
     case A_MSG_STOP:
@@ -299,7 +305,7 @@ static void body(const ah__mock_reply *r, ah__mock_buf *o)
                                 .text_len = r->calls[0].args_len};
     ah__wr_anthropic_head h = head(r);
     ah__wr_usage u = ah__mock_usage(r, r->output_tokens);
-    ah__wr_a_body(o, &h, b, n, r->has_tool ? "tool_use" : "end_turn", &u);
+    ah__wr_a_body(o, &h, b, n, stop_of(r), &u);
 }
 
 static void error_body(int status, const char *type, const char *message,

@@ -179,6 +179,19 @@ static int plan(ah__mock_writer *w)
     return w->chunk.failed ? -1 : 0;
 }
 
+/* The finish_reason: a plan's stop_reason in Chat's words (max_tokens: length, refusal:
+ * content_filter), else tool_calls or stop. */
+static const char *finish_of(const ah__mock_reply *r)
+{
+    const char *sr = r->stop_reason;
+    if (!sr)
+        return r->has_tool ? "tool_calls" : "stop";
+    return strcmp(sr, "max_tokens") == 0                      ? "length"
+           : strcmp(sr, "refusal") == 0                       ? "content_filter"
+           : strcmp(sr, "tool_use") == 0                      ? "tool_calls"
+                                                              : "stop";
+}
+
 static void emit(ah__mock_writer *w, ah__mock_buf *o, int k, size_t j, size_t call)
 {
     const ah__mock_reply *r = w->r;
@@ -201,7 +214,7 @@ static void emit(ah__mock_writer *w, ah__mock_buf *o, int k, size_t j, size_t ca
         ah__wr_c_tool_args(o, &w->chunk, iu, call, AH__MOCK_ARG(r, call, j));
         break;
     case C_FINISH:
-        ah__wr_c_finish(o, &w->chunk, iu, r->has_tool ? "tool_calls" : "stop");
+        ah__wr_c_finish(o, &w->chunk, iu, finish_of(r));
         break;
     case C_USAGE: {
         ah__wr_usage u = ah__mock_usage(r, r->output_tokens);
@@ -236,7 +249,7 @@ static void body(const ah__mock_reply *r, ah__mock_buf *o)
     ah__wr_chat_head h = head(r);
     ah__wr_usage u = ah__mock_usage(r, r->output_tokens);
     ah__wr_c_body(o, &h, r->ndeltas ? r->text : NULL, r->text_len, &tool, r->has_tool ? 1 : 0,
-                  r->has_tool ? "tool_calls" : "stop", &u);
+                  finish_of(r), &u);
 }
 
 static void error_body(int status, const char *type, const char *message,

@@ -180,10 +180,18 @@ static void completed(const ah__mock_reply *r, ah__mock_buf *o, size_t seq, int 
     ah__wr_usage u = ah__mock_usage(r, r->output_tokens);
     ah__wr_resp_end end = {.items = items, .n_items = n, .usage = &u};
     ah__wr_resp_head h = head(r);
+    /* a plan's max_tokens / refusal: an incomplete response saying why */
+    ah__wr_resp_status st = AH__WR_RS_COMPLETED;
+    if (r->stop_reason && strcmp(r->stop_reason, "max_tokens") == 0)
+        end.incomplete_reason = "max_output_tokens";
+    else if (r->stop_reason && strcmp(r->stop_reason, "refusal") == 0)
+        end.incomplete_reason = "content_filter";
+    if (end.incomplete_reason)
+        st = AH__WR_RS_INCOMPLETE;
     if (event)
-        ah__wr_r_terminal(o, &h, AH__WR_RS_COMPLETED, &end, seq);
+        ah__wr_r_terminal(o, &h, st, &end, seq);
     else
-        ah__wr_r_object(o, &h, AH__WR_RS_COMPLETED, &end);
+        ah__wr_r_object(o, &h, st, &end);
 }
 
 /* ---- the stream -------------------------------------------------------------------- */

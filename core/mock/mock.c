@@ -95,6 +95,7 @@ struct ah_mock {
     kept *kept;
     size_t n_kept, cap_kept;
     char *tls_cert, *tls_key; /* PEM text when serving HTTPS (MHD reads them for ever) */
+    ah__mock_cache *cache;    /* the prompt cache (cache.c) */
 };
 
 /* Per-connection request state (MHD's con_cls). */
@@ -540,6 +541,59 @@ static struct MHD_Response *error_response(ah_wire wire, int status, const char 
     return resp;
 }
 
+/* The error bodies of a spent spend limit and of a prompt longer than the context
+ * window, as each provider sends them (docs/providers-2026.md). */
+static struct MHD_Response *limit_response(ah_wire wire, int status, const char *request_id,
+                                           const ah__mock_step *step)
+{
+    ah__mock_buf b = {0};
+    int anthropic = wire == AH_WIRE_ANTHROPIC;
+    if (wire == AH_WIRE_GEMINI && step->spend_limit)
+        /* Gemini has no spend-limit error of its own: its quota 429 (RESOURCE_EXHAUSTED)
+         * is also what a per-minute quota sends, so it stays a rate limit, retried */
+        ah__mock_buf_puts(
+            &b, "{\"error\":{\"code\":429,\"message\":\"You exceeded your current quota, "
+                "please check your plan and billing details.\",\"status\":"
+                "\"RESOURCE_EXHAUSTED\"}}");
+    else if (wire == AH_WIRE_GEMINI)
+        ah__mock_buf_puts(
+            &b, "{\"error\":{\"code\":400,\"message\":\"The input token count (212345) "
+                "exceeds the maximum number of tokens allowed (1048576).\",\"status\":"
+                "\"INVALID_ARGUMENT\"}}");
+    else if (step->spend_limit && anthropic)
+        ah__mock_buf_printf(
+            &b,
+            "{\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\",\"message\":"
+            "\"You have reached your specified workspace API usage limits. You will regain "
+            "access on 2026-12-01 at 00:00 UTC.\",\"details\":{\"error_code\":"
+            "\"enforced_spend_limit_reached\"}},\"request_id\":\"%s\"}",
+            request_id);
+    else if (step->spend_limit)
+        ah__mock_buf_puts(
+            &b, "{\"error\":{\"message\":\"You exceeded your current quota, please check "
+                "your plan and billing details.\",\"type\":\"insufficient_quota\",\"param\":"
+                "null,\"code\":\"organization_spend_limit_exceeded\"}}");
+    else if (anthropic)
+        ah__mock_buf_printf(
+            &b,
+            "{\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\","
+            "\"message\":\"prompt is too long: 212345 tokens > 200000 maximum\"},"
+            "\"request_id\":\"%s\"}",
+            request_id);
+    else
+        ah__mock_buf_puts(
+            &b, "{\"error\":{\"message\":\"This model's maximum context length is 128000 "
+                "tokens. However, your messages resulted in 212345 tokens.\",\"type\":"
+                "\"invalid_request_error\",\"param\":\"messages\",\"code\":"
+                "\"context_length_exceeded\"}}");
+    struct MHD_Response *resp = b.failed ? NULL : buffer_response(b.data, b.len);
+    ah__mock_buf_free(&b);
+    if (resp)
+        add_headers(resp, wire, request_id, "application/json", step);
+    (void)status;
+    return resp;
+}
+
 static void stream_free(void *cls)
 {
     stream_ctx *s = cls;
@@ -828,6 +882,10 @@ static struct MHD_Response *reply_response(ah_mock *m, struct MHD_Connection *co
         *status = st == AH_ERR_INVALID ? 400 : 500;
         return error_response(wire, *status, NULL, err, request_id, step);
     }
+    if (!reattach)
+        ah__mock_cache_apply(m->cache, wire, req, &s->reply);
+    s->reply.stop_reason = step->stop_reason;
+    s->reply.stop_category = step->refusal_category;
     *restated = s->reply.restated;
     if (step->invalid_utf8 && s->reply.text_len >= 2) {
         s->reply.text[0] = (char)0xFF; /* never valid UTF-8, sent raw in the JSON */
@@ -924,11 +982,43 @@ fail:
 
 /* ---- the request handler ----------------------------------------------------------- */
 
-static int wire_of_path(const char *path)
+/* Does path match pattern, whose "{model}" matches a non-empty run without '/' (copied
+ * to model, "" when the pattern has none)? */
+static int path_match(const char *pattern, const char *path, char *model, size_t msize)
 {
-    for (int w = 0; w < AH_WIRE_COUNT_; w++)
-        if (strcmp(path, ah__mock_format_of((ah_wire)w)->path) == 0)
+    const char *at = pattern ? strstr(pattern, "{model}") : NULL;
+    model[0] = '\0';
+    if (!pattern)
+        return 0;
+    if (!at)
+        return strcmp(path, pattern) == 0;
+    size_t pre = (size_t)(at - pattern), suf = strlen(at + 7), n = strlen(path);
+    if (n <= pre + suf || strncmp(path, pattern, pre) != 0 ||
+        strcmp(path + n - suf, at + 7) != 0)
+        return 0;
+    size_t mlen = n - pre - suf;
+    if (mlen >= msize || memchr(path + pre, '/', mlen))
+        return 0;
+    memcpy(model, path + pre, mlen);
+    model[mlen] = '\0';
+    return 1;
+}
+
+/* The format serving path, or -1; *stream: 1 / 0 when the path says whether the request
+ * streams, -1 when its body does; model: the path's model id, or "". */
+static int wire_of_path(const char *path, int *stream, char *model, size_t msize)
+{
+    for (int w = 0; w < AH_WIRE_COUNT_; w++) {
+        const ah__mock_format *f = ah__mock_format_of((ah_wire)w);
+        if (path_match(f->stream_path, path, model, msize)) {
+            *stream = 1;
             return w;
+        }
+        if (path_match(f->path, path, model, msize)) {
+            *stream = f->stream_path ? 0 : -1;
+            return w;
+        }
+    }
     return -1;
 }
 
@@ -1100,7 +1190,9 @@ static enum MHD_Result handle(ah_mock *m, req_ctx *rc, struct MHD_Connection *co
     if (strncmp(path, "/v1/responses/", 14) == 0)
         return handle_background(m, rc, conn, path, method, request_id);
 
-    int wire = wire_of_path(path);
+    int path_stream = -1;
+    char path_model[256];
+    int wire = wire_of_path(path, &path_stream, path_model, sizeof path_model);
     if (wire < 0 || strcmp(method, "POST") != 0) {
         int status = wire < 0 ? 404 : 405;
         ah_wire shape = wire < 0 ? guess_wire(conn, path) : (ah_wire)wire;
@@ -1122,7 +1214,11 @@ static enum MHD_Result handle(ah_mock *m, req_ctx *rc, struct MHD_Connection *co
     cJSON *req = rc->too_large ? NULL
                                : cJSON_ParseWithLength(rc->body.data ? rc->body.data : "",
                                                        rc->body.len);
-    int stream = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req, "stream"));
+    if (path_model[0] && cJSON_IsObject(req) &&
+        !cJSON_GetObjectItemCaseSensitive(req, "model"))
+        cJSON_AddStringToObject(req, "model", path_model); /* the reader's one place */
+    int stream = path_stream >= 0 ? path_stream
+                                  : cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req, "stream"));
     planbox *box = NULL;
     size_t index = 0;
     const ah__mock_step *step = take_step(m, &box, &index);
@@ -1141,6 +1237,8 @@ static enum MHD_Result handle(ah_mock *m, req_ctx *rc, struct MHD_Connection *co
             resp = buffer_response(step->body, step->body_len);
             if (resp)
                 add_headers(resp, (ah_wire)wire, request_id, "application/json", step);
+        } else if (step->spend_limit || step->context_exceeded) {
+            resp = limit_response((ah_wire)wire, status, request_id, step);
         } else {
             resp = error_response((ah_wire)wire, status, step->error_type, step->message,
                                   request_id, step);
@@ -1345,6 +1443,8 @@ static ah_mock *mock_make(const ah_mock_config *cfg, char *err, size_t errsize,
         goto nomem;
     m->text_deltas = cfg->text_deltas;
     m->delta_bytes = cfg->text_deltas ? 0 : cfg->delta_bytes;
+    if (!(m->cache = ah__mock_cache_new()))
+        goto nomem;
 
     pthread_condattr_t ca;
     if (pthread_mutex_init(&m->mu, NULL) != 0)
@@ -1437,6 +1537,7 @@ fail:
         free(m->text);
         free(m->tls_cert);
         free(m->tls_key);
+        ah__mock_cache_free(m->cache);
         free(m);
     }
     return NULL;
@@ -1475,6 +1576,7 @@ void ah_mock_free(ah_mock *m)
     free(m->text);
     free(m->tls_cert);
     free(m->tls_key);
+    ah__mock_cache_free(m->cache);
     pthread_cond_destroy(&m->cv);
     pthread_mutex_destroy(&m->mu);
     free(m);

@@ -128,6 +128,10 @@ typedef struct ah__mock_step {
     int invalid_utf8;   /* OK / DELAY: the reply text starts with the bytes FF FE */
     int gzip;           /* OK / DELAY: the body is sent gzip-encoded, asked for or not */
     long long repeat_events; /* a re-attach starts this many events early (repeats) */
+    const char *stop_reason;  /* the reply's stop reason (static), NULL = the model's */
+    char *refusal_category;   /* with stop_reason refusal: stop_details.category */
+    int spend_limit;          /* STATUS: the provider's spend-limit error body */
+    int context_exceeded;     /* STATUS: the provider's prompt-too-long error body */
 } ah__mock_step;
 
 enum { AH__MOCK_UNCLEAN_NONE, AH__MOCK_UNCLEAN_NO_FINAL_CHUNK, AH__MOCK_UNCLEAN_RESET,
@@ -177,7 +181,11 @@ typedef struct ah__mock_reply {
                           message asking to continue right after one */
     size_t restated;   /* bytes at the start of text that restate the partial */
     int background;    /* Responses: "background": true (kept for re-attaching) */
-    long long input_tokens, output_tokens;
+    long long input_tokens, output_tokens; /* input_tokens: the whole prompt */
+    long long cache_read, cache_write;     /* of input_tokens (cache.c) */
+    int input_excludes_cache; /* anthropic: usage.input_tokens is what is not cached */
+    const char *stop_reason;     /* a plan's stop_reason (borrowed), NULL = the model's */
+    const char *stop_category;   /* a plan's refusal_category (borrowed) or NULL */
     char msg_id[48], tool_id[48], call_id[48], item_id[48];
 } ah__mock_reply;
 
@@ -187,6 +195,15 @@ ah_status ah__mock_model_reply(ah_wire wire, const cJSON *req, size_t body_len,
                                const ah__mock_text_opts *opts, ah__mock_reply *out,
                                char *err, size_t errsize);
 void ah__mock_reply_free(ah__mock_reply *r);
+
+/* ---- cache.c: the prompt cache (docs/mock.md, "Prompt caching") ------------------- */
+
+typedef struct ah__mock_cache ah__mock_cache;
+ah__mock_cache *ah__mock_cache_new(void);
+void ah__mock_cache_free(ah__mock_cache *c);
+/* Set r's cache usage for request req (and remember its prefixes). */
+void ah__mock_cache_apply(ah__mock_cache *c, ah_wire wire, const cJSON *req,
+                          ah__mock_reply *r);
 
 /* ---- the neutral conversation (model.c) that a format's request reader fills ----- */
 
@@ -253,7 +270,12 @@ struct ah__mock_writer {
 
 /* One wire format as the mock speaks it. */
 struct ah__mock_format {
-    const char *path;              /* the endpoint it serves, "/v1/messages" */
+    const char *path;              /* the endpoint it serves, "/v1/messages"; "{model}"
+                                      in it takes the model id (put in the request as
+                                      "model") */
+    /* NULL: a request streams when its body says "stream": true; else the endpoint
+     * that streams (Gemini's :streamGenerateContent), `path` the one that does not */
+    const char *stream_path;
     const char *request_id_header; /* "request-id" */
     /* For a request to an unknown path: request headers only this provider's clients
      * send (NULL none); the 404 then takes this format's shape, as does a path starting

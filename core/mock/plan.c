@@ -71,6 +71,10 @@ static const field fields[] = {
     {"invalid_utf8", F_TRUE, -1, K(OK) | K(DELAY), 0, 0},
     {"gzip", F_TRUE, -1, K(OK) | K(DELAY), 0, 0},
     {"repeat_events", F_INT, -1, TEXT_KINDS, 0, LLONG_MAX},
+    {"stop_reason", F_STRING, -1, TEXT_KINDS, 0, 0},
+    {"refusal_category", F_STRING, -1, TEXT_KINDS, 0, 0},
+    {"spend_limit", F_TRUE, -1, K(STATUS), 0, 0},
+    {"context_exceeded", F_TRUE, -1, K(STATUS), 0, 0},
 };
 enum { NFIELDS = sizeof fields / sizeof fields[0] };
 
@@ -104,6 +108,7 @@ static void step_free(ah__mock_step *s)
     free(s->error_type);
     free(s->message);
     free(s->text);
+    free(s->refusal_category);
     free(s->tool_args);
     free(s->tool_calls_json);
     free(s->extra);
@@ -435,6 +440,28 @@ static int parse_step(const cJSON *obj, ah__mock_step *s, const char *where, cha
         }
     }
     s->refuse_prefill = cJSON_GetObjectItemCaseSensitive(obj, "refuse_prefill") != NULL;
+    s->spend_limit = cJSON_GetObjectItemCaseSensitive(obj, "spend_limit") != NULL;
+    s->context_exceeded = cJSON_GetObjectItemCaseSensitive(obj, "context_exceeded") != NULL;
+    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "stop_reason"))) {
+        static const char *const known[] = {"end_turn",   "tool_use",
+                                            "max_tokens", "refusal",
+                                            "pause_turn", "model_context_window_exceeded",
+                                            NULL};
+        size_t i = 0;
+        while (known[i] && strcmp(known[i], v->valuestring) != 0)
+            i++;
+        if (!known[i]) {
+            ah__bufprintf(err, errsize,
+                          "%s: field 'stop_reason' must be one of end_turn, tool_use, "
+                          "max_tokens, refusal, pause_turn, model_context_window_exceeded",
+                          where);
+            return -1;
+        }
+        s->stop_reason = known[i];
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(obj, "refusal_category")) &&
+        set_string(&s->refusal_category, v->valuestring, where, err, errsize) != 0)
+        return -1;
     if ((v = cJSON_GetObjectItemCaseSensitive(obj, "tool_args"))) {
         /* A string is sent as is (any text, even invalid JSON); another value is
          * serialised. */

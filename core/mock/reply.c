@@ -189,6 +189,11 @@ const char *ah__mock_call_id(char *buf, size_t size, const char *base, size_t ca
 
 ah__wr_usage ah__mock_usage(const ah__mock_reply *r, long long output)
 {
-    ah__wr_usage u = {.input = r->input_tokens, .output = output};
+    ah__wr_usage u = {.input = r->input_tokens,
+                      .output = output,
+                      .cache_read = r->cache_read,
+                      .cache_write = r->cache_write};
+    if (r->input_excludes_cache)
+        u.input = r->input_tokens - r->cache_read - r->cache_write;
     return u;
 }

@@ -302,8 +302,10 @@ static void set_head(preq *r, int status, const ah_header *h, size_t n, int stre
         copy = NULL;
         ncopy = 0;
     }
-    pthread_cond_signal(&r->cv);
     pthread_mutex_unlock(&r->p->mu);
+    /* Signalled after the unlock: the woken thread does not wake only to wait for the lock
+     * (r lives on: the loop holds a reference). */
+    pthread_cond_signal(&r->cv);
     free_headers(copy, ncopy);
 }
 
@@ -316,8 +318,8 @@ static void push_bytes(preq *r, const char *buf, size_t len, int end, int abort_
         r->out_end = 1;
     if (abort_)
         r->out_abort = 1;
-    pthread_cond_signal(&r->cv);
     pthread_mutex_unlock(&r->p->mu);
+    pthread_cond_signal(&r->cv);
 }
 
 /* The splice's bytes to the client; its head once the response started. */
@@ -325,9 +327,14 @@ static void deliver(preq *r)
 {
     if (!r->sp_ok)
         return;
-    if (r->sp.started && !r->head_ready)
-        set_head(r, 200, r->pend_h, r->pend_n, 1, "text/event-stream; charset=utf-8", NULL,
-                 0);
+    if (r->sp.started && !r->head_ready) {
+        /* The head and the bytes spliced so far in one hand-over: one wake-up of the
+         * connection's thread, not two (docs/performance.md, "agenthost proxy"). */
+        set_head(r, 200, r->pend_h, r->pend_n, 1, "text/event-stream; charset=utf-8",
+                 r->sp.o.data, r->sp.o.len);
+        ah__wbuf_reset(&r->sp.o);
+        return;
+    }
     if (r->sp.o.len) {
         push_bytes(r, r->sp.o.data, r->sp.o.len, 0, 0);
         ah__wbuf_reset(&r->sp.o);

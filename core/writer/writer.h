@@ -7,6 +7,8 @@
  *   writer_openai.c    OpenAI Chat Completions chunks, [DONE], body, the OpenAI error body
  *   writer_responses.c OpenAI Responses events (with sequence numbers), response object,
  *                      output items, incomplete / failed endings
+ *   writer_gemini.c    Gemini GenerateContentResponse chunks (SSE with CRLF), the
+ *                      error chunk and the raw JSON error tail, body, google.rpc.Status
  *
  * One writer per format: the mock (core/mock/format_<name>.c) streams its deterministic
  * replies through these functions, and the proxy (core/proxy/) writes the response it
@@ -121,6 +123,10 @@ void ah__wr_a_ping(ah__wbuf *o);
 void ah__wr_a_delta(ah__wbuf *o, size_t index, int kind, const char *s, size_t n);
 void ah__wr_a_block_stop(ah__wbuf *o, size_t index);
 void ah__wr_a_message_delta(ah__wbuf *o, const char *stop_reason, const ah__wr_usage *u);
+/* The same with a refusal's stop_details (category NULL: null) when stop_reason is
+ * "refusal". */
+void ah__wr_a_message_delta_details(ah__wbuf *o, const char *stop_reason,
+                                    const char *category, const ah__wr_usage *u);
 void ah__wr_a_message_stop(ah__wbuf *o);
 /* event: error {"type":"error","error":{"details":null,"type","message"},"request_id"} */
 void ah__wr_a_error(ah__wbuf *o, const char *type, const char *message,
@@ -226,5 +232,39 @@ void ah__wr_r_terminal(ah__wbuf *o, const ah__wr_resp_head *h, ah__wr_resp_statu
 /* event: error {"type":"error","sequence_number","error":{"type","code","message",
  * "param":null}} */
 void ah__wr_r_error(ah__wbuf *o, const char *type, const char *message, size_t seq);
+
+/* ---- writer_gemini.c ---------------------------------------------------------------- */
+
+typedef struct ah__wr_gemini_head {
+    const char *model;       /* modelVersion */
+    const char *response_id; /* responseId */
+} ah__wr_gemini_head;
+
+/* One chunk (an SSE event, "data: {...}\r\n\r\n") with one part: text (thought 1: a
+ * thought summary), or a whole functionCall {name, args: the JSON object text} with an
+ * optional thoughtSignature. u NULL: no usageMetadata. */
+void ah__wr_g_text(ah__wbuf *o, const ah__wr_gemini_head *h, const char *s, size_t n,
+                   int thought, const ah__wr_usage *u);
+void ah__wr_g_call(ah__wbuf *o, const ah__wr_gemini_head *h, const char *name,
+                   const char *args, size_t args_len, const char *signature,
+                   const ah__wr_usage *u);
+/* The last chunk: an empty text part, the finishReason and the usage. */
+void ah__wr_g_finish(ah__wbuf *o, const ah__wr_gemini_head *h, const char *finish_reason,
+                     const ah__wr_usage *u);
+/* A google.rpc.Status {"error":{"code","message","status"}} (status/message NULL = the
+ * defaults for code; retry_delay NULL = no RetryInfo detail), as an SSE chunk
+ * (ah__wr_g_error_event), as the raw JSON the API writes after its events when it fails
+ * mid-stream (ah__wr_g_error_tail: "[{\n  \"error\": ...\n}\n]"), or as a body. */
+void ah__wr_g_error_event(ah__wbuf *o, int code, const char *status, const char *message);
+void ah__wr_g_error_tail(ah__wbuf *o, int code, const char *status, const char *message);
+void ah__wr_g_error_body(ah__wbuf *o, int code, const char *status, const char *message,
+                         const char *retry_delay);
+/* The google.rpc.Code name of an HTTP status ("RESOURCE_EXHAUSTED" for 429) and back. */
+const char *ah__wr_g_status_name(int code);
+int ah__wr_g_status_code(const char *status);
+/* The non-stream GenerateContentResponse: text (NULL none), tool calls, finish, usage. */
+void ah__wr_g_body(ah__wbuf *o, const ah__wr_gemini_head *h, const char *text,
+                   size_t text_len, const ah__wr_block *tools, size_t ntools,
+                   const char *finish_reason, const ah__wr_usage *u);
 
 #endif

@@ -150,6 +150,22 @@ void ah__wr_a_block_stop(ah__wbuf *o, size_t index)
     PUT(o, "}\n\n");
 }
 
+void ah__wr_a_message_delta_details(ah__wbuf *o, const char *reason, const char *category,
+                                    const ah__wr_usage *u)
+{
+    if (!reason || strcmp(reason, "refusal") != 0) {
+        ah__wr_a_message_delta(o, reason, u);
+        return;
+    }
+    ah__wr_begin_event(o, "message_delta");
+    PUT(o, "{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"refusal\","
+           "\"stop_sequence\":null,\"stop_details\":{\"type\":\"refusal\",\"category\":");
+    ah__wbuf_json_cstr(o, category);
+    PUT(o, ",\"explanation\":\"The request was declined by the mock's policy.\"}},");
+    usage(o, u, NULL);
+    PUT(o, "}\n\n");
+}
+
 void ah__wr_a_message_delta(ah__wbuf *o, const char *reason, const ah__wr_usage *u)
 {
     ah__wr_begin_event(o, "message_delta");

@@ -15,6 +15,7 @@
 #include <cjson/cJSON.h>
 
 #include "agenthost.h"
+#include "../../core/internal.h" /* ah__wire_request_path / _query */
 #include "agenthost/call.h"
 #include "agenthost/mock.h"
 #include "agenthost/timeline.h"
@@ -70,7 +71,17 @@ static void round_trip(ah_mock *m, ah_wire wire, int stream, const ah_conversati
     ah_header_list hl;
     assert_int_equal(ah_request_headers(wire, "sk-test-roundtrip-key", stream, &hl), AH_OK);
     char url[256];
-    snprintf(url, sizeof url, "%s%s", ah_mock_url(m), ah_wire_path(wire));
+    /* a path naming the model (Gemini) takes it, and there the path says whether the
+     * answer streams (:streamGenerateContent?alt=sse or :generateContent) */
+    char *path = ah__wire_request_path(wire, o.model);
+    char *query = ah__wire_request_query(wire, NULL);
+    char *colon = strstr(path, ":stream");
+    if (colon && !stream)
+        memmove(colon + 1, colon + 7, strlen(colon + 7) + 1), colon[1] = 'g';
+    snprintf(url, sizeof url, "%s%s%s%s", ah_mock_url(m), path,
+             *query && stream ? "?" : "", stream ? query : "");
+    free(path);
+    free(query);
 
     ah_loop *loop = ah_loop_new(ah_clock_real(), NULL);
     rt r = {0};

@@ -134,6 +134,6 @@ function T.fast(extra)
   return p
 end
 
-T.providers = { "anthropic", "openai", "responses" }
+T.providers = { "anthropic", "openai", "responses", "gemini" }
 
 return T

@@ -49,9 +49,11 @@ for _, provider in ipairs(T.providers) do
   T.eq(q.status, 200, provider .. " status")
   T.eq(q.step, "ok", provider .. " step")
   T.contains(q.body, "You are terse.", provider .. " system prompt sent")
-  T.contains(q.body, "mock-model", provider .. " model sent")
+  -- the model goes in the body, or (Gemini) in the path
+  T.contains(q.body .. q.path, "mock-model", provider .. " model sent")
   assert(not q.body:find(KEY, 1, true), provider .. ": the key is not in the body")
   local auth = q.headers["x-api-key"] or q.headers["authorization"]
+    or q.headers["x-goog-api-key"]
   T.contains(auth, "[REDACTED]", provider .. " auth header recorded redacted")
   T.ok(provider .. ": run completes with text, history, stats and the request as sent")
 end

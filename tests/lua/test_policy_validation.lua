@@ -51,8 +51,8 @@ T.ok("tool specs")
 
 T.raises(function() ah.client{ provider = "antropic", model = "m" } end,
   "ah.client: unknown provider 'antropic' (did you mean 'anthropic'?)")
-T.raises(function() ah.client{ provider = "gemini", model = "m" } end,
-  "ah.client: unknown provider 'gemini'")
+T.raises(function() ah.client{ provider = "gemin", model = "m" } end,
+  "ah.client: unknown provider 'gemin' (did you mean 'gemini'?)")
 T.raises(function() ah.client{ model = "m" } end, "ah.client: provider is required")
 T.raises(function() ah.client{ provider = "openai" } end, "ah.client: model is required")
 T.raises(function() ah.client{ provider = "openai", model = "m", base_url = "ftp://x" } end,

@@ -826,7 +826,9 @@ static void bad_arguments_name_the_block(void **state)
         for (int w = 0; w < AH_WIRE_COUNT_; w++) {
             char *body = NULL;
             cJSON *root = encode((ah_wire)w, c, &o, &body);
-            const char *want = w == AH_WIRE_ANTHROPIC ? "\"input\":{}" : "\"arguments\":\"{}\"";
+            const char *want = w == AH_WIRE_ANTHROPIC ? "\"input\":{}"
+                               : w == AH_WIRE_GEMINI  ? "\"args\":{}"
+                                                      : "\"arguments\":\"{}\"";
             if (!strstr(body, want))
                 fail_msg("%s, arguments %s: %s has no %s", ah_wire_name((ah_wire)w),
                          not_objects[k], body, want);

@@ -43,7 +43,7 @@ static void registry_agrees_with_the_wire_map(void **state)
     assert_null(ah__provider_of((ah_wire)-1));
     assert_null(ah_wire_base_url(AH_WIRE_COUNT_));
     assert_string_equal(ah_wire_name(AH_WIRE_COUNT_), "unknown");
-    assert_int_equal(ah_wire_from_name("gemini"), -1);
+    assert_int_equal(ah_wire_from_name("nosuch"), -1);
 }
 
 static void every_table_is_complete(void **state)

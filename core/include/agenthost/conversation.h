@@ -152,6 +152,12 @@ AH_EXPORT void ah_conversation_truncate(ah_conversation *c, size_t n);
 /* ---- reading ---------------------------------------------------------------------- */
 
 AH_EXPORT const char *ah_conversation_system(const ah_conversation *c); /* NULL when unset */
+/* The conversation's id: set by the first run of a worker that has none (its run id), kept
+ * by copies, the JSON and saved histories; the OpenAI formats' prompt_cache_key, stable
+ * across the turns of one conversation. NULL when unset. set_id: NULL clears, "" is
+ * AH_ERR_INVALID. */
+AH_EXPORT ah_status ah_conversation_set_id(ah_conversation *c, const char *id);
+AH_EXPORT const char *ah_conversation_id(const ah_conversation *c);
 AH_EXPORT size_t ah_conversation_count(const ah_conversation *c);
 /* Out-of-range indexes return AH_ROLE_USER / 0 / 0 / NULL respectively. */
 AH_EXPORT ah_role ah_conversation_role(const ah_conversation *c, size_t msg);
@@ -226,7 +232,19 @@ typedef struct ah_request_opts {
      * (replacing a member of the same name): provider-specific knobs such as
      * {"thinking":{"type":"adaptive"}} or {"parallel_tool_calls":false}. May be NULL. */
     const char *extra_json;
+    /* Prompt caching (docs/providers-encoding.md, "Prompt caching"). cache = 1 marks the
+     * request's reusable prefix: anthropic puts cache_control breakpoints at the end of
+     * tools + system and on the last message before the new turn (messages [0,
+     * cache_history): a breakpoint on message cache_history - 1; 0 = none), at most
+     * AH_CACHE_MAX_BREAKPOINTS; openai and responses send prompt_cache_key when set. */
+    int cache;
+    const char *cache_ttl; /* anthropic: NULL or "5m" (the default), or "1h" */
+    size_t cache_history;
+    const char *prompt_cache_key; /* openai, responses; NULL = none */
 } ah_request_opts;
+
+/* Anthropic accepts at most this many cache_control breakpoints in one request. */
+#define AH_CACHE_MAX_BREAKPOINTS 4
 
 AH_EXPORT void ah_request_opts_init(ah_request_opts *o);
 

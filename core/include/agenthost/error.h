@@ -71,7 +71,8 @@ typedef enum ah_error_kind {
     X(RETRY_AFTER_SECONDS, "retry-after")                                                 \
     X(RETRY_AFTER_DATE, "retry-after-date")                                               \
     X(RATELIMIT_RESET, "ratelimit-reset")                                                 \
-    X(BODY_TEXT, "body")
+    X(BODY_TEXT, "body")                                                                  \
+    X(RETRY_INFO, "retry-info")
 
 typedef enum ah_hint_source {
 #define AH__HINT_ENUM(name, s) AH_HINT_##name,
@@ -142,7 +143,9 @@ AH_EXPORT void ah_error_redact(ah_error *e, const char *const *secrets);
  * error body (Anthropic {"type":"error","error":{"type":..,"message":..}}, OpenAI
  * {"error":{"message":..,"type":..,"code":..}}; any other body is tolerated and shown
  * as text), and — only when no header gave a hint — a body text hint such as
- * "Please try again in 17.2s" (source AH_HINT_BODY_TEXT).
+ * "Please try again in 17.2s" (source AH_HINT_BODY_TEXT); a google.rpc.Status body
+ * (Gemini) whose details hold a google.rpc.RetryInfo gives its retryDelay ("17s") first
+ * (source AH_HINT_RETRY_INFO).
  * The message reads "HTTP 529 overloaded_error: Overloaded" (or "HTTP 503 Service
  * Unavailable" without a body), is redacted with the built-in patterns plus `secrets`
  * (NULL-terminated, may be NULL) BEFORE it is truncated, and is single-line UTF-8.

@@ -113,6 +113,10 @@ typedef struct ah_policy {
     int64_t idle_timeout_ms;
     /* Continuations of cut streams per call. >= 0; 3 */
     int max_continuations;
+    /* A response that stopped at max_tokens (length) is continued like a cut one, up to
+     * this many times per call (they count against max_continuations too). >= 0; 0 =
+     * the run completes with stop_reason "max_tokens" */
+    int continue_on_max_tokens;
     /* One response's content (text, reasoning and tool-call arguments as decoded, or a
      * JSON body as received): past it the stream is stopped and the run fails with a
      * `budget` error, not continued. >= 0; 32 MiB; 0 = none */

@@ -16,7 +16,8 @@ extern "C" {
 #define AH_WIRE_MAP(X)                                                                    \
     X(ANTHROPIC, "anthropic", "/v1/messages")                                             \
     X(OPENAI, "openai", "/v1/chat/completions")                                           \
-    X(RESPONSES, "responses", "/v1/responses")
+    X(RESPONSES, "responses", "/v1/responses")                                            \
+    X(GEMINI, "gemini", "/v1beta/models/{model}:streamGenerateContent")
 
 typedef enum ah_wire {
 #define AH__WIRE_ENUM(name, s, path) AH_WIRE_##name,

@@ -45,6 +45,14 @@ typedef struct ah_transport ah_transport;
 
 typedef struct ah_client ah_client;
 
+/* Prompt caching of a client (docs/worker.md, "Prompt caching"). */
+typedef enum ah_cache_mode {
+    /* anthropic: cache_control breakpoints at the end of tools + system and on the last
+     * message before the new turn; openai, responses: prompt_cache_key */
+    AH_CACHE_AUTO = 0,
+    AH_CACHE_OFF
+} ah_cache_mode;
+
 typedef struct ah_client_config {
     ah_wire wire;         /* the provider's wire format */
     /* e.g. "https://api.anthropic.com"; NULL = the provider's public API
@@ -91,6 +99,11 @@ typedef struct ah_client_config {
      * carries (Azure's api-version). Names are not empty. */
     const ah_header *query;
     size_t n_query;
+    ah_cache_mode cache;
+    const char *cache_ttl; /* anthropic breakpoints: NULL or "5m" (default), or "1h" */
+    /* openai, responses: the prompt_cache_key of every request (NULL: the conversation's
+     * id, i.e. the id of the first run it continues) */
+    const char *prompt_cache_key;
 } ah_client_config;
 
 /* Copies everything. AH_OK with *out set; else *out = NULL and AH_ERR_INVALID with a
@@ -191,6 +204,13 @@ typedef struct ah_worker_config {
      * its copy and its history is the whole conversation. `system` above, when set,
      * replaces the conversation's system prompt. */
     const ah_conversation *history;
+    /* The request does not fit the model's context window (a context-length 400, or the
+     * stop reason model_context_window_exceeded): given the history (the new input
+     * included), return a shorter one (a new conversation, which the worker takes) to try
+     * once more, or NULL to end with outcome context_exceeded. Optional; at most once a
+     * run. Runs on the loop thread. */
+    ah_conversation *(*on_context_exceeded)(void *ud, const ah_conversation *history);
+    void *context_ud;
 } ah_worker_config;
 
 typedef struct ah_worker_stats {
