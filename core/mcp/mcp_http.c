@@ -620,6 +620,18 @@ int ah__mcp_http_end_session(ah_mcp *s, int64_t bound_ms, void (*done)(ah_mcp *s
     return 0;
 }
 
+/* Stop a fire-and-forget transfer already off the posts list and free it once nothing
+ * of it is queued. */
+static void drop_post(mcp_http *h, xfer *x)
+{
+    if (!x->finished)
+        h->tr->ops->abort(h->tr->self, x->attempt);
+    x->finished = 1;
+    x->detached = 1;
+    if (!x->queued)
+        xfer_free(x);
+}
+
 /* The DELETE ended (or its bound came first: then it is stopped). */
 static void delete_ended(void *ud)
 {
@@ -629,12 +641,7 @@ static void delete_ended(void *ud)
     if (x) {
         h->del = NULL;
         unlink_post(h, x);
-        if (!x->finished)
-            h->tr->ops->abort(h->tr->self, x->attempt);
-        x->finished = 1;
-        x->detached = 1;
-        if (!x->queued)
-            xfer_free(x);
+        drop_post(h, x);
     }
     free(h->session);
     h->session = NULL;
@@ -686,12 +693,7 @@ void ah__mcp_http_free(ah_mcp *s)
     while (h->posts) {
         xfer *x = h->posts;
         h->posts = x->next;
-        if (!x->finished)
-            h->tr->ops->abort(h->tr->self, x->attempt);
-        x->finished = 1;
-        x->detached = 1;
-        if (!x->queued)
-            xfer_free(x);
+        drop_post(h, x);
     }
     while (h->qhead) {
         qitem *q = h->qhead;

@@ -90,4 +90,16 @@ function M.stop()
   os.execute("rm -rf '" .. M.tmp .. "'")
 end
 
+-- a test's checks: "ok: what" or "FAIL: what", counted; M.finish() stops the servers,
+-- says how it went and exits (1 when anything failed)
+local fails = 0
+function M.check(cond, what)
+  if cond then print("ok: " .. what) else fails = fails + 1 print("FAIL: " .. what) end
+end
+function M.finish()
+  M.stop()
+  print(fails == 0 and "all passed" or (fails .. " failed"))
+  os.exit(fails == 0 and 0 or 1)
+end
+
 return M

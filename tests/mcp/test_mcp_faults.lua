@@ -4,10 +4,7 @@
 -- outcome and its error, never from wall time).
 local ah = require "agenthost"
 local fix = require "mcpfix"
-local fails = 0
-local function check(cond, what)
-  if cond then print("ok: " .. what) else fails = fails + 1 print("FAIL: " .. what) end
-end
+local check = fix.check
 local fast = { base_ms = 10, cap_ms = 50, max_attempts = 3 }
 
 -- stdio --------------------------------------------------------------------------------
@@ -127,6 +124,4 @@ check(r.outcome == "outcome_unknown" and fix.effects("charge", "n2") == 1,
   "HTTP: a hung call ends at its timeout_ms")
 n:close()
 
-fix.stop()
-print(fails == 0 and "all passed" or (fails .. " failed"))
-os.exit(fails == 0 and 0 or 1)
+fix.finish()

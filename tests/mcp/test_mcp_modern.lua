@@ -6,10 +6,7 @@
 -- is safe to repeat.
 local ah = require "agenthost"
 local fix = require "mcpfix"
-local fails = 0
-local function check(cond, what)
-  if cond then print("ok: " .. what) else fails = fails + 1 print("FAIL: " .. what) end
-end
+local check = fix.check
 local fast = { base_ms = 10, cap_ms = 50, max_attempts = 3 }
 local function told(key)
   for _ = 1, 100 do -- the server records the cancel when it gets it
@@ -141,6 +138,4 @@ check(r.ok and r.attempts == 2 and fix.effects("lookup", "mh5") == 2,
   "HTTP: a trusted read-only tool is repeated after a cut (" .. tostring(r.error) .. ")")
 ht:close()
 
-fix.stop()
-print(fails == 0 and "all passed" or (fails .. " failed"))
-os.exit(fails == 0 and 0 or 1)
+fix.finish()
