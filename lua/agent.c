@@ -142,7 +142,7 @@ static void unlist_run(lrun *r)
 
 int lah_runs_in_flight(void)
 {
-    return atomic_load(&live_count);
+    return atomic_load(&live_count) + lah_mcp_bare_in_flight();
 }
 
 int lah_cancel_runs(lua_State *L, const char *reason)
@@ -155,7 +155,7 @@ int lah_cancel_runs(lua_State *L, const char *reason)
             n++;
         }
     }
-    return n;
+    return n + lah_mcp_cancel_bare(L, reason);
 }
 
 /* ---- small helpers ----------------------------------------------------------------- */

@@ -288,10 +288,12 @@ int lah_json_push_exact(lua_State *L, const char *json, size_t len, size_t *errp
 
 /* ---- runs in flight (lua/agent.c), for the host's Ctrl-C -------------------------- */
 
-/* Cancel every run of this Lua state that is still going (ah_worker_cancel_with reason);
- * returns how many. Loop thread, outside hooks or inside them. */
+/* Cancel every run of this Lua state that is still going (ah_worker_cancel_with reason),
+ * and its MCP calls made outside a run (lah_mcp_cancel_bare); returns how many. Loop
+ * thread, outside hooks or inside them. */
 int lah_cancel_runs(lua_State *L, const char *reason);
-/* How many runs of the process are going right now. Safe from any thread (an atomic). */
+/* How many runs (and MCP calls outside a run) of the process are going right now. Safe
+ * from any thread (atomics). */
 int lah_runs_in_flight(void);
 
 /* ---- conversations (lua/history.c) ------------------------------------------------ */
@@ -443,6 +445,11 @@ size_t lah_mcp_offer(lua_State *L, int list, int map, const ah_tool_def *own,
 /* End the MCP calls a coroutine started (a cancelled run's tool calls): the servers are
  * told at once. */
 void lah_mcp_cancel_started_on(lua_State *co);
+/* Cancel the server:call()s of this Lua state made outside an agent (Ctrl-C in the host
+ * program, with lah_cancel_runs); returns how many. Loop thread. */
+int lah_mcp_cancel_bare(lua_State *L, const char *reason);
+/* How many such calls of the process are going. Safe from any thread (an atomic). */
+int lah_mcp_bare_in_flight(void);
 /* agent.c: an mcp_server event to the agent at idx (its on_event or status display). */
 void lah_agent_mcp_event(lua_State *L, int agent, const ah_event *ev);
 

@@ -21,6 +21,7 @@
 #include "agenthost/mcp.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,6 +34,7 @@ typedef struct mcp_ud {
     lua_State *main;
     int hooks_ref; /* { on_event =, agents = weak set, tools = overrides, ledger = } */
     int has_on_event;
+    int is_http; /* server:close() waits for the session's DELETE */
 } mcp_ud;
 
 typedef struct call_ud {
@@ -45,13 +47,20 @@ typedef struct call_ud {
     int on_event_ref;      /* a Lua hook, or a lah_tool_sink userdata */
     const lah_tool_sink *sink;
     char id[128], name[160];
+    int listed;                  /* on in_flight */
     struct call_ud *prev, *next; /* the calls in flight */
 } call_ud;
 
 static call_ud *in_flight; /* loop thread only */
+static atomic_int bare_count; /* calls of in_flight not an agent's (the watcher reads it) */
 
 static void unlist(call_ud *c)
 {
+    if (!c->listed)
+        return;
+    c->listed = 0;
+    if (!c->into)
+        atomic_fetch_sub(&bare_count, 1);
     if (c->prev)
         c->prev->next = c->next;
     else if (in_flight == c)
@@ -313,6 +322,7 @@ static int l_mcp(lua_State *L)
     lua_pushvalue(L, hooks);
     u->hooks_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     u->main = lah_main(L);
+    u->is_http = cfg.url != NULL;
     cfg.on_event = server_event;
     cfg.event_ud = u;
     char err[320];
@@ -336,11 +346,20 @@ static int mcp_gc(lua_State *L)
     return 0;
 }
 
-static int mcp_close(lua_State *L)
+/* mcp_close(server) -> the server (wait for it: an HTTP session's DELETE is in flight,
+ * bounded in the core) or nil */
+static int p_mcp_close(lua_State *L)
 {
     mcp_ud *u = check_mcp(L, 1);
+    lua_State *prev = lah_enter(L);
     ah_mcp_close(u->s);
-    return 0;
+    lah_leave(L, prev);
+    u->wait.ready = ah_mcp_state_of(u->s) == AH_MCP_CLOSED || !u->is_http;
+    if (u->wait.ready)
+        lua_pushnil(L);
+    else
+        lua_pushvalue(L, 1);
+    return 1;
 }
 
 static int mcp_tostring(lua_State *L)
@@ -351,7 +370,7 @@ static int mcp_tostring(lua_State *L)
     return 1;
 }
 
-/* server.name, .state, .protocol, .reason, .server_info; methods (close here, tools and
+/* server.name, .state, .protocol, .reason, .server_info; methods (close, tools and
  * call from lua/waits.lua) from the table in the upvalue */
 static int mcp_index(lua_State *L)
 {
@@ -671,6 +690,9 @@ static int p_mcp_call_start(lua_State *L)
     if (in_flight)
         in_flight->prev = c;
     in_flight = c;
+    c->listed = 1;
+    if (!into)
+        atomic_fetch_add(&bare_count, 1);
     lua_settop(L, cu);
     return 1;
 }
@@ -766,6 +788,27 @@ void lah_mcp_cancel_started_on(lua_State *co)
             ah_mcp_call_cancel(c->c, "the run was cancelled");
         c = next;
     }
+}
+
+int lah_mcp_cancel_bare(lua_State *L, const char *reason)
+{
+    void *state = lah_state_id(L);
+    int n = 0;
+    for (call_ud *c = in_flight; c;) {
+        call_ud *next = c->next;
+        if (!c->into && c->c && !ah_mcp_call_finished(c->c) &&
+            lah_state_id(c->main) == state) {
+            ah_mcp_call_cancel(c->c, reason);
+            n++;
+        }
+        c = next;
+    }
+    return n;
+}
+
+int lah_mcp_bare_in_flight(void)
+{
+    return atomic_load(&bare_count);
 }
 
 /* ---- an agent's tools from its servers -------------------------------------------- */
@@ -878,6 +921,7 @@ void lah_open_mcp(lua_State *L)
     static const luaL_Reg meta[] = {{"__gc", mcp_gc}, {"__tostring", mcp_tostring}, {NULL, NULL}};
     static const luaL_Reg call_meta[] = {{"__gc", call_gc}, {NULL, NULL}};
     static const luaL_Reg priv[] = {{"mcp_settle", p_mcp_settle},
+                                    {"mcp_close", p_mcp_close},
                                     {"mcp_tools", p_mcp_tools},
                                     {"mcp_call_start", p_mcp_call_start},
                                     {"mcp_call_result", p_mcp_call_result},
@@ -885,12 +929,10 @@ void lah_open_mcp(lua_State *L)
     static const luaL_Reg fns[] = {{"mcp", l_mcp}, {NULL, NULL}};
     lah_register_class(L, MCP_MT, meta);
     lah_register_class(L, CALL_MT, call_meta);
-    /* server methods: close here, tools and call in lua/waits.lua */
+    /* server methods: in lua/waits.lua */
     lah_push_private(L);
     luaL_setfuncs(L, priv, 0);
     lua_newtable(L);
-    lua_pushcfunction(L, mcp_close);
-    lua_setfield(L, -2, "close");
     lua_pushvalue(L, -1);
     lua_setfield(L, -3, "mcp_methods");
     luaL_getmetatable(L, MCP_MT);

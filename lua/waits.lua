@@ -136,6 +136,15 @@ local function mcp_call(server, name, args, opts, into)
   local a, b = mcp_call_result(c)
   return a, b
 end
+-- server:close(): over HTTP, waits (where waiting is allowed) for the session's DELETE,
+-- which the core bounds; elsewhere (a hook) it only begins closing
+local mcp_close = P.mcp_close
+function P.mcp_methods.close(server)
+  local w = mcp_close(server)
+  if w and pcall(check_wait, "server:close()") then
+    await(w, "server:close()")
+  end
+end
 function P.mcp_methods.call(server, name, args, opts)
   local record = mcp_call(server, name, args, opts, false)
   return record

@@ -12,7 +12,9 @@
  * Time: each attempt has timeout_ms (progress never extends it) and, with the policy's
  * idle_timeout_ms, an idle bound that progress resets; at either the server is told
  * (notifications/cancelled; in the 2026 era over HTTP, the stream is closed) and the
- * attempt's outcome is unknown. The policy's deadline_ms bounds the retries.
+ * attempt's outcome is unknown. The policy's deadline_ms bounds the whole call: the
+ * retries (the machine's decision) and the attempt in flight (its timer is the sooner of
+ * timeout_ms and what is left of the deadline, so no progress outlives it).
  * Invariants: the done callback runs once, from a loop timer (never inside
  * ah_mcp_call_start or ah_mcp_call_cancel); every timer and request belongs to the call
  * and goes with ah_mcp_call_free.
@@ -30,6 +32,8 @@ struct ah_mcp_call {
     ah_tool_call *tc;
     ah_policy policy;
     int64_t timeout_ms, claim_until;
+    int64_t started_ms;   /* when the call started: policy.deadline_ms runs from here */
+    int by_deadline;      /* the attempt's timer is the deadline's, not timeout_ms */
     ah_timer *step_timer, *wait_timer, *timeout_timer, *idle_timer;
     mcp_req *req; /* the attempt's request (kept across a resume) */
     int running, finished, is_error, done_called;
@@ -179,7 +183,10 @@ static void expired(ah_mcp_call *c, const char *what, int64_t ms)
 static void timeout_fired(void *ud)
 {
     ah_mcp_call *c = ud;
-    expired(c, "timeout_ms", c->timeout_ms);
+    if (c->by_deadline)
+        expired(c, "policy.deadline_ms", c->policy.deadline_ms);
+    else
+        expired(c, "timeout_ms", c->timeout_ms);
 }
 
 static void idle_fired(void *ud)
@@ -210,7 +217,28 @@ static void run_attempt(ah_mcp_call *c)
         body_failed(c, &e);
         return;
     }
-    ah_timer_start(c->timeout_timer, c->timeout_ms);
+    /* the attempt ends by timeout_ms or by what is left of the call's deadline, whichever
+     * comes first (the machine starts no attempt past the deadline, but one that started
+     * before it must not outlive it) */
+    int64_t bound = c->timeout_ms;
+    c->by_deadline = 0;
+    if (c->policy.deadline_ms > 0) {
+        int64_t left = c->started_ms + c->policy.deadline_ms - ah_loop_now_ms(s->loop);
+        if (left <= 0) {
+            ah_error_set(&e, AH_EK_TIMEOUT, 0,
+                         "never sent: server '%s' tool '%s': policy.deadline_ms %lld ms "
+                         "reached before the attempt",
+                         s->name, c->tool, (long long)c->policy.deadline_ms);
+            drop_req(c);
+            body_failed(c, &e);
+            return;
+        }
+        if (left < bound) {
+            bound = left;
+            c->by_deadline = 1;
+        }
+    }
+    ah_timer_start(c->timeout_timer, bound);
     if (c->policy.idle_timeout_ms > 0)
         ah_timer_start(c->idle_timer, c->policy.idle_timeout_ms);
     if (ah_tool_call_resuming(c->tc) && c->req && c->req->last_event_id && s->http) {
@@ -426,7 +454,8 @@ ah_status ah_mcp_call_start(ah_mcp *s, const char *name, const char *args_json,
         ah_mcp_call_free(c);
         return st;
     }
-    c->claim_until = ah_loop_now_ms(s->loop) +
+    c->started_ms = ah_loop_now_ms(s->loop);
+    c->claim_until = c->started_ms +
                      (c->policy.deadline_ms > 0 ? c->policy.deadline_ms
                       : o->ledger && o->key     ? ah_ledger_lease_ms(o->ledger)
                                                 : 0);

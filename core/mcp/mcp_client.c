@@ -290,6 +290,7 @@ static void free_tools(mcp_tool_rec *t, size_t n)
         free(t[i].description);
         free(t[i].schema);
         free(t[i].annotations);
+        cJSON_Delete(t[i].param_headers);
     }
     free(t);
 }
@@ -338,7 +339,16 @@ static void install_tools(ah_mcp *s)
                         name->valuestring);
             continue;
         }
+        /* 2026-07-28 over HTTP: parameters mirrored into Mcp-Param-* headers; a tool
+         * whose declarations break the rules must be left out */
+        cJSON *params = NULL;
+        char why[200];
+        if (s->http && s->modern && ah__mcp_param_decls(schema, &params, why, sizeof why)) {
+            ah__mcp_log(s, AH_LOG_WARN, "tool '%.80s': %s: left out", name->valuestring, why);
+            continue;
+        }
         mcp_tool_rec *r = &recs[k];
+        r->param_headers = params;
         const cJSON *ann = cJSON_GetObjectItemCaseSensitive(t, "annotations");
         r->name = ah__strdup(name->valuestring);
         r->title = opt_str(t, "title");
@@ -782,6 +792,23 @@ void ah__mcp_session_lost(ah_mcp *s, mcp_req *r)
     }
 }
 
+int ah__mcp_header_mismatch(ah_mcp *s, mcp_req *r)
+{
+    if (r->internal || r->header_retried || !s->http || !s->modern ||
+        strcmp(r->method, "tools/call") != 0)
+        return -1;
+    r->header_retried = 1;
+    r->state = RQ_QUEUED;
+    if (s->phase == PH_NONE) {
+        ah__mcp_log(s, AH_LOG_INFO, "tool '%.80s': the server says its Mcp-Param headers do "
+                                    "not match (-32020): listing the tools again",
+                    r->name ? r->name : "?");
+        s->state = AH_MCP_STARTING; /* quietly: calls wait for the new list */
+        list_tools(s, NULL);
+    }
+    return 0;
+}
+
 /* ---- what the server sends --------------------------------------------------------- */
 
 static void reply(ah_mcp *s, const cJSON *id, int ok)
@@ -994,6 +1021,12 @@ ah_status ah_mcp_new(const ah_mcp_config *cfg, ah_mcp **out, char *err, size_t e
     return AH_OK;
 }
 
+static void session_ended(ah_mcp *s)
+{
+    if (s->state != AH_MCP_CLOSED)
+        ah__mcp_set_state(s, AH_MCP_CLOSED, NULL);
+}
+
 void ah_mcp_close(ah_mcp *s)
 {
     if (!s || s->closing)
@@ -1007,6 +1040,10 @@ void ah_mcp_close(ah_mcp *s)
         ah__mcp_stdio_close(s); /* CLOSED once the child has exited */
         return;
     }
+    /* a 2025 session is ended with DELETE (2025-11-25 basic/transports.mdx, "Session
+     * Management"): CLOSED once it was answered, or after 2 s */
+    if (s->http && ah__mcp_http_end_session(s, 2000, session_ended) == 0)
+        return;
     if (s->state != AH_MCP_CLOSED)
         ah__mcp_set_state(s, AH_MCP_CLOSED, NULL);
 }

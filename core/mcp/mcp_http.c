@@ -8,6 +8,8 @@
  *     Retry-After kept as the hint);
  *   - HTTP 404 on a 2025 session: the session expired: one new session, then the request
  *     again (ah__mcp_session_lost); a second 404 in a row: kind mcp_session;
+ *   - HTTP 400 with -32020 HeaderMismatch (2026 era, tools/call): the tools are listed
+ *     again and the request sent again, once (it did not run);
  *   - another 4xx: refused (a JSON-RPC error body is the answer; else permanent);
  *   - sent and then no answer (a reset, a 500 or 504, a 2xx without the response): the
  *     outcome is unknown (kind outcome_unknown);
@@ -45,6 +47,12 @@ struct mcp_http {
     xfer *posts; /* fire-and-forget transfers (notifications, replies) */
     qitem *qhead, *qtail;
     ah_timer *qtimer;
+    /* the session's DELETE at close (2025 era): its transfer (on posts) until it ended,
+     * a timer that bounds it and hands its end to the client outside libcurl's
+     * callbacks, and what to call then */
+    xfer *del;
+    ah_timer *deltimer;
+    void (*del_done)(ah_mcp *s);
 };
 
 struct xfer {
@@ -61,14 +69,17 @@ struct xfer {
     char *body;
     size_t blen, bcap;
     char *msg; /* the request body, alive until the attempt ends */
-    ah_header hdr[24];
+    ah_header hdr[48];
     size_t nh;
     char *vals[8]; /* header values made here */
+    char *pnames[16], *pvals[16]; /* Mcp-Param-* headers (2026 era tools/call) */
+    size_t np;
     ah_error hint; /* retry hints of a non-2xx head */
     xfer *next;
 };
 
 static void drain(void *ud);
+static void delete_ended(void *ud);
 
 int ah__mcp_http_new(ah_mcp *s, const ah_mcp_config *cfg, char *err, size_t errsize)
 {
@@ -89,7 +100,8 @@ int ah__mcp_http_new(ah_mcp *s, const ah_mcp_config *cfg, char *err, size_t errs
     s->http = h;
     h->tr = cfg->transport ? cfg->transport : ah_transport_curl();
     h->qtimer = ah_timer_new(s->loop, drain, s);
-    if (!h->qtimer) {
+    h->deltimer = ah_timer_new(s->loop, delete_ended, s);
+    if (!h->qtimer || !h->deltimer) {
         ah__bufprintf(err, errsize, "out of memory");
         return -1;
     }
@@ -129,6 +141,10 @@ static void xfer_free(xfer *x)
     free(x->msg);
     for (size_t i = 0; i < sizeof x->vals / sizeof x->vals[0]; i++)
         free(x->vals[i]);
+    for (size_t i = 0; i < x->np; i++) {
+        free(x->pnames[i]);
+        free(x->pvals[i]);
+    }
     free(x);
 }
 
@@ -298,7 +314,12 @@ static void refused(xfer *x, mcp_req *r)
     }
     cJSON *m = x->blen ? cJSON_ParseWithLength(x->body, x->blen) : NULL;
     const cJSON *err = m ? cJSON_GetObjectItemCaseSensitive(m, "error") : NULL;
-    if (st >= 400 && st < 500 && cJSON_IsObject(err)) {
+    const cJSON *code = cJSON_IsObject(err) ? cJSON_GetObjectItemCaseSensitive(err, "code")
+                                            : NULL;
+    if (st == 400 && cJSON_IsNumber(code) && code->valueint == -32020 &&
+        ah__mcp_header_mismatch(s, r) == 0) {
+        /* not run: listed again, then sent again */
+    } else if (st >= 400 && st < 500 && cJSON_IsObject(err)) {
         ah__mcp_req_end(r, NULL, err, NULL);
     } else if (st >= 400 && st < 500) {
         fail(r, AH_EK_PERMANENT, st, -1, "server '%s' refused the request: %s", s->name,
@@ -320,6 +341,10 @@ static void x_done(void *ud, const ah_error *err)
     if (!x->r) { /* fire and forget, or its request ended */
         if (!x->detached)
             unlink_post(s->http, x);
+        if (x == s->http->del) { /* the session's DELETE: any answer will do */
+            s->http->del = NULL;
+            ah_timer_start(s->http->deltimer, 0);
+        }
         if (!x->queued)
             xfer_free(x);
         return;
@@ -457,8 +482,9 @@ static char *b64(const char *s)
     return o;
 }
 
-/* Mcp-Name: as is when it is plain visible ASCII, else the Base64 sentinel form. */
-static char *name_header(const char *n)
+/* Mcp-Name and Mcp-Param-*: as is when it is plain visible ASCII, else the Base64
+ * sentinel form. */
+char *ah__mcp_header_value(const char *n)
 {
     size_t len = strlen(n);
     int safe = len > 0 && n[0] != ' ' && n[len - 1] != ' ' &&
@@ -473,7 +499,7 @@ static int start(ah_mcp *s, xfer *x, const char *method, const char *rpc_method,
 {
     mcp_http *h = s->http;
     add(x, "Accept", x->is_get ? "text/event-stream" : "application/json, text/event-stream");
-    if (!x->is_get)
+    if (!x->is_get && x->msg)
         add(x, "Content-Type", "application/json");
     const char *ver = s->modern ? AH_MCP_PROTOCOL_2026 : s->protocol[0] ? s->protocol : NULL;
     if (ver) {
@@ -487,10 +513,12 @@ static int start(ah_mcp *s, xfer *x, const char *method, const char *rpc_method,
         add(x, "Mcp-Method", rpc_method);
     if (s->modern && name && rpc_method &&
         (strcmp(rpc_method, "tools/call") == 0 || strcmp(rpc_method, "prompts/get") == 0)) {
-        x->vals[1] = name_header(name);
+        x->vals[1] = ah__mcp_header_value(name);
         if (x->vals[1])
             add(x, "Mcp-Name", x->vals[1]);
     }
+    for (size_t i = 0; i < x->np; i++)
+        add(x, x->pnames[i], x->pvals[i]);
     if (last_event_id) {
         x->vals[2] = ah__strdup(last_event_id);
         if (x->vals[2])
@@ -514,6 +542,14 @@ void ah__mcp_http_send(ah_mcp *s, mcp_req *r)
         x->s = s;
         x->r = r;
         x->msg = ah__mcp_encode(r->id, r->method, r->params, s->modern);
+        if (s->modern && r->name && strcmp(r->method, "tools/call") == 0) {
+            for (size_t i = 0; i < s->n_tools; i++)
+                if (strcmp(s->tools[i].name, r->name) == 0 && s->tools[i].param_headers)
+                    x->np = ah__mcp_param_headers(
+                        s->tools[i].param_headers,
+                        cJSON_GetObjectItemCaseSensitive(r->params, "arguments"), x->pnames,
+                        x->pvals, sizeof x->pnames / sizeof x->pnames[0]);
+        }
     }
     if (!x || !x->msg || start(s, x, "POST", r->method, r->name, NULL) != 0) {
         xfer_free(x);
@@ -562,6 +598,64 @@ void ah__mcp_http_post(ah_mcp *s, const char *msg, const char *method)
     h->posts = x;
 }
 
+int ah__mcp_http_end_session(ah_mcp *s, int64_t bound_ms, void (*done)(ah_mcp *s))
+{
+    mcp_http *h = s->http;
+    if (!h || s->modern || !h->session || h->del || h->del_done)
+        return -1;
+    xfer *x = calloc(1, sizeof *x);
+    if (!x)
+        return -1;
+    x->s = s;
+    x->is_get = 0;
+    if (start(s, x, "DELETE", NULL, NULL, NULL) != 0) {
+        xfer_free(x);
+        return -1;
+    }
+    x->next = h->posts;
+    h->posts = x;
+    h->del = x;
+    h->del_done = done;
+    ah_timer_start(h->deltimer, bound_ms);
+    return 0;
+}
+
+/* Stop a fire-and-forget transfer already off the posts list and free it once nothing
+ * of it is queued. */
+static void drop_post(mcp_http *h, xfer *x)
+{
+    if (!x->finished)
+        h->tr->ops->abort(h->tr->self, x->attempt);
+    x->finished = 1;
+    x->detached = 1;
+    if (!x->queued)
+        xfer_free(x);
+}
+
+/* The DELETE ended (or its bound came first: then it is stopped). */
+static void delete_ended(void *ud)
+{
+    ah_mcp *s = ud;
+    mcp_http *h = s->http;
+    xfer *x = h->del;
+    if (x) {
+        h->del = NULL;
+        unlink_post(h, x);
+        drop_post(h, x);
+    }
+    free(h->session);
+    h->session = NULL;
+    void (*done)(ah_mcp *) = h->del_done;
+    h->del_done = NULL;
+    if (done)
+        done(s);
+}
+
+int ah__mcp_http_ending_session(const ah_mcp *s)
+{
+    return s->http && s->http->del_done;
+}
+
 void ah__mcp_http_abort(ah_mcp *s, mcp_req *r)
 {
     xfer *x = r->http;
@@ -599,12 +693,7 @@ void ah__mcp_http_free(ah_mcp *s)
     while (h->posts) {
         xfer *x = h->posts;
         h->posts = x->next;
-        if (!x->finished)
-            h->tr->ops->abort(h->tr->self, x->attempt);
-        x->finished = 1;
-        x->detached = 1;
-        if (!x->queued)
-            xfer_free(x);
+        drop_post(h, x);
     }
     while (h->qhead) {
         qitem *q = h->qhead;
@@ -615,7 +704,9 @@ void ah__mcp_http_free(ah_mcp *s)
         free(q->msg);
         free(q);
     }
+    h->del = NULL; /* it was on posts */
     ah_timer_free(h->qtimer);
+    ah_timer_free(h->deltimer);
     for (size_t i = 0; h->hstore && i < 2 * h->n_headers; i++)
         free(h->hstore[i]);
     free(h->hstore);

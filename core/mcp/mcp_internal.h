@@ -60,6 +60,21 @@ char *ah__mcp_encode(int64_t id, const char *method, const cJSON *params, int mo
 int ah__mcp_modern_error(int code);
 int ah__mcp_is_legacy_version(const char *v);
 
+/* ---- tool parameters mirrored into headers (mcp_params.c) ------------------------- */
+
+/* The x-mcp-header declarations of a tool's inputSchema: 0 with *out a list
+ * [{"h": name, "p": [key, ...]}] (NULL: none), or -1 with why (the tool is invalid for
+ * streamable HTTP in the 2026 era and must be left out). */
+int ah__mcp_param_decls(const cJSON *schema, cJSON **out, char *why, size_t whysize);
+/* The headers for one call: names[i] "Mcp-Param-<h>", values[i] encoded (both
+ * malloc'd, the caller frees); a declaration whose argument is absent, null or not a
+ * primitive gives none. Returns how many, at most max. */
+size_t ah__mcp_param_headers(const cJSON *decls, const cJSON *args, char **names,
+                             char **values, size_t max);
+/* A header value as is when it is plain visible ASCII without leading or trailing
+ * space, else (or when it looks like the sentinel) =?base64?...?= (mcp_http.c). */
+char *ah__mcp_header_value(const char *v);
+
 /* ---- requests (mcp_client.c) ------------------------------------------------------ */
 
 typedef enum rq_state { RQ_QUEUED, RQ_SENDING, RQ_SENT, RQ_ACCEPTED, RQ_DONE } rq_state;
@@ -83,6 +98,7 @@ struct mcp_req {
     rq_state state;
     int internal;   /* the server's own (handshake, listing): no session re-send */
     int session_retries; /* 404s in a row */
+    int header_retried;  /* sent again after a -32020 HeaderMismatch (once) */
     int keep;       /* the owner frees it (a resumable call keeps it across attempts) */
     int64_t progress_token; /* params._meta.progressToken, or 0 */
     /* HTTP */
@@ -105,6 +121,7 @@ typedef struct mcp_http mcp_http;
 typedef struct mcp_tool_rec {
     ah_mcp_tool t;
     char *name, *title, *description, *schema, *annotations;
+    cJSON *param_headers; /* x-mcp-header declarations (2026 era over HTTP), or NULL */
 } mcp_tool_rec;
 
 struct ah_mcp {
@@ -174,6 +191,11 @@ void ah__mcp_connected(ah_mcp *s);
 void ah__mcp_child_gone(ah_mcp *s, const char *why);
 /* HTTP: the session expired (404) under r: one new session, then r again. */
 void ah__mcp_session_lost(ah_mcp *s, mcp_req *r);
+/* HTTP, 2026 era: the server refused r (tools/call) with -32020 HeaderMismatch before
+ * running it: the tools are listed again (their x-mcp-header declarations may have
+ * changed), then r again, once. 0 when that began; -1 (already retried, or not such a
+ * request): r's answer is the error. */
+int ah__mcp_header_mismatch(ah_mcp *s, mcp_req *r);
 
 /* ---- stdio (mcp_stdio.c) ---------------------------------------------------------- */
 int ah__mcp_stdio_new(ah_mcp *s, const ah_mcp_config *cfg, char *err, size_t errsize);
@@ -196,6 +218,12 @@ void ah__mcp_http_resume(ah_mcp *s, mcp_req *r);
 /* Stop the transfer of r (no callback follows). */
 void ah__mcp_http_abort(ah_mcp *s, mcp_req *r);
 void ah__mcp_http_forget_session(ah_mcp *s);
+/* End the 2025 era's session at close: DELETE with its Mcp-Session-Id, any answer
+ * accepted (405: the server does not allow it), bound_ms at most; done(s) runs from a
+ * loop timer after. 0 when started; -1 (nothing to end, or it could not start). */
+int ah__mcp_http_end_session(ah_mcp *s, int64_t bound_ms, void (*done)(ah_mcp *s));
+/* A DELETE of the session is in flight. */
+int ah__mcp_http_ending_session(const ah_mcp *s);
 int ah__mcp_http_has_session(const ah_mcp *s);
 void ah__mcp_http_free(ah_mcp *s);
 

@@ -19,6 +19,8 @@
 //   expire        (http) 404 for the session before the request is accepted
 //   expire2       (http) 404 twice in a row
 //   busy          (http) 503 with Retry-After: 1 before the request is accepted
+// A DELETE of a session (the client ending it) is counted as "session deleted", or, with
+// ?nodelete in the URL, answered 405 and counted as "session refused".
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
@@ -142,6 +144,17 @@ if (mode === "stdio") {
       if (sid) sessions.delete(sid);
       res.writeHead(404, { "Content-Type": "application/json" })
         .end(JSON.stringify({ jsonrpc: "2.0", id: body.id, error: { code: -32001, message: "Session not found" } }));
+      return;
+    }
+    if (req.method === "DELETE" && sid && sessions.has(sid)) {
+      if (req.url.includes("nodelete")) {
+        fs.appendFileSync(COUNT, "session refused\n");
+        res.writeHead(405, { Allow: "GET, POST" }).end();
+        return;
+      }
+      fs.appendFileSync(COUNT, "session deleted\n");
+      await sessions.get(sid).handleRequest(req, res); // the SDK ends the session
+      sessions.delete(sid);
       return;
     }
     let t = sid ? sessions.get(sid) : undefined;

@@ -70,9 +70,14 @@ function M.http(script_args, env)
   return "http://127.0.0.1:" .. port .. "/mcp", pid
 end
 
+-- the 2026-07-28 server (tests/mcp/modern_server.mjs, the v2 SDK), over HTTP or stdio
+local modern = M.tmp .. "/modern_server.mjs"
+sh("cp '" .. M.src .. "/tests/mcp/modern_server.mjs' '" .. modern .. "'")
 function M.modern_http()
-  sh("cp '" .. M.src .. "/tests/mcp/modern_server.mjs' '" .. M.tmp .. "/modern_server.mjs'")
-  return M.http("'" .. M.tmp .. "/modern_server.mjs' PORT", {})
+  return M.http("'" .. modern .. "' http PORT", {})
+end
+function M.modern_stdio_command()
+  return { "node", modern, "stdio" }
 end
 
 function M.fault_http(events)
@@ -83,6 +88,18 @@ function M.stop()
   for _, pid in ipairs(servers) do os.execute("kill " .. pid .. " 2>/dev/null") end
   servers = {}
   os.execute("rm -rf '" .. M.tmp .. "'")
+end
+
+-- a test's checks: "ok: what" or "FAIL: what", counted; M.finish() stops the servers,
+-- says how it went and exits (1 when anything failed)
+local fails = 0
+function M.check(cond, what)
+  if cond then print("ok: " .. what) else fails = fails + 1 print("FAIL: " .. what) end
+end
+function M.finish()
+  M.stop()
+  print(fails == 0 and "all passed" or (fails .. " failed"))
+  os.exit(fails == 0 and 0 or 1)
 end
 
 return M

@@ -6,10 +6,7 @@
 -- error naming both tools; a server that fails does not take the run down.
 local ah = require "agenthost"
 local fix = require "mcpfix"
-local fails = 0
-local function check(cond, what)
-  if cond then print("ok: " .. what) else fails = fails + 1 print("FAIL: " .. what) end
-end
+local check = fix.check
 local fast = { base_ms = 10, cap_ms = 50, max_attempts = 3 }
 local pay = ah.mcp{ name = "pay", command = fix.stdio_command(), env = fix.env(), policy = fast,
   tools = { lookup = { enabled = false }, slow = { enabled = false } } }
@@ -101,6 +98,4 @@ m:close()
 pay:close()
 mute:close()
 noisy:close()
-fix.stop()
-print(fails == 0 and "all passed" or (fails .. " failed"))
-os.exit(fails == 0 and 0 or 1)
+fix.finish()

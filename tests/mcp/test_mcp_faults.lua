@@ -4,10 +4,7 @@
 -- outcome and its error, never from wall time).
 local ah = require "agenthost"
 local fix = require "mcpfix"
-local fails = 0
-local function check(cond, what)
-  if cond then print("ok: " .. what) else fails = fails + 1 print("FAIL: " .. what) end
-end
+local check = fix.check
 local fast = { base_ms = 10, cap_ms = 50, max_attempts = 3 }
 
 -- stdio --------------------------------------------------------------------------------
@@ -65,6 +62,25 @@ r = t:call("slow", { steps = 3 }, { on_event = function(e)
   if e.type == "mcp_progress" then progress[#progress + 1] = e end end })
 check(r.ok and #progress == 3 and progress[3].progress == 3 and progress[3].total == 3 and
   progress[1].server == "shop", "progress: three mcp_progress events")
+-- the call's deadline (policy.deadline_ms) bounds the attempt in flight, whatever its
+-- timeout_ms; progress never extends it; and nothing is repeated past it
+local d = ah.mcp{ name = "dl", command = fix.stdio_command(), env = fix.env(), trust = true,
+  policy = { base_ms = 10, cap_ms = 50, max_attempts = 3, deadline_ms = 400 } }
+r = d:call("charge", { fault = "hang" }, { key = "d1", timeout_ms = 60000 })
+check(r.outcome == "outcome_unknown" and r.error.message:find("policy.deadline_ms 400 ms", 1, true)
+  and fix.effects("charge", "d1") == 1,
+  "a hang with timeout_ms 60000 ends at policy.deadline_ms 400: " .. tostring(r.error))
+progress = {}
+r = d:call("slow", { steps = 300 }, { timeout_ms = 60000, on_event = function(e)
+  if e.type == "mcp_progress" then progress[#progress + 1] = e end end })
+-- 300 steps take at least 3 s (10 ms each): the deadline comes first at any speed
+check(r.outcome == "outcome_unknown" and r.error.message:find("policy.deadline_ms", 1, true) and
+  #progress < 300, "progress does not extend the deadline (" .. #progress .. " progress events): " ..
+  tostring(r.error))
+r = d:call("lookup", { fault = "hang" }, { key = "d2", timeout_ms = 60000 })
+check(r.outcome == "outcome_unknown" and r.attempts == 1 and fix.effects("lookup", "d2") == 1,
+  "safe to repeat, but the deadline is spent: not repeated (" .. r.attempts .. " attempts)")
+d:close()
 s:close()
 t:close()
 
@@ -84,7 +100,18 @@ check(r.ok and fix.effects("charge", "h3") == 1, "404 session expiry: one new se
 r = h:call("charge", { fault = "expire2" }, { key = "h4" })
 check(not r.ok and r.error.kind == "mcp_session" and fix.effects("charge", "h4") == 0,
   "404 twice in a row: mcp_session, never sent (" .. tostring(r.error) .. ")")
+r = h:call("charge", {}, { key = "h4b" })
+check(r.ok and fix.effects("charge", "h4b") == 1, "after that, the next call gets a new session")
 h:close()
+check(h.state == "closed" and fix.effects("session", "deleted") == 1,
+  "close ends the session with DELETE (" .. h.state .. ")")
+-- a server that does not allow DELETE (405): closed all the same
+local hn = ah.mcp{ name = "payd", url = url .. "?nodelete=1", policy = fast }
+r = hn:call("charge", {}, { key = "h5" })
+check(r.ok, "a call on a server that refuses DELETE (" .. tostring(r.error) .. ")")
+hn:close()
+check(hn.state == "closed" and fix.effects("session", "refused") == 1,
+  "405 for the DELETE is tolerated: closed (" .. hn.state .. ")")
 
 -- HTTP, streams without event ids --------------------------------------------------------
 url = fix.fault_http(false)
@@ -97,6 +124,4 @@ check(r.outcome == "outcome_unknown" and fix.effects("charge", "n2") == 1,
   "HTTP: a hung call ends at its timeout_ms")
 n:close()
 
-fix.stop()
-print(fails == 0 and "all passed" or (fails .. " failed"))
-os.exit(fails == 0 and 0 or 1)
+fix.finish()

@@ -3,10 +3,7 @@
 -- @modelcontextprotocol/server-filesystem on a scratch directory.
 local ah = require "agenthost"
 local fix = require "mcpfix"
-local fails = 0
-local function check(cond, what)
-  if cond then print("ok: " .. what) else fails = fails + 1 print("FAIL: " .. what) end
-end
+local check = fix.check
 local everything = fix.modules .. "/@modelcontextprotocol/server-everything/dist/index.js"
 
 local ev = ah.mcp{ name = "everything", command = { "node", everything, "stdio" } }
@@ -36,7 +33,7 @@ eh:close()
 local mu = fix.modern_http()
 local mo = ah.mcp{ name = "modern", url = mu }
 r = mo:call("charge", { amount = 3 }, { key = "m1" })
-check(mo.protocol == "2026-07-28" and r.ok and r.text == "charged 3",
+check(mo.protocol == "2026-07-28" and r.ok and r.text == "charge done for m1",
   "2026-07-28: discovered, called statelessly (" .. tostring(mo.protocol) .. ", " .. tostring(r.error) .. ")")
 check(fix.effects("charge", "m1") == 1, "2026-07-28: the key reached the server in _meta")
 mo:close()
@@ -50,6 +47,4 @@ check(r.ok and r.text == "hello from a file", "filesystem: read_text_file (" .. 
 r = fs:call("read_text_file", { path = "/etc/passwd" })
 check(not r.ok and r.outcome == "failed", "filesystem: outside its directory is the tool's error")
 fs:close()
-fix.stop()
-print(fails == 0 and "all passed" or (fails .. " failed"))
-os.exit(fails == 0 and 0 or 1)
+fix.finish()

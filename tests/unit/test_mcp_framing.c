@@ -1,7 +1,8 @@
 /* test_mcp_framing.c - MCP's JSON-RPC framing without I/O (core/mcp/mcp_jsonrpc.c):
  * newline-delimited messages fed whole, byte by byte and split anywhere, a line past the
  * cap dropped whole (and only it), what a message is, the 2026 era's per-request _meta,
- * and which errors name a modern server (the era negotiation's rule). */
+ * which errors name a modern server (the era negotiation's rule), and the 2026 era's
+ * x-mcp-header declarations (mcp_params.c): which are valid, and the headers a call gets. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -140,6 +141,79 @@ static void era_rules(void **state)
     assert_false(ah__mcp_is_legacy_version("2024-11-05"));
 }
 
+static int decls_of(const char *schema_json, cJSON **out, char *why, size_t n)
+{
+    cJSON *schema = cJSON_Parse(schema_json);
+    assert_non_null(schema);
+    int rc = ah__mcp_param_decls(schema, out, why, n);
+    cJSON_Delete(schema);
+    return rc;
+}
+
+static void param_header_rules(void **state)
+{
+    (void)state;
+    char why[200];
+    cJSON *d = NULL;
+    /* none: fine, nothing to mirror */
+    assert_int_equal(decls_of("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":"
+                              "\"string\"}}}", &d, why, sizeof why), 0);
+    assert_null(d);
+    /* invalid: under items, under oneOf, at the root, on a number, not a token, twice
+     * ignoring case */
+    static const char *const bad[] = {
+        "{\"properties\":{\"l\":{\"type\":\"array\",\"items\":{\"type\":\"string\","
+        "\"x-mcp-header\":\"L\"}}}}",
+        "{\"properties\":{\"o\":{\"oneOf\":[{\"type\":\"string\",\"x-mcp-header\":"
+        "\"O\"}]}}}",
+        "{\"type\":\"object\",\"x-mcp-header\":\"Root\"}",
+        "{\"properties\":{\"n\":{\"type\":\"number\",\"x-mcp-header\":\"N\"}}}",
+        "{\"properties\":{\"s\":{\"type\":\"string\",\"x-mcp-header\":\"a b\"}}}",
+        "{\"properties\":{\"s\":{\"type\":\"string\",\"x-mcp-header\":\"\"}}}",
+        "{\"properties\":{\"a\":{\"type\":\"string\",\"x-mcp-header\":\"Id\"},"
+        "\"b\":{\"type\":\"integer\",\"x-mcp-header\":\"ID\"}}}",
+        "{\"$defs\":{\"x\":{\"type\":\"string\",\"x-mcp-header\":\"X\"}},"
+        "\"properties\":{\"x\":{\"$ref\":\"#/$defs/x\"}}}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        why[0] = '\0';
+        assert_int_equal(decls_of(bad[i], &d, why, sizeof why), -1);
+        assert_null(d);
+        assert_true(strstr(why, "x-mcp-header") != NULL);
+    }
+    /* valid, nested through properties; a property named x-mcp-header is only a name */
+    assert_int_equal(
+        decls_of("{\"properties\":{\"region\":{\"type\":\"string\",\"x-mcp-header\":"
+                 "\"Region\"},\"w\":{\"type\":\"object\",\"properties\":{\"zone\":{"
+                 "\"type\":\"string\",\"x-mcp-header\":\"Zone\"}}},\"k\":{\"type\":"
+                 "\"integer\",\"x-mcp-header\":\"K\"},\"b\":{\"type\":\"boolean\","
+                 "\"x-mcp-header\":\"B\"},\"x-mcp-header\":{\"type\":\"string\"}}}",
+                 &d, why, sizeof why),
+        0);
+    assert_int_equal(cJSON_GetArraySize(d), 4);
+    cJSON *args = cJSON_Parse("{\"region\":\"=?base64?x?=\",\"w\":{\"zone\":\"eu\"},"
+                              "\"k\":-7,\"b\":true}");
+    char *names[8], *values[8];
+    size_t n = ah__mcp_param_headers(d, args, names, values, 8);
+    assert_int_equal(n, 4);
+    assert_string_equal(names[0], "Mcp-Param-Region");
+    assert_string_equal(values[0], "=?base64?PT9iYXNlNjQ/eD89?="); /* looks like the sentinel */
+    assert_string_equal(names[1], "Mcp-Param-Zone");
+    assert_string_equal(values[1], "eu");
+    assert_string_equal(values[2], "-7");
+    assert_string_equal(values[3], "true");
+    for (size_t i = 0; i < n; i++) {
+        free(names[i]);
+        free(values[i]);
+    }
+    cJSON_Delete(args);
+    /* absent and null arguments: no header */
+    args = cJSON_Parse("{\"region\":null}");
+    assert_int_equal(ah__mcp_param_headers(d, args, names, values, 8), 0);
+    cJSON_Delete(args);
+    cJSON_Delete(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -147,6 +221,7 @@ int main(void)
         cmocka_unit_test(classify_messages),
         cmocka_unit_test(encode_both_eras),
         cmocka_unit_test(era_rules),
+        cmocka_unit_test(param_header_rules),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

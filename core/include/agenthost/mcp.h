@@ -119,7 +119,9 @@ AH_EXPORT ah_status ah_mcp_new(const ah_mcp_config *cfg, ah_mcp **out, char *err
 /* Close (stdio: EOF on stdin, then SIGTERM, then SIGKILL; calls in flight end as
  * cancelled) and free. Every ah_mcp_call of the server must be freed first. NULL: no-op. */
 AH_EXPORT void ah_mcp_free(ah_mcp *s);
-/* Begin closing without freeing: the server goes CLOSED once its child has exited. */
+/* Begin closing without freeing: the server goes CLOSED once its child has exited, or,
+ * over HTTP in the 2025 era, once its session's DELETE was answered (any status: 405
+ * means the server does not allow it) or after 2 s. */
 AH_EXPORT void ah_mcp_close(ah_mcp *s);
 
 AH_EXPORT ah_mcp_state ah_mcp_state_of(const ah_mcp *s);
