@@ -108,9 +108,10 @@ static ah_status call_part(ah_decoder *d, const cJSON *fc, const char *sig,
     if ((st = ah__dec_open(d, AH_BLOCK_TOOL_USE, n, GEM_TOOL_SUB, id, name, &i)) != AH_OK)
         return st;
     const cJSON *args = cJSON_GetObjectItemCaseSensitive(fc, "args");
-    if (args && !cJSON_IsNull(args)) {
-        if (!cJSON_IsObject(args))
-            return ah__dec_fail(d, AH_ERR_PARSE, "functionCall \"args\" is not an object");
+    if (args) { /* absent: no arguments, {}; an explicit null is kept as null */
+        /* any JSON value is kept as the call's arguments: one that is not an object is
+         * the tool machine's to refuse (a tool error the model sees), as in the other
+         * formats, not a broken stream */
         char *s = cJSON_PrintUnformatted(args);
         if (!s)
             return ah__dec_fail(d, AH_ERR_NOMEM, "out of memory");
