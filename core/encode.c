@@ -329,14 +329,12 @@ ah_status ah_request_encode(ah_wire w, const ah_conversation *c,
     if (st == AH_OK)
         st = merge_extra(&e, root);
     if (st == AH_OK) {
-        char *s = cJSON_PrintUnformatted(root);
-        if (!s) {
+        /* cJSON_PrintUnformatted's text, written in one pass (json_print.c) */
+        char *s = ah__json_print(root, len_out);
+        if (!s)
             st = ah__enc_fail(&e, AH_ERR_NOMEM, "out of memory");
-        } else {
+        else
             *body_out = s;
-            if (len_out)
-                *len_out = strlen(s);
-        }
     }
     cJSON_Delete(root);
     return st;

@@ -60,6 +60,12 @@ char *ah__utf8_dup(const char *s, size_t n, size_t *outlen);
  * memory. */
 int ah__json_text_fix(const char *s, size_t n, char **out, size_t *outlen);
 
+/* json_print.c: v as compact JSON text, byte for byte cJSON_PrintUnformatted's, in one
+ * malloc'd buffer (free()); its length in *len when len is not NULL. NULL when out of
+ * memory or for what cJSON would not print (a Raw without text, a bad type). */
+struct cJSON;
+char *ah__json_print(const struct cJSON *v, size_t *len);
+
 /* url.c: where a URL's path ends (the index of its first '?' or '#', else its length). */
 size_t ah__url_path_end(const char *url);
 /* A malloc'd copy of url with `path` appended to its path (trailing '/' of the path
