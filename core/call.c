@@ -1387,7 +1387,7 @@ ah_status ah_call_new(const ah_call_config *cfg, ah_call **out, char *errbuf,
     c->finish_ud = cfg->finish_ud;
     c->llm_call = cfg->llm_call;
     if (cfg->run_id)
-        ah__bufprintf(c->run_id, sizeof c->run_id, "%s", cfg->run_id);
+        ah__bufcpy(c->run_id, sizeof c->run_id, cfg->run_id);
     c->continuation = cfg->continuation;
     if (cfg->retry_of) {
         c->retry_of = malloc(sizeof *c->retry_of);

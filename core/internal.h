@@ -89,6 +89,8 @@ int64_t ah__retry_info_ms(const struct cJSON *root);
 
 /* snprintf into a fixed buffer, always NUL-terminated, truncating safely. */
 void ah__bufprintf(char *buf, size_t size, const char *fmt, ...) AH__PRINTF(3, 4);
+/* ah__bufprintf(buf, size, "%s", s) without the formatting: s cut to size - 1 bytes. */
+void ah__bufcpy(char *buf, size_t size, const char *s);
 
 /* error_hints.c: from a response's rate-limit headers (anthropic-ratelimit-*,
  * x-ratelimit-*), the ms until the reset of an exhausted (remaining 0) request limit and

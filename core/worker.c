@@ -1820,6 +1820,16 @@ static void on_cancel(void *ud)
     finish_cancelled(w);
 }
 
+/* "run_" and the 16 lower-case hex digits of v (what "run_%016llx" gives), cut to size. */
+static void run_id_from(char *buf, size_t size, uint64_t v)
+{
+    char id[21] = "run_";
+    for (int i = 0; i < 16; i++)
+        id[4 + i] = "0123456789abcdef"[(v >> (60 - 4 * i)) & 15];
+    id[20] = '\0';
+    ah__bufcpy(buf, size, id);
+}
+
 static ah_worker *worker_make(const ah_worker_config *cfg, char *err, size_t errsize,
                               ah_status *st)
 {
@@ -1881,11 +1891,10 @@ static ah_worker *worker_make(const ah_worker_config *cfg, char *err, size_t err
     atomic_init(&w->cancel_requested, 0);
     ah_error_clear(&w->error);
     if (cfg->run_id)
-        ah__bufprintf(w->run_id, sizeof w->run_id, "%s", cfg->run_id);
+        ah__bufcpy(w->run_id, sizeof w->run_id, cfg->run_id);
     else
-        ah__bufprintf(w->run_id, sizeof w->run_id, "run_%016llx",
-                      (unsigned long long)ah_loop_rng(cfg->loop)->next_u64(
-                          ah_loop_rng(cfg->loop)->ud));
+        run_id_from(w->run_id, sizeof w->run_id,
+                    ah_loop_rng(cfg->loop)->next_u64(ah_loop_rng(cfg->loop)->ud));
     w->conv = cfg->history ? ah_conversation_copy(cfg->history) : ah_conversation_new();
     if (!w->conv || !(w->tl = ah_timeline_new()) ||
         !(w->kick = ah_timer_new(w->loop, on_kick, w)) ||
