@@ -376,12 +376,13 @@ ah_status ah_request_headers(ah_wire w, const char *api_key, int stream,
         if (p->fixed_headers[i].name)
             push_header(out, p->fixed_headers[i].name, p->fixed_headers[i].value);
     if (api_key && *api_key) {
-        size_t n = strlen(p->key_prefix) + strlen(api_key) + 1;
-        if (!(out->storage_ = malloc(n))) {
+        size_t pl = strlen(p->key_prefix), kl = strlen(api_key);
+        if (!(out->storage_ = malloc(pl + kl + 1))) {
             ah_header_list_free(out);
             return AH_ERR_NOMEM;
         }
-        snprintf(out->storage_, n, "%s%s", p->key_prefix, api_key);
+        memcpy(out->storage_, p->key_prefix, pl);
+        memcpy(out->storage_ + pl, api_key, kl + 1);
         push_header(out, p->key_header, out->storage_);
     }
     return AH_OK;
