@@ -91,7 +91,8 @@ struct ah_call {
     int llm_call, continuation;
     char run_id[48]; /* "" outside a run */
 
-    /* The request, owned: strings live in reqbuf. */
+    /* The request, owned: its header arrays (req_headers, reattach_headers) and strings
+     * live in reqbuf, one block. */
     ah_http_request req;
     ah_header *req_headers;
     char *reqbuf;
@@ -1262,6 +1263,9 @@ static int add_secret(char ***list, size_t *n, const char *s, size_t len)
 
 static int is_secret_header(const char *name)
 {
+    int c0 = name[0] | 0x20; /* the first letter in lower case: most headers stop here */
+    if (c0 != 'a' && c0 != 'x' && c0 != 'p')
+        return 0;
     return strcasecmp(name, "authorization") == 0 || strcasecmp(name, "x-api-key") == 0 ||
            strcasecmp(name, "api-key") == 0 ||
            strcasecmp(name, "proxy-authorization") == 0;
@@ -1279,11 +1283,15 @@ static ah_status copy_request(ah_call *c, const ah_call_config *cfg)
             return AH_ERR_INVALID;
         total += strlen(r->headers[i].name) + strlen(r->headers[i].value) + 2;
     }
-    c->reqbuf = malloc(total);
-    c->req_headers = r->n_headers ? calloc(r->n_headers, sizeof *c->req_headers) : NULL;
-    if (!c->reqbuf || (r->n_headers && !c->req_headers))
+    /* One block: the header arrays of the request and of its re-attach, then the
+     * strings (reqbuf is its start, freed alone). */
+    size_t arrays = 2 * r->n_headers * sizeof(ah_header);
+    c->reqbuf = malloc(arrays + total);
+    if (!c->reqbuf)
         return AH_ERR_NOMEM;
-    char *p = c->reqbuf;
+    c->req_headers = r->n_headers ? (ah_header *)(void *)c->reqbuf : NULL;
+    c->reattach_headers = r->n_headers ? c->req_headers + r->n_headers : NULL;
+    char *p = c->reqbuf + arrays;
 #define COPY(dst, src, len)                                                              \
     do {                                                                                 \
         memcpy(p, (src), (len));                                                         \
@@ -1324,10 +1332,6 @@ static ah_status copy_request(ah_call *c, const ah_call_config *cfg)
     c->req.headers = c->req_headers;
     c->req.n_headers = r->n_headers;
     /* The re-attach (and cancel) request: no body, so no Content-Type; same auth. */
-    c->reattach_headers = r->n_headers ? calloc(r->n_headers, sizeof *c->reattach_headers)
-                                       : NULL;
-    if (r->n_headers && !c->reattach_headers)
-        return AH_ERR_NOMEM;
     size_t nr = 0;
     for (size_t i = 0; i < r->n_headers; i++)
         if (strcasecmp(c->req_headers[i].name, "content-type") != 0)
@@ -1383,7 +1387,7 @@ ah_status ah_call_new(const ah_call_config *cfg, ah_call **out, char *errbuf,
     c->finish_ud = cfg->finish_ud;
     c->llm_call = cfg->llm_call;
     if (cfg->run_id)
-        ah__bufprintf(c->run_id, sizeof c->run_id, "%s", cfg->run_id);
+        ah__bufcpy(c->run_id, sizeof c->run_id, cfg->run_id);
     c->continuation = cfg->continuation;
     if (cfg->retry_of) {
         c->retry_of = malloc(sizeof *c->retry_of);
@@ -1436,8 +1440,6 @@ void ah_call_free(ah_call *c)
     for (char **s = c->secrets; s && *s; s++)
         free(*s);
     free(c->secrets);
-    free(c->req_headers);
-    free(c->reattach_headers);
     free(c->reattach_url);
     free(c->cancel_url);
     free(c->reqbuf);

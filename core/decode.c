@@ -38,7 +38,6 @@ static void decoder_init(ah_decoder *d, ah_wire wire, ah_timeline *tl,
         d->hooks = *hooks;
     d->ud = ud;
     d->status = AH_OK;
-    ah_error_clear(&d->err);
     d->ev_end = -1;
     d->last_seq = -1;
     d->skip_upto = -1;
@@ -98,6 +97,8 @@ void ah_decoder_free(ah_decoder *d)
     free(d->scratch);
     free(d->fast_bytes);
     free(d->tail);
+    free(d->err);
+    free(d->finish_err);
     free(d);
 }
 
@@ -119,9 +120,16 @@ void ah__decoder_set_skip_min(ah_decoder *d, size_t n)
         d->skip_min = n;
 }
 
+/* The error of a decoder whose error text had no memory to live in. */
+static const ah_error dec_nomem = {.kind = AH_EK_STREAM, .retry_after_ms = -1,
+                                   .retry_after_source = AH_HINT_NONE, .should_retry = -1,
+                                   .message = "out of memory (the decoder's error)"};
+
 const ah_error *ah_decoder_error(const ah_decoder *d)
 {
-    return d && d->status != AH_OK ? &d->err : NULL;
+    if (!d || d->status == AH_OK)
+        return NULL;
+    return d->err ? d->err : &dec_nomem;
 }
 
 /* ---- resumable streams
@@ -156,7 +164,8 @@ ah_status ah_decoder_reattach(ah_decoder *d)
     d->skip_upto = d->last_seq;
     d->finish_called = 0;
     d->finish_status = AH_OK;
-    ah_error_clear(&d->finish_err);
+    if (d->finish_err)
+        ah_error_clear(d->finish_err);
     d->ev_end = -1;
     return AH_OK;
 }
@@ -374,21 +383,26 @@ ah_status ah_decoder_finish(ah_decoder *d, ah_error *err)
         return AH_ERR_INVALID;
     if (!d->finish_called) {
         d->finish_called = 1;
-        ah_error_clear(&d->finish_err);
+        if (d->finish_err)
+            ah_error_clear(d->finish_err);
         if (d->status == AH_OK && d->p->end)
             d->p->end(d);
         if (d->status == AH_OK && d->p->tail && d->tail_len && !ah_timeline_finished(d->tl))
             d->p->tail(d, d->tail, d->tail_len);
         const ah_error *pe = ah_timeline_error(d->tl);
+        ah_error *fe = NULL;
         if (d->status != AH_OK) {
             d->finish_status = d->status;
-            d->finish_err = d->err;
+            if ((fe = ah__dec_err_slot(&d->finish_err)) != NULL)
+                *fe = *ah_decoder_error(d);
         } else if (pe) {
             d->finish_status = AH_ERR_PROVIDER;
-            d->finish_err = *pe;
+            if ((fe = ah__dec_err_slot(&d->finish_err)) != NULL)
+                *fe = *pe;
         } else if (!ah_timeline_finished(d->tl)) {
             d->finish_status = AH_ERR_TRUNCATED;
-            ah_error_set(&d->finish_err, AH_EK_STREAM, 0,
+            if ((fe = ah__dec_err_slot(&d->finish_err)) != NULL)
+                ah_error_set(fe, AH_EK_STREAM, 0,
                          "%s stream ended before %s (after %llu bytes, %llu events)",
                          d->p->name, d->p->end_marker,
                          (unsigned long long)d->bytes, (unsigned long long)d->events);
@@ -400,7 +414,7 @@ ah_status ah_decoder_finish(ah_decoder *d, ah_error *err)
         if (d->finish_status == AH_OK)
             ah_error_clear(err);
         else
-            *err = d->finish_err;
+            *err = d->finish_err ? *d->finish_err : dec_nomem;
     }
     return d->finish_status;
 }
@@ -437,16 +451,20 @@ ah_status ah_decode_response(ah_wire wire, const char *body, size_t len, ah_time
         /* The body is the provider's error object (HTTP 200 with an error, or a caller
          * decoding an error body): classify it as the provider's, not as a decode
          * failure. */
-        ah_error_clear(&d.err);
-        d.err = *ah_timeline_error(tl);
-        d.err.kind = AH_EK_HTTP;
         st = AH_ERR_PROVIDER;
-    }
-    if (err) {
-        if (st == AH_OK)
-            ah_error_clear(err);
+        if (err) {
+            *err = *ah_timeline_error(tl);
+            err->kind = AH_EK_HTTP;
+        }
+    } else if (err) {
+        if (st != AH_OK && d.err)
+            *err = *d.err;
+        else if (st != AH_OK && d.status != AH_OK)
+            *err = dec_nomem;
         else
-            *err = d.err;
+            ah_error_clear(err);
     }
+    free(d.err);
+    free(d.finish_err);
     return st;
 }

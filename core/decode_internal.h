@@ -100,10 +100,13 @@ struct ah_decoder {
     void *ud;
     ah_sse *sse;      /* NULL for a non-stream decode */
     ah_status status; /* sticky */
-    ah_error err;     /* valid when status != AH_OK */
+    /* The sticky error (valid when status != AH_OK) and finish's, each malloc'd when
+     * first set (ah__dec_err_slot): out of the struct, 2 x 664 bytes, so that the
+     * decoder stays in malloc's fast per-thread cache (chunks up to 1 KiB). */
+    ah_error *err;
     int finish_called;
     ah_status finish_status;
-    ah_error finish_err;
+    ah_error *finish_err;
     uint64_t bytes;      /* stream bytes fed */
     uint64_t events;     /* events decoded */
     int64_t ev_end;      /* byte offset where the current event ended, -1 unknown */
@@ -144,6 +147,9 @@ struct ah_decoder {
     size_t chat_open; /* the open text/reasoning block, AH__NONE if none */
     int chat_finish_seen;
 };
+
+/* *slot, malloc'd (and cleared) when NULL; NULL when out of memory. */
+ah_error *ah__dec_err_slot(ah_error **slot);
 
 /* ---- the helpers the formats decode with (decode_util.c, below the formats) ---- */
 

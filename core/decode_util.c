@@ -84,6 +84,13 @@ const cJSON *ah__jarr(const cJSON *o, const char *key)
 /* ---- errors
  * ----------------------------------------------------------------------------------- */
 
+ah_error *ah__dec_err_slot(ah_error **slot)
+{
+    if (!*slot && (*slot = malloc(sizeof **slot)) != NULL)
+        ah_error_clear(*slot);
+    return *slot;
+}
+
 ah_status ah__dec_fail(ah_decoder *d, ah_status st, const char *fmt, ...)
 {
     if (d->status != AH_OK)
@@ -97,19 +104,22 @@ ah_status ah__dec_fail(ah_decoder *d, ah_status st, const char *fmt, ...)
     /* ah_error_set makes the text single-line UTF-8 and redacted: it may quote what the
      * model or the provider sent (a tool name, an event type). */
     ah_error_kind kind = d->nonstream ? AH_EK_DECODE : AH_EK_STREAM;
+    ah_error *e = ah__dec_err_slot(&d->err);
+    if (!e)
+        return st; /* ah_decoder_error answers "out of memory" */
     if (d->nonstream)
-        ah_error_set(&d->err, kind, 0, "%s response body: %s", ah_wire_name(d->wire),
+        ah_error_set(e, kind, 0, "%s response body: %s", ah_wire_name(d->wire),
                      what);
     else if (d->ev_end >= 0)
-        ah_error_set(&d->err, kind, 0,
+        ah_error_set(e, kind, 0,
                      "%s stream: %s (event '%s', #%llu, ending at byte %lld)",
                      ah_wire_name(d->wire), what, d->ev_type ? d->ev_type : "?",
                      (unsigned long long)d->events, (long long)d->ev_end);
     else
-        ah_error_set(&d->err, kind, 0, "%s stream: %s (event '%s', #%llu)",
+        ah_error_set(e, kind, 0, "%s stream: %s (event '%s', #%llu)",
                      ah_wire_name(d->wire), what, d->ev_type ? d->ev_type : "?",
                      (unsigned long long)d->events);
-    ah__log(AH_LOG_DEBUG, "%s", d->err.message);
+    ah__log(AH_LOG_DEBUG, "%s", e->message);
     return st;
 }
 

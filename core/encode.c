@@ -329,14 +329,12 @@ ah_status ah_request_encode(ah_wire w, const ah_conversation *c,
     if (st == AH_OK)
         st = merge_extra(&e, root);
     if (st == AH_OK) {
-        char *s = cJSON_PrintUnformatted(root);
-        if (!s) {
+        /* cJSON_PrintUnformatted's text, written in one pass (json_print.c) */
+        char *s = ah__json_print(root, len_out);
+        if (!s)
             st = ah__enc_fail(&e, AH_ERR_NOMEM, "out of memory");
-        } else {
+        else
             *body_out = s;
-            if (len_out)
-                *len_out = strlen(s);
-        }
     }
     cJSON_Delete(root);
     return st;
@@ -378,12 +376,13 @@ ah_status ah_request_headers(ah_wire w, const char *api_key, int stream,
         if (p->fixed_headers[i].name)
             push_header(out, p->fixed_headers[i].name, p->fixed_headers[i].value);
     if (api_key && *api_key) {
-        size_t n = strlen(p->key_prefix) + strlen(api_key) + 1;
-        if (!(out->storage_ = malloc(n))) {
+        size_t pl = strlen(p->key_prefix), kl = strlen(api_key);
+        if (!(out->storage_ = malloc(pl + kl + 1))) {
             ah_header_list_free(out);
             return AH_ERR_NOMEM;
         }
-        snprintf(out->storage_, n, "%s%s", p->key_prefix, api_key);
+        memcpy(out->storage_, p->key_prefix, pl);
+        memcpy(out->storage_ + pl, api_key, kl + 1);
         push_header(out, p->key_header, out->storage_);
     }
     return AH_OK;

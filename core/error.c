@@ -37,11 +37,18 @@ void ah_error_clear(ah_error *e)
 {
     if (!e)
         return;
-    memset(e, 0, sizeof *e);
+    /* Field by field, the strings emptied by their first byte: a clear runs for every
+     * attempt, body chunk and hand-off of a call (~15 per short request), and zeroing
+     * the whole 664 bytes was ~100 instructions each. Every reader of the strings stops
+     * at their NUL. */
     e->kind = AH_EK_NONE;
+    e->status = 0;
     e->retry_after_ms = -1;
     e->retry_after_source = AH_HINT_NONE;
     e->should_retry = -1;
+    e->provider_type[0] = '\0';
+    e->message[0] = '\0';
+    e->category[0] = '\0';
 }
 
 const char *ah_error_kind_name(ah_error_kind kind)

@@ -60,6 +60,12 @@ char *ah__utf8_dup(const char *s, size_t n, size_t *outlen);
  * memory. */
 int ah__json_text_fix(const char *s, size_t n, char **out, size_t *outlen);
 
+/* json_print.c: v as compact JSON text, byte for byte cJSON_PrintUnformatted's, in one
+ * malloc'd buffer (free()); its length in *len when len is not NULL. NULL when out of
+ * memory or for what cJSON would not print (a Raw without text, a bad type). */
+struct cJSON;
+char *ah__json_print(const struct cJSON *v, size_t *len);
+
 /* url.c: where a URL's path ends (the index of its first '?' or '#', else its length). */
 size_t ah__url_path_end(const char *url);
 /* A malloc'd copy of url with `path` appended to its path (trailing '/' of the path
@@ -83,6 +89,8 @@ int64_t ah__retry_info_ms(const struct cJSON *root);
 
 /* snprintf into a fixed buffer, always NUL-terminated, truncating safely. */
 void ah__bufprintf(char *buf, size_t size, const char *fmt, ...) AH__PRINTF(3, 4);
+/* ah__bufprintf(buf, size, "%s", s) without the formatting: s cut to size - 1 bytes. */
+void ah__bufcpy(char *buf, size_t size, const char *s);
 
 /* error_hints.c: from a response's rate-limit headers (anthropic-ratelimit-*,
  * x-ratelimit-*), the ms until the reset of an exhausted (remaining 0) request limit and

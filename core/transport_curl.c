@@ -39,7 +39,7 @@ typedef struct attempt {
     ah__easy_link link; /* first: the loop finds us through CURLOPT_PRIVATE */
     ah_loop *loop;
     CURL *easy;
-    struct curl_slist *req_headers;
+    struct curl_slist *req_headers; /* one malloc block, see build_req_headers */
     ah_transport_sink sink;
     void *ud;
     int head_done;
@@ -68,7 +68,7 @@ static void attempt_release(void *ud)
     if (!a)
         return;
     ah__loop_easy_give(a->loop, a->easy); /* out of the multi handle by now */
-    curl_slist_free_all(a->req_headers);
+    free(a->req_headers); /* one block: build_req_headers */
     free(a->hbuf);
     free(a->hoff);
     free(a);
@@ -480,22 +480,44 @@ static int header_is_safe(const ah_header *h)
     return strpbrk(h->value, "\r\n") == NULL;
 }
 
-static ah_status add_req_header(attempt *a, const ah_header *h)
+/* The request's header lines and their list nodes in one block (a->req_headers points
+ * at its start, freed with it): libcurl only reads a CURLOPT_HTTPHEADER list, which is
+ * any chain of the public struct curl_slist, so one malloc replaces curl_slist_append's
+ * two per line and the formatting of each line. "Expect:" (empty) ends the list: it
+ * suppresses 100-continue, so the body goes out at once. Every header passed
+ * header_is_safe. */
+static ah_status build_req_headers(attempt *a, const ah_http_request *req)
 {
-    size_t nl = strlen(h->name), vl = strlen(h->value);
-    char *line = malloc(nl + vl + 3);
-    if (!line)
+    static const char expect[] = "Expect:";
+    size_t n = req->n_headers, size = (n + 1) * sizeof(struct curl_slist) + sizeof expect;
+    for (size_t i = 0; i < n; i++)
+        size += strlen(req->headers[i].name) + strlen(req->headers[i].value) + 3;
+    struct curl_slist *nodes = malloc(size);
+    if (!nodes)
         return AH_ERR_NOMEM;
-    /* curl sends "Name;" as a header with an empty value ("Name:" would remove it). */
-    if (vl == 0)
-        ah__bufprintf(line, nl + vl + 3, "%s;", h->name);
-    else
-        ah__bufprintf(line, nl + vl + 3, "%s: %s", h->name, h->value);
-    struct curl_slist *l = curl_slist_append(a->req_headers, line);
-    free(line);
-    if (!l)
-        return AH_ERR_NOMEM;
-    a->req_headers = l;
+    char *p = (char *)(nodes + n + 1);
+    for (size_t i = 0; i < n; i++) {
+        const ah_header *h = &req->headers[i];
+        size_t nl = strlen(h->name), vl = strlen(h->value);
+        nodes[i].data = p;
+        nodes[i].next = &nodes[i + 1];
+        memcpy(p, h->name, nl);
+        p += nl;
+        /* curl sends "Name;" as a header with an empty value ("Name:" would remove it). */
+        if (vl == 0) {
+            *p++ = ';';
+        } else {
+            *p++ = ':';
+            *p++ = ' ';
+            memcpy(p, h->value, vl);
+            p += vl;
+        }
+        *p++ = '\0';
+    }
+    nodes[n].data = p;
+    nodes[n].next = NULL;
+    memcpy(p, expect, sizeof expect);
+    a->req_headers = nodes;
     return AH_OK;
 }
 
@@ -533,14 +555,9 @@ static ah_status curl_start(void *self, ah_loop *loop, const ah_http_request *re
             st = AH_ERR_INVALID;
             goto fail;
         }
-        if (add_req_header(a, &req->headers[i]) != AH_OK)
-            goto fail;
     }
-    /* "Expect:" (empty) suppresses 100-continue: the body goes out at once. */
-    struct curl_slist *l = curl_slist_append(a->req_headers, "Expect:");
-    if (!l)
+    if (build_req_headers(a, req) != AH_OK)
         goto fail;
-    a->req_headers = l;
 
     CURL *e = a->easy;
     const char *method = req->method ? req->method : "POST";

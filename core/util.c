@@ -72,6 +72,15 @@ void ah__bufprintf(char *buf, size_t size, const char *fmt, ...)
         buf[0] = '\0';
 }
 
+void ah__bufcpy(char *buf, size_t size, const char *s)
+{
+    if (size == 0)
+        return;
+    size_t n = strnlen(s, size - 1);
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+}
+
 /* Levenshtein distance, capped: names are short. SIZE_MAX for names over 40 bytes. */
 static size_t edit_distance(const char *a, const char *b)
 {

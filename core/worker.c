@@ -429,7 +429,11 @@ struct ah_worker {
     int64_t step_start_ms;  /* when the step's first request was sent (deadline_ms) */
 
     ah_run_outcome outcome;
-    ah_error error;
+    /* the run's error, malloc'd when it ends with one (NULL: none, or not ended): out of
+     * the struct, 664 bytes of it, so that the worker stays in malloc's fast per-thread
+     * cache (chunks up to 1 KiB) rather than its sorted bins */
+    ah_error *error;
+    int error_lost; /* the run ended with an error its copy had no memory for */
     char *text;
     const char *text_ref; /* the answer's one text block, in history (not owned) */
     ah_worker_stats stats;
@@ -568,14 +572,21 @@ static void finish(ah_worker *w, ah_run_outcome outcome, const ah_error *err)
     set_state(w, W_FINISHED);
     ah_timer_stop(w->kick);
     w->outcome = outcome;
-    if (err)
-        w->error = *err;
-    else
-        ah_error_clear(&w->error);
+    if (err && err->kind != AH_EK_NONE) {
+        if (!w->error)
+            w->error = malloc(sizeof *w->error);
+        if (w->error)
+            *w->error = *err;
+        w->error_lost = !w->error;
+    } else {
+        free(w->error);
+        w->error = NULL;
+        w->error_lost = 0;
+    }
     build_text(w);
     ah_event ev = {.type = AH_EV_RUN_END};
     ev.u.run_end.outcome = outcome;
-    ev.u.run_end.error = w->error.kind == AH_EK_NONE ? NULL : &w->error;
+    ev.u.run_end.error = ah_worker_error(w)->kind == AH_EK_NONE ? NULL : ah_worker_error(w);
     emit(w, &ev);
 }
 
@@ -1820,6 +1831,16 @@ static void on_cancel(void *ud)
     finish_cancelled(w);
 }
 
+/* "run_" and the 16 lower-case hex digits of v (what "run_%016llx" gives), cut to size. */
+static void run_id_from(char *buf, size_t size, uint64_t v)
+{
+    char id[21] = "run_";
+    for (int i = 0; i < 16; i++)
+        id[4 + i] = "0123456789abcdef"[(v >> (60 - 4 * i)) & 15];
+    id[20] = '\0';
+    ah__bufcpy(buf, size, id);
+}
+
 static ah_worker *worker_make(const ah_worker_config *cfg, char *err, size_t errsize,
                               ah_status *st)
 {
@@ -1879,13 +1900,11 @@ static ah_worker *worker_make(const ah_worker_config *cfg, char *err, size_t err
     w->max_output_retries = cfg->max_output_retries;
     w->max_tool_concurrency = cfg->max_tool_concurrency ? cfg->max_tool_concurrency : 8;
     atomic_init(&w->cancel_requested, 0);
-    ah_error_clear(&w->error);
     if (cfg->run_id)
-        ah__bufprintf(w->run_id, sizeof w->run_id, "%s", cfg->run_id);
+        ah__bufcpy(w->run_id, sizeof w->run_id, cfg->run_id);
     else
-        ah__bufprintf(w->run_id, sizeof w->run_id, "run_%016llx",
-                      (unsigned long long)ah_loop_rng(cfg->loop)->next_u64(
-                          ah_loop_rng(cfg->loop)->ud));
+        run_id_from(w->run_id, sizeof w->run_id,
+                    ah_loop_rng(cfg->loop)->next_u64(ah_loop_rng(cfg->loop)->ud));
     w->conv = cfg->history ? ah_conversation_copy(cfg->history) : ah_conversation_new();
     if (!w->conv || !(w->tl = ah_timeline_new()) ||
         !(w->kick = ah_timer_new(w->loop, on_kick, w)) ||
@@ -1977,6 +1996,7 @@ void ah_worker_free(ah_worker *w)
     free(w->continue_prompt);
     free(w->text);
     free(w->jbuf);
+    free(w->error);
     free(w);
 }
 
@@ -2069,9 +2089,19 @@ const char *ah_worker_stop_reason(const ah_worker *w)
     return w ? w->stop_reason : NULL;
 }
 
+/* What ah_worker_error answers without an error of the run's own: none, or (when the
+ * copy of one could not be allocated) out of memory. */
+static const ah_error no_error = {.kind = AH_EK_NONE, .retry_after_ms = -1,
+                                  .retry_after_source = AH_HINT_NONE, .should_retry = -1};
+static const ah_error nomem_error = {.kind = AH_EK_PERMANENT, .retry_after_ms = -1,
+                                     .retry_after_source = AH_HINT_NONE, .should_retry = -1,
+                                     .message = "out of memory (the run's error)"};
+
 const ah_error *ah_worker_error(const ah_worker *w)
 {
-    return &w->error;
+    if (w->error)
+        return w->error;
+    return w->error_lost ? &nomem_error : &no_error;
 }
 
 const char *ah_worker_text(const ah_worker *w)

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -210,6 +211,60 @@ static void an_aborted_attempt_leaves_a_clean_handle(void **state)
             fail_msg("the previous owner's header was sent again");
 }
 
+static void set_done(void *ud, const ah_error *e)
+{
+    (void)e;
+    *(int *)ud = 1;
+}
+
+/* The request's headers go out as given, in order, an empty value as an empty header, and
+ * with no "Expect" (the transport builds libcurl's header list itself, one block). */
+static void request_headers_go_out_as_given(void **state)
+{
+    fixture *f = *state;
+    char err[256];
+    assert_int_equal(ah_mock_set_plan(f->mock, NULL, err, sizeof err), AH_OK);
+    char url[128];
+    snprintf(url, sizeof url, "%s/v1/messages", ah_mock_url(f->mock));
+    const char *body = "{\"model\":\"m\",\"stream\":true,\"max_tokens\":5,"
+                       "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}";
+    ah_header hdr[] = {{"content-type", "application/json"},
+                       {"x-one", "1"},
+                       {"x-empty", ""},
+                       {"x-two", "two words: and a colon"}};
+    ah_http_request req = {.url = url, .headers = hdr, .n_headers = 4, .body = body,
+                           .body_len = strlen(body)};
+    int done = 0;
+    ah_transport_sink sink = {.on_done = set_done};
+    const ah_transport *tr = ah_transport_curl();
+    void *att = NULL;
+    ah_error e;
+    assert_int_equal(tr->ops->start(tr->self, f->loop, &req, &sink, &done, &att, &e), AH_OK);
+    for (int guard = 0; !done && guard < 20000; guard++)
+        ah_loop_run_once(f->loop, 5);
+    assert_true(done);
+    ah_mock_request r;
+    size_t n = ah_mock_request_count(f->mock);
+    assert_int_equal(ah_mock_request_get(f->mock, n - 1, &r), AH_OK);
+    int one = -1, empty = -1, two = -1;
+    for (size_t i = 0; i < r.header_count; i++) {
+        const char *name = r.headers[i].name, *value = r.headers[i].value;
+        if (strcasecmp(name, "x-one") == 0) {
+            assert_string_equal(value, "1");
+            one = (int)i;
+        } else if (strcasecmp(name, "x-empty") == 0) {
+            assert_string_equal(value, "");
+            empty = (int)i;
+        } else if (strcasecmp(name, "x-two") == 0) {
+            assert_string_equal(value, "two words: and a colon");
+            two = (int)i;
+        } else if (strcasecmp(name, "expect") == 0) {
+            fail_msg("an Expect header was sent");
+        }
+    }
+    assert_true(one >= 0 && empty > one && two > empty);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -217,6 +272,7 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(an_aborted_attempt_leaves_a_clean_handle, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(request_headers_go_out_as_given, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
