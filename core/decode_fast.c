@@ -615,7 +615,7 @@ static int sk_what(const sk_frame *f, int depth, int64_t *ci)
     }
 }
 
-static int hex4(const char *p, unsigned *v)
+int ah__hex4(const char *p, unsigned *v)
 {
     unsigned x = 0;
     for (int i = 0; i < 4; i++) {
@@ -659,7 +659,7 @@ static int sk_string(const char *p, const char *end, const char **e, int *esc)
         case '"': case '\\': case '/': case 'b': case 'f': case 'n': case 'r': case 't':
             break;
         case 'u':
-            if (end - p < 6 || !hex4(p + 2, &u) || (u >= 0xD800 && u <= 0xDFFF))
+            if (end - p < 6 || !ah__hex4(p + 2, &u) || (u >= 0xD800 && u <= 0xDFFF))
                 ok = 0;
             break;
         default:

@@ -236,6 +236,9 @@ ah_status ah__gemini_body(ah_decoder *d, const cJSON *root);
 /* The string scanner the fast paths share: the first byte in [p, end) that is '"', '\\'
  * or a control byte (< 0x20), or end (decode_fast.c). */
 const char *ah__scan_plain(const char *p, const char *end);
+/* The four hex digits at p as *v (a \\u escape's); 0 if one is not a hex digit
+ * (decode_fast.c). */
+int ah__hex4(const char *p, unsigned *v);
 
 /* ---- the non-delta events without cJSON (decode_tree.c)
  * A format's key filter: what its event handlers read, one list per object, ended by a

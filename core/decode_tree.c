@@ -108,23 +108,14 @@ static void tws(tp *t)
         t->p++;
 }
 
-static int hexval(const char *p, unsigned *v)
+/* After a member or an element: 1 at a ',' (another follows), 0 at `close` (the end),
+ * -1 at anything else. Either byte is consumed. */
+static int tnext(tp *t, char close)
 {
-    unsigned x = 0;
-    for (int i = 0; i < 4; i++) {
-        char ch = p[i];
-        x <<= 4;
-        if (ch >= '0' && ch <= '9')
-            x |= (unsigned)(ch - '0');
-        else if (ch >= 'a' && ch <= 'f')
-            x |= (unsigned)(ch - 'a' + 10);
-        else if (ch >= 'A' && ch <= 'F')
-            x |= (unsigned)(ch - 'A' + 10);
-        else
-            return 0;
-    }
-    *v = x;
-    return 1;
+    tws(t);
+    if (t->p < t->end && (*t->p == ',' || *t->p == close))
+        return *t->p++ == ',';
+    return -1;
 }
 
 /* The bytes that end a run of plain string bytes: '"', '\\' and NUL (other control bytes
@@ -189,7 +180,7 @@ static const char *str_end(const char *p, const char *end, int *flags)
             p += 2;
             break;
         case 'u':
-            if (end - p < 6 || !hexval(p + 2, &u) || (u >= 0xD800 && u <= 0xDFFF))
+            if (end - p < 6 || !ah__hex4(p + 2, &u) || (u >= 0xD800 && u <= 0xDFFF))
                 return NULL;
             p += 6;
             break;
@@ -248,7 +239,7 @@ static char *tdecode(tp *t, const char *b, const char *e, int esc)
         case 't': *w++ = '\t'; break;
         case 'u': {
             unsigned u = 0;
-            hexval(q + 1, &u); /* checked by tstring: four hex digits, no surrogate */
+            ah__hex4(q + 1, &u); /* checked by tstring: four hex digits, no surrogate */
             q += 4;
             if (u < 0x80) {
                 *w++ = (char)u;
@@ -523,16 +514,11 @@ static int tobject(tp *t, int mode, const ah__tree_key *keys, cJSON **out)
                 tappend(o, c);
             }
         }
-        tws(t);
-        if (t->p < t->end && *t->p == ',') {
-            t->p++;
-            continue;
-        }
-        if (t->p < t->end && *t->p == '}') {
-            t->p++;
+        int more = tnext(t, '}');
+        if (more < 0)
+            return 0;
+        if (!more)
             break;
-        }
-        return 0;
     }
 done:
     t->depth--;
@@ -562,16 +548,11 @@ static int tarray(tp *t, int mode, const ah__tree_key *keys, cJSON **out)
         if (!tvalue(t, mode == TM_EACH ? TM_OBJ : mode, keys, &c))
             return 0;
         tappend(a, c);
-        tws(t);
-        if (t->p < t->end && *t->p == ',') {
-            t->p++;
-            continue;
-        }
-        if (t->p < t->end && *t->p == ']') {
-            t->p++;
+        int more = tnext(t, ']');
+        if (more < 0)
+            return 0;
+        if (!more)
             break;
-        }
-        return 0;
     }
 done:
     t->depth--;
