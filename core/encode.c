@@ -146,6 +146,20 @@ cJSON *ah__enc_tool_schema(ah__enc *e, size_t i, ah_status *st_out)
     return raw;
 }
 
+ah_status ah__enc_tool_fields(ah__enc *e, cJSON *obj, size_t i, const char *schema_key)
+{
+    const ah_tool_def *t = &e->opts->tools[i];
+    if (!obj || !ah__json_put_str(obj, "name", t->name) ||
+        (t->description && !ah__json_put_str(obj, "description", t->description)))
+        return ah__enc_nomem(e);
+    ah_status st = AH_OK;
+    cJSON *schema = ah__enc_tool_schema(e, i, &st);
+    if (!schema)
+        return st;
+    cJSON_AddItemToObject(obj, schema_key, schema);
+    return AH_OK;
+}
+
 cJSON *ah__json_raw(const char *json)
 {
     /* Raw keeps the caller's exact tokens (no number re-formatting through a double);

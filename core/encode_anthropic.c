@@ -82,16 +82,9 @@ static ah_status encode_tools(ah__enc *e, cJSON *root)
     if (!tools)
         return ah__enc_nomem(e);
     for (size_t i = 0; i < o->n_tools; i++) {
-        cJSON *t = ah__json_push_object(tools);
-        if (!t || !ah__json_put_str(t, "name", o->tools[i].name) ||
-            (o->tools[i].description &&
-             !ah__json_put_str(t, "description", o->tools[i].description)))
-            return ah__enc_nomem(e);
-        ah_status st = AH_OK;
-        cJSON *schema = ah__enc_tool_schema(e, i, &st);
-        if (!schema)
+        ah_status st = ah__enc_tool_fields(e, ah__json_push_object(tools), i, "input_schema");
+        if (st != AH_OK)
             return st;
-        cJSON_AddItemToObject(t, "input_schema", schema);
     }
     return AH_OK;
 }

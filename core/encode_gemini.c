@@ -252,18 +252,12 @@ static ah_status encode_tools(ah__enc *e, cJSON *root)
     if (!decls)
         return ah__enc_nomem(e);
     for (size_t i = 0; i < o->n_tools; i++) {
-        cJSON *f = ah__json_push_object(decls);
-        if (!f || !ah__json_put_str(f, "name", o->tools[i].name) ||
-            (o->tools[i].description &&
-             !ah__json_put_str(f, "description", o->tools[i].description)))
-            return ah__enc_nomem(e);
-        ah_status st = AH_OK;
-        cJSON *schema = ah__enc_tool_schema(e, i, &st);
-        if (!schema)
-            return st;
         /* parametersJsonSchema takes a JSON Schema as written; "parameters" is the
          * OpenAPI subset, which rejects keywords such as additionalProperties */
-        cJSON_AddItemToObject(f, "parametersJsonSchema", schema);
+        ah_status st =
+            ah__enc_tool_fields(e, ah__json_push_object(decls), i, "parametersJsonSchema");
+        if (st != AH_OK)
+            return st;
     }
     const char *mode = NULL;
     switch (o->tool_choice) {

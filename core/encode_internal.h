@@ -46,6 +46,10 @@ ah_status ah__enc_openai_tool_choice(ah__enc *e, cJSON *root, int nested);
  * *st_out tells AH_ERR_INVALID from AH_ERR_NOMEM. */
 cJSON *ah__enc_tool_schema(ah__enc *e, size_t i, ah_status *st_out);
 
+/* Tool i's "name", "description" (when it has one) and schema (under schema_key) added
+ * to obj, the declaration object of the format (NULL obj: out of memory). */
+ah_status ah__enc_tool_fields(ah__enc *e, cJSON *obj, size_t i, const char *schema_key);
+
 /* The arguments of tool_use block (msg, blk), validated JSON. Returns the text to send,
  * borrowed from the block or static: "{}" when the block's arguments are empty or blank,
  * or valid JSON that is not an object (the model's mistake, answered by the worker as a

@@ -35,18 +35,12 @@ static ah_status encode_tools(ah__enc *e, cJSON *root)
         return ah__enc_nomem(e);
     for (size_t i = 0; i < o->n_tools; i++) {
         cJSON *t = ah__json_push_object(tools);
-        cJSON *fn = NULL;
-        if (!t || !ah__json_put_str(t, "type", "function") ||
-            !(fn = cJSON_AddObjectToObject(t, "function")) ||
-            !ah__json_put_str(fn, "name", o->tools[i].name) ||
-            (o->tools[i].description &&
-             !ah__json_put_str(fn, "description", o->tools[i].description)))
+        if (!t || !ah__json_put_str(t, "type", "function"))
             return ah__enc_nomem(e);
-        ah_status st = AH_OK;
-        cJSON *schema = ah__enc_tool_schema(e, i, &st);
-        if (!schema)
+        ah_status st =
+            ah__enc_tool_fields(e, cJSON_AddObjectToObject(t, "function"), i, "parameters");
+        if (st != AH_OK)
             return st;
-        cJSON_AddItemToObject(fn, "parameters", schema);
     }
     return AH_OK;
 }

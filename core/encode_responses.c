@@ -37,16 +37,11 @@ static ah_status encode_tools(ah__enc *e, cJSON *root)
         return ah__enc_nomem(e);
     for (size_t i = 0; i < o->n_tools; i++) {
         cJSON *t = ah__json_push_object(tools);
-        if (!t || !ah__json_put_str(t, "type", "function") ||
-            !ah__json_put_str(t, "name", o->tools[i].name) ||
-            (o->tools[i].description &&
-             !ah__json_put_str(t, "description", o->tools[i].description)))
+        if (!t || !ah__json_put_str(t, "type", "function"))
             return ah__enc_nomem(e);
-        ah_status st = AH_OK;
-        cJSON *schema = ah__enc_tool_schema(e, i, &st);
-        if (!schema)
+        ah_status st = ah__enc_tool_fields(e, t, i, "parameters");
+        if (st != AH_OK)
             return st;
-        cJSON_AddItemToObject(t, "parameters", schema);
         /* Function tools default to strict here, which rejects ordinary schemas (strict
          * needs additionalProperties false and every property required): ask for the
          * same non-strict behaviour the other formats have. */
