@@ -16,78 +16,7 @@
 #include <cjson/cJSON.h>
 
 #include "agenthost.h"
-
-static cJSON *jp(cJSON *root, const char *path)
-{
-    cJSON *cur = root;
-    const char *p = path;
-    while (cur && *p) {
-        if (*p == '.') {
-            p++;
-            continue;
-        }
-        if (*p == '[') {
-            int idx = atoi(p + 1);
-            if (idx < 0 && cJSON_IsArray(cur))
-                idx += cJSON_GetArraySize(cur);
-            cur = cJSON_IsArray(cur) ? cJSON_GetArrayItem(cur, idx) : NULL;
-            p = strchr(p, ']');
-            if (!p)
-                return NULL;
-            p++;
-            continue;
-        }
-        char key[64];
-        size_t n = strcspn(p, ".[");
-        if (n >= sizeof key)
-            return NULL;
-        memcpy(key, p, n);
-        key[n] = '\0';
-        cur = cJSON_IsObject(cur) ? cJSON_GetObjectItemCaseSensitive(cur, key) : NULL;
-        p += n;
-    }
-    return cur;
-}
-
-static void check_str(cJSON *root, const char *path, const char *want)
-{
-    cJSON *v = jp(root, path);
-    if (!cJSON_IsString(v))
-        fail_msg("%s: not a string", path);
-    if (strcmp(v->valuestring, want) != 0)
-        fail_msg("%s: '%s' != '%s'", path, v->valuestring, want);
-}
-
-static void check_absent(cJSON *root, const char *path)
-{
-    if (jp(root, path))
-        fail_msg("%s: present but must be absent", path);
-}
-
-static cJSON *encode(ah_wire w, const ah_conversation *c, const ah_request_opts *o)
-{
-    char *body = NULL;
-    char err[256] = "";
-    ah_status st = ah_request_encode(w, c, o, &body, NULL, err, sizeof err);
-    if (st != AH_OK)
-        fail_msg("encode(%s): %s: %s", ah_wire_name(w), ah_status_name(st), err);
-    cJSON *root = cJSON_Parse(body);
-    assert_non_null(root);
-    free(body);
-    return root;
-}
-
-static void encode_fails(ah_wire w, const ah_conversation *c, const ah_request_opts *o,
-                         const char *needle)
-{
-    char *body = NULL;
-    char err[256] = "";
-    ah_status st = ah_request_encode(w, c, o, &body, NULL, err, sizeof err);
-    if (st != AH_ERR_INVALID || !strstr(err, needle))
-        fail_msg("%s: got %s '%s', want invalid with '%s'", ah_wire_name(w),
-                 ah_status_name(st), err, needle);
-    assert_null(body);
-}
+#include "encode_util.h"
 
 /* Every object holding "cache_control", anywhere in the body. */
 static int count_breakpoints(const cJSON *v)
@@ -138,7 +67,7 @@ static void anthropic_breakpoints_on_system_and_earlier_history(void **state)
     o.tools = TOOLS;
     o.n_tools = 2;
     o.cache_history = 4; /* messages 0..3 are the earlier history; 4 is the new turn */
-    cJSON *r = encode(AH_WIRE_ANTHROPIC, c, &o);
+    cJSON *r = encode(AH_WIRE_ANTHROPIC, c, &o, NULL);
     /* tools + system: the system in its block form carries it */
     check_str(r, "system[0].type", "text");
     check_str(r, "system[0].text", "You are exact.");
@@ -155,7 +84,7 @@ static void anthropic_breakpoints_on_system_and_earlier_history(void **state)
 
     /* 1h ttl on every breakpoint */
     o.cache_ttl = "1h";
-    r = encode(AH_WIRE_ANTHROPIC, c, &o);
+    r = encode(AH_WIRE_ANTHROPIC, c, &o, NULL);
     check_str(r, "system[0].cache_control.ttl", "1h");
     check_str(r, "messages[3].content[-1].cache_control.ttl", "1h");
     cJSON_Delete(r);
@@ -163,7 +92,7 @@ static void anthropic_breakpoints_on_system_and_earlier_history(void **state)
     /* the breakpoint on a message of tool results */
     o.cache_ttl = NULL;
     o.cache_history = 3;
-    r = encode(AH_WIRE_ANTHROPIC, c, &o);
+    r = encode(AH_WIRE_ANTHROPIC, c, &o, NULL);
     check_str(r, "messages[2].content[0].type", "tool_result");
     check_str(r, "messages[2].content[0].cache_control.type", "ephemeral");
     assert_int_equal(count_breakpoints(r), 2);
@@ -171,7 +100,7 @@ static void anthropic_breakpoints_on_system_and_earlier_history(void **state)
 
     /* an assistant message of thinking + tool_use: on the tool_use */
     o.cache_history = 2;
-    r = encode(AH_WIRE_ANTHROPIC, c, &o);
+    r = encode(AH_WIRE_ANTHROPIC, c, &o, NULL);
     check_str(r, "messages[1].content[1].type", "tool_use");
     check_str(r, "messages[1].content[1].cache_control.type", "ephemeral");
     check_absent(r, "messages[1].content[0].cache_control");
@@ -188,7 +117,7 @@ static void anthropic_first_turn_has_only_tools_and_system(void **state)
     opts_init(&o);
     o.tools = TOOLS;
     o.n_tools = 2;
-    cJSON *r = encode(AH_WIRE_ANTHROPIC, c, &o);
+    cJSON *r = encode(AH_WIRE_ANTHROPIC, c, &o, NULL);
     /* no system: the last tool carries the breakpoint */
     check_str(r, "tools[1].cache_control.type", "ephemeral");
     check_absent(r, "tools[0].cache_control");
@@ -199,7 +128,7 @@ static void anthropic_first_turn_has_only_tools_and_system(void **state)
     /* no tools, no system, first turn: nothing to mark */
     o.n_tools = 0;
     o.tools = NULL;
-    r = encode(AH_WIRE_ANTHROPIC, c, &o);
+    r = encode(AH_WIRE_ANTHROPIC, c, &o, NULL);
     assert_int_equal(count_breakpoints(r), 0);
     cJSON_Delete(r);
 
@@ -208,7 +137,7 @@ static void anthropic_first_turn_has_only_tools_and_system(void **state)
     o.cache = 0;
     o.tools = TOOLS;
     o.n_tools = 2;
-    r = encode(AH_WIRE_ANTHROPIC, c, &o);
+    r = encode(AH_WIRE_ANTHROPIC, c, &o, NULL);
     check_str(r, "system", "S");
     assert_int_equal(count_breakpoints(r), 0);
     cJSON_Delete(r);
@@ -230,7 +159,7 @@ static void anthropic_never_more_than_four(void **state)
                 o.tools = tools ? TOOLS : NULL;
                 o.n_tools = tools ? 2 : 0;
                 o.cache_history = h;
-                cJSON *r = encode(AH_WIRE_ANTHROPIC, c, &o);
+                cJSON *r = encode(AH_WIRE_ANTHROPIC, c, &o, NULL);
                 int bp = count_breakpoints(r);
                 assert_true(bp <= AH_CACHE_MAX_BREAKPOINTS);
                 assert_int_equal(bp, (sys || tools) + (h > 0));
@@ -266,18 +195,18 @@ static void openai_formats_send_prompt_cache_key(void **state)
     o.cache_history = 4;
     ah_wire ws[] = {AH_WIRE_OPENAI, AH_WIRE_RESPONSES};
     for (size_t i = 0; i < 2; i++) {
-        cJSON *r = encode(ws[i], c, &o);
+        cJSON *r = encode(ws[i], c, &o, NULL);
         check_str(r, "prompt_cache_key", "run_abc");
         assert_int_equal(count_breakpoints(r), 0);
         cJSON_Delete(r);
     }
     o.cache = 0;
     for (size_t i = 0; i < 2; i++) {
-        cJSON *r = encode(ws[i], c, &o);
+        cJSON *r = encode(ws[i], c, &o, NULL);
         check_absent(r, "prompt_cache_key");
         cJSON_Delete(r);
     }
-    cJSON *r = encode(AH_WIRE_ANTHROPIC, c, &o);
+    cJSON *r = encode(AH_WIRE_ANTHROPIC, c, &o, NULL);
     check_absent(r, "prompt_cache_key");
     cJSON_Delete(r);
     ah_conversation_free(c);
@@ -290,13 +219,13 @@ static void cache_options_are_checked(void **state)
     ah_request_opts o;
     opts_init(&o);
     o.cache_ttl = "10m";
-    encode_fails(AH_WIRE_ANTHROPIC, c, &o, "opts.cache_ttl '10m'");
+    encode_fails(AH_WIRE_ANTHROPIC, c, &o, AH_ERR_INVALID, "opts.cache_ttl '10m'");
     o.cache_ttl = NULL;
     o.prompt_cache_key = "";
-    encode_fails(AH_WIRE_OPENAI, c, &o, "opts.prompt_cache_key is empty");
+    encode_fails(AH_WIRE_OPENAI, c, &o, AH_ERR_INVALID, "opts.prompt_cache_key is empty");
     o.prompt_cache_key = NULL;
     o.cache_history = 99;
-    encode_fails(AH_WIRE_RESPONSES, c, &o, "opts.cache_history 99");
+    encode_fails(AH_WIRE_RESPONSES, c, &o, AH_ERR_INVALID, "opts.cache_history 99");
     ah_conversation_free(c);
 }
 
@@ -328,7 +257,7 @@ static void anthropic_images_and_documents(void **state)
     ah_request_opts o;
     opts_init(&o);
     o.cache = 0;
-    cJSON *r = encode(AH_WIRE_ANTHROPIC, c, &o);
+    cJSON *r = encode(AH_WIRE_ANTHROPIC, c, &o, NULL);
     check_str(r, "messages[0].content[0].type", "text");
     check_str(r, "messages[0].content[1].type", "image");
     check_str(r, "messages[0].content[1].source.type", "base64");
@@ -354,7 +283,7 @@ static void chat_images_and_documents(void **state)
     ah_conversation *c = media_conv();
     ah_request_opts o;
     opts_init(&o);
-    cJSON *r = encode(AH_WIRE_OPENAI, c, &o);
+    cJSON *r = encode(AH_WIRE_OPENAI, c, &o, NULL);
     check_str(r, "messages[0].role", "user");
     check_str(r, "messages[0].content[0].type", "text");
     check_str(r, "messages[0].content[1].type", "image_url");
@@ -372,12 +301,12 @@ static void chat_images_and_documents(void **state)
     ah_msg_block d = {.kind = AH_MSG_DOCUMENT, .media_type = "application/pdf",
                       .url = "https://example.com/a.pdf"};
     assert_int_equal(ah_conversation_add_user_blocks(c, &d, 1, NULL, 0), AH_OK);
-    encode_fails(AH_WIRE_OPENAI, c, &o, "message 0 block 0 (document): url:");
+    encode_fails(AH_WIRE_OPENAI, c, &o, AH_ERR_INVALID, "message 0 block 0 (document): url:");
     /* the other two take it */
-    r = encode(AH_WIRE_ANTHROPIC, c, &o);
+    r = encode(AH_WIRE_ANTHROPIC, c, &o, NULL);
     check_str(r, "messages[0].content[0].source.type", "url");
     cJSON_Delete(r);
-    r = encode(AH_WIRE_RESPONSES, c, &o);
+    r = encode(AH_WIRE_RESPONSES, c, &o, NULL);
     check_str(r, "input[0].content[0].type", "input_file");
     check_str(r, "input[0].content[0].file_url", "https://example.com/a.pdf");
     cJSON_Delete(r);
@@ -390,7 +319,7 @@ static void responses_images_and_documents(void **state)
     ah_conversation *c = media_conv();
     ah_request_opts o;
     opts_init(&o);
-    cJSON *r = encode(AH_WIRE_RESPONSES, c, &o);
+    cJSON *r = encode(AH_WIRE_RESPONSES, c, &o, NULL);
     check_str(r, "input[0].type", "message");
     check_str(r, "input[0].content[0].type", "input_text");
     check_str(r, "input[0].content[1].type", "input_image");
@@ -419,7 +348,7 @@ static void tool_result_with_an_image(void **state)
     opts_init(&o);
     o.cache = 0;
 
-    cJSON *r = encode(AH_WIRE_ANTHROPIC, c, &o);
+    cJSON *r = encode(AH_WIRE_ANTHROPIC, c, &o, NULL);
     check_str(r, "messages[2].content[0].type", "tool_result");
     check_str(r, "messages[2].content[0].content[0].type", "text");
     check_str(r, "messages[2].content[0].content[0].text", "the screen");
@@ -427,7 +356,7 @@ static void tool_result_with_an_image(void **state)
     check_str(r, "messages[2].content[0].content[1].source.data", PNG);
     cJSON_Delete(r);
 
-    r = encode(AH_WIRE_OPENAI, c, &o);
+    r = encode(AH_WIRE_OPENAI, c, &o, NULL);
     check_str(r, "messages[2].role", "tool");
     check_str(r, "messages[2].content", "the screen");
     check_str(r, "messages[3].role", "user"); /* the image follows the tool messages */
@@ -435,7 +364,7 @@ static void tool_result_with_an_image(void **state)
     check_str(r, "messages[3].content[0].image_url.url", "data:image/png;base64," PNG);
     cJSON_Delete(r);
 
-    r = encode(AH_WIRE_RESPONSES, c, &o);
+    r = encode(AH_WIRE_RESPONSES, c, &o, NULL);
     check_str(r, "input[2].type", "function_call_output");
     check_str(r, "input[2].output[0].type", "input_text");
     check_str(r, "input[2].output[1].type", "input_image");
@@ -464,7 +393,7 @@ static void gemini_images_and_documents(void **state)
     ah_request_opts o;
     opts_init(&o);
     o.model = "gemini-2.5-flash";
-    cJSON *r = encode(AH_WIRE_GEMINI, c, &o);
+    cJSON *r = encode(AH_WIRE_GEMINI, c, &o, NULL);
     /* the earlier turn, in the history */
     check_str(r, "contents[0].role", "user");
     check_str(r, "contents[0].parts[0].text", "What is in these?");
@@ -512,7 +441,7 @@ static void gemini_tool_result_with_an_image(void **state)
         opts_init(&o);
 
         o.model = "gemini-3.1-pro-preview";
-        cJSON *r = encode(AH_WIRE_GEMINI, c, &o);
+        cJSON *r = encode(AH_WIRE_GEMINI, c, &o, NULL);
         check_str(r, "contents[2].parts[0].functionResponse.name", "shot");
         check_str(r, "contents[2].parts[0].functionResponse.id", "t1");
         check_str(r, "contents[2].parts[0].functionResponse.response.result",
@@ -532,7 +461,7 @@ static void gemini_tool_result_with_an_image(void **state)
 
         for (int m = 0; m < 2; m++) {
             o.model = m ? "gemini-pro-latest" : "gemini-2.5-flash";
-            r = encode(AH_WIRE_GEMINI, c, &o);
+            r = encode(AH_WIRE_GEMINI, c, &o, NULL);
             check_absent(r, "contents[2].parts[0].functionResponse.parts");
             if (k < 2) {
                 check_str(r, "contents[2].parts[1].inlineData.mimeType", mime);
