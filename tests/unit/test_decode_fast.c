@@ -24,26 +24,7 @@
 #include "fuzz/decode_same.h"
 #include "agenthost/timeline.h"
 
-#include <dirent.h>
-
-#define REAL_DIR AH_FIXTURES_DIR "/real-streams"
-
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    assert_int_equal(fseek(f, 0, SEEK_END), 0);
-    long n = ftell(f);
-    assert_true(n >= 0);
-    rewind(f);
-    char *p = malloc((size_t)n + 1);
-    assert_non_null(p);
-    assert_int_equal(fread(p, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    p[n] = '\0';
-    *len = (size_t)n;
-    return p;
-}
+#include "unit/recorded_streams.h"
 
 /* A decoder with block 0 open (text, or the given kind) and a recorded delta log. */
 typedef struct fx {
@@ -343,37 +324,18 @@ static void same_all_splits(ah_wire wire, const char *s, size_t n)
     same_check(wire, (const uint8_t *)s, n, n);
 }
 
+static void fast_stream(ah_wire wire, const char *file, const char *sse, size_t len,
+                        void *ud)
+{
+    (void)file;
+    (void)ud;
+    same_all_splits(wire, sse, len);
+}
+
 static void real_streams_decode_the_same(void **state)
 {
     (void)state;
-    static const struct {
-        const char *dir;
-        ah_wire wire;
-    } dirs[] = {{"anthropic", AH_WIRE_ANTHROPIC},
-                {"chat", AH_WIRE_OPENAI},
-                {"responses", AH_WIRE_RESPONSES}};
-    size_t count = 0;
-    for (size_t k = 0; k < 3; k++) {
-        char path[512];
-        snprintf(path, sizeof path, "%s/%s", REAL_DIR, dirs[k].dir);
-        DIR *dh = opendir(path);
-        assert_non_null(dh);
-        struct dirent *de;
-        while ((de = readdir(dh))) {
-            size_t n = strlen(de->d_name);
-            if (n < 5 || strcmp(de->d_name + n - 4, ".sse") != 0)
-                continue;
-            char file[800];
-            snprintf(file, sizeof file, "%s/%s", path, de->d_name);
-            size_t len = 0;
-            char *sse = read_file(file, &len);
-            same_all_splits(dirs[k].wire, sse, len);
-            free(sse);
-            count++;
-        }
-        closedir(dh);
-    }
-    assert_int_equal(count, 28);
+    assert_int_equal(each_recorded_stream(fast_stream, NULL), 28);
 }
 
 static void hand_streams_decode_the_same(void **state)

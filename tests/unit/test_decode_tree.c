@@ -22,26 +22,7 @@
 #define SAME_FAIL(what) fail_msg("tree and cJSON paths differ: %s", what)
 #include "fuzz/decode_same.h"
 
-#include <dirent.h>
-
-#define REAL_DIR AH_FIXTURES_DIR "/real-streams"
-
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    assert_int_equal(fseek(f, 0, SEEK_END), 0);
-    long n = ftell(f);
-    assert_true(n >= 0);
-    rewind(f);
-    char *p = malloc((size_t)n + 1);
-    assert_non_null(p);
-    assert_int_equal(fread(p, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    p[n] = '\0';
-    *len = (size_t)n;
-    return p;
-}
+#include "unit/recorded_streams.h"
 
 /* The stream prefix + "data: " + ev + "\n\n", compared three ways at every 5th split;
  * returns how many of ev's events the tree took (0 or 1). */
@@ -344,42 +325,21 @@ static void responses_shapes(void **state)
 
 /* Every recorded stream decodes the same with and without the tree, and the tree takes
  * non-delta events in each. */
+static void tree_stream(ah_wire wire, const char *file, const char *sse, size_t len,
+                        void *ud)
+{
+    (void)ud;
+    uint64_t tree = same_check_reattach(wire, (const uint8_t *)sse, len, len, 0);
+    if (tree == 0)
+        fail_msg("%s: no event decoded from the tree", file);
+    for (size_t cut = 0; cut <= len; cut += 61)
+        same_check_reattach(wire, (const uint8_t *)sse, len, cut, wire == AH_WIRE_RESPONSES);
+}
+
 static void real_streams(void **state)
 {
     (void)state;
-    static const struct {
-        const char *dir;
-        ah_wire wire;
-    } dirs[] = {{"anthropic", AH_WIRE_ANTHROPIC},
-                {"chat", AH_WIRE_OPENAI},
-                {"responses", AH_WIRE_RESPONSES}};
-    size_t count = 0;
-    for (size_t k = 0; k < 3; k++) {
-        char path[512];
-        snprintf(path, sizeof path, "%s/%s", REAL_DIR, dirs[k].dir);
-        DIR *dh = opendir(path);
-        assert_non_null(dh);
-        struct dirent *de;
-        while ((de = readdir(dh))) {
-            size_t n = strlen(de->d_name);
-            if (n < 5 || strcmp(de->d_name + n - 4, ".sse") != 0)
-                continue;
-            char file[800];
-            snprintf(file, sizeof file, "%s/%s", path, de->d_name);
-            size_t len = 0;
-            char *sse = read_file(file, &len);
-            uint64_t tree = same_check_reattach(dirs[k].wire, (const uint8_t *)sse, len, len, 0);
-            if (tree == 0)
-                fail_msg("%s: no event decoded from the tree", file);
-            for (size_t cut = 0; cut <= len; cut += 61)
-                same_check_reattach(dirs[k].wire, (const uint8_t *)sse, len, cut,
-                                    dirs[k].wire == AH_WIRE_RESPONSES);
-            free(sse);
-            count++;
-        }
-        closedir(dh);
-    }
-    assert_int_equal(count, 28);
+    assert_int_equal(each_recorded_stream(tree_stream, NULL), 28);
 }
 
 /* An event larger than the arena's first block, then small ones: the arena grows, gives
