@@ -1262,6 +1262,32 @@ static void context_exceeded(ah_worker *w, const ah_error *cause)
     finish(w, AH_OUTCOME_CONTEXT_EXCEEDED, cause);
 }
 
+/* A continuation on `mode`'s rung: the prompt rung's user turn, the counts and
+ * llm_continuation. 0 when the run ended meanwhile (out of memory, or a hook's cancel),
+ * else 1: the caller sends the next request. */
+static int begin_continuation(ah_worker *w, ah_cont_mode mode, int committed, int discarded,
+                              int64_t discarded_bytes, const char *reason)
+{
+    if (mode == AH_CONT_PROMPT &&
+        ah_conversation_add_user_text(w->conv, w->continue_prompt) != AH_OK) {
+        fail_nomem(w, "history");
+        return 0;
+    }
+    w->continuations++;
+    w->stats.continuations++;
+    ah_event ev = {.type = AH_EV_LLM_CONTINUATION};
+    ev.u.llm_continuation.llm_call = w->llm_call;
+    ev.u.llm_continuation.continuation = w->continuations;
+    ev.u.llm_continuation.max_continuations = w->policy.max_continuations;
+    ev.u.llm_continuation.committed_blocks = committed;
+    ev.u.llm_continuation.discarded_blocks = discarded;
+    ev.u.llm_continuation.discarded_bytes = discarded_bytes;
+    ev.u.llm_continuation.mode = mode;
+    ev.u.llm_continuation.reason = reason;
+    emit(w, &ev);
+    return w->state != W_FINISHED;
+}
+
 /* A completed response that stopped at max_tokens, continued as if it were cut
  * (policy.continue_on_max_tokens): the message stays partial and the next request
  * continues it on the client's rung. 1 when a continuation was sent for. */
@@ -1275,28 +1301,14 @@ static int continue_max_tokens(ah_worker *w, size_t msg)
         return 0;
     if (ah_conversation_set_partial(w->conv, 1) != AH_OK)
         return 0;
-    ah_cont_mode mode = ah_client_rung(w->client);
-    if (mode == AH_CONT_PROMPT &&
-        ah_conversation_add_user_text(w->conv, w->continue_prompt) != AH_OK) {
-        fail_nomem(w, "history");
-        return 1;
-    }
     w->max_tokens_conts++;
-    w->continuations++;
-    w->stats.continuations++;
-    ah_event ev = {.type = AH_EV_LLM_CONTINUATION};
-    ev.u.llm_continuation.llm_call = w->llm_call;
-    ev.u.llm_continuation.continuation = w->continuations;
-    ev.u.llm_continuation.max_continuations = w->policy.max_continuations;
-    ev.u.llm_continuation.committed_blocks = (int)ah_conversation_block_count(w->conv, msg);
-    ev.u.llm_continuation.mode = mode;
-    ev.u.llm_continuation.reason = "the response stopped at max_tokens "
-                                   "(policy.continue_on_max_tokens)";
-    emit(w, &ev);
-    if (w->state == W_FINISHED)
-        return 1;
-    w->next_is_continuation = 1;
-    ah_timer_start(w->kick, 0);
+    if (begin_continuation(w, ah_client_rung(w->client),
+                           (int)ah_conversation_block_count(w->conv, msg), 0, 0,
+                           "the response stopped at max_tokens "
+                           "(policy.continue_on_max_tokens)")) {
+        w->next_is_continuation = 1;
+        ah_timer_start(w->kick, 0);
+    }
     return 1;
 }
 
@@ -1457,24 +1469,7 @@ static void continue_stream(ah_worker *w, const ah_error *cause, const ah_call_r
     /* RESUME (re-attaching to the same response) is decided before this point. Nothing
      * new kept: the history is unchanged, so the next request is this one again. */
     ah_cont_mode mode = committed > 0 ? ah_client_rung(w->client) : AH_CONT_REGENERATE;
-    if (mode == AH_CONT_PROMPT &&
-        ah_conversation_add_user_text(w->conv, w->continue_prompt) != AH_OK) {
-        fail_nomem(w, "history");
-        return;
-    }
-    w->continuations++;
-    w->stats.continuations++;
-    ah_event ev = {.type = AH_EV_LLM_CONTINUATION};
-    ev.u.llm_continuation.llm_call = w->llm_call;
-    ev.u.llm_continuation.continuation = w->continuations;
-    ev.u.llm_continuation.max_continuations = w->policy.max_continuations;
-    ev.u.llm_continuation.committed_blocks = committed;
-    ev.u.llm_continuation.discarded_blocks = discarded;
-    ev.u.llm_continuation.discarded_bytes = discarded_bytes;
-    ev.u.llm_continuation.mode = mode;
-    ev.u.llm_continuation.reason = cause->message;
-    emit(w, &ev);
-    if (w->state == W_FINISHED)
+    if (!begin_continuation(w, mode, committed, discarded, discarded_bytes, cause->message))
         return;
     if (granted) {
         if (!w->carry)
