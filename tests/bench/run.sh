@@ -68,30 +68,7 @@ note() { echo "bench: $*" >&2; }
 out() { printf '%s\n' "$*" | tee -a "$REPORT"; }
 
 # ---- mocks: each in its own process, stopped at exit ----------------------------------
-MOCK_PIDS=()
-stop_mocks() {
-    for p in "${MOCK_PIDS[@]}"; do
-        kill "$p" 2>/dev/null || true
-        wait "$p" 2>/dev/null || true
-    done
-}
-trap stop_mocks EXIT
-start_mock() { # name mock-args... -> MOCK_URL
-    local name=$1
-    shift
-    "$AH" mock --port 0 "$@" >"$WORK/mock-$name.url" 2>>"$LOG" &
-    MOCK_PIDS+=($!)
-    local pid=$!
-    MOCK_URL=
-    for _ in $(seq 200); do
-        MOCK_URL=$(head -n1 "$WORK/mock-$name.url" 2>/dev/null || true)
-        [ -n "$MOCK_URL" ] && return 0
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.05
-    done
-    echo "run.sh: the $name mock did not start (see $LOG)" >&2
-    exit 1
-}
+. "$(dirname "${BASH_SOURCE[0]}")/mock_lib.sh"
 
 # ---- measurement store: one file per measured process, "key=value" words -------------
 measure() { # key cmd... : run cmd as a child of stream_bench exec, keep its output

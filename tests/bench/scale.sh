@@ -37,30 +37,8 @@ fi
 WORK=$BUILD_DIR/scale-work
 rm -rf "$WORK"
 mkdir -p "$WORK"
-MOCK_PIDS=()
-stop_mocks() {
-    for p in "${MOCK_PIDS[@]}"; do
-        kill "$p" 2>/dev/null || true
-        wait "$p" 2>/dev/null || true
-    done
-}
-trap stop_mocks EXIT
-start_mock() { # name mock-args... -> MOCK_URL
-    local name=$1
-    shift
-    "$AH" mock --port 0 "$@" >"$WORK/mock-$name.url" 2>>"$WORK/log.txt" &
-    MOCK_PIDS+=($!)
-    local pid=$!
-    MOCK_URL=
-    for _ in $(seq 200); do
-        MOCK_URL=$(head -n1 "$WORK/mock-$name.url" 2>/dev/null || true)
-        [ -n "$MOCK_URL" ] && return 0
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.05
-    done
-    echo "scale.sh: the $name mock did not start (see $WORK/log.txt)" >&2
-    exit 1
-}
+LOG="$WORK/log.txt"
+. "$(dirname "${BASH_SOURCE[0]}")/mock_lib.sh"
 med() {
     sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
