@@ -42,6 +42,7 @@ typedef struct pxhost {
     FILE *events;
     int events_failed;
     int on_event_ref, status_ref, retry_on_ref, budget_ref, rate_ref;
+    int status_tty; /* the default display writes to a terminal */
     int hook_failed, retry_on_failed;
     ah_proxy *proxy;
     int stop;
@@ -99,7 +100,12 @@ static void on_event(void *ud, const ah_event *ev)
         lua_rawgeti(L, LUA_REGISTRYINDEX, h->on_event_ref);
         lah_push_event(L, ev);
         lah_pcall_once(L, 1, 0, "proxy on_event", &h->hook_failed);
-    } else if (h->status_ref != LUA_NOREF) {
+    } else if (h->status_ref != LUA_NOREF &&
+               (h->status_tty ||
+                (ev->type != AH_EV_LLM_CALL_START && ev->type != AH_EV_LLM_CALL_END))) {
+        /* Off a terminal the display writes nothing for a call's start and end (they
+         * only erase a transient line, which it draws on a terminal alone): two Lua
+         * calls per request saved, ~6 % of the proxy's instructions per request. */
         lua_rawgeti(L, LUA_REGISTRYINDEX, h->status_ref);
         lua_getfield(L, -1, "update");
         lua_insert(L, -2);
@@ -268,8 +274,12 @@ static int proxy_lmain(lua_State *L)
         lua_pushliteral(L, "agenthost.status");
         if (lah_pcall_once(L, 1, 1, NULL, &(int){1}) && lua_istable(L, -1)) {
             lua_getfield(L, -1, "new");
-            if (lah_pcall(L, 0, 1, "agenthost.status.new") && !lua_isnil(L, -1))
+            if (lah_pcall(L, 0, 1, "agenthost.status.new") && !lua_isnil(L, -1)) {
+                lua_getfield(L, -1, "tty");
+                h->status_tty = lua_toboolean(L, -1);
+                lua_pop(L, 1);
                 h->status_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+            }
         }
         lua_settop(L, spec ? spec : ah);
     }

@@ -87,8 +87,12 @@
 
 enum {
     MAX_BODY = 64 << 20, /* larger request bodies get a 413 */
-    BLOCK_SIZE = 32768,
+    /* the content reader's block: MHD callocs (and so clears) it with every streamed
+     * response, and a chunked one (HTTP/1.1) is read straight into the connection's
+     * write buffer instead, so only HTTP/1.0 clients' writes are this size at most */
+    BLOCK_SIZE = 4096,
     SLICE_MS = 100,      /* how often p->sweep looks at a socket that had stray bytes */
+    RUNS_PER_STEP = 4,   /* MHD_run() calls in one loop step while MHD has work ready */
     MAX_REFUSED = 64,    /* models remembered as refusing a prefill */
 };
 
@@ -402,18 +406,30 @@ static void on_sweep(void *ud)
         ah_timer_start(p->sweep, SLICE_MS);
 }
 
+/* MHD_run() until MHD has nothing ready (at most RUNS_PER_STEP times): MHD writes a
+ * resumed connection's head in one run and its body in the next, and its end (the last
+ * chunk) in a third; each had cost a loop step of its own (an epoll_wait and a timer
+ * pass) between the head and the first delta (docs/performance.md, "agenthost proxy"). */
 static void run_mhd(ah_proxy *p)
 {
     if (p->closing)
         return;
-    p->in_run = 1;
-    p->rerun = 0;
-    MHD_run(p->daemon);
-    p->in_run = 0;
     MHD_UNSIGNED_LONG_LONG to = 0;
+    int have_to = 0;
+    for (int i = 0; i < RUNS_PER_STEP && !p->closing; i++) {
+        p->in_run = 1;
+        p->rerun = 0;
+        MHD_run(p->daemon);
+        p->in_run = 0;
+        have_to = MHD_get_timeout(p->daemon, &to) == MHD_YES;
+        if (!p->rerun && !(have_to && to == 0))
+            break;
+    }
+    if (p->closing)
+        return;
     if (p->rerun)
         ah_timer_start(p->run_t, 0);
-    else if (MHD_get_timeout(p->daemon, &to) == MHD_YES)
+    else if (have_to)
         ah_timer_start(p->run_t,
                        to > (MHD_UNSIGNED_LONG_LONG)INT32_MAX ? INT32_MAX : (int64_t)to);
     else
@@ -443,7 +459,12 @@ static void set_head(preq *r, int status, const ah_header *h, size_t n, int stre
         return;
     ah_header *copy = NULL;
     size_t ncopy = 0;
-    if (copy_headers(h, n, &copy, &ncopy) != 0) {
+    if (h && h == r->pend_h) { /* the attempt's head, filtered already: taken, not copied */
+        copy = r->pend_h;
+        ncopy = r->pend_n;
+        r->pend_h = NULL;
+        r->pend_n = 0;
+    } else if (copy_headers(h, n, &copy, &ncopy) != 0) {
         copy = NULL;
         ncopy = 0;
     }
@@ -941,10 +962,7 @@ static void begin_call(preq *r)
         return;
     }
     char *url = upstream_url(r);
-    ah_header *h = NULL;
-    size_t nh = 0;
-    if (!url || copy_headers(r->hdrs, r->nh, &h, &nh) != 0) {
-        free(url);
+    if (!url) {
         ah_error_set(&e, AH_EK_BUDGET, 0, "out of memory building the upstream request");
         fail_request(r, NULL, &e);
         loop_done(r);
@@ -960,8 +978,8 @@ static void begin_call(preq *r)
     cc.transport = p->transport;
     cc.request.method = r->method;
     cc.request.url = url;
-    cc.request.headers = h;
-    cc.request.n_headers = nh;
+    cc.request.headers = r->hdrs; /* hop headers dropped already; the call copies them */
+    cc.request.n_headers = r->nh;
     cc.request.body = r->cbody ? r->cbody : r->body;
     cc.request.body_len = r->cbody ? r->cbody_len : r->body_len;
     cc.policy = &pol;
@@ -990,7 +1008,6 @@ static void begin_call(preq *r)
     ah_status st = ah_call_new(&cc, &r->call, msg, sizeof msg);
     r->has_carry = 0; /* copied into the call */
     free(url);
-    free_headers(h, nh);
     if (st == AH_OK)
         st = ah_call_start(r->call);
     if (st != AH_OK) {
@@ -1057,11 +1074,15 @@ static enum MHD_Result collect_header(void *cls, enum MHD_ValueKind kind, const 
 {
     preq *r = cls;
     (void)kind;
+    if (key && (strcasecmp(key, "anthropic-version") == 0 || strcasecmp(key, "x-api-key") == 0))
+        r->anthropic_client = 1;
+    if (!key || hop_header(key))
+        return MHD_YES; /* never sent upstream */
     ah_header *h = realloc(r->hdrs, (r->nh + 1) * sizeof *h);
     if (!h)
         return MHD_NO;
     r->hdrs = h;
-    char *k = ah__strdup(key ? key : ""), *v = ah__strdup(value ? value : "");
+    char *k = ah__strdup(key), *v = ah__strdup(value ? value : "");
     if (!k || !v) {
         free(k);
         free(v);
@@ -1070,8 +1091,6 @@ static enum MHD_Result collect_header(void *cls, enum MHD_ValueKind kind, const 
     h[r->nh].name = k;
     h[r->nh].value = v;
     r->nh++;
-    if (strcasecmp(k, "anthropic-version") == 0 || strcasecmp(k, "x-api-key") == 0)
-        r->anthropic_client = 1;
     return MHD_YES;
 }
 

@@ -15,6 +15,15 @@
  *                   of the machine (other work on its cores) then hits both sides, which
  *                   is what makes their difference meaningful on a shared machine.
  *
+ *   MODE proxy      plain libcurl twice: to URL (the mock) and to PROXY_URL (an `agenthost
+ *                   proxy` in front of the same mock), one request of each in turn, each
+ *                   side with its own reused easy handle: what the proxy adds
+ *                   (tests/bench/proxy_latency.sh). With CONC > 1, rounds of CONC requests
+ *                   at once on one curl multi handle (CONC reused easy handles per side),
+ *                   a direct round then a proxied one; a request's times count from its
+ *                   round's start. Prints mode=direct and mode=proxy.
+ *                   latency_bench proxy URL WIRE N WARMUP PROXY_URL [CONC]
+ *
  * WIRE anthropic|openai|responses. The first WARMUP requests (default 20) are not
  * counted. Prints one line per mode: "latency mode=M wire=W n=N first_p50_us=... first_p90_us=
  * first_p99_us= total_p50_us= total_p90_us= total_p99_us=". The same program under
@@ -27,6 +36,7 @@
 
 #include <curl/curl.h>
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -229,6 +239,77 @@ static int curl_one(curl_ctx *x, int i, double *first, double *total)
     return rc;
 }
 
+/* ---- plain libcurl, CONC at once (MODE proxy with CONC > 1) ---- */
+
+typedef struct multi_side {
+    CURLM *m;
+    curl_ctx *x; /* CONC handles on the same URL */
+    int conc;
+} multi_side;
+
+static int multi_open(multi_side *ms, const char *base, ah_wire wire, int conc)
+{
+    ms->conc = conc;
+    ms->m = curl_multi_init();
+    ms->x = calloc((size_t)conc, sizeof *ms->x);
+    if (!ms->m || !ms->x)
+        return 1;
+    for (int i = 0; i < conc; i++)
+        if (curl_open(&ms->x[i], base, wire))
+            return 1;
+    return 0;
+}
+
+static void multi_close(multi_side *ms)
+{
+    for (int i = 0; ms->x && i < ms->conc; i++)
+        curl_close(&ms->x[i]);
+    free(ms->x);
+    curl_multi_cleanup(ms->m);
+}
+
+/* One round: CONC requests at once; each one's times from the round's start. */
+static int multi_round(multi_side *ms, int round, double *first, double *total)
+{
+    for (int i = 0; i < ms->conc; i++) {
+        ms->x[i].s.first = 0;
+        ms->x[i].s.carried = 0;
+        total[i] = 0;
+        curl_easy_setopt(ms->x[i].h, CURLOPT_PRIVATE, (void *)(intptr_t)i);
+    }
+    double t0 = now_us();
+    for (int i = 0; i < ms->conc; i++)
+        curl_multi_add_handle(ms->m, ms->x[i].h);
+    int running = ms->conc, rc = 0;
+    while (running > 0) {
+        if (curl_multi_perform(ms->m, &running) != CURLM_OK)
+            return 1;
+        CURLMsg *msg;
+        int left;
+        while ((msg = curl_multi_info_read(ms->m, &left))) {
+            if (msg->msg != CURLMSG_DONE)
+                continue;
+            void *pv = NULL;
+            curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &pv);
+            int i = (int)(intptr_t)pv;
+            long status = 0;
+            curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &status);
+            total[i] = now_us() - t0;
+            if (msg->data.result != CURLE_OK || status != 200 || ms->x[i].s.first == 0) {
+                fprintf(stderr, "latency_bench: round %d request %d: %s, HTTP %ld\n", round, i,
+                        curl_easy_strerror(msg->data.result), status);
+                rc = 1;
+            }
+            first[i] = ms->x[i].s.first - t0;
+        }
+        if (running > 0 && curl_multi_poll(ms->m, NULL, 0, 1000, NULL) != CURLM_OK)
+            return 1;
+    }
+    for (int i = 0; i < ms->conc; i++)
+        curl_multi_remove_handle(ms->m, ms->x[i].h);
+    return rc;
+}
+
 static void report(const char *mode, const char *wire, int n, double *f, double *t)
 {
     qsort(f, (size_t)n, sizeof *f, cmp);
@@ -239,11 +320,71 @@ static void report(const char *mode, const char *wire, int n, double *f, double 
            pct(t, n, .9), pct(t, n, .99));
 }
 
+/* MODE proxy: the mock straight and through the proxy, in turn (one request, or one
+ * round of CONC, of each). */
+static int proxy_main(const char *url, const char *wire_name, ah_wire wire, int n, int warm,
+                      const char *purl, int conc)
+{
+    if (conc < 1)
+        conc = 1;
+    int rounds = (n + conc - 1) / conc, wrounds = (warm + conc - 1) / conc;
+    int all = (rounds + wrounds) * conc;
+    double *df = calloc((size_t)all, sizeof *df), *dt = calloc((size_t)all, sizeof *dt);
+    double *pf = calloc((size_t)all, sizeof *pf), *pt = calloc((size_t)all, sizeof *pt);
+    int rc = !df || !dt || !pf || !pt;
+    if (conc == 1) {
+        curl_ctx d, p;
+        memset(&d, 0, sizeof d);
+        memset(&p, 0, sizeof p);
+        rc = rc || curl_open(&d, url, wire) || curl_open(&p, purl, wire);
+        for (int i = 0; i < all && rc == 0; i++) {
+            rc = curl_one(&d, i, &df[i], &dt[i]);
+            if (rc == 0)
+                rc = curl_one(&p, i, &pf[i], &pt[i]);
+        }
+        curl_close(&d);
+        curl_close(&p);
+    } else {
+        multi_side d = {0}, p = {0};
+        rc = rc || multi_open(&d, url, wire, conc) || multi_open(&p, purl, wire, conc);
+        for (int r = 0; r < rounds + wrounds && rc == 0; r++) {
+            rc = multi_round(&d, r, df + r * conc, dt + r * conc);
+            if (rc == 0)
+                rc = multi_round(&p, r, pf + r * conc, pt + r * conc);
+        }
+        multi_close(&d);
+        multi_close(&p);
+    }
+    int skip = wrounds * conc, counted = rounds * conc;
+    if (rc == 0) {
+        report("direct", wire_name, counted, df + skip, dt + skip);
+        report("proxy", wire_name, counted, pf + skip, pt + skip);
+    }
+    free(df);
+    free(dt);
+    free(pf);
+    free(pt);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 5) {
-        fprintf(stderr, "usage: latency_bench agenthost|curl|both URL WIRE N [WARMUP]\n");
+        fprintf(stderr, "usage: latency_bench agenthost|curl|both URL WIRE N [WARMUP]\n"
+                        "       latency_bench proxy URL WIRE N WARMUP PROXY_URL [CONC]\n");
         return 2;
+    }
+    if (strcmp(argv[1], "proxy") == 0) {
+        int pw = ah_wire_from_name(argv[3]);
+        if (argc < 7 || pw < 0 || atoi(argv[4]) <= 0) {
+            fprintf(stderr, "latency_bench: proxy URL WIRE N WARMUP PROXY_URL [CONC]\n");
+            return 2;
+        }
+        curl_global_init(CURL_GLOBAL_DEFAULT);
+        int rc = proxy_main(argv[2], argv[3], (ah_wire)pw, atoi(argv[4]), atoi(argv[5]),
+                            argv[6], argc > 7 ? atoi(argv[7]) : 1);
+        curl_global_cleanup();
+        return rc;
     }
     const char *mode = argv[1], *url = argv[2];
     int wire = ah_wire_from_name(argv[3]);

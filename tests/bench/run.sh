@@ -520,4 +520,9 @@ for shape in answers inputs even; do
     out "$("$AH" "$BENCH/cache_bench.lua" 6 "$shape" 2>>"$LOG")"
 done
 out ""
+# -- 12
+out "## 12. What agenthost proxy adds, plain libcurl client (docs/performance.md, 11.1)"
+out ""
+out "$(RUNS=3 N=400 CONC_N=640 "$BENCH/proxy_latency.sh" "$BUILD_DIR" 2>>"$LOG")"
+out ""
 out "Raw data: \`$(basename "$BUILD_DIR")/bench-work/\` (per-run measurements in raw/, callgrind files in callgrind/). Bench time: $(($(date +%s) - started)) s."

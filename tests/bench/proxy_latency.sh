@@ -1,0 +1,218 @@
+#!/usr/bin/env bash
+# tests/bench/proxy_latency.sh BUILD_DIR - what `agenthost proxy` adds per request, with a
+# plain libcurl client (no Node, no SDK), as a markdown report on stdout
+# (docs/performance.md, "agenthost proxy"). Build latency_bench and agenthost in BUILD_DIR
+# (a Release build; -DCMAKE_C_FLAGS=-g for callgrind's function names), then
+# `tests/bench/proxy_latency.sh BUILD_DIR`.
+#
+#   1. Time to the first text delta and to the end of a short stream (the mock's default
+#      reply), straight to `agenthost mock` and through `agenthost proxy` in front of the
+#      same mock, one request of each in turn in one process (latency_bench proxy), N of
+#      each after 20 of warm-up, RUNS times, per format; p50 / p90 / p99 per run, the table
+#      gives the median over runs and "added" the median of the per-run differences. Then
+#      the same at CONC at once (rounds of CONC on a curl multi handle, a direct round then
+#      a proxied one), Anthropic only.
+#   2. The proxy process's cost per proxied request: CPU (utime + stime from /proc, over
+#      CPU_N requests), system calls (strace -c -f attached over SC_N requests), and
+#      instructions (callgrind: the proxy run for CG_N1 and for CG_N2 requests, the
+#      difference per request; start-up cancels out), with where they go (self cost).
+# The mock runs in its own process: its work is never counted.
+# Environment: N (500), RUNS (5), CONC (64), CONC_N (1280), WIRES ("anthropic openai
+# responses"), CPU_N (3000), SC_N (1000), CG_N1 (20), CG_N2 (220), CALLGRIND=0 and
+# STRACE=0 to skip those.
+set -euo pipefail
+BUILD_DIR=$(cd "${1:?usage: tests/bench/proxy_latency.sh BUILD_DIR}" && pwd)
+N=${N:-500}
+RUNS=${RUNS:-5}
+CONC=${CONC:-64}
+CONC_N=${CONC_N:-1280}
+CPU_N=${CPU_N:-3000}
+SC_N=${SC_N:-1000}
+CG_N1=${CG_N1:-20}
+CG_N2=${CG_N2:-220}
+read -r -a WIRES <<<"${WIRES:-anthropic openai responses}"
+AH=$BUILD_DIR/agenthost
+LB=$BUILD_DIR/tests/bench/latency_bench
+for b in "$AH" "$LB"; do
+    [ -x "$b" ] || { echo "proxy_latency.sh: $b not built" >&2; exit 1; }
+done
+WORK=$BUILD_DIR/bench-work/proxy-latency
+LOG=$WORK/log
+rm -rf "$WORK"
+mkdir -p "$WORK"
+# shellcheck source=tests/bench/mock_lib.sh
+. "$(dirname "$0")/mock_lib.sh"
+start_mock main
+URL=$MOCK_URL
+
+start_proxy() { # name [wrapper...] -> PROXY_URL, PROXY_PID (the proxy's own pid)
+    local name=$1
+    shift
+    "$@" "$AH" proxy --listen 127.0.0.1:0 --anthropic-url "$URL" --openai-url "$URL" \
+        >"$WORK/proxy-$name.url" 2>>"$LOG" &
+    PROXY_PID=$!
+    MOCK_PIDS+=("$PROXY_PID")
+    PROXY_URL=
+    for _ in $(seq 600); do
+        PROXY_URL=$(head -n1 "$WORK/proxy-$name.url" 2>/dev/null || true)
+        [ -n "$PROXY_URL" ] && return 0
+        sleep 0.05
+    done
+    echo "proxy_latency.sh: the proxy did not start (see $LOG)" >&2
+    exit 1
+}
+stop_proxy() {
+    kill -TERM "$PROXY_PID" 2>/dev/null || true
+    wait "$PROXY_PID" 2>/dev/null || true
+}
+val() { # file key -> value of key=value
+    tr ' ' '\n' <"$1" | sed -n "s/^$2=//p"
+}
+median() { sort -g | awk '{v[NR]=$1} END {if (NR) print (NR % 2 ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2)}'; }
+cpu_ticks() { # pid -> utime + stime, clock ticks
+    sed 's/.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'
+}
+
+start_proxy main
+PURL=$PROXY_URL
+
+# ---- 1: latency
+table() { # label conc wires... ; reads $WORK/lat-$conc-$w-$r.txt
+    local conc=$1
+    shift
+    for w in "$@"; do
+        for k in first total; do
+            for p in p50 p90 p99; do
+                a=$(for r in $(seq "$RUNS"); do val "$WORK/proxy-$conc-$w-$r.txt" "${k}_${p}_us"; done | median)
+                c=$(for r in $(seq "$RUNS"); do val "$WORK/direct-$conc-$w-$r.txt" "${k}_${p}_us"; done | median)
+                d=$(for r in $(seq "$RUNS"); do
+                    echo "$(val "$WORK/proxy-$conc-$w-$r.txt" "${k}_${p}_us") $(val "$WORK/direct-$conc-$w-$r.txt" "${k}_${p}_us")" |
+                        awk '{print $1 - $2}'
+                done | median)
+                eval "${k}_${p}_a=$a ${k}_${p}_c=$c ${k}_${p}_d=$d"
+            done
+        done
+        # shellcheck disable=SC2154
+        printf '| %s | %s | %.0f / %.0f / **%+.0f** | %+.0f | %+.0f | %.0f / %.0f / %+.0f | %+.0f |\n' \
+            "$w" "$conc" "$first_p50_c" "$first_p50_a" "$first_p50_d" "$first_p90_d" \
+            "$first_p99_d" "$total_p50_c" "$total_p50_a" "$total_p50_d" "$total_p99_d"
+    done
+}
+for r in $(seq "$RUNS"); do
+    for w in "${WIRES[@]}"; do
+        "$LB" proxy "$URL" "$w" "$N" 20 "$PURL" >"$WORK/both.txt"
+        grep "mode=direct " "$WORK/both.txt" >"$WORK/direct-1-$w-$r.txt"
+        grep "mode=proxy " "$WORK/both.txt" >"$WORK/proxy-1-$w-$r.txt"
+    done
+    if [ "$CONC" -gt 1 ]; then
+        "$LB" proxy "$URL" anthropic "$CONC_N" "$CONC" "$PURL" "$CONC" >"$WORK/both.txt"
+        grep "mode=direct " "$WORK/both.txt" >"$WORK/direct-$CONC-anthropic-$r.txt"
+        grep "mode=proxy " "$WORK/both.txt" >"$WORK/proxy-$CONC-anthropic-$r.txt"
+    fi
+done
+echo "Time to the first text delta and to the end of a short stream, plain libcurl straight to the mock and through \`agenthost proxy\` in front of it, one request (or one round of $CONC at once) of each in turn; $N requests of each at concurrency 1 ($CONC_N at $CONC) after warm-up, median of $RUNS runs, µs (tests/bench/proxy_latency.sh). Load average at the start: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs."
+echo ""
+echo "| format | concurrency | first delta p50: direct / proxy / added | p90 added | p99 added | whole request p50: direct / proxy / added | p99 added |"
+echo "|---|---|---|---|---|---|---|"
+table 1 "${WIRES[@]}"
+[ "$CONC" -gt 1 ] && table "$CONC" anthropic
+echo ""
+
+# ---- 2: the proxy's cost per request
+echo "The proxy process per proxied request (Anthropic stream, one at a time):"
+echo ""
+c0=$(cpu_ticks "$PROXY_PID")
+"$LB" curl "$PURL" anthropic "$CPU_N" 0 >/dev/null
+c1=$(cpu_ticks "$PROXY_PID")
+tick=$(getconf CLK_TCK)
+echo "- CPU (utime + stime over $CPU_N requests): $(awk -v d=$((c1 - c0)) -v t="$tick" -v n="$CPU_N" 'BEGIN {printf "%.0f", d / t * 1e6 / n}') µs"
+if [ "${STRACE:-1}" != 0 ] && command -v strace >/dev/null; then
+    strace -c -f -p "$PROXY_PID" -o "$WORK/strace.txt" 2>>"$LOG" &
+    SPID=$!
+    sleep 0.5
+    "$LB" curl "$PURL" anthropic "$SC_N" 0 >/dev/null
+    kill -INT "$SPID"
+    wait "$SPID" 2>/dev/null || true
+    echo "- system calls (strace -c -f over $SC_N requests), per request:"
+    echo ""
+    echo '```'
+    awk -v n="$SC_N" '/^ *[0-9.]+ +[0-9.]+ +[0-9]+ +[0-9]+/ {
+            calls = $4; name = $NF; if (name == "total") next; tot += calls; printf "%8.2f  %s\n", calls / n, name }
+        END { printf "%8.2f  total\n", tot / n }' "$WORK/strace.txt" | sort -rn | head -20
+    echo '```'
+fi
+stop_proxy
+
+[ "${CALLGRIND:-1}" = 0 ] && exit 0
+total_ir() { # callgrind file -> total instructions
+    sed -n 's/^summary: *//p; s/^totals: *//p' "$1" | head -n1 | awk '{print $1}'
+}
+for n in "$CG_N1" "$CG_N2"; do
+    start_proxy "cg$n" valgrind --tool=callgrind --callgrind-out-file="$WORK/cg-$n.out"
+    "$LB" curl "$PROXY_URL" anthropic "$n" 0 >/dev/null
+    stop_proxy
+done
+ir=$(( ($(total_ir "$WORK/cg-$CG_N2.out") - $(total_ir "$WORK/cg-$CG_N1.out")) / (CG_N2 - CG_N1) ))
+echo ""
+echo "- instructions (callgrind, the proxy at $CG_N2 and $CG_N1 requests, the difference per request): $((ir / 1000)) k; where they go (self cost, the same difference):"
+echo ""
+echo '```'
+python3 - "$WORK/cg-$CG_N1.out" "$WORK/cg-$CG_N2.out" $((CG_N2 - CG_N1)) <<'PY'
+import re, subprocess, sys
+def selfcost(path):
+    out = subprocess.run(["callgrind_annotate", "--threshold=100", path],
+                         capture_output=True, text=True).stdout
+    costs = {}
+    lines = out.splitlines()
+    start = next(i for i, l in enumerate(lines) if l.rstrip().endswith("file:function"))
+    end = next((i for i in range(start + 2, len(lines)) if lines[i].startswith("----")),
+               len(lines))
+    for line in lines[start + 2:end]:
+        m = re.match(r"\s*([\d,]+)\s+(?:\([^)]*\)\s+)?(\S.*?)(?:\s+\[([^\]]*)\])?$", line)
+        if not m or ":" not in m.group(2):
+            continue
+        f, fn = m.group(2).split(":", 1)
+        obj = (m.group(3) or "").split("/")[-1]
+        where = f.split("/")[-1] if f != "???" else obj
+        key = (fn, where or "?", obj or "agenthost")
+        costs[key] = costs.get(key, 0) + int(m.group(1).replace(",", ""))
+    return costs
+a, b, n = selfcost(sys.argv[1]), selfcost(sys.argv[2]), int(sys.argv[3])
+diff = {k: (b.get(k, 0) - a.get(k, 0)) / n for k in b}
+total = sum(v for v in diff.values() if v > 0)
+def group(k):
+    fn, where, obj = k
+    if obj.startswith("libcurl"):
+        return "libcurl"
+    if obj.startswith("libmicrohttpd"):
+        return "libmicrohttpd"
+    if obj.startswith("libcjson"):
+        return "cJSON"
+    if obj.startswith("libc.so") and ("malloc" in where or fn in ("malloc", "free", "calloc", "realloc")):
+        return "malloc/free"
+    if obj.startswith("libc.so"):
+        return "libc (mem*, str*, printf, ...)"
+    if obj.startswith(("libssl", "libcrypto", "libnghttp", "libz", "libidn", "libpsl")):
+        return "TLS, compression, IDN libraries"
+    if obj.startswith("ld-linux"):
+        return "dynamic linker"
+    if obj.startswith(("liblua", "libluajit")):
+        return "Lua"
+    if where in ("server.c", "splice.c", "out_anthropic.c", "out_openai.c", "out_responses.c"):
+        return "agenthost: core/proxy"
+    if where.startswith(("decode", "sse.c", "utf8.c")):
+        return "agenthost: SSE + decoder"
+    if where == obj:
+        return "agenthost (no -g: not split by file)"
+    return "agenthost: call, loop, transport, events, writers"
+g = {}
+for k, v in diff.items():
+    g[group(k)] = g.get(group(k), 0) + v
+for k, v in sorted(g.items(), key=lambda kv: -kv[1]):
+    print(f"{v:10.0f} {100 * v / total:5.1f}%  {k}")
+print(f"{total:10.0f}        total")
+print()
+for k, v in sorted(diff.items(), key=lambda kv: -kv[1])[:30]:
+    print(f"{v:10.0f} {100 * v / total:5.1f}%  {k[0]}  ({k[1]})")
+PY
+echo '```'
