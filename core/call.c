@@ -119,7 +119,12 @@ struct ah_call {
     int64_t end_ms;
     int64_t last_rx_ms;
     int status;
-    ah_error err; /* the terminal error, or the last attempt's while retrying */
+    /* The terminal error, or the last attempt's while retrying: malloc'd by the first
+     * failure (a call that succeeds at once has none; 664 bytes inline kept the struct
+     * past glibc's 1 KiB per-thread cache). Read through cerr(), written through
+     * err_own(); err_lost: an error was not kept for want of memory. */
+    ah_error *err;
+    int err_lost;
     ah_giveup_reason reason;
 
     /* Resume: the re-attach request (GET, the request's headers without Content-Type),
@@ -186,6 +191,44 @@ static int is_terminal(ah_call_state s)
 {
     return s == AH_CALL_DONE || s == AH_CALL_INTERRUPTED || s == AH_CALL_GAVE_UP ||
            s == AH_CALL_CANCELLED;
+}
+
+/* What the call's error reads as without one of its own (see struct ah_call). */
+static const ah_error no_error = {.kind = AH_EK_NONE, .retry_after_ms = -1,
+                                  .retry_after_source = AH_HINT_NONE, .should_retry = -1};
+static const ah_error nomem_error = {.kind = AH_EK_PERMANENT, .retry_after_ms = -1,
+                                     .retry_after_source = AH_HINT_NONE, .should_retry = -1,
+                                     .message = "out of memory (the call's error)"};
+
+static const ah_error *cerr(const ah_call *c)
+{
+    if (c->err)
+        return c->err;
+    return c->err_lost ? &nomem_error : &no_error;
+}
+
+/* The call's error to write (allocated, cleared, at the first need), or NULL when out of
+ * memory: then cerr() answers nomem_error. */
+static ah_error *err_own(ah_call *c)
+{
+    if (!c->err) {
+        c->err = malloc(sizeof *c->err);
+        if (!c->err) {
+            c->err_lost = 1;
+            return NULL;
+        }
+        ah_error_clear(c->err);
+    }
+    c->err_lost = 0;
+    return c->err;
+}
+
+/* The call's error becomes a copy of *e. */
+static void err_copy(ah_call *c, const ah_error *e)
+{
+    ah_error *o = err_own(c);
+    if (o && o != e)
+        *o = *e;
 }
 
 static int64_t now_ms(const ah_call *c)
@@ -338,28 +381,32 @@ static void finish(ah_call *c, ah_call_state s, const ah_error *err, const char 
     abort_attempt(c);
     stop_timers(c);
     clear_error_response(c);
-    if (err && err != &c->err)
-        c->err = *err;
-    else if (!err)
-        ah_error_clear(&c->err);
+    if (err) {
+        err_copy(c, err);
+    } else {
+        free(c->err);
+        c->err = NULL;
+        c->err_lost = 0;
+    }
     c->end_ms = now_ms(c);
     set_state(c, s, why);
     if (s == AH_CALL_DONE && c->budget)
         ah_retry_budget_on_success(c->budget);
     if (s == AH_CALL_GAVE_UP &&
-        !(c->handles_give_up && c->handles_give_up(c->event_ud, &c->err))) {
+        !(c->handles_give_up && c->handles_give_up(c->event_ud, cerr(c)))) {
         char who[80];
         ah__log_event(AH_LOG_WARN, AH_EV_LLM_GAVE_UP, "%s gave up after %d attempt%s%s: %s",
                       label(c, who, sizeof who), c->retry.attempts,
                       c->retry.attempts == 1 ? "" : "s",
                       c->reason == AH_GIVEUP_NOT_RETRYABLE ? " (not retryable)" : "",
-                      c->err.message[0] ? c->err.message : ah_error_kind_name(c->err.kind));
+                      cerr(c)->message[0] ? cerr(c)->message
+                                          : ah_error_kind_name(cerr(c)->kind));
         ah_event ev = {.type = AH_EV_LLM_GAVE_UP};
         ev.u.llm_gave_up.llm_call = c->llm_call;
         ev.u.llm_gave_up.attempts = c->retry.attempts;
         ev.u.llm_gave_up.elapsed_ms = c->end_ms - c->retry.start_ms;
-        ev.u.llm_gave_up.status = c->err.status;
-        ev.u.llm_gave_up.error = &c->err;
+        ev.u.llm_gave_up.status = cerr(c)->status;
+        ev.u.llm_gave_up.error = cerr(c);
         ev.u.llm_gave_up.reason = c->reason;
         emit(c, &ev);
     }
@@ -628,11 +675,11 @@ static void resume_failed(ah_call *c, const char *what)
 {
     ah__log(AH_LOG_INFO, "LLM request %d: re-attach %s (%s); continuing without it",
             c->llm_call, what,
-            c->err.message[0] ? c->err.message : ah_error_kind_name(c->err.kind));
+            cerr(c)->message[0] ? cerr(c)->message : ah_error_kind_name(cerr(c)->kind));
     ah_error e = *c->break_err; /* set before the first re-attach */
     char cause[64], reason[AH_ERROR_MESSAGE_MAX];
     ah__bufprintf(reason, sizeof reason, "%s (re-attach %s: %s)", c->break_err->message,
-                  what, describe(&c->err, cause, sizeof cause));
+                  what, describe(cerr(c), cause, sizeof cause));
     ah_error_set(&e, AH_EK_STREAM, 0, "%s", reason);
     finish(c, AH_CALL_INTERRUPTED, &e, "re-attach failed");
 }
@@ -689,8 +736,10 @@ static const char *words_ms(int64_t ms, char *buf, size_t size)
 static void append_why(ah_call *c, const char *why)
 {
     char msg[AH_ERROR_MESSAGE_MAX];
-    ah__bufprintf(msg, sizeof msg, "%s; not retried: %s", c->err.message, why);
-    memcpy(c->err.message, msg, sizeof msg);
+    if (!c->err)
+        return; /* none, or not kept (nomem_error) */
+    ah__bufprintf(msg, sizeof msg, "%s; not retried: %s", c->err->message, why);
+    memcpy(c->err->message, msg, sizeof msg);
 }
 
 /* A give-up whose cause is not the error itself (a hint too long, the deadline, the
@@ -744,9 +793,9 @@ static void announce_retry(ah_call *c, int llm_call, int failed_attempt,
     c->llm_call = llm_call; /* the label names the request that failed */
     ah__log_event(AH_LOG_WARN, AH_EV_LLM_RETRY,
                   "%s: %s, retrying (attempt %d/%d in %lld ms, %s): %s",
-                  label(c, who, sizeof who), describe(&c->err, what, sizeof what),
+                  label(c, who, sizeof who), describe(cerr(c), what, sizeof what),
                   failed_attempt + 1, c->policy.max_attempts, (long long)d->wait_ms,
-                  ah_wait_source_name(d->wait_source), c->err.message);
+                  ah_wait_source_name(d->wait_source), cerr(c)->message);
     c->llm_call = saved;
     ah_event ev = {.type = AH_EV_LLM_RETRY};
     ev.u.llm_retry.llm_call = llm_call;
@@ -755,8 +804,8 @@ static void announce_retry(ah_call *c, int llm_call, int failed_attempt,
     ev.u.llm_retry.wait_ms = d->wait_ms;
     ev.u.llm_retry.wait_source = d->wait_source;
     ev.u.llm_retry.elapsed_ms = elapsed_ms;
-    ev.u.llm_retry.status = c->err.status;
-    ev.u.llm_retry.error = &c->err;
+    ev.u.llm_retry.status = cerr(c)->status;
+    ev.u.llm_retry.error = cerr(c);
     emit(c, &ev);
 }
 
@@ -768,7 +817,7 @@ static void start_with_retry(ah_call *c)
     free(c->retry_of);
     c->retry_of = NULL;
     c->retry.attempts = r->failed_attempt;
-    c->err = r->error;
+    err_copy(c, &r->error);
     ah_decision d = {1, r->wait_ms, r->wait_source, AH_GIVEUP_COUNT_, r->wait_ms, -1};
     announce_retry(c, r->llm_call, r->failed_attempt, &d, r->elapsed_ms);
     if (cancel_pending(c)) {
@@ -797,24 +846,25 @@ static void attempt_failed(ah_call *c, const ah_error *e)
     ah_timer_stop(c->timer);
     c->timer_role = ROLE_NONE;
     clear_error_response(c);
-    c->err = *e;
-    ah_error_redact(&c->err, (const char *const *)c->secrets);
+    err_copy(c, e);
+    if (c->err)
+        ah_error_redact(c->err, (const char *const *)c->secrets);
     if (cancel_pending(c)) {
         finish_cancelled(c);
         return;
     }
-    ah_decision d = c->breaking ? ah__retry_break_verdict(&c->retry, &c->err)
-                                : ah__retry_verdict(&c->retry, &c->err);
+    ah_decision d = c->breaking ? ah__retry_break_verdict(&c->retry, cerr(c))
+                                : ah__retry_verdict(&c->retry, cerr(c));
     if (d.retry && c->breaking &&
         c->continuation + c->resumes >= c->policy.max_continuations) {
         /* The continuation cap, before any token is spent: the caller fails with it. */
         c->breaking = 0;
-        finish(c, AH_CALL_INTERRUPTED, &c->err, "continuation cap");
+        finish(c, AH_CALL_INTERRUPTED, cerr(c), "continuation cap");
         return;
     }
     /* A shared budget decides last, asynchronously: the rest of the decision first. */
     int shared = c->budget && ah_retry_budget_is_shared(c->budget);
-    d = ah__retry_schedule(&c->retry, d, &c->err, now_ms(c), ah_loop_rng(c->loop),
+    d = ah__retry_schedule(&c->retry, d, cerr(c), now_ms(c), ah_loop_rng(c->loop),
                            shared ? NULL : c->budget);
     if (d.retry && shared) {
         ah_redis_req *q = NULL;
@@ -852,7 +902,7 @@ static void retry_or_give_up(ah_call *c, ah_decision d)
         c->breaking = 0;
         c->reason = d.reason;
         explain_give_up(c, &d);
-        finish(c, AH_CALL_GAVE_UP, &c->err, ah_giveup_reason_name(d.reason));
+        finish(c, AH_CALL_GAVE_UP, cerr(c), ah_giveup_reason_name(d.reason));
         return;
     }
     if (c->breaking) {
@@ -865,7 +915,7 @@ static void retry_or_give_up(ah_call *c, ah_decision d)
         c->granted_retry.wait_ms = d.wait_ms;
         c->granted_retry.wait_source = d.wait_source;
         c->granted_retry.elapsed_ms = elapsed(c);
-        finish(c, AH_CALL_INTERRUPTED, &c->err, "retry granted");
+        finish(c, AH_CALL_INTERRUPTED, cerr(c), "retry granted");
         return;
     }
     announce_retry(c, c->llm_call, c->retry.attempts, &d, elapsed(c));
@@ -1127,12 +1177,12 @@ static int pace_wait(ah_call *c, int64_t wait_ms, const char *limit)
     if (wait_ms <= 0)
         return 0;
     if (c->policy.deadline_ms > 0 && wait_ms >= c->policy.deadline_ms - elapsed(c)) {
-        ah_error_set(&c->err, AH_EK_TIMEOUT, 0,
+        ah_error_set(err_own(c), AH_EK_TIMEOUT, 0,
                      "rate limit: a paced wait of %lld ms (%s) does not fit the deadline of "
                      "%lld ms",
                      (long long)wait_ms, limit, (long long)c->policy.deadline_ms);
         c->reason = AH_GIVEUP_DEADLINE;
-        finish(c, AH_CALL_GAVE_UP, &c->err, "paced past the deadline");
+        finish(c, AH_CALL_GAVE_UP, cerr(c), "paced past the deadline");
         return 1;
     }
     ah__log_event(AH_LOG_INFO, AH_EV_LLM_PACED, "LLM request %d: paced %lld ms (%s)",
@@ -1177,8 +1227,8 @@ static void begin_attempt(ah_call *c)
         remaining = c->policy.deadline_ms - elapsed(c);
         if (remaining <= 0) {
             /* A wait ended (late) on the deadline: no attempt could finish in time. */
-            if (c->err.kind == AH_EK_NONE) {
-                ah_error_set(&c->err, AH_EK_TIMEOUT, 0, "deadline of %lld ms reached",
+            if (cerr(c)->kind == AH_EK_NONE) {
+                ah_error_set(err_own(c), AH_EK_TIMEOUT, 0, "deadline of %lld ms reached",
                              (long long)c->policy.deadline_ms);
             } else {
                 char why[96], a[32];
@@ -1187,7 +1237,7 @@ static void begin_attempt(ah_call *c)
                 append_why(c, why);
             }
             c->reason = AH_GIVEUP_DEADLINE;
-            finish(c, AH_CALL_GAVE_UP, &c->err, "deadline");
+            finish(c, AH_CALL_GAVE_UP, cerr(c), "deadline");
             return;
         }
     }
@@ -1399,7 +1449,6 @@ ah_status ah_call_new(const ah_call_config *cfg, ah_call **out, char *errbuf,
     }
     c->state = AH_CALL_IDLE;
     c->reason = AH_GIVEUP_COUNT_;
-    ah_error_clear(&c->err);
     st = copy_request(c, cfg);
     if (st != AH_OK) {
         if (st == AH_ERR_INVALID && errbuf && errsize)
@@ -1446,6 +1495,7 @@ void ah_call_free(ah_call *c)
     free(c->break_err);
     free(c->consumer_err);
     free(c->retry_of);
+    free(c->err);
     free(c);
 }
 
@@ -1498,7 +1548,7 @@ int ah_call_finished(const ah_call *c)
 
 const ah_error *ah_call_error(const ah_call *c)
 {
-    return &c->err;
+    return cerr(c);
 }
 
 int ah_call_attempts(const ah_call *c)
@@ -1534,7 +1584,7 @@ int ah_call_retry_granted(const ah_call *c, ah_call_retry *out)
                                .wait_ms = c->granted_retry.wait_ms,
                                .wait_source = c->granted_retry.wait_source,
                                .elapsed_ms = c->granted_retry.elapsed_ms,
-                               .error = c->err};
+                               .error = *cerr(c)};
     return 1;
 }
 

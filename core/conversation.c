@@ -311,7 +311,9 @@ static ah_status begin_message(ah_conversation *c, ah_role role)
     if (!c)
         return AH_ERR_INVALID;
     if (c->n == c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 8;
+        /* 4 to start: a run's first turn has one or two messages (held by every
+         * run in flight, so its memory per run) */
+        size_t cap = c->cap ? c->cap * 2 : 4;
         message *m = realloc(c->msgs, cap * sizeof *m);
         if (!m)
             return AH_ERR_NOMEM;
@@ -350,7 +352,8 @@ ah_status ah_conversation_add_block(ah_conversation *c, const ah_msg_block *b)
          m->role != AH_ROLE_USER))
         return AH_ERR_STATE;
     if (m->n == m->cap) {
-        size_t cap = m->cap ? m->cap * 2 : 4;
+        /* most messages are one block (a prompt, a text reply) */
+        size_t cap = m->cap ? m->cap * 2 : 1;
         ah_msg_block *nb = realloc(m->blocks, cap * sizeof *nb);
         if (!nb)
             return AH_ERR_NOMEM;

@@ -99,6 +99,7 @@ void ah_decoder_free(ah_decoder *d)
     free(d->tail);
     free(d->err);
     free(d->finish_err);
+    free(d->name_buf);
     free(d);
 }
 

@@ -115,7 +115,8 @@ struct ah_decoder {
     const char *raw;     /* the JSON text being decoded (for ah__dec_name); meaningful
                             only while an event or body is dispatched */
     size_t raw_len;
-    char name_buf[160];  /* ah__dec_name's answer */
+    char *name_buf;      /* ah__dec_name's answer (160 bytes, malloc'd by the
+                            first: a name with a NUL in it is rare) */
     int nonstream;       /* decoding a whole body (errors are DECODE) */
     int slow;       /* the fast path is off (tests) */
     char *scratch;  /* the fast path's unescaped string, reused */

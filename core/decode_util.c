@@ -47,7 +47,10 @@ const char *ah__dec_name(ah_decoder *d, const char *name)
         q++;
         if ((size_t)(end - q) >= n + 6 && memcmp(q, name, n) == 0 &&
             memcmp(q + n, "\\u0000", 6) == 0) {
-            ah__bufprintf(d->name_buf, sizeof d->name_buf, "%.120s\xEF\xBF\xBD", name);
+            enum { NAME_BUF_MAX = 160 };
+            if (!d->name_buf && !(d->name_buf = malloc(NAME_BUF_MAX)))
+                return name; /* out of memory: the name as it was cut */
+            ah__bufprintf(d->name_buf, NAME_BUF_MAX, "%.120s\xEF\xBF\xBD", name);
             return d->name_buf;
         }
     }

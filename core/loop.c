@@ -131,8 +131,11 @@ struct ah_loop {
         void *ud;
     } * discards; /* removals deferred until curl_multi_perform() returns */
     size_t n_discards, cap_discards;
-    /* Easy handles of finished transfers, reset, for the next (ah__loop_easy_take). */
+    /* Easy handles of finished transfers for the next (ah__loop_easy_take): reset, or
+     * kept with their last owner's options, who says which in easy_kept[i] (nonzero;
+     * see loop_curl.h). */
     CURL *easy_pool[AH__EASY_POOL_MAX];
+    unsigned char easy_kept[AH__EASY_POOL_MAX];
     size_t n_pool;
     size_t easy_made; /* handles ever created by ah__loop_easy_take */
 };
@@ -846,17 +849,21 @@ size_t ah__loop_shard_count(const ah_loop *loop)
     return loop->n_shards;
 }
 
-CURL *ah__loop_easy_take(ah_loop *loop)
+CURL *ah__loop_easy_take(ah_loop *loop, int *kept)
 {
-    if (loop->n_pool > 0)
-        return loop->easy_pool[--loop->n_pool];
+    *kept = 0;
+    if (loop->n_pool > 0) {
+        loop->n_pool--;
+        *kept = loop->easy_kept[loop->n_pool];
+        return loop->easy_pool[loop->n_pool];
+    }
     CURL *e = curl_easy_init();
     if (e)
         loop->easy_made++;
     return e;
 }
 
-void ah__loop_easy_give(ah_loop *loop, CURL *easy)
+void ah__loop_easy_give(ah_loop *loop, CURL *easy, int keep)
 {
     if (!easy)
         return;
@@ -864,10 +871,12 @@ void ah__loop_easy_give(ah_loop *loop, CURL *easy)
         curl_easy_cleanup(easy);
         return;
     }
-    /* Every option back to its default (the next owner sets its own); the handle keeps
-     * what libcurl keeps across a reset: its TLS session cache and its buffers. The
-     * connections and DNS cache are the multi handle's either way. */
-    curl_easy_reset(easy);
+    /* Unless kept: every option back to its default (the next owner sets its own); the
+     * handle keeps what libcurl keeps across a reset: its TLS session cache and its
+     * buffers. The connections and DNS cache are the multi handle's either way. */
+    if (!keep)
+        curl_easy_reset(easy);
+    loop->easy_kept[loop->n_pool] = (unsigned char)keep;
     loop->easy_pool[loop->n_pool++] = easy;
 }
 

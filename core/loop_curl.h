@@ -37,13 +37,17 @@ void ah__loop_set_shard_max(ah_loop *loop, size_t n);
 size_t ah__loop_shard_count(const ah_loop *loop);
 
 /* Easy handles are reused from transfer to transfer on a loop (creating one costs ~20 k
- * instructions and several allocations): take() gives a pooled handle, reset to
- * libcurl's defaults, or a new one (NULL when out of memory); give() hands back one that
- * is in no multi handle, reset, or cleaned up when AH__EASY_POOL_MAX are already idle.
- * made() counts the handles take() ever created (for tests). */
+ * instructions and several allocations): take() gives a pooled handle or a new one (NULL
+ * when out of memory); give() hands back one that is in no multi handle, or cleans it
+ * up when AH__EASY_POOL_MAX are already idle. give() resets the handle to libcurl's
+ * defaults unless keep is nonzero (1..255): then it keeps its last owner's options, and
+ * take() gives keep back in *kept (a new or reset handle: 0), the owner's note of what
+ * they are. Only the one transport that owns the handles' options may keep them
+ * (transport_curl.c: the options a plain request sets, every one of them set again or
+ * the same). made() counts the handles take() ever created (for tests). */
 enum { AH__EASY_POOL_MAX = 32 };
-CURL *ah__loop_easy_take(ah_loop *loop);
-void ah__loop_easy_give(ah_loop *loop, CURL *easy);
+CURL *ah__loop_easy_take(ah_loop *loop, int *kept);
+void ah__loop_easy_give(ah_loop *loop, CURL *easy, int keep);
 size_t ah__loop_easy_made(const ah_loop *loop);
 
 /* The socket of a running transfer's connection, found by its local port among the

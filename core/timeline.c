@@ -44,7 +44,9 @@ struct ah_timeline {
     int has_refusal;
     int citations;
     int finished;
-    ah_error error;
+    /* the in-stream error, malloc'd by the first (a stream rarely has one; 664 bytes
+     * inline were most of the struct); kept across resets, valid while has_error */
+    ah_error *error;
     int has_error;
     ah__buf error_json;
 };
@@ -140,7 +142,6 @@ ah_timeline *ah_timeline_new(void)
         return NULL;
     tl->input_tokens = tl->output_tokens = -1;
     tl->cache_read = tl->cache_write = -1;
-    ah_error_clear(&tl->error);
     return tl;
 }
 
@@ -163,7 +164,6 @@ void ah_timeline_reset(ah_timeline *tl)
     tl->has_refusal = 0;
     tl->citations = 0;
     tl->finished = 0;
-    ah_error_clear(&tl->error);
     tl->has_error = 0;
     tl->error_json.len = 0;
 }
@@ -178,6 +178,7 @@ void ah_timeline_free(ah_timeline *tl)
     buf_free(&tl->stop_category);
     buf_free(&tl->refusal);
     buf_free(&tl->error_json);
+    free(tl->error);
     free(tl);
 }
 
@@ -299,7 +300,7 @@ int ah_timeline_finished(const ah_timeline *tl)
 
 const ah_error *ah_timeline_error(const ah_timeline *tl)
 {
-    return tl && tl->has_error ? &tl->error : NULL;
+    return tl && tl->has_error ? tl->error : NULL;
 }
 
 const char *ah_timeline_error_json(const ah_timeline *tl)
@@ -351,7 +352,9 @@ ah_status ah__tl_open(ah_timeline *tl, ah_block_kind kind, int64_t key, int64_t 
                       size_t *index)
 {
     if (tl->count == tl->cap) {
-        size_t cap = tl->cap ? tl->cap * 2 : 8;
+        /* 2 to start (2 x 416 bytes, under glibc's 1 KiB per-thread cache): most
+         * answers are one text block, or a text and a tool call */
+        size_t cap = tl->cap ? tl->cap * 2 : 2;
         tl_block *nb = realloc(tl->blocks, cap * sizeof *nb);
         if (!nb)
             return AH_ERR_NOMEM;
@@ -545,19 +548,21 @@ ah_status ah__tl_set_error(ah_timeline *tl, const char *provider_type,
 {
     if (tl->has_error)
         return AH_OK;
+    if (!tl->error && !(tl->error = malloc(sizeof *tl->error)))
+        return AH_ERR_NOMEM;
     tl->has_error = 1;
     /* The provider's text can quote anything (OpenAI's 401 echoes part of the key): the
      * record is built redacted and single-line, and the raw JSON is redacted too. */
-    ah_error_set(&tl->error, AH_EK_STREAM, 0, "in-stream provider error (%s): %s",
+    ah_error_set(tl->error, AH_EK_STREAM, 0, "in-stream provider error (%s): %s",
                  provider_type && *provider_type ? provider_type : "no type",
                  message && *message ? message : "no message");
-    ah_error_set_provider_type(&tl->error, provider_type);
+    ah_error_set_provider_type(tl->error, provider_type);
     /* A 200's stream carries no Retry-After header: a wait the provider asks for is in
      * its text ("Please try again in 20s"), a floor under the retry's backoff. */
     int64_t hint = message ? ah__body_hint_parse(message, strlen(message)) : -1;
     if (hint >= 0) {
-        tl->error.retry_after_ms = hint;
-        tl->error.retry_after_source = AH_HINT_BODY_TEXT;
+        tl->error->retry_after_ms = hint;
+        tl->error->retry_after_source = AH_HINT_BODY_TEXT;
     }
     tl->error_json.len = 0;
     if (!json)

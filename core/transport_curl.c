@@ -1,5 +1,6 @@
 /* transport_curl.c - the libcurl transport: one easy handle per HTTP attempt (taken from
- * the loop's pool of reset handles, given back when the attempt ends), driven by
+ * the loop's pool of handles, given back when the attempt ends: reset, or with a plain
+ * request's options kept for the next plain one, see curl_start), driven by
  * the loop's multi handle, reporting head, body and a classified completion (docs/errors.md).
  *
  * Invariants:
@@ -32,8 +33,13 @@
 enum {
     HEAD_MAX = 256 * 1024, /* raw bytes of response header lines kept; the rest dropped */
     HEADERS_MAX = 256,     /* header fields kept */
-    RECV_BUFFER = 60 * 1024 /* see curl_start */
+    RECV_BUFFER = 60 * 1024 /* see set_fixed_options */
 };
+
+/* What a pooled handle kept (ah__loop_easy_give's keep): a plain request's options, and
+ * whether they include a CA file or directory (set again by every request that has one;
+ * a request without one needs a reset handle, libcurl's default CAs back). */
+enum { KEPT_PLAIN = 1, KEPT_CAINFO = 2, KEPT_CAPATH = 4 };
 
 typedef struct attempt {
     ah__easy_link link; /* first: the loop finds us through CURLOPT_PRIVATE */
@@ -48,6 +54,9 @@ typedef struct attempt {
     int local_port;     /* of the connection the request went out on */
     int resend_refused; /* on_prereq refused a second send */
     int status;
+    /* A plain request's options (KEPT_* bits, see curl_start), and whether the transfer
+     * ended cleanly (on_done): then the handle goes back to the pool with them kept. */
+    int plain, clean_end;
     const char *url; /* borrowed from the request, like the body */
     /* The request body, borrowed from the request (the caller keeps it alive until the
      * attempt ends). */
@@ -67,7 +76,8 @@ static void attempt_release(void *ud)
     attempt *a = ud;
     if (!a)
         return;
-    ah__loop_easy_give(a->loop, a->easy); /* out of the multi handle by now */
+    /* out of the multi handle by now */
+    ah__loop_easy_give(a->loop, a->easy, a->clean_end ? a->plain : 0);
     free(a->req_headers); /* one block: build_req_headers */
     free(a->hbuf);
     free(a->hoff);
@@ -460,6 +470,9 @@ static void on_done(void *ud, CURLcode rc)
     /* A body-less response still has a head; make sure the sink saw it. */
     if (rc == CURLE_OK && !a->head_done && deliver_head(a))
         rc = CURLE_WRITE_ERROR;
+    /* A transfer that resent (refused by on_prereq) or failed leaves libcurl state a
+     * reset clears (its retry count among it): its handle is reset. */
+    a->clean_end = rc == CURLE_OK && a->sends <= 1 && !a->resend_refused && !a->sink_abort;
     classify(a, rc, &err);
     ah_transport_sink sink = a->sink;
     void *sud = a->ud;
@@ -521,6 +534,48 @@ static ah_status build_req_headers(attempt *a, const ah_http_request *req)
     return AH_OK;
 }
 
+/* The options that are the same for every request of its kind (method, debug log), on a
+ * reset handle; curl_start sets the per-request ones (URL, CAs, headers, body, the
+ * attempt's pointers). A plain request's handle keeps these (see curl_start). */
+static void set_fixed_options(CURL *e, const char *method, int debug)
+{
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
+    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(e, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
+    curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+    /* libcurl allocates its receive buffer when a transfer starts and frees it when the
+     * transfer ends (7.88 lib/multi.c: Curl_preconnect, multi_done), whatever the easy
+     * handle's reuse. 60 KiB stays below the 64 KiB mmap threshold the agenthost
+     * program sets (lua/main.c): the buffer comes from the heap, not an mmap and
+     * munmap per request. */
+    curl_easy_setopt(e, CURLOPT_BUFFERSIZE, (long)RECV_BUFFER);
+    /* Every encoding this libcurl decodes (gzip, deflate, br, zstd as built) is offered
+     * and decoded before the sink, as the official SDKs do (httpx, fetch): a gateway
+     * that compresses the event stream anyway is then read, not taken for a cut. One
+     * that sends an encoding libcurl does not know fails with libcurl's message naming
+     * it ("Unrecognized content encoding type"). */
+    curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, "");
+    if (strcmp(method, "POST") == 0) {
+        curl_easy_setopt(e, CURLOPT_POST, 1L);
+    } else if (strcmp(method, "GET") == 0) {
+        curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+    } else {
+        curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
+    }
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
+    curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, on_prereq);
+    if (debug) {
+        /* the function first: VERBOSE without one would print to stderr itself */
+        curl_easy_setopt(e, CURLOPT_DEBUGFUNCTION, on_debug);
+        curl_easy_setopt(e, CURLOPT_VERBOSE, 1L);
+    }
+}
+
 static ah_status curl_start(void *self, ah_loop *loop, const ah_http_request *req,
                             const ah_transport_sink *sink, void *sink_ud, void **out,
                             ah_error *err)
@@ -542,7 +597,8 @@ static ah_status curl_start(void *self, ah_loop *loop, const ah_http_request *re
     a->loop = loop;
     a->sink = *sink;
     a->ud = sink_ud;
-    a->easy = ah__loop_easy_take(loop);
+    int kept = 0;
+    a->easy = ah__loop_easy_take(loop, &kept);
     if (!a->easy)
         goto fail;
 
@@ -561,40 +617,29 @@ static ah_status curl_start(void *self, ah_loop *loop, const ah_http_request *re
 
     CURL *e = a->easy;
     const char *method = req->method ? req->method : "POST";
-    a->url = req->url;
-    curl_easy_setopt(e, CURLOPT_URL, req->url);
+    int debug = ah__log_enabled(AH_LOG_DEBUG);
+    /* A plain request (a POST without the debug log) sets the same options as every
+     * other plain one but for the per-request ones and its CAs: a handle the last plain
+     * request kept (ah__loop_easy_give) has the rest already. Any other request, or one
+     * without the CA option a kept handle has, starts from a reset handle and sets them
+     * all. */
+    a->plain = strcmp(method, "POST") == 0 && !debug
+                   ? KEPT_PLAIN | (req->ca_file ? KEPT_CAINFO : 0) |
+                         (req->ca_path ? KEPT_CAPATH : 0)
+                   : 0;
+    if (kept && (!a->plain || (kept & ~a->plain) != 0)) {
+        curl_easy_reset(e);
+        kept = 0;
+    }
+    if (!kept)
+        set_fixed_options(e, method, debug);
     if (req->ca_file)
         curl_easy_setopt(e, CURLOPT_CAINFO, req->ca_file);
     if (req->ca_path)
         curl_easy_setopt(e, CURLOPT_CAPATH, req->ca_path);
-    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
-    curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
-    curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
-    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
-    curl_easy_setopt(e, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
-    curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
-    /* libcurl allocates its receive buffer when a transfer starts and frees it when the
-     * transfer ends (7.88 lib/multi.c: Curl_preconnect, multi_done), whatever the easy
-     * handle's reuse. 60 KiB stays below the 64 KiB mmap threshold the agenthost
-     * program sets (lua/main.c): the buffer comes from the heap, not an mmap and
-     * munmap per request. */
-    curl_easy_setopt(e, CURLOPT_BUFFERSIZE, (long)RECV_BUFFER);
-    /* Every encoding this libcurl decodes (gzip, deflate, br, zstd as built) is offered
-     * and decoded before the sink, as the official SDKs do (httpx, fetch): a gateway
-     * that compresses the event stream anyway is then read, not taken for a cut. One
-     * that sends an encoding libcurl does not know fails with libcurl's message naming
-     * it ("Unrecognized content encoding type"). */
-    curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, "");
+    a->url = req->url;
+    curl_easy_setopt(e, CURLOPT_URL, req->url);
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, a->req_headers);
-    if (strcmp(method, "POST") == 0) {
-        curl_easy_setopt(e, CURLOPT_POST, 1L);
-    } else if (strcmp(method, "GET") == 0) {
-        curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
-    } else {
-        curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
-    }
     if (req->body || strcmp(method, "POST") == 0) {
         a->body = req->body ? req->body : "";
         a->body_len = req->body ? req->body_len : 0;
@@ -606,18 +651,10 @@ static ah_status curl_start(void *self, ah_loop *loop, const ah_http_request *re
          * headers and body in one send; on_prereq refuses its silent resend. */
         curl_easy_setopt(e, CURLOPT_POSTFIELDS, a->body);
     }
-    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, a);
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, a);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, a->errbuf);
-    curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, on_prereq);
     curl_easy_setopt(e, CURLOPT_PREREQDATA, a);
-    if (ah__log_enabled(AH_LOG_DEBUG)) {
-        /* the function first: VERBOSE without one would print to stderr itself */
-        curl_easy_setopt(e, CURLOPT_DEBUGFUNCTION, on_debug);
-        curl_easy_setopt(e, CURLOPT_VERBOSE, 1L);
-    }
 
     st = ah__loop_add_easy(loop, e, &a->link);
     if (st != AH_OK) {

@@ -395,7 +395,8 @@ struct ah_worker {
     ah_timer *kick;
     ah_async *cancel_async;
     atomic_int cancel_requested;
-    char cancel_reason[160]; /* ah_worker_cancel_with, loop thread; "" = none */
+    char *cancel_reason; /* ah_worker_cancel_with's (CANCEL_REASON_MAX bytes, malloc'd
+                            by the first), loop thread; NULL or "" = none */
 
     int llm_call;      /* number of the current request, 1-based */
     int continuations; /* continuations of the current step */
@@ -446,6 +447,7 @@ struct ah_worker {
 };
 
 #define NO_BLOCK ((size_t)-1)
+#define CANCEL_REASON_MAX 160 /* "cancelled: <reason>", cut there (ah_worker_cancel_with) */
 
 /* Every event of the run carries its id and the wall time (the call's own events are
  * stamped again here: the same values, one place that guarantees them). */
@@ -594,7 +596,7 @@ static void finish_cancelled(ah_worker *w)
 {
     ah_error e;
     ah_error_set(&e, AH_EK_CANCELLED, 0, "%s",
-                 w->cancel_reason[0] ? w->cancel_reason : "cancelled");
+                 w->cancel_reason && w->cancel_reason[0] ? w->cancel_reason : "cancelled");
     finish(w, AH_OUTCOME_CANCELLED, &e);
 }
 
@@ -1992,6 +1994,7 @@ void ah_worker_free(ah_worker *w)
     free(w->text);
     free(w->jbuf);
     free(w->error);
+    free(w->cancel_reason);
     free(w);
 }
 
@@ -2064,8 +2067,9 @@ void ah_worker_cancel_with(ah_worker *w, const char *reason)
 {
     if (!w)
         return;
-    if (!atomic_load(&w->cancel_requested) && reason && *reason)
-        ah__bufprintf(w->cancel_reason, sizeof w->cancel_reason, "cancelled: %s", reason);
+    if (!atomic_load(&w->cancel_requested) && reason && *reason &&
+        (w->cancel_reason || (w->cancel_reason = malloc(CANCEL_REASON_MAX))))
+        ah__bufprintf(w->cancel_reason, CANCEL_REASON_MAX, "cancelled: %s", reason);
     ah_worker_cancel(w);
 }
 

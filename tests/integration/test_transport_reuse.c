@@ -4,7 +4,8 @@
  * handle; the runs before a fault share one connection, and so do the runs after it; a
  * 500, a cut stream, a reset connection and an attempt aborted half-way each fail only
  * their own run, and the next run is answered in full on a handle that was reset (its
- * previous owner's options, a GET's method or an error's state, do not leak into it). */
+ * previous owner's options, a GET's method or an error's state, do not leak into it); a
+ * plain POST's handle keeps only the options every plain POST sets alike. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -265,6 +266,68 @@ static void request_headers_go_out_as_given(void **state)
     assert_true(one >= 0 && empty > one && two > empty);
 }
 
+/* One request on the transport, run to its end; the mock's record of it. */
+static void one_request(fixture *f, const char *method, const ah_header *hdr, size_t nh,
+                        ah_mock_request *r)
+{
+    char url[128];
+    snprintf(url, sizeof url, "%s/v1/messages", ah_mock_url(f->mock));
+    const char *body = "{\"model\":\"m\",\"stream\":true,\"max_tokens\":5,"
+                       "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}";
+    ah_http_request req = {.method = method, .url = url, .headers = hdr, .n_headers = nh};
+    if (!method || strcmp(method, "GET") != 0) {
+        req.body = body;
+        req.body_len = strlen(body);
+    }
+    int done = 0;
+    ah_transport_sink sink = {.on_done = set_done};
+    const ah_transport *tr = ah_transport_curl();
+    void *att = NULL;
+    ah_error e;
+    assert_int_equal(tr->ops->start(tr->self, f->loop, &req, &sink, &done, &att, &e), AH_OK);
+    for (int guard = 0; !done && guard < 20000; guard++)
+        ah_loop_run_once(f->loop, 5);
+    assert_true(done);
+    size_t n = ah_mock_request_count(f->mock);
+    assert_int_equal(ah_mock_request_get(f->mock, n - 1, r), AH_OK);
+}
+
+static int has_header(const ah_mock_request *r, const char *name)
+{
+    for (size_t i = 0; i < r->header_count; i++)
+        if (strcasecmp(r->headers[i].name, name) == 0)
+            return 1;
+    return 0;
+}
+
+/* A plain POST keeps its handle's fixed options for the next plain one (no reset); a
+ * GET on that handle resets it first; each request goes out with its own method and
+ * headers only, on the one handle. */
+static void a_kept_handle_carries_only_the_fixed_options(void **state)
+{
+    fixture *f = *state;
+    char err[256];
+    assert_int_equal(ah_mock_set_plan(f->mock, NULL, err, sizeof err), AH_OK);
+    ah_header first[] = {{"content-type", "application/json"}, {"x-first", "1"}};
+    ah_header plain[] = {{"content-type", "application/json"}};
+    ah_mock_request r;
+    one_request(f, NULL, first, 2, &r);
+    assert_string_equal(r.method, "POST");
+    assert_true(has_header(&r, "x-first"));
+    one_request(f, "POST", plain, 1, &r); /* on the kept handle */
+    assert_string_equal(r.method, "POST");
+    assert_false(has_header(&r, "x-first"));
+    one_request(f, "GET", plain, 1, &r); /* a kept handle reset for a GET */
+    assert_string_equal(r.method, "GET");
+    one_request(f, "POST", first, 2, &r); /* after a GET: reset again, a POST */
+    assert_string_equal(r.method, "POST");
+    assert_true(has_header(&r, "x-first"));
+    one_request(f, "POST", plain, 1, &r);
+    assert_string_equal(r.method, "POST");
+    assert_false(has_header(&r, "x-first"));
+    assert_int_equal(ah__loop_easy_made(f->loop), 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -273,6 +336,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(an_aborted_attempt_leaves_a_clean_handle, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(request_headers_go_out_as_given, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_kept_handle_carries_only_the_fixed_options, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
