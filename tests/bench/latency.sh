@@ -20,6 +20,7 @@
 # responses"), CALLGRIND=0 to skip section 2.
 set -euo pipefail
 BUILD_DIR=$(cd "${1:?usage: tests/bench/latency.sh BUILD_DIR}" && pwd)
+BENCH=$(cd "$(dirname "$0")" && pwd)
 N=${N:-500}
 RUNS=${RUNS:-5}
 CG_N1=${CG_N1:-10}
@@ -114,59 +115,7 @@ echo ""
 for w in "${WIRES[@]}"; do
     echo "$w:"
     echo '```'
-    python3 - "$WORK/cg-agenthost-$w-$CG_N1.out" "$WORK/cg-agenthost-$w-$CG_N2.out" \
-        $((CG_N2 - CG_N1)) <<'PY'
-import re, subprocess, sys
-def selfcost(path):
-    out = subprocess.run(["callgrind_annotate", "--threshold=100", path],
-                         capture_output=True, text=True).stdout
-    costs = {}
-    lines = out.splitlines()
-    # the function table only: from its "Ir  file:function" header to the next rule
-    start = next(i for i, l in enumerate(lines) if l.rstrip().endswith("file:function"))
-    end = next((i for i in range(start + 2, len(lines)) if lines[i].startswith("----")),
-               len(lines))
-    for line in lines[start + 2:end]:
-        m = re.match(r"\s*([\d,]+)\s+(?:\([^)]*\)\s+)?(\S.*?)(?:\s+\[([^\]]*)\])?$", line)
-        if not m or ":" not in m.group(2):
-            continue
-        f, fn = m.group(2).split(":", 1)
-        obj = (m.group(3) or "").split("/")[-1]
-        where = f.split("/")[-1] if f != "???" else obj
-        key = (fn, where or "?", obj or "latency_bench")
-        costs[key] = costs.get(key, 0) + int(m.group(1).replace(",", ""))
-    return costs
-a, b, n = selfcost(sys.argv[1]), selfcost(sys.argv[2]), int(sys.argv[3])
-diff = {k: (b.get(k, 0) - a.get(k, 0)) / n for k in b}
-total = sum(v for v in diff.values() if v > 0)
-def group(k):
-    fn, where, obj = k
-    if obj.startswith("libcurl"):
-        return "libcurl"
-    if obj.startswith("libcjson"):
-        return "cJSON"
-    if obj.startswith("libc.so") and ("malloc" in where or fn in ("malloc", "free", "calloc", "realloc")):
-        return "malloc/free"
-    if obj.startswith("libc.so"):
-        return "libc (mem*, str*, printf, ...)"
-    if obj.startswith(("libssl", "libcrypto", "libnghttp", "libz", "libidn", "libpsl")):
-        return "TLS, compression, IDN libraries"
-    if obj.startswith("ld-linux"):
-        return "dynamic linker"
-    if where.startswith(("decode", "sse.c", "timeline.c", "utf8.c")):
-        return "agenthost: SSE + decoder + timeline"
-    if where == obj:
-        return "agenthost (no -g: not split by file)"
-    return "agenthost: worker, call, loop, transport, events, encoder"
-g = {}
-for k, v in diff.items():
-    g[group(k)] = g.get(group(k), 0) + v
-for k, v in sorted(g.items(), key=lambda kv: -kv[1]):
-    print(f"{v:10.0f} {100 * v / total:5.1f}%  {k}")
-print(f"{total:10.0f}        total")
-print()
-for k, v in sorted(diff.items(), key=lambda kv: -kv[1])[:25]:
-    print(f"{v:10.0f} {100 * v / total:5.1f}%  {k[0]}  ({k[1]})")
-PY
+    python3 "$BENCH/cg_selfcost.py" "$WORK/cg-agenthost-$w-$CG_N1.out" "$WORK/cg-agenthost-$w-$CG_N2.out" \
+        $((CG_N2 - CG_N1)) --main latency_bench
     echo '```'
 done
