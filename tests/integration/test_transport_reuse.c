@@ -218,54 +218,6 @@ static void set_done(void *ud, const ah_error *e)
     *(int *)ud = 1;
 }
 
-/* The request's headers go out as given, in order, an empty value as an empty header, and
- * with no "Expect" (the transport builds libcurl's header list itself, one block). */
-static void request_headers_go_out_as_given(void **state)
-{
-    fixture *f = *state;
-    char err[256];
-    assert_int_equal(ah_mock_set_plan(f->mock, NULL, err, sizeof err), AH_OK);
-    char url[128];
-    snprintf(url, sizeof url, "%s/v1/messages", ah_mock_url(f->mock));
-    const char *body = "{\"model\":\"m\",\"stream\":true,\"max_tokens\":5,"
-                       "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}";
-    ah_header hdr[] = {{"content-type", "application/json"},
-                       {"x-one", "1"},
-                       {"x-empty", ""},
-                       {"x-two", "two words: and a colon"}};
-    ah_http_request req = {.url = url, .headers = hdr, .n_headers = 4, .body = body,
-                           .body_len = strlen(body)};
-    int done = 0;
-    ah_transport_sink sink = {.on_done = set_done};
-    const ah_transport *tr = ah_transport_curl();
-    void *att = NULL;
-    ah_error e;
-    assert_int_equal(tr->ops->start(tr->self, f->loop, &req, &sink, &done, &att, &e), AH_OK);
-    for (int guard = 0; !done && guard < 20000; guard++)
-        ah_loop_run_once(f->loop, 5);
-    assert_true(done);
-    ah_mock_request r;
-    size_t n = ah_mock_request_count(f->mock);
-    assert_int_equal(ah_mock_request_get(f->mock, n - 1, &r), AH_OK);
-    int one = -1, empty = -1, two = -1;
-    for (size_t i = 0; i < r.header_count; i++) {
-        const char *name = r.headers[i].name, *value = r.headers[i].value;
-        if (strcasecmp(name, "x-one") == 0) {
-            assert_string_equal(value, "1");
-            one = (int)i;
-        } else if (strcasecmp(name, "x-empty") == 0) {
-            assert_string_equal(value, "");
-            empty = (int)i;
-        } else if (strcasecmp(name, "x-two") == 0) {
-            assert_string_equal(value, "two words: and a colon");
-            two = (int)i;
-        } else if (strcasecmp(name, "expect") == 0) {
-            fail_msg("an Expect header was sent");
-        }
-    }
-    assert_true(one >= 0 && empty > one && two > empty);
-}
-
 /* One request on the transport, run to its end; the mock's record of it. */
 static void one_request(fixture *f, const char *method, const ah_header *hdr, size_t nh,
                         ah_mock_request *r)
@@ -290,6 +242,38 @@ static void one_request(fixture *f, const char *method, const ah_header *hdr, si
     assert_true(done);
     size_t n = ah_mock_request_count(f->mock);
     assert_int_equal(ah_mock_request_get(f->mock, n - 1, r), AH_OK);
+}
+
+/* The request's headers go out as given, in order, an empty value as an empty header, and
+ * with no "Expect" (the transport builds libcurl's header list itself, one block). */
+static void request_headers_go_out_as_given(void **state)
+{
+    fixture *f = *state;
+    char err[256];
+    assert_int_equal(ah_mock_set_plan(f->mock, NULL, err, sizeof err), AH_OK);
+    ah_header hdr[] = {{"content-type", "application/json"},
+                       {"x-one", "1"},
+                       {"x-empty", ""},
+                       {"x-two", "two words: and a colon"}};
+    ah_mock_request r;
+    one_request(f, NULL, hdr, 4, &r);
+    int one = -1, empty = -1, two = -1;
+    for (size_t i = 0; i < r.header_count; i++) {
+        const char *name = r.headers[i].name, *value = r.headers[i].value;
+        if (strcasecmp(name, "x-one") == 0) {
+            assert_string_equal(value, "1");
+            one = (int)i;
+        } else if (strcasecmp(name, "x-empty") == 0) {
+            assert_string_equal(value, "");
+            empty = (int)i;
+        } else if (strcasecmp(name, "x-two") == 0) {
+            assert_string_equal(value, "two words: and a colon");
+            two = (int)i;
+        } else if (strcasecmp(name, "expect") == 0) {
+            fail_msg("an Expect header was sent");
+        }
+    }
+    assert_true(one >= 0 && empty > one && two > empty);
 }
 
 static int has_header(const ah_mock_request *r, const char *name)
