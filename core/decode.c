@@ -62,16 +62,9 @@ static ah_decoder *decoder_make(ah_wire wire, ah_timeline *tl, const ah_decoder_
         return NULL;
     }
     decoder_init(d, wire, tl, hooks, ud);
-    /* Responses' closing events (output_text.done, output_item.done, response.completed)
-     * each repeat the whole answer on one data line, so a long answer needs lines as
-     * large as an event: the SSE defaults (1 MiB line) would cut a legitimate stream. */
-    static const ah_sse_limits limits = {.max_line = 16u << 20, .max_event = 16u << 20};
-    d->sse = ah_sse_new(&limits);
-    if (!d->sse) {
-        free(d);
-        ah__bufprintf(err, errsize, "decoder: out of memory");
-        return NULL;
-    }
+    /* The SSE parser comes with the first byte (ah_decoder_feed): a decoder whose
+     * stream has not begun holds none. */
+    d->sse = NULL;
     return d;
 }
 
@@ -145,7 +138,7 @@ const char *ah_decoder_response_id(const ah_decoder *d)
 
 int ah_decoder_cursor(const ah_decoder *d, const char **response_id, int64_t *last_seq)
 {
-    if (!d || !d->sse || d->status != AH_OK || d->last_seq < 0 || d->done_seen ||
+    if (!d || d->nonstream || d->status != AH_OK || d->last_seq < 0 || d->done_seen ||
         ah_timeline_error(d->tl) || !ah_decoder_response_id(d))
         return 0;
     if (response_id)
@@ -157,11 +150,12 @@ int ah_decoder_cursor(const ah_decoder *d, const char **response_id, int64_t *la
 
 ah_status ah_decoder_reattach(ah_decoder *d)
 {
-    if (!d || !d->sse)
+    if (!d || d->nonstream)
         return AH_ERR_INVALID;
     if (d->status != AH_OK)
         return AH_ERR_STATE;
-    ah_sse_reset(d->sse);
+    if (d->sse)
+        ah_sse_reset(d->sse);
     d->skip_upto = d->last_seq;
     d->finish_called = 0;
     d->finish_status = AH_OK;
@@ -332,6 +326,15 @@ ah_status ah_decoder_feed(ah_decoder *d, const void *bytes, size_t len)
         return d->status;
     if (d->finish_called)
         return AH_ERR_STATE;
+    if (len && !d->sse) {
+        /* Responses' closing events (output_text.done, output_item.done,
+         * response.completed) each repeat the whole answer on one data line, so a long
+         * answer needs lines as large as an event: the SSE defaults (1 MiB line) would
+         * cut a legitimate stream. */
+        static const ah_sse_limits limits = {.max_line = 16u << 20, .max_event = 16u << 20};
+        if (!(d->sse = ah_sse_new(&limits)))
+            return ah__dec_fail(d, AH_ERR_NOMEM, "out of memory (the SSE parser)");
+    }
     const char *p = bytes;
     while (len > 0) {
         /* The complete lines first, then the unterminated rest: every event before a bad

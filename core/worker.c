@@ -846,6 +846,19 @@ static int media_is(const char *ct, const char *type)
  * that answered `stream: true` with the non-stream response: decoded as that), or
  * anything else, refused at once with the content type named (not retried, not
  * continued: resending gets the same page). */
+/* The stream's decoder, made by the first event-stream head of a request and kept
+ * through its retries and re-attachments (send_request and the step's end free it). */
+static int make_decoder(ah_worker *w, ah_error *err)
+{
+    if (w->dec)
+        return 0;
+    ah_decoder_hooks hooks = {.delta = hook_delta, .block_end = hook_block_end};
+    if (ah_decoder_new(w->client->wire, w->tl, &hooks, w, &w->dec, NULL, 0) == AH_OK)
+        return 0;
+    ah_error_set(err, AH_EK_PERMANENT, 0, "out of memory (decoder)");
+    return 1;
+}
+
 static int stream_open(void *ud, int status, const ah_header *h, size_t n, ah_error *err)
 {
     ah_worker *w = ud;
@@ -862,7 +875,7 @@ static int stream_open(void *ud, int status, const ah_header *h, size_t n, ah_er
         if (header_is(&h[i], "content-type"))
             ct = h[i].value;
     if (!ct || !*ct || media_is(ct, "text/event-stream"))
-        return 0;
+        return make_decoder(w, err);
     if (media_is(ct, "application/json")) {
         w->json_mode = 1;
         return 0;
@@ -1075,18 +1088,12 @@ static void send_request(ah_worker *w)
             return;
         }
     }
+    /* The decoder comes with the response head (stream_open): a run waiting for its
+     * head holds none (docs/performance.md section 13, "Fourth pass"). */
     ah_decoder_free(w->dec);
-    ah_decoder_hooks hooks = {.delta = hook_delta, .block_end = hook_block_end};
-    ah_decoder_new(w->client->wire, w->tl, &hooks, w, &w->dec, NULL, 0);
+    w->dec = NULL;
     ah_call_free(w->call);
     w->call = NULL;
-    if (!w->dec) {
-        ah_header_list_free(&hl);
-        free(headers);
-        free(body);
-        fail_nomem(w, "decoder");
-        return;
-    }
     const char *secrets[] = {w->client->api_key, NULL};
     ah_call_config cc = {0};
     cc.loop = w->loop;

@@ -254,6 +254,38 @@ static void loose_numbering_within_one_stream_is_not_deduped(void **state)
     unbuild(&st);
 }
 
+/* A decoder makes its SSE parser at the first byte: one that has seen none has no
+ * cursor, re-attaches (nothing to reset), then decodes a whole stream; ended empty, it
+ * reports the stream cut before its first byte. */
+static void a_decoder_before_its_first_byte(void **state)
+{
+    (void)state;
+    stream st;
+    build(&st, 3);
+    ah_timeline *tl = ah_timeline_new();
+    seen sn = {0};
+    ah_decoder *d = NULL;
+    ah_decoder_new(AH_WIRE_RESPONSES, tl, &hooks, &sn, &d, NULL, 0);
+    assert_int_equal(ah_decoder_cursor(d, NULL, NULL), 0);
+    assert_int_equal(ah_decoder_feed(d, "", 0), AH_OK);
+    assert_int_equal(ah_decoder_reattach(d), AH_OK);
+    for (size_t i = 0; i < st.n; i++)
+        feed(d, st.ev[i], strlen(st.ev[i]));
+    assert_complete(d, tl, &st, &sn);
+    ah_decoder_free(d);
+    ah_timeline_free(tl);
+
+    tl = ah_timeline_new();
+    ah_decoder_new(AH_WIRE_ANTHROPIC, tl, NULL, NULL, &d, NULL, 0);
+    ah_error e;
+    assert_int_equal(ah_decoder_finish(d, &e), AH_ERR_TRUNCATED);
+    assert_int_equal(e.kind, AH_EK_STREAM);
+    assert_non_null(strstr(e.message, "after 0 bytes, 0 events"));
+    ah_decoder_free(d);
+    ah_timeline_free(tl);
+    unbuild(&st);
+}
+
 static void wire_urls(void **state)
 {
     (void)state;
@@ -284,6 +316,7 @@ int main(void)
         cmocka_unit_test(reattach_after_a_break_at_every_byte),
         cmocka_unit_test(no_cursor_without_id_or_after_errors),
         cmocka_unit_test(loose_numbering_within_one_stream_is_not_deduped),
+        cmocka_unit_test(a_decoder_before_its_first_byte),
         cmocka_unit_test(wire_urls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
