@@ -1007,12 +1007,9 @@ static ah_status dispatch_fd(ah_loop *l, int fd, int events)
     return st;
 }
 
-/* Everything after the wait, common to both backends: wake-ups first (a cancellation
- * must win over the attempt below), then curl's time-outs, then the loop's timers. */
-static ah_status after_wait(ah_loop *l, ah_status st)
+/* Every shard's curl time-out that is due by now. */
+static ah_status run_curl_timeouts(ah_loop *l, ah_status st)
 {
-    atomic_store(&l->wake_pending, 0);
-    run_asyncs(l);
     int64_t now = -1;
     for (size_t i = 0; i < l->n_shards; i++) {
         shard *sh = l->shards[i];
@@ -1026,8 +1023,40 @@ static ah_status after_wait(ah_loop *l, ah_status st)
                 st = AH_ERR_TRANSPORT;
         }
     }
+    return st;
+}
+
+/* Everything after the wait, common to both backends: wake-ups first (a cancellation
+ * must win over the attempt below), then curl's time-outs, then the loop's timers.
+ * A timer that added a transfer (a call's first attempt, a retry) has curl asking for a
+ * 0 ms time-out: that one is run in this same step, after the timers, so the request
+ * goes out without a second wait (issue 22). Wake-ups that came in meanwhile run first,
+ * so a cancellation still wins; and only one extra pass, so a timer cannot starve the
+ * wait. */
+static ah_status after_wait(ah_loop *l, ah_status st)
+{
+    atomic_store(&l->wake_pending, 0);
+    run_asyncs(l);
+    st = run_curl_timeouts(l, st);
     read_done(l);
     fire_timers(l);
+    int due_now = 0;
+    int64_t now = -1;
+    for (size_t i = 0; i < l->n_shards && !due_now; i++) {
+        if (l->shards[i]->curl_due < 0)
+            continue;
+        if (now < 0)
+            now = real_now_ms();
+        due_now = now >= l->shards[i]->curl_due;
+    }
+    if (due_now) {
+        if (atomic_load(&l->async_pending)) {
+            atomic_store(&l->wake_pending, 0);
+            run_asyncs(l);
+        }
+        st = run_curl_timeouts(l, st);
+        read_done(l);
+    }
     return st;
 }
 

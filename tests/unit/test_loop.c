@@ -14,6 +14,7 @@
 
 #include "agenthost.h"
 #include "agenthost/manual_clock.h"
+#include "loop_curl.h"
 
 typedef struct fixture {
     ah_manual_clock *clock;
@@ -297,6 +298,53 @@ static void loop_free_null_and_accessors(void **state)
     assert_false(ah_loop_alive(f->loop));
 }
 
+/* A transfer a timer adds (a call's first attempt, a retry) starts in the same step: curl
+ * asks for a 0 ms time-out when the handle is added, and the loop runs it after the
+ * timers instead of waiting a step for it (issue 22). A file:// transfer completes inside
+ * that one time-out, so it is done after exactly one step. Nothing runs inside the call
+ * that armed the timer. */
+typedef struct add_ctx {
+    ah_loop *loop;
+    CURL *easy;
+    ah__easy_link link;
+    int added, done;
+    CURLcode result;
+} add_ctx;
+
+static void add_done(void *ud, CURLcode result)
+{
+    add_ctx *a = ud;
+    a->done++;
+    a->result = result;
+}
+
+static void add_on_timer(void *ud)
+{
+    add_ctx *a = ud;
+    a->added++;
+    assert_int_equal(ah__loop_add_easy(a->loop, a->easy, &a->link), AH_OK);
+}
+
+static void timer_added_transfer_runs_in_its_step(void **state)
+{
+    fixture *f = *state;
+    add_ctx a = {.loop = f->loop};
+    a.easy = curl_easy_init();
+    assert_non_null(a.easy);
+    curl_easy_setopt(a.easy, CURLOPT_URL, "file:///dev/null");
+    a.link = (ah__easy_link){.done = add_done, .ud = &a};
+    ah_timer *t = ah_timer_new(f->loop, add_on_timer, &a);
+    ah_timer_start(t, 0);
+    assert_int_equal(a.added, 0);
+    assert_int_equal(ah_loop_run_once(f->loop, 0), AH_OK);
+    assert_int_equal(a.added, 1);
+    assert_int_equal(a.done, 1);
+    assert_int_equal(a.result, CURLE_OK);
+    assert_int_equal(ah_loop_transfer_count(f->loop), 0);
+    ah_timer_free(t);
+    curl_easy_cleanup(a.easy);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -304,6 +352,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(stopped_and_restarted_timers, setup, teardown),
         cmocka_unit_test_setup_teardown(rearm_zero_waits_for_next_step, setup, teardown),
         cmocka_unit_test_setup_teardown(timer_may_free_itself, setup, teardown),
+        cmocka_unit_test_setup_teardown(timer_added_transfer_runs_in_its_step, setup, teardown),
         cmocka_unit_test_setup_teardown(loop_free_null_and_accessors, setup, teardown),
         cmocka_unit_test(run_returns_when_no_work),
         cmocka_unit_test(async_wakes_a_blocked_step),
