@@ -38,6 +38,7 @@
  *     first sends the cancel request, from a timer, and finishes when it is answered or
  *     after AH_CALL_CANCEL_WAIT_MS; `cancelling` keeps everything else out meanwhile.
  */
+#include "error_internal.h"
 #include "internal.h"
 #include "redis_internal.h"
 #include "retry.h"
@@ -119,12 +120,9 @@ struct ah_call {
     int64_t end_ms;
     int64_t last_rx_ms;
     int status;
-    /* The terminal error, or the last attempt's while retrying: malloc'd by the first
-     * failure (a call that succeeds at once has none; 664 bytes inline kept the struct
-     * past glibc's 1 KiB per-thread cache). Read through cerr(), written through
-     * err_own(); err_lost: an error was not kept for want of memory. */
-    ah_error *err;
-    int err_lost;
+    /* The terminal error, or the last attempt's while retrying: allocated by the first
+     * failure (a call that succeeds at once has none). Read through cerr(). */
+    ah__error_slot err;
     ah_giveup_reason reason;
 
     /* Resume: the re-attach request (GET, the request's headers without Content-Type),
@@ -193,42 +191,9 @@ static int is_terminal(ah_call_state s)
            s == AH_CALL_CANCELLED;
 }
 
-/* What the call's error reads as without one of its own (see struct ah_call). */
-static const ah_error no_error = {.kind = AH_EK_NONE, .retry_after_ms = -1,
-                                  .retry_after_source = AH_HINT_NONE, .should_retry = -1};
-static const ah_error nomem_error = {.kind = AH_EK_PERMANENT, .retry_after_ms = -1,
-                                     .retry_after_source = AH_HINT_NONE, .should_retry = -1,
-                                     .message = "out of memory (the call's error)"};
-
 static const ah_error *cerr(const ah_call *c)
 {
-    if (c->err)
-        return c->err;
-    return c->err_lost ? &nomem_error : &no_error;
-}
-
-/* The call's error to write (allocated, cleared, at the first need), or NULL when out of
- * memory: then cerr() answers nomem_error. */
-static ah_error *err_own(ah_call *c)
-{
-    if (!c->err) {
-        c->err = malloc(sizeof *c->err);
-        if (!c->err) {
-            c->err_lost = 1;
-            return NULL;
-        }
-        ah_error_clear(c->err);
-    }
-    c->err_lost = 0;
-    return c->err;
-}
-
-/* The call's error becomes a copy of *e. */
-static void err_copy(ah_call *c, const ah_error *e)
-{
-    ah_error *o = err_own(c);
-    if (o && o != e)
-        *o = *e;
+    return ah__eslot_get(&c->err);
 }
 
 static int64_t now_ms(const ah_call *c)
@@ -381,13 +346,10 @@ static void finish(ah_call *c, ah_call_state s, const ah_error *err, const char 
     abort_attempt(c);
     stop_timers(c);
     clear_error_response(c);
-    if (err) {
-        err_copy(c, err);
-    } else {
-        free(c->err);
-        c->err = NULL;
-        c->err_lost = 0;
-    }
+    if (err)
+        ah__eslot_set(&c->err, err);
+    else
+        ah__eslot_free(&c->err);
     c->end_ms = now_ms(c);
     set_state(c, s, why);
     if (s == AH_CALL_DONE && c->budget)
@@ -736,10 +698,11 @@ static const char *words_ms(int64_t ms, char *buf, size_t size)
 static void append_why(ah_call *c, const char *why)
 {
     char msg[AH_ERROR_MESSAGE_MAX];
-    if (!c->err)
-        return; /* none, or not kept (nomem_error) */
-    ah__bufprintf(msg, sizeof msg, "%s; not retried: %s", c->err->message, why);
-    memcpy(c->err->message, msg, sizeof msg);
+    ah_error *e = c->err.e;
+    if (!e)
+        return; /* none, or not kept (out of memory) */
+    ah__bufprintf(msg, sizeof msg, "%s; not retried: %s", e->message, why);
+    memcpy(e->message, msg, sizeof msg);
 }
 
 /* A give-up whose cause is not the error itself (a hint too long, the deadline, the
@@ -817,7 +780,7 @@ static void start_with_retry(ah_call *c)
     free(c->retry_of);
     c->retry_of = NULL;
     c->retry.attempts = r->failed_attempt;
-    err_copy(c, &r->error);
+    ah__eslot_set(&c->err, &r->error);
     ah_decision d = {1, r->wait_ms, r->wait_source, AH_GIVEUP_COUNT_, r->wait_ms, -1};
     announce_retry(c, r->llm_call, r->failed_attempt, &d, r->elapsed_ms);
     if (cancel_pending(c)) {
@@ -846,9 +809,9 @@ static void attempt_failed(ah_call *c, const ah_error *e)
     ah_timer_stop(c->timer);
     c->timer_role = ROLE_NONE;
     clear_error_response(c);
-    err_copy(c, e);
-    if (c->err)
-        ah_error_redact(c->err, (const char *const *)c->secrets);
+    ah__eslot_set(&c->err, e);
+    if (c->err.e)
+        ah_error_redact(c->err.e, (const char *const *)c->secrets);
     if (cancel_pending(c)) {
         finish_cancelled(c);
         return;
@@ -1177,7 +1140,7 @@ static int pace_wait(ah_call *c, int64_t wait_ms, const char *limit)
     if (wait_ms <= 0)
         return 0;
     if (c->policy.deadline_ms > 0 && wait_ms >= c->policy.deadline_ms - elapsed(c)) {
-        ah_error_set(err_own(c), AH_EK_TIMEOUT, 0,
+        ah_error_set(ah__eslot_own(&c->err), AH_EK_TIMEOUT, 0,
                      "rate limit: a paced wait of %lld ms (%s) does not fit the deadline of "
                      "%lld ms",
                      (long long)wait_ms, limit, (long long)c->policy.deadline_ms);
@@ -1228,7 +1191,7 @@ static void begin_attempt(ah_call *c)
         if (remaining <= 0) {
             /* A wait ended (late) on the deadline: no attempt could finish in time. */
             if (cerr(c)->kind == AH_EK_NONE) {
-                ah_error_set(err_own(c), AH_EK_TIMEOUT, 0, "deadline of %lld ms reached",
+                ah_error_set(ah__eslot_own(&c->err), AH_EK_TIMEOUT, 0, "deadline of %lld ms reached",
                              (long long)c->policy.deadline_ms);
             } else {
                 char why[96], a[32];
@@ -1495,7 +1458,7 @@ void ah_call_free(ah_call *c)
     free(c->break_err);
     free(c->consumer_err);
     free(c->retry_of);
-    free(c->err);
+    ah__eslot_free(&c->err);
     free(c);
 }
 

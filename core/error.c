@@ -51,6 +51,47 @@ void ah_error_clear(ah_error *e)
     e->category[0] = '\0';
 }
 
+static const ah_error eslot_none = {.kind = AH_EK_NONE, .retry_after_ms = -1,
+                                    .retry_after_source = AH_HINT_NONE, .should_retry = -1};
+static const ah_error eslot_nomem = {.kind = AH_EK_PERMANENT, .retry_after_ms = -1,
+                                     .retry_after_source = AH_HINT_NONE, .should_retry = -1,
+                                     .message = "out of memory (keeping an error)"};
+
+const ah_error *ah__eslot_get(const ah__error_slot *s)
+{
+    if (s->e)
+        return s->e;
+    return s->lost ? &eslot_nomem : &eslot_none;
+}
+
+ah_error *ah__eslot_own(ah__error_slot *s)
+{
+    if (!s->e) {
+        s->e = malloc(sizeof *s->e);
+        if (!s->e) {
+            s->lost = 1;
+            return NULL;
+        }
+        ah_error_clear(s->e);
+    }
+    s->lost = 0;
+    return s->e;
+}
+
+void ah__eslot_set(ah__error_slot *s, const ah_error *e)
+{
+    ah_error *o = ah__eslot_own(s);
+    if (o && o != e)
+        *o = *e;
+}
+
+void ah__eslot_free(ah__error_slot *s)
+{
+    free(s->e);
+    s->e = NULL;
+    s->lost = 0;
+}
+
 const char *ah_error_kind_name(ah_error_kind kind)
 {
     if ((unsigned)kind >= (unsigned)AH_EK_COUNT_)

@@ -28,6 +28,7 @@
  *  - Cancellation is routed through an ah_async to the loop thread and beats everything.
  */
 #include "client_internal.h"
+#include "error_internal.h"
 #include "internal.h"
 #include "overlap.h"
 
@@ -430,11 +431,8 @@ struct ah_worker {
     int64_t step_start_ms;  /* when the step's first request was sent (deadline_ms) */
 
     ah_run_outcome outcome;
-    /* the run's error, malloc'd when it ends with one (NULL: none, or not ended): out of
-     * the struct, 664 bytes of it, so that the worker stays in malloc's fast per-thread
-     * cache (chunks up to 1 KiB) rather than its sorted bins */
-    ah_error *error;
-    int error_lost; /* the run ended with an error its copy had no memory for */
+    /* the run's error, allocated when it ends with one (none: not ended, or no error) */
+    ah__error_slot error;
     char *text;
     const char *text_ref; /* the answer's one text block, in history (not owned) */
     ah_worker_stats stats;
@@ -574,17 +572,10 @@ static void finish(ah_worker *w, ah_run_outcome outcome, const ah_error *err)
     set_state(w, W_FINISHED);
     ah_timer_stop(w->kick);
     w->outcome = outcome;
-    if (err && err->kind != AH_EK_NONE) {
-        if (!w->error)
-            w->error = malloc(sizeof *w->error);
-        if (w->error)
-            *w->error = *err;
-        w->error_lost = !w->error;
-    } else {
-        free(w->error);
-        w->error = NULL;
-        w->error_lost = 0;
-    }
+    if (err && err->kind != AH_EK_NONE)
+        ah__eslot_set(&w->error, err);
+    else
+        ah__eslot_free(&w->error);
     build_text(w);
     ah_event ev = {.type = AH_EV_RUN_END};
     ev.u.run_end.outcome = outcome;
@@ -2000,7 +1991,7 @@ void ah_worker_free(ah_worker *w)
     free(w->continue_prompt);
     free(w->text);
     free(w->jbuf);
-    free(w->error);
+    ah__eslot_free(&w->error);
     free(w->cancel_reason);
     free(w);
 }
@@ -2095,19 +2086,9 @@ const char *ah_worker_stop_reason(const ah_worker *w)
     return w ? w->stop_reason : NULL;
 }
 
-/* What ah_worker_error answers without an error of the run's own: none, or (when the
- * copy of one could not be allocated) out of memory. */
-static const ah_error no_error = {.kind = AH_EK_NONE, .retry_after_ms = -1,
-                                  .retry_after_source = AH_HINT_NONE, .should_retry = -1};
-static const ah_error nomem_error = {.kind = AH_EK_PERMANENT, .retry_after_ms = -1,
-                                     .retry_after_source = AH_HINT_NONE, .should_retry = -1,
-                                     .message = "out of memory (the run's error)"};
-
 const ah_error *ah_worker_error(const ah_worker *w)
 {
-    if (w->error)
-        return w->error;
-    return w->error_lost ? &nomem_error : &no_error;
+    return ah__eslot_get(&w->error);
 }
 
 const char *ah_worker_text(const ah_worker *w)
