@@ -1007,17 +1007,24 @@ static ah_status dispatch_fd(ah_loop *l, int fd, int events)
     return st;
 }
 
+/* Whether sh's curl time-out is due; *now is read from the clock at the first need
+ * (-1: not yet). */
+static int curl_timeout_due(const shard *sh, int64_t *now)
+{
+    if (sh->curl_due < 0)
+        return 0;
+    if (*now < 0)
+        *now = real_now_ms();
+    return *now >= sh->curl_due;
+}
+
 /* Every shard's curl time-out that is due by now. */
 static ah_status run_curl_timeouts(ah_loop *l, ah_status st)
 {
     int64_t now = -1;
     for (size_t i = 0; i < l->n_shards; i++) {
         shard *sh = l->shards[i];
-        if (sh->curl_due < 0)
-            continue;
-        if (now < 0)
-            now = real_now_ms();
-        if (now >= sh->curl_due) {
+        if (curl_timeout_due(sh, &now)) {
             sh->curl_due = -1;
             if (curl_action(l, sh, CURL_SOCKET_TIMEOUT, 0) != AH_OK)
                 st = AH_ERR_TRANSPORT;
@@ -1042,13 +1049,8 @@ static ah_status after_wait(ah_loop *l, ah_status st)
     fire_timers(l);
     int due_now = 0;
     int64_t now = -1;
-    for (size_t i = 0; i < l->n_shards && !due_now; i++) {
-        if (l->shards[i]->curl_due < 0)
-            continue;
-        if (now < 0)
-            now = real_now_ms();
-        due_now = now >= l->shards[i]->curl_due;
-    }
+    for (size_t i = 0; i < l->n_shards && !due_now; i++)
+        due_now = curl_timeout_due(l->shards[i], &now);
     if (due_now) {
         if (atomic_load(&l->async_pending)) {
             atomic_store(&l->wake_pending, 0);
