@@ -620,7 +620,7 @@ end
 -- Feed one event (the event table of docs/lua.md). Unknown events and missing fields are
 -- tolerated.
 function Status:update(ev)
-    if type(ev) ~= "table" then return end
+    if type(ev) ~= "table" or self.ignores[ev.type] then return end
     if self.streaming and ev.type == "text_delta" and type(ev.text) == "string"
         and ev.text ~= "" then
         self.midline = ev.text:sub(-1) ~= "\n"
@@ -733,6 +733,10 @@ function M.new(opts)
             self.text_tty = opts.text_tty and true or false
         end
     end
+    -- Events update() does nothing with on this output (a call's start and end only
+    -- erase the transient line, drawn on a terminal alone): a host that calls update()
+    -- from C may skip them (lua/proxy.c does, two Lua calls per request).
+    self.ignores = self.tty and {} or { llm_call_start = true, llm_call_end = true }
     self.shown = false
     self.midline = false
     self.below = false

@@ -518,6 +518,26 @@ test("off a terminal, llm_waiting writes nothing", function()
     eq(s:text(), "")
 end)
 
+test("ignores: the events a host may skip change nothing on this output", function()
+    local seq = { retry504, { type = "llm_call_start", llm_call = 2 },
+                  { type = "text_delta", text = "hi" }, { type = "llm_call_end", llm_call = 2 },
+                  { type = "run_end", run_id = "r", outcome = "completed" } }
+    for _, tty in ipairs({ false, true }) do
+        local d, s = display({ tty = tty, log_retries = true })
+        local skips = d.ignores
+        d.ignores = {} -- every event through update()'s own handling
+        for _, ev in ipairs(seq) do d:update(ev) end
+        local d2, s2 = display({ tty = tty, log_retries = true })
+        for _, ev in ipairs(seq) do
+            if not skips[ev.type] then d2:update(ev) end
+        end
+        eq(s2:text(), s:text(), "tty " .. tostring(tty))
+    end
+    eq(display({ tty = false }).ignores.llm_call_start, true, "off a terminal")
+    eq(display({ tty = false }).ignores.llm_call_end, true, "off a terminal")
+    eq(next(display({ tty = true }).ignores), nil, "on a terminal")
+end)
+
 test("unknown events, missing fields and non-tables are ignored", function()
     local d, s = display()
     d:update({ type = "something_new", x = 1 })
