@@ -26,7 +26,11 @@
  *   - curl's own timer is on the real monotonic clock (its time-outs are real time); the
  *     loop's timers are on the injected clock.
  *   - Nothing here sleeps except poll() in ah_loop_run_once(), bounded by the next timer.
+ *   - AH_IO_HUP (an ah_io's only) is POLLRDHUP on the own backend; a hooked loop is told it
+ *     only when its hooks said they can watch it (ah_loop_hooks_watch_hup), else
+ *     ah_io_start refuses it, so an application's hooks never see a bit they do not know.
  */
+#define _GNU_SOURCE /* POLLRDHUP */
 #include "internal.h"
 #include "loop_curl.h"
 
@@ -47,7 +51,12 @@
 #include <unistd.h>
 
 #define NOT_IN_HEAP SIZE_MAX
-#define AH__IO_ERROR 4 /* poll() reported an error on the fd (internal to the own backend) */
+#ifdef POLLRDHUP
+#define AH__POLLRDHUP POLLRDHUP /* AH_IO_HUP on the own backend (Linux) */
+#else
+#define AH__POLLRDHUP 0
+#endif
+#define AH__IO_ERROR 8 /* poll() reported an error on the fd (internal to the own backend) */
 
 struct ah_timer {
     ah_loop *loop;
@@ -102,6 +111,7 @@ struct ah_loop {
     size_t shard_max; /* transfers per shard */
     ah_loop_hooks hooks; /* hooks.watch NULL: the loop's own poll() */
     int hooked;
+    int hooks_hup; /* the hooks can watch AH_IO_HUP (ah_loop_hooks_watch_hup) */
     int wake_rd, wake_wr; /* own backend: the self-pipe ah_loop_wakeup() writes to */
     atomic_int wake_pending;
     fd_entry *fds;
@@ -567,7 +577,13 @@ ah_status ah_io_start(ah_io *io, int events)
     if (!io)
         return AH_ERR_INVALID;
     ah_loop *l = io->loop;
-    events &= AH_IO_READ | AH_IO_WRITE;
+    events &= AH_IO_READ | AH_IO_WRITE | AH_IO_HUP;
+#ifndef POLLRDHUP
+    if (events & AH_IO_HUP && !l->hooked)
+        return AH_ERR_INVALID;
+#endif
+    if (events & AH_IO_HUP && l->hooked && !l->hooks_hup)
+        return AH_ERR_INVALID;
     fd_entry *e = events ? fd_get(l, io->fd) : fd_find(l, io->fd);
     if (!e)
         return events ? AH_ERR_NOMEM : AH_OK;
@@ -769,6 +785,12 @@ int64_t ah_loop_next_timer_ms(const ah_loop *loop)
 size_t ah_loop_transfer_count(const ah_loop *loop)
 {
     return loop->n_easy;
+}
+
+void ah_loop_hooks_watch_hup(ah_loop *loop)
+{
+    if (loop)
+        loop->hooks_hup = 1;
 }
 
 int ah__loop_steppable(const ah_loop *loop)
@@ -1100,7 +1122,8 @@ ah_status ah_loop_run_once(ah_loop *loop, int max_wait_ms)
         int want = fd_wanted(&loop->fds[i]);
         p[i + 1] = (struct pollfd){.fd = loop->fds[i].fd,
                                    .events = (short)((want & AH_IO_READ ? POLLIN : 0) |
-                                                     (want & AH_IO_WRITE ? POLLOUT : 0))};
+                                                     (want & AH_IO_WRITE ? POLLOUT : 0) |
+                                                     (want & AH_IO_HUP ? AH__POLLRDHUP : 0))};
     }
     ah_status st = AH_OK;
     loop->in_dispatch = 1;
@@ -1119,6 +1142,7 @@ ah_status ah_loop_run_once(ah_loop *loop, int max_wait_ms)
         if (!re || (re & POLLNVAL))
             continue;
         int ev = (re & (POLLIN | POLLHUP) ? AH_IO_READ : 0) | (re & POLLOUT ? AH_IO_WRITE : 0) |
+                 (re & (AH__POLLRDHUP | POLLHUP | POLLERR) ? AH_IO_HUP : 0) |
                  (re & POLLERR ? AH__IO_ERROR : 0);
         if (dispatch_fd(loop, p[i].fd, ev) != AH_OK)
             st = AH_ERR_TRANSPORT;
@@ -1136,7 +1160,7 @@ void ah_loop_fd_ready(ah_loop *loop, int fd, int events)
     loop->in_dispatch = 1;
     atomic_store(&loop->wake_pending, 0);
     run_asyncs(loop);
-    dispatch_fd(loop, fd, events & (AH_IO_READ | AH_IO_WRITE));
+    dispatch_fd(loop, fd, events & (AH_IO_READ | AH_IO_WRITE | AH_IO_HUP));
     (void)after_wait(loop, AH_OK);
     loop->in_dispatch = outer;
     hooks_sync_timeout(loop);

@@ -53,7 +53,8 @@ static int64_t now_ms(void)
 
 static uint32_t epoll_events(int events)
 {
-    return (events & AH_IO_READ ? EPOLLIN : 0u) | (events & AH_IO_WRITE ? EPOLLOUT : 0u);
+    return (events & AH_IO_READ ? EPOLLIN : 0u) | (events & AH_IO_WRITE ? EPOLLOUT : 0u) |
+           (events & AH_IO_HUP ? EPOLLRDHUP : 0u);
 }
 
 /* ---- the loop's hooks ------------------------------------------------------------------ */
@@ -162,6 +163,7 @@ lah_backend *lah_backend_new(char *err, size_t errsize)
         lah_backend_free(b);
         return NULL;
     }
+    ah_loop_hooks_watch_hup(b->loop); /* EPOLLRDHUP */
     return b;
 }
 
@@ -231,7 +233,8 @@ int lah_backend_poll(lah_backend *b, int64_t timeout_ms)
             continue;
         uint32_t e = evs[i].events;
         int events = (e & (EPOLLIN | EPOLLHUP | EPOLLERR) ? AH_IO_READ : 0) |
-                     (e & (EPOLLOUT | EPOLLERR) ? AH_IO_WRITE : 0);
+                     (e & (EPOLLOUT | EPOLLERR) ? AH_IO_WRITE : 0) |
+                     (e & (EPOLLRDHUP | EPOLLHUP | EPOLLERR) ? AH_IO_HUP : 0);
         ah_loop_fd_ready(b->loop, fd, events);
         dispatched = 1;
     }

@@ -100,6 +100,7 @@ typedef enum route_mode { MODE_STREAM, MODE_JSON, MODE_RAW } route_mode;
 
 typedef struct conn_ctx conn_ctx;
 typedef struct preq preq;
+typedef struct pconn pconn;
 struct preq {
     ah_proxy *p;
     int refs;          /* the connection's and the upstream side's */
@@ -111,7 +112,8 @@ struct preq {
     struct MHD_Connection *conn;
     int fd;
     int suspended; /* suspended by us, not resumed yet */
-    ah_io *hup;    /* the client's socket, for its hang-up */
+    pconn *pc;     /* the connection's hang-up watch, when it watches for r */
+    ah_io *hup;    /* else: the client's socket, for its hang-up (AH_IO_READ) */
     int hup_poll;  /* p->sweep looks at the socket instead (stray bytes) */
 
     /* the request, immutable once started */
@@ -182,6 +184,19 @@ struct ah_proxy {
     size_t n_refused;
     pthread_mutex_t mu;   /* stats only: ah_proxy_get_stats from any thread */
     ah_proxy_stats stats; /* under mu */
+};
+
+/* Per-connection state (MHD's socket_context, from MHD_OPTION_NOTIFY_CONNECTION): one
+ * AH_IO_HUP watch on the client's socket for the connection's whole life, so a request on
+ * a kept-alive connection adds and removes nothing in the loop's set (two epoll_ctl per
+ * request saved, docs/performance.md 11.3). Bytes arriving (the next request) do not fire
+ * it; a hang-up fires it once (it is stopped then: it stays ready). */
+struct pconn {
+    ah_proxy *p;
+    int fd;
+    ah_io *hup;   /* NULL: the loop cannot watch AH_IO_HUP; each request watches itself */
+    int hup_seen; /* the peer left (the watch fired and was stopped) */
+    preq *r;      /* the request the watch is for, between new_request and on_completed */
 };
 
 /* Per-request state (MHD's con_cls, from the URI log callback). */
@@ -334,8 +349,15 @@ static void on_hup(void *ud, int fd, int events);
  * connection is suspended MHD does not look at it, and keeping the watch while MHD runs
  * the connection costs nothing (the client sends nothing more) and saves two epoll_ctl
  * per suspension. */
-static void watch_hup(preq *r)
+static void watch_hup(preq *r, pconn *pc)
 {
+    if (pc && pc->hup && !pc->hup_seen) {
+        pc->r = r;
+        r->pc = pc;
+        return;
+    }
+    /* No connection watch, or it fired already between requests (the peer shut its side
+     * down while idle): the request watches for itself, as it fires at once then. */
     if (r->fd >= 0)
         r->hup = ah_io_new(r->p->loop, r->fd, on_hup, r);
     if (!r->hup || ah_io_start(r->hup, AH_IO_READ) != AH_OK)
@@ -390,6 +412,52 @@ static void on_hup(void *ud, int fd, int events)
     /* Bytes that are not a hang-up (a pipelined request): the watch is level-triggered,
      * so it would fire again at once; the sweep looks instead. */
     hup_poll_on(r);
+}
+
+/* The connection's watch: the peer shut its side down or reset. A request in flight is
+ * cancelled, as on_hup does; without one MHD sees the end itself. */
+static void on_conn_hup(void *ud, int fd, int events)
+{
+    pconn *pc = ud;
+    (void)fd;
+    (void)events;
+    ah_io_stop(pc->hup); /* it stays ready: once is enough */
+    pc->hup_seen = 1;
+    preq *r = pc->r;
+    if (r && r->conn && !r->client_gone)
+        client_left(r);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    ah_proxy *p = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        pconn *pc = calloc(1, sizeof *pc);
+        *socket_context = pc;
+        if (!pc)
+            return; /* each request watches itself */
+        pc->p = p;
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        pc->fd = ci ? ci->connect_fd : -1;
+        if (pc->fd >= 0)
+            pc->hup = ah_io_new(p->loop, pc->fd, on_conn_hup, pc);
+        if (pc->hup && ah_io_start(pc->hup, AH_IO_HUP) != AH_OK) {
+            ah_io_free(pc->hup); /* a loop that cannot watch a hang-up */
+            pc->hup = NULL;
+        }
+        return;
+    }
+    /* MHD_CONNECTION_NOTIFY_CLOSED: after on_completed, before MHD closes the fd. */
+    pconn *pc = *socket_context;
+    *socket_context = NULL;
+    if (!pc)
+        return;
+    if (pc->r)
+        pc->r->pc = NULL;
+    ah_io_free(pc->hup);
+    free(pc);
 }
 
 static void on_sweep(void *ud)
@@ -1199,7 +1267,9 @@ static preq *new_request(ah_proxy *p, conn_ctx *cc, struct MHD_Connection *conn,
     r->conn = conn;
     r->cc = cc;
     cc->r = r;
-    watch_hup(r);
+    const union MHD_ConnectionInfo *si =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    watch_hup(r, si ? si->socket_context : NULL);
     snprintf(r->run_id, sizeof r->run_id, "px_%llu", ++p->seq);
     pthread_mutex_lock(&p->mu);
     p->stats.requests++;
@@ -1289,6 +1359,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         r->cc = NULL;
         r->conn = NULL;
         r->suspended = 0;
+        if (r->pc) {
+            r->pc->r = NULL;
+            r->pc = NULL;
+        }
         ah_io_free(r->hup); /* before MHD closes the fd */
         r->hup = NULL;
         hup_poll_off(r);
@@ -1419,7 +1493,8 @@ ah_status ah_proxy_new(const ah_proxy_config *cfg, ah_proxy **out, char *err, si
         on_request, p, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned int)4096, MHD_OPTION_LISTEN_BACKLOG_SIZE,
         (unsigned int)1024, MHD_OPTION_URI_LOG_CALLBACK, on_uri, p,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, p, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, p, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
+        p, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log,
         p, MHD_OPTION_END);
     if (!p->daemon) {
         int e = errno;

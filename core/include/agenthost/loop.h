@@ -45,6 +45,12 @@ AH_EXPORT ah_loop *ah_loop_new(const ah_clock *clock, const ah_rng *rng);
 
 #define AH_IO_READ 1
 #define AH_IO_WRITE 2
+/* The peer shut its side down or the connection failed (POLLRDHUP, POLLHUP, POLLERR), even
+ * with bytes unread; watched alone, bytes arriving do not fire it. For an ah_io on the
+ * loop's own backend, and on a hooked loop only when its hooks can watch it (the Lua
+ * binding's epoll set can); else ah_io_start refuses it (AH_ERR_INVALID). Level-triggered
+ * like the others: it stays ready once the peer left. */
+#define AH_IO_HUP 4
 
 /* What a hooked loop asks of the application's loop: watch, set_timeout and wakeup are
  * required, keep_alive is optional. */
@@ -80,6 +86,11 @@ AH_EXPORT ah_status ah_loop_new_hooked(const ah_clock *clock, const ah_rng *rng,
 /* The application's loop saw fd ready for events (AH_IO_*; report an error or hang-up as
  * AH_IO_READ | AH_IO_WRITE). Runs what is due, then updates the hooks. */
 AH_EXPORT void ah_loop_fd_ready(ah_loop *loop, int fd, int events);
+/* Say that the hooks can watch AH_IO_HUP: from then on their watch hook may be told it
+ * among the events (EPOLLRDHUP, POLLRDHUP, UV_DISCONNECT), and ah_loop_fd_ready must
+ * report it (with AH_IO_READ | AH_IO_WRITE on an error). Without this call no AH_IO_HUP
+ * reaches the hooks: ah_io_start refuses it. Before any watcher asks for it. */
+AH_EXPORT void ah_loop_hooks_watch_hup(ah_loop *loop);
 /* The time asked for with set_timeout has come, or a wake-up asked for it. */
 AH_EXPORT void ah_loop_timeout(ah_loop *loop);
 
@@ -158,8 +169,9 @@ typedef void (*ah_io_fn)(void *ud, int fd, int events);
 
 /* NULL on bad arguments, or when another watcher is watching fd. */
 AH_EXPORT ah_io *ah_io_new(ah_loop *loop, int fd, ah_io_fn fn, void *ud);
-/* Watch for events (AH_IO_READ | AH_IO_WRITE; 0 stops). AH_OK, AH_ERR_NOMEM, or
- * AH_ERR_STATE when another watcher is watching the fd. */
+/* Watch for events (AH_IO_READ | AH_IO_WRITE | AH_IO_HUP; 0 stops). AH_OK, AH_ERR_NOMEM,
+ * AH_ERR_STATE when another watcher is watching the fd, or AH_ERR_INVALID for AH_IO_HUP on
+ * a loop that cannot watch it. */
 AH_EXPORT ah_status ah_io_start(ah_io *io, int events);
 AH_EXPORT void ah_io_stop(ah_io *io);
 AH_EXPORT void ah_io_free(ah_io *io); /* stops it first; NULL is a no-op */
