@@ -5,7 +5,9 @@
  * socket curl waits on found by its local port while 64 transfers hold their heads at
  * the built-in mock (real loopback sockets), nothing found for a port nobody uses or
  * once the transfers are gone; 40 concurrent transfers over 10 shards of 4 and 10
- * sequential ones after them all answered in full. */
+ * sequential ones after them all answered in full; AH_IO_HUP: a peer that closes (or shuts
+ * its side down) is reported, one that stays and sends bytes is not, and a hooked loop's
+ * hooks are told it only once they said they can watch it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -300,12 +302,125 @@ static void transfers_spread_over_shards_all_complete(void **state)
     ah_mock_free(m);
 }
 
+/* ---- AH_IO_HUP: a peer that closes is reported, one that stays (and sends) is not ---- */
+
+typedef struct hup_watch {
+    int hits, events;
+} hup_watch;
+
+static void on_hup(void *ud, int fd, int events)
+{
+    (void)fd;
+    hup_watch *h = ud;
+    h->hits++;
+    h->events = events;
+}
+
+static void hup_is_a_peer_leaving_not_bytes(void **state)
+{
+    (void)state;
+    ah_loop *loop = ah_loop_new(NULL, NULL);
+    assert_non_null(loop);
+    int a[2], b[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, a), 0);
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, b), 0);
+    hup_watch ha = {0}, hb = {0};
+    ah_io *ia = ah_io_new(loop, a[0], on_hup, &ha);
+    ah_io *ib = ah_io_new(loop, b[0], on_hup, &hb);
+    assert_int_equal(ah_io_start(ia, AH_IO_HUP), AH_OK);
+    assert_int_equal(ah_io_start(ib, AH_IO_HUP), AH_OK);
+    /* bytes arriving, unread: no hang-up */
+    assert_int_equal(write(a[1], "x", 1), 1);
+    assert_int_equal(write(b[1], "y", 1), 1);
+    assert_int_equal(ah_loop_run_once(loop, 0), AH_OK);
+    assert_int_equal(ha.hits, 0);
+    assert_int_equal(hb.hits, 0);
+    /* a's peer leaves (its byte still unread): a is told, b is not */
+    close(a[1]);
+    assert_int_equal(ah_loop_run_once(loop, 0), AH_OK);
+    assert_int_equal(ha.hits, 1);
+    assert_true(ha.events & AH_IO_HUP);
+    assert_int_equal(hb.hits, 0);
+    /* level-triggered: still ready until stopped */
+    assert_int_equal(ah_loop_run_once(loop, 0), AH_OK);
+    assert_int_equal(ha.hits, 2);
+    ah_io_stop(ia);
+    assert_int_equal(ah_loop_run_once(loop, 0), AH_OK);
+    assert_int_equal(ha.hits, 2);
+    /* a shut-down write side is a hang-up too (POLLRDHUP) */
+    assert_int_equal(shutdown(b[1], SHUT_WR), 0);
+    assert_int_equal(ah_loop_run_once(loop, 0), AH_OK);
+    assert_int_equal(hb.hits, 1);
+    ah_io_free(ia);
+    ah_io_free(ib);
+    close(a[0]);
+    close(b[0]);
+    close(b[1]);
+    ah_loop_free(loop);
+}
+
+typedef struct told {
+    int fd, events, n;
+} told;
+
+static void hk_watch(void *ud, int fd, int events)
+{
+    told *t = ud;
+    t->fd = fd;
+    t->events = events;
+    t->n++;
+}
+static void hk_timeout(void *ud, int64_t ms)
+{
+    (void)ud;
+    (void)ms;
+}
+static void hk_wakeup(void *ud)
+{
+    (void)ud;
+}
+
+/* Hooks never see AH_IO_HUP unless they said they can watch it. */
+static void hup_reaches_hooks_only_when_they_watch_it(void **state)
+{
+    (void)state;
+    told t = {0};
+    ah_loop_hooks hooks = {.ud = &t, .watch = hk_watch, .set_timeout = hk_timeout,
+                           .wakeup = hk_wakeup};
+    ah_loop *loop = NULL;
+    assert_int_equal(ah_loop_new_hooked(NULL, NULL, &hooks, &loop, NULL, 0), AH_OK);
+    int a[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, a), 0);
+    hup_watch h = {0};
+    ah_io *io = ah_io_new(loop, a[0], on_hup, &h);
+    assert_non_null(io);
+    assert_int_equal(ah_io_start(io, AH_IO_HUP), AH_ERR_INVALID);
+    assert_int_equal(t.n, 0);
+    ah_loop_hooks_watch_hup(loop);
+    assert_int_equal(ah_io_start(io, AH_IO_HUP), AH_OK);
+    assert_int_equal(t.n, 1);
+    assert_int_equal(t.fd, a[0]);
+    assert_int_equal(t.events, AH_IO_HUP);
+    ah_loop_fd_ready(loop, a[0], AH_IO_HUP);
+    assert_int_equal(h.hits, 1);
+    assert_int_equal(h.events, AH_IO_HUP);
+    ah_loop_fd_ready(loop, a[0], AH_IO_READ); /* not asked for: not told */
+    assert_int_equal(h.hits, 1);
+    ah_io_free(io);
+    assert_int_equal(t.events, 0);
+    close(a[0]);
+    close(a[1]);
+    ah_loop_free(loop);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(many_watchers_each_reach_their_own),
         cmocka_unit_test(every_curl_socket_is_found_by_its_port),
         cmocka_unit_test(transfers_spread_over_shards_all_complete),
+        cmocka_unit_test(hup_is_a_peer_leaving_not_bytes),
+        cmocka_unit_test(hup_reaches_hooks_only_when_they_watch_it),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
