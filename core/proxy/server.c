@@ -1215,11 +1215,17 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max)
     return 0;
 }
 
-/* The head is ready: queue the response (a streamed one reads r until on_completed). */
+/* The head is ready: queue the response (a streamed one reads r until on_completed).
+ * A streamed answer that is whole already (a short stream that came in one read: its end
+ * is there before MHD takes the head) goes as one buffer: MHD writes the head and the
+ * body with one send (a Content-Length instead of chunks), where a chunked answer costs
+ * three MHD runs, each a send and an epoll_wait: the head, the chunk, the last chunk
+ * (libmicrohttpd 0.9.75 sends a chunked head alone; docs/performance.md 11.3). */
 static enum MHD_Result queue_answer(preq *r)
 {
     struct MHD_Response *resp;
-    if (r->streamed)
+    int whole = !r->streamed || (r->out_end && !r->out_abort && r->off == 0);
+    if (!whole)
         resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, BLOCK_SIZE, reader, r, NULL);
     else
         resp = MHD_create_response_from_buffer(r->out.len, r->out.data ? r->out.data : (void *)"",
@@ -1232,7 +1238,7 @@ static enum MHD_Result queue_answer(preq *r)
         MHD_add_response_header(resp, "Cache-Control", "no-cache");
     enum MHD_Result rc = MHD_queue_response(r->conn, (unsigned)r->status, resp);
     MHD_destroy_response(resp);
-    if (!r->streamed)
+    if (whole)
         ah__wbuf_free(&r->out); /* copied */
     return rc;
 }
