@@ -27,7 +27,7 @@
  *     loop's timers are on the injected clock.
  *   - Nothing here sleeps except poll() in ah_loop_run_once(), bounded by the next timer.
  *   - AH_IO_HUP (an ah_io's only) is POLLRDHUP on the own backend; a hooked loop is told it
- *     only when its hooks said they can watch it (ah_loop_hooks_watch_hup), else
+ *     only when its hooks said they can watch it (ah_loop_hooks_caps), else
  *     ah_io_start refuses it, so an application's hooks never see a bit they do not know.
  */
 #define _GNU_SOURCE /* POLLRDHUP */
@@ -92,6 +92,7 @@ typedef struct fd_entry {
     int port; /* a curl socket's local TCP port; 0 unknown, -1 none (not TCP) */
     int port_next; /* 1 + the next watched fd bound to the same port, 0 = last */
     int shard;     /* the shard whose curl wants it (while curl_ev is set) */
+    int parked;    /* curl's TCP socket, not wanted now, still open: kept (see fd_changed) */
 } fd_entry;
 
 /* One CURLM handle and its transfers. */
@@ -111,7 +112,8 @@ struct ah_loop {
     size_t shard_max; /* transfers per shard */
     ah_loop_hooks hooks; /* hooks.watch NULL: the loop's own poll() */
     int hooked;
-    int hooks_hup; /* the hooks can watch AH_IO_HUP (ah_loop_hooks_watch_hup) */
+    int hooks_hup;  /* the hooks can watch AH_IO_HUP (ah_loop_hooks_caps) */
+    int hooks_idle; /* the hooks may keep an idle fd watched (AH_HOOKS_IDLE_WATCH) */
     int wake_rd, wake_wr; /* own backend: the self-pipe ah_loop_wakeup() writes to */
     atomic_int wake_pending;
     fd_entry *fds;
@@ -499,10 +501,18 @@ static int fd_wanted(const fd_entry *e)
     return e->curl_ev | (e->io ? e->io->events : 0);
 }
 
-/* After a change to e: tell the hooks, and drop the entry once nobody wants the fd. */
+/* After a change to e: tell the hooks, and drop the entry once nobody wants the fd.
+ * A parked entry (curl stopped waiting on a kept-alive connection between two transfers)
+ * stays, with its port and what the hooks were told: the next transfer on that connection
+ * asks for it again, and would have cost an epoll_ctl to remove it, one to add it back
+ * and a getsockname (docs/performance.md 11.3). It goes when curl closes the socket
+ * (curl_close_cb), or, on a hooked loop, is unregistered if it becomes ready meanwhile
+ * (dispatch_fd: the server closed the idle connection). */
 static void fd_changed(ah_loop *l, fd_entry *e)
 {
     int want = fd_wanted(e);
+    if (want == 0 && e->parked)
+        return;
     if (l->hooked && want != e->told) {
         e->told = want;
         l->hooks.watch(l->hooks.ud, e->fd, want);
@@ -542,8 +552,25 @@ static int curl_socket_cb(CURL *easy, curl_socket_t s, int what, void *userp, vo
     e->shard = sh->idx;
     if (ev && e->port == 0)
         port_link(l, e); /* bound by now: curl watches a socket once it connect()ed */
+    /* A TCP socket curl closes through curl_close_cb: parked until then. Others (a
+     * resolver's socketpair) are closed without telling the loop: dropped now. */
+    e->parked = !ev && !e->io && e->port > 0 && (!l->hooked || l->hooks_idle);
     fd_changed(l, e);
     return 0;
+}
+
+/* CURLOPT_CLOSESOCKETFUNCTION (every transfer's, so every connection's): curl closes one
+ * of its sockets; curl said CURL_POLL_REMOVE for it before. A parked entry goes: the
+ * hooks are told, the port is forgotten. */
+static int curl_close_cb(void *clientp, curl_socket_t s)
+{
+    ah_loop *l = clientp;
+    fd_entry *e = fd_find(l, (int)s);
+    if (e && e->parked) {
+        e->parked = 0;
+        fd_changed(l, e);
+    }
+    return close((int)s);
 }
 
 /* CURLMOPT_TIMERFUNCTION: curl's one timer, on real time. */
@@ -589,6 +616,10 @@ ah_status ah_io_start(ah_io *io, int events)
         return events ? AH_ERR_NOMEM : AH_OK;
     if (e->io && e->io != io)
         return AH_ERR_STATE;
+    if (e->parked) { /* never: curl's socket would still be open; be safe */
+        port_unlink(l, e);
+        e->parked = 0;
+    }
     io->events = events;
     e->io = events ? io : NULL;
     fd_changed(l, e);
@@ -787,10 +818,12 @@ size_t ah_loop_transfer_count(const ah_loop *loop)
     return loop->n_easy;
 }
 
-void ah_loop_hooks_watch_hup(ah_loop *loop)
+void ah_loop_hooks_caps(ah_loop *loop, int caps)
 {
-    if (loop)
-        loop->hooks_hup = 1;
+    if (loop) {
+        loop->hooks_hup = !!(caps & AH_HOOKS_HUP);
+        loop->hooks_idle = !!(caps & AH_HOOKS_IDLE_WATCH);
+    }
 }
 
 int ah__loop_steppable(const ah_loop *loop)
@@ -851,6 +884,9 @@ ah_status ah__loop_add_easy(ah_loop *loop, CURL *easy, ah__easy_link *link)
     }
     link->shard = sh->idx;
     curl_easy_setopt(easy, CURLOPT_PRIVATE, (void *)link);
+    /* the connection it makes keeps these: its socket's close reaches curl_close_cb */
+    curl_easy_setopt(easy, CURLOPT_CLOSESOCKETFUNCTION, curl_close_cb);
+    curl_easy_setopt(easy, CURLOPT_CLOSESOCKETDATA, (void *)loop);
     CURLMcode mc = curl_multi_add_handle(sh->multi, easy);
     if (mc != CURLM_OK) {
         ah__log(AH_LOG_ERROR, "loop: curl_multi_add_handle: %s", curl_multi_strerror(mc));
@@ -1013,6 +1049,16 @@ static ah_status dispatch_fd(ah_loop *l, int fd, int events)
 {
     ah_status st = AH_OK;
     fd_entry *e = fd_find(l, fd);
+    if (e && e->parked && !e->curl_ev && !e->io) {
+        /* ready while curl does not wait on it (the server closed the idle connection):
+         * out of the hooks' set, or a level-triggered loop would report it again and
+         * again; the entry stays parked, so curl's next wait on it adds it back */
+        if (l->hooked && e->told) {
+            e->told = 0;
+            l->hooks.watch(l->hooks.ud, e->fd, 0);
+        }
+        return st;
+    }
     if (e && e->curl_ev) {
         int mask = (events & AH_IO_READ ? CURL_CSELECT_IN : 0) |
                    (events & AH_IO_WRITE ? CURL_CSELECT_OUT : 0) |
@@ -1120,7 +1166,7 @@ ah_status ah_loop_run_once(ah_loop *loop, int max_wait_ms)
     p[0] = (struct pollfd){.fd = loop->wake_rd, .events = POLLIN};
     for (size_t i = 0; i < loop->n_fds; i++) {
         int want = fd_wanted(&loop->fds[i]);
-        p[i + 1] = (struct pollfd){.fd = loop->fds[i].fd,
+        p[i + 1] = (struct pollfd){.fd = want ? loop->fds[i].fd : -1, /* -1: a parked one */
                                    .events = (short)((want & AH_IO_READ ? POLLIN : 0) |
                                                      (want & AH_IO_WRITE ? POLLOUT : 0) |
                                                      (want & AH_IO_HUP ? AH__POLLRDHUP : 0))};

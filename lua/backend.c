@@ -163,7 +163,7 @@ lah_backend *lah_backend_new(char *err, size_t errsize)
         lah_backend_free(b);
         return NULL;
     }
-    ah_loop_hooks_watch_hup(b->loop); /* EPOLLRDHUP */
+    ah_loop_hooks_caps(b->loop, AH_HOOKS_HUP | AH_HOOKS_IDLE_WATCH); /* an epoll set */
     return b;
 }
 

@@ -396,7 +396,7 @@ static void hup_reaches_hooks_only_when_they_watch_it(void **state)
     assert_non_null(io);
     assert_int_equal(ah_io_start(io, AH_IO_HUP), AH_ERR_INVALID);
     assert_int_equal(t.n, 0);
-    ah_loop_hooks_watch_hup(loop);
+    ah_loop_hooks_caps(loop, AH_HOOKS_HUP);
     assert_int_equal(ah_io_start(io, AH_IO_HUP), AH_OK);
     assert_int_equal(t.n, 1);
     assert_int_equal(t.fd, a[0]);

@@ -86,11 +86,19 @@ AH_EXPORT ah_status ah_loop_new_hooked(const ah_clock *clock, const ah_rng *rng,
 /* The application's loop saw fd ready for events (AH_IO_*; report an error or hang-up as
  * AH_IO_READ | AH_IO_WRITE). Runs what is due, then updates the hooks. */
 AH_EXPORT void ah_loop_fd_ready(ah_loop *loop, int fd, int events);
-/* Say that the hooks can watch AH_IO_HUP: from then on their watch hook may be told it
- * among the events (EPOLLRDHUP, POLLRDHUP, UV_DISCONNECT), and ah_loop_fd_ready must
- * report it (with AH_IO_READ | AH_IO_WRITE on an error). Without this call no AH_IO_HUP
- * reaches the hooks: ah_io_start refuses it. Before any watcher asks for it. */
-AH_EXPORT void ah_loop_hooks_watch_hup(ah_loop *loop);
+/* What the hooks can do beyond the required (ah_loop_hooks_caps; before any watcher):
+ *   AH_HOOKS_HUP        watch AH_IO_HUP: the watch hook may be told it among the events
+ *                       (EPOLLRDHUP, POLLRDHUP, UV_DISCONNECT) and ah_loop_fd_ready must
+ *                       report it (with AH_IO_READ | AH_IO_WRITE on an error). Without it
+ *                       no AH_IO_HUP reaches the hooks: ah_io_start refuses it.
+ *   AH_HOOKS_IDLE_WATCH a watched fd that is not ready costs nothing and keeps nothing
+ *                       alive (an epoll set; not uv_poll, which keeps uv_run running): the
+ *                       loop may leave a kept-alive upstream connection's socket watched
+ *                       between two transfers on it, and stops watching it when it becomes
+ *                       ready meanwhile or is closed. */
+#define AH_HOOKS_HUP 1
+#define AH_HOOKS_IDLE_WATCH 2
+AH_EXPORT void ah_loop_hooks_caps(ah_loop *loop, int caps);
 /* The time asked for with set_timeout has come, or a wake-up asked for it. */
 AH_EXPORT void ah_loop_timeout(ah_loop *loop);
 
