@@ -20,12 +20,14 @@
  *   - the content reader, when it has no bytes and the stream has not ended, suspends the
  *     connection and returns 0 (the only way to return 0 without MHD calling it again at
  *     once: microhttpd.h, MHD_ContentReaderCallback);
- *   - while suspended, MHD does not look at the socket, so r->hup watches it (from the
- *     request's start to its end: cheaper than starting and stopping it at each
- *     suspension): a hang-up (or a reset) cancels the upstream call at once and resumes
- *     the connection, which MHD then closes. Bytes that are not a hang-up (a pipelined
- *     request) stop the watch (it is level-triggered) and p->sweep looks at the socket
- *     every SLICE_MS instead.
+ *   - while suspended, MHD does not look at the socket, so the connection's pconn
+ *     watches it for AH_IO_HUP alone (from MHD_CONNECTION_NOTIFY_STARTED to _CLOSED; bytes
+ *     arriving do not fire it): a hang-up (or a reset) cancels the request in flight at
+ *     once and resumes the connection, which MHD then closes. Where the loop cannot watch
+ *     AH_IO_HUP (hooks without AH_HOOKS_HUP), or the peer left between two requests,
+ *     r->hup watches the socket for reading from the request's start to its end; bytes
+ *     that are not a hang-up (a pipelined request) stop that watch (it is
+ *     level-triggered) and p->sweep looks at the socket every SLICE_MS instead.
  *     A client that leaves while MHD handles its connection (a failed write, a read of 0)
  *     reaches on_completed, which cancels the same way.
  *   The answers: an LLM route (POST /v1/messages, /v1/chat/completions, /v1/responses)
@@ -52,7 +54,10 @@
  *             on_completed. A request whose client left is finished by its call's
  *             on_finish (CANCELLED), or at once when no call is in flight (a continuation
  *             waiting on r->kick).
- *   r->hup    made and started with the preq, stopped by a hang-up or stray bytes, freed
+ *   pconn     MHD's socket_context: made at NOTIFY_STARTED with its AH_IO_HUP watch, freed
+ *             at NOTIFY_CLOSED (after on_completed, before MHD closes the fd); pc->r is
+ *             the request in flight (set by new_request, cleared by on_completed).
+ *   r->hup    (no pconn watch) made and started with the preq, stopped by a hang-up or stray bytes, freed
  *             by on_completed: before MHD closes the fd (MHD calls on_completed first,
  *             then closes), so it never watches a number the fd's next owner got.
  *   p->run_t  the deferred MHD_run(): armed by wake() (at 0), re-armed after each run
