@@ -7,7 +7,9 @@
  * once the transfers are gone; 40 concurrent transfers over 10 shards of 4 and 10
  * sequential ones after them all answered in full; AH_IO_HUP: a peer that closes (or shuts
  * its side down) is reported, one that stays and sends bytes is not, and a hooked loop's
- * hooks are told it only once they said they can watch it. */
+ * hooks are told it only once they said they can watch it; a kept-alive upstream socket
+ * stays told to hooks that can keep an idle watch between transfers, and is removed when
+ * curl closes it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,6 +20,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -413,6 +416,127 @@ static void hup_reaches_hooks_only_when_they_watch_it(void **state)
     ah_loop_free(loop);
 }
 
+/* ---- a kept-alive upstream socket between transfers, on a hooked loop ---------------- */
+
+enum { MAXFD = 1024 };
+typedef struct mini {
+    int watched[MAXFD]; /* what the hooks were told, by fd */
+    int adds, removes;  /* 0 -> nonzero, nonzero -> 0 */
+    int64_t timeout;
+} mini;
+
+static void mini_watch(void *ud, int fd, int events)
+{
+    mini *m = ud;
+    assert_true(fd >= 0 && fd < MAXFD);
+    if (!m->watched[fd] && events)
+        m->adds++;
+    if (m->watched[fd] && !events)
+        m->removes++;
+    m->watched[fd] = events;
+}
+static void mini_timeout(void *ud, int64_t ms)
+{
+    ((mini *)ud)->timeout = ms;
+}
+
+static int mini_count(const mini *m)
+{
+    int n = 0;
+    for (int fd = 0; fd < MAXFD; fd++)
+        n += m->watched[fd] != 0;
+    return n;
+}
+
+/* The application's loop: poll what the hooks were told until x is done. */
+static void mini_drive(ah_loop *loop, mini *m, xfer *x)
+{
+    for (int spins = 0; !x->done && spins < 100000; spins++) {
+        struct pollfd p[64];
+        int n = 0;
+        for (int fd = 0; fd < MAXFD && n < 64; fd++)
+            if (m->watched[fd])
+                p[n++] = (struct pollfd){
+                    .fd = fd,
+                    .events = (short)((m->watched[fd] & AH_IO_READ ? POLLIN : 0) |
+                                      (m->watched[fd] & AH_IO_WRITE ? POLLOUT : 0))};
+        int t = m->timeout < 0 || m->timeout > 50 ? 50 : (int)m->timeout;
+        int r = poll(p, (nfds_t)n, t);
+        int any = 0;
+        for (int i = 0; r > 0 && i < n; i++) {
+            short re = p[i].revents;
+            if (!re)
+                continue;
+            any = 1;
+            ah_loop_fd_ready(loop, p[i].fd,
+                             (re & (POLLIN | POLLHUP | POLLERR) ? AH_IO_READ : 0) |
+                                 (re & (POLLOUT | POLLERR) ? AH_IO_WRITE : 0));
+        }
+        if (!any)
+            ah_loop_timeout(loop);
+    }
+    assert_int_equal(x->done, 1);
+}
+
+/* With AH_HOOKS_IDLE_WATCH, the connection's socket stays told between sequential
+ * transfers that reuse it (one add, no remove) and is removed when curl closes it (the
+ * loop's end); without it, it is removed at each transfer's end. */
+static void idle_upstream_socket_stays_watched_where_free(void **state)
+{
+    (void)state;
+    enum { SEQ = 5 };
+    ah_mock_config mc;
+    ah_mock_config_init(&mc);
+    mc.text = "pong";
+    ah_mock *mk = NULL;
+    char err[256];
+    assert_int_equal(ah_mock_new(&mc, &mk, err, sizeof err), AH_OK);
+    char url[128];
+    snprintf(url, sizeof url, "%s/v1/messages", ah_mock_url(mk));
+    const ah_transport *tr = ah_transport_curl();
+    const char *body = "{\"model\":\"m\",\"stream\":true,\"max_tokens\":5,"
+                       "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}";
+    ah_header hdr[] = {{"content-type", "application/json"}};
+    ah_http_request req = {.url = url, .headers = hdr, .n_headers = 1, .body = body,
+                           .body_len = strlen(body)};
+    ah_transport_sink sink = {.on_head = x_head, .on_body = x_body, .on_done = x_done};
+    for (int idle = 0; idle < 2; idle++) {
+        static mini m;
+        memset(&m, 0, sizeof m);
+        m.timeout = -1;
+        ah_loop_hooks hooks = {.ud = &m, .watch = mini_watch, .set_timeout = mini_timeout,
+                               .wakeup = hk_wakeup};
+        ah_loop *loop = NULL;
+        assert_int_equal(ah_loop_new_hooked(NULL, NULL, &hooks, &loop, NULL, 0), AH_OK);
+        if (idle)
+            ah_loop_hooks_caps(loop, AH_HOOKS_IDLE_WATCH);
+        static xfer x[SEQ];
+        memset(x, 0, sizeof x);
+        for (int i = 0; i < SEQ; i++) {
+            void *att;
+            ah_error e;
+            assert_int_equal(tr->ops->start(tr->self, loop, &req, &sink, &x[i], &att, &e),
+                             AH_OK);
+            mini_drive(loop, &m, &x[i]);
+            if (x[i].err.kind != AH_EK_NONE || x[i].status != 200)
+                fail_msg("transfer %d: status %d, error %s", i, x[i].status, x[i].err.message);
+            assert_non_null(strstr(x[i].body, "message_stop"));
+            /* done: curl waits on nothing now */
+            assert_int_equal(mini_count(&m), idle ? 1 : 0);
+        }
+        if (idle) {
+            assert_int_equal(m.adds, 1); /* the one connection, kept told */
+            assert_int_equal(m.removes, 0);
+        } else {
+            assert_int_equal(m.removes, m.adds);
+        }
+        ah_loop_free(loop); /* closes the connection: a parked socket is told 0 first */
+        assert_int_equal(mini_count(&m), 0);
+        assert_int_equal(m.removes, m.adds);
+    }
+    ah_mock_free(mk);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -421,6 +545,7 @@ int main(void)
         cmocka_unit_test(transfers_spread_over_shards_all_complete),
         cmocka_unit_test(hup_is_a_peer_leaving_not_bytes),
         cmocka_unit_test(hup_reaches_hooks_only_when_they_watch_it),
+        cmocka_unit_test(idle_upstream_socket_stays_watched_where_free),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
