@@ -507,6 +507,34 @@ static void client_hangup_cancels_upstream(void **state)
     }
 }
 
+/* The hang-up watch is the connection's, for its life: the second request on a kept-alive
+ * connection (the first answered in full) is cancelled at once when the client then
+ * hangs up while it waits for its head. */
+static void client_hangup_on_kept_alive_connection(void **state)
+{
+    (void)state;
+    ah_policy pol = patient_policy();
+    prig r;
+    prig_open(&r, "{\"steps\": [{\"ok\": true}], \"then\": {\"stall_after_events\": 0}}",
+              &pol);
+    int fd = raw_request(ah_proxy_port(r.proxy), A_BODY);
+    raw_read_until(fd, "message_stop"); /* the first answer, whole */
+    wait_in_flight(&r, 0);
+    char head[512];
+    int n = snprintf(head, sizeof head,
+                     "POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     "x-api-key: sk-ant-SECRET-proxytest\r\nanthropic-version: 2023-06-01\r\n"
+                     "Content-Length: %zu\r\n\r\n%s",
+                     strlen(A_BODY), A_BODY);
+    assert_int_equal(send(fd, head, (size_t)n, MSG_NOSIGNAL), n);
+    wait_in_flight(&r, 1);
+    wait_mock_requests(&r, 2); /* the second upstream call is out, and stalls */
+    close(fd);
+    wait_in_flight(&r, 0);
+    assert_int_equal(ah_mock_request_count(r.mock), 2); /* cancelled, not retried */
+    prig_close(&r);
+}
+
 /* ah_proxy_free with connections waiting (for the head, for bytes, and one still sending
  * its body): it returns, every client sees its connection close, nothing leaks
  * (ASan / valgrind). */
@@ -565,6 +593,7 @@ int main(void)
         cmocka_unit_test(non_streaming),
         cmocka_unit_test(pass_through),
         cmocka_unit_test(client_hangup_cancels_upstream),
+        cmocka_unit_test(client_hangup_on_kept_alive_connection),
         cmocka_unit_test(free_with_requests_in_flight),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
