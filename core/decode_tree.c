@@ -618,9 +618,9 @@ static int tvalue(tp *t, int mode, const ah__tree_key *keys, cJSON **out)
     return 1;
 }
 
-cJSON *ah__tree_parse(ah_decoder *d, ah__tree_arena *a, const char *data, size_t len)
+cJSON *ah__tree_parse_keys(const ah__tree_key *keys, int typed, ah__tree_arena *a,
+                          const char *data, size_t len)
 {
-    const ah__tree_key *keys = d->p->tree;
     if (!keys)
         return NULL;
     tp t = {data, data + len, a, 0};
@@ -628,10 +628,15 @@ cJSON *ah__tree_parse(ah_decoder *d, ah__tree_arena *a, const char *data, size_t
     tws(&t);
     if (t.p >= t.end || *t.p != '{' || !tobject(&t, TM_OBJ, keys, &root))
         return NULL; /* not recognised: cJSON parses it (and reports what is wrong) */
-    if (!d->p->event_type) {
+    if (typed) {
         const char *type = ah__jstr(root, "type");
         if (!type || strcmp(type, "error") == 0)
             return NULL; /* the cJSON path's message, or a handler that reads the root */
     }
     return root;
+}
+
+cJSON *ah__tree_parse(ah_decoder *d, ah__tree_arena *a, const char *data, size_t len)
+{
+    return ah__tree_parse_keys(d->p->tree, !d->p->event_type, a, data, len);
 }

@@ -49,6 +49,12 @@ typedef struct ah__px_out {
     /* The first event of an attempt: 1 when it is the format's opening event (its head
      * fields are taken from it when the response has not started), 0 to wait for one. */
     int (*head)(ah__px_splice *s, const ah_sse_event *ev, const cJSON *data);
+    /* NULL, or what head reads as a key filter (decode_internal.h): the opening event is
+     * then parsed into a filtered tree on the stack instead of by cJSON when it can be
+     * (ah__tree_parse_keys; cJSON when that gives up); head_typed as its `typed`. head
+     * must only look members up by key then, never walk or print them. */
+    const struct ah__tree_key *head_keys;
+    int head_typed;
     void (*start)(ah__px_splice *s);
     void (*open)(ah__px_splice *s, ah__px_block *b);
     void (*text)(ah__px_splice *s, ah__px_block *b, const char *t, size_t n);

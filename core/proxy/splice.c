@@ -21,6 +21,8 @@
  * to the client's "messages" / "input". */
 #include "proxy_internal.h"
 
+#include "decode_internal.h"
+
 #include "agenthost/conversation.h"
 
 #include <stdlib.h>
@@ -396,9 +398,20 @@ ah_status ah__px_splice_feed(ah__px_splice *s, const char *buf, size_t len, ah_e
             continue;
         if (!s->first_event) {
             /* The format's opening event: the response's head (first attempt only). */
-            cJSON *data = cJSON_ParseWithLength(ev.data, ev.data_len);
+            ah__tree_arena arena;
+            ah__tree_arena_init(&arena);
+            cJSON *data = ah__tree_parse_keys(s->out->head_keys, s->out->head_typed, &arena,
+                                              ev.data, ev.data_len);
+            int in_arena = data != NULL;
+            if (!in_arena) {
+                ah__tree_arena_release(&arena); /* what a refused big event took */
+                data = cJSON_ParseWithLength(ev.data, ev.data_len);
+            }
             int opening = data && s->out->head(s, &ev, data);
-            cJSON_Delete(data);
+            if (in_arena)
+                ah__tree_arena_release(&arena);
+            else
+                cJSON_Delete(data);
             if (opening)
                 s->first_event = 1;
         }
