@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "proxy/proxy_internal.h"
+#include "decode_internal.h"
 
 static const char *const TEXT = "Retries are safe before the stream. After it, continue.";
 
@@ -206,11 +207,142 @@ static void every_cut_is_continued_exactly(void **state)
     }
 }
 
+/* The opening event's head read from the filtered tree (ah__tree_parse_keys, what
+ * ah__px_splice_feed tries first) is the head read from cJSON's tree, for well-formed,
+ * odd and malformed events: the same answer (opening or not) and the same fields. */
+static int str_eq(const char *a, const char *b)
+{
+    return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
+static void head_case(ah_wire wire, const char *data, int want_tree)
+{
+    const ah__px_out *out = ah__px_out_of(wire);
+    cJSON *req = cJSON_Parse("{\"model\":\"m\",\"stream\":true,"
+                             "\"stream_options\":{\"include_usage\":true}}");
+    ah__px_splice a, b;
+    assert_int_equal(ah__px_splice_init(&a, wire, req), AH_OK);
+    assert_int_equal(ah__px_splice_init(&b, wire, req), AH_OK);
+    ah_sse_event ev = {0};
+    ev.data = data;
+    ev.data_len = strlen(data);
+    cJSON *c = cJSON_ParseWithLength(data, ev.data_len);
+    int ra = c && out->head(&a, &ev, c);
+    cJSON_Delete(c);
+    ah__tree_arena arena;
+    ah__tree_arena_init(&arena);
+    cJSON *t = ah__tree_parse_keys(out->head_keys, out->head_typed, &arena, data, ev.data_len);
+    if (want_tree >= 0 && (t != NULL) != want_tree)
+        fail_msg("tree %s for %s", t ? "taken" : "refused", data);
+    int rb;
+    if (t) {
+        rb = out->head(&b, &ev, t);
+    } else {
+        cJSON *c2 = cJSON_ParseWithLength(data, ev.data_len);
+        rb = c2 && out->head(&b, &ev, c2);
+        cJSON_Delete(c2);
+    }
+    ah__tree_arena_release(&arena);
+    if (ra != rb || !str_eq(a.id, b.id) || !str_eq(a.model, b.model) ||
+        !str_eq(a.service_tier, b.service_tier) || !str_eq(a.fingerprint, b.fingerprint) ||
+        a.created != b.created || a.include_usage != b.include_usage)
+        fail_msg("head differs for %s: %d/%d id %s/%s model %s/%s", data, ra, rb,
+                 a.id ? a.id : "-", b.id ? b.id : "-", a.model ? a.model : "-",
+                 b.model ? b.model : "-");
+    ah__px_splice_clear(&a);
+    ah__px_splice_clear(&b);
+    cJSON_Delete(req);
+}
+
+static void opening_head_tree_equals_cjson(void **state)
+{
+    (void)state;
+    static const char *const anthropic[] = {
+        "{\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\","
+        "\"role\":\"assistant\",\"model\":\"claude-x\",\"content\":[],\"stop_reason\":null,"
+        "\"usage\":{\"input_tokens\":12,\"output_tokens\":1,\"service_tier\":\"standard\","
+        "\"cache_creation\":{\"ephemeral_5m_input_tokens\":0}}}}",
+        /* duplicate keys: the first wins in both */
+        "{\"type\":\"message_start\",\"message\":{\"model\":\"a\",\"model\":\"b\",\"id\":\"1\","
+        "\"id\":\"2\"}}",
+        "{\"type\":\"message_start\",\"type\":\"ping\",\"message\":{\"model\":\"a\"}}",
+        "{\"type\":\"ping\",\"type\":\"message_start\",\"message\":{\"model\":\"a\"}}",
+        "{\"type\":\"message_start\",\"message\":{\"model\":\"a\"},\"message\":{\"model\":\"b\"}}",
+        /* unicode escapes in "model", in keys, a surrogate pair, \u0000 */
+        "{\"type\":\"message_start\",\"message\":{\"model\":\"caf\\u00e9 \\u4e2d\\n\\\"\"}}",
+        "{\"type\":\"message_start\",\"message\":{\"mod\\u0065l\":\"esc-key\"}}",
+        "{\"type\":\"message_start\",\"message\":{\"model\":\"\\ud83d\\ude00\"}}",
+        "{\"type\":\"message_start\",\"message\":{\"model\":\"a\\u0000b\"}}",
+        "{\"type\":\"message_start\",\"message\":{\"model\\u0000x\":\"nul-key\"}}",
+        "{\"type\":\"message_start\",\"message\":{\"model\":\"raw\xc3\xa9 bytes\"}}",
+        "{\"type\":\"message_start\",\"message\":{\"model\":\"bad\\u12\"}}",
+        /* odd types */
+        "{\"type\":\"message_start\",\"message\":{\"model\":7,\"id\":null}}",
+        "{\"type\":\"message_start\",\"message\":[1,2]}",
+        "{\"type\":\"message_start\",\"message\":\"s\"}",
+        "{\"type\":\"message_start\"}",
+        "{\"type\":\"message_start\",\"message\":{\"usage\":\"x\"}}",
+        "{\"type\":\"message_start\",\"message\":{\"usage\":{\"service_tier\":5}}}",
+        "{\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":1.5e3}}}",
+        "{\"type\":1,\"message\":{}}",
+        "{\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"x\"}}",
+        "{\"type\":\"ping\"}",
+        "{\"message\":{\"model\":\"no type\"}}",
+        /* whitespace, trailing bytes, malformed, truncated */
+        " \r\n\t{ \"type\" : \"message_start\" , \"message\" : { \"model\" : \"w\" } } ",
+        "{\"type\":\"message_start\",\"message\":{\"model\":\"t\"}} trailing",
+        "{\"type\":\"message_start\",\"message\":{\"model\":\"t\"}",
+        "{\"type\":\"message_start\",\"message\":{\"model\":\"t",
+        "{\"type\":\"message_start\",",
+        "{\"type\":\"message_start\",\"message\":{\"model\":\"t\",}}",
+        "{\"type\":\"message_start\" \"message\":{}}",
+        "{\"type\":\"message_start\",\"message\":{\"x\":tru}}",
+        "{\"type\":\"message_start\",\"message\":{\"x\":[1,{\"a\":[]},\"s\",null,false]}}",
+        "",
+        "null",
+        "[]",
+        "{}",
+        "{",
+    };
+    for (size_t i = 0; i < sizeof anthropic / sizeof anthropic[0]; i++)
+        head_case(AH_WIRE_ANTHROPIC, anthropic[i], -1);
+    head_case(AH_WIRE_ANTHROPIC, anthropic[0], 1);
+    head_case(AH_WIRE_ANTHROPIC, anthropic[1], 1);
+    head_case(AH_WIRE_ANTHROPIC, anthropic[5], 1);
+    static const char *const chat[] = {
+        "{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1700000000,"
+        "\"model\":\"gpt-x\",\"system_fingerprint\":\"fp_1\",\"service_tier\":\"default\","
+        "\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},"
+        "\"logprobs\":null,\"finish_reason\":null}]}",
+        "{\"id\":\"a\",\"id\":\"b\",\"model\":\"m\\u00e9\",\"choices\":[]}",
+        "{\"choices\":[],\"created\":1.5}",
+        "{\"choices\":[],\"created\":-3}",
+        "{\"choices\":[],\"created\":12345678901234567890}",
+        "{\"choices\":[],\"created\":\"1\"}",
+        "{\"choices\":[1,\"x\",null,{\"a\":{}}]}",
+        "{\"choices\":{}}",
+        "{\"choices\":[],\"error\":null}",
+        "{\"choices\":[],\"error\":{\"message\":\"x\"}}",
+        "{\"error\":{\"message\":\"overloaded\"}}",
+        "{\"choices\":[],\"system_fingerprint\":\"\\ud800\"}",
+        "{\"choices\":[],\"type\":\"error\"}",
+        "{\"choices\":[]",
+        "{\"choices\":[],\"id\":\"x\\u0000y\"}",
+        "[{\"choices\":[]}]",
+        "",
+    };
+    for (size_t i = 0; i < sizeof chat / sizeof chat[0]; i++)
+        head_case(AH_WIRE_OPENAI, chat[i], -1);
+    head_case(AH_WIRE_OPENAI, chat[0], 1);
+    head_case(AH_WIRE_OPENAI, chat[1], 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_byte_split_gives_the_same_bytes),
         cmocka_unit_test(every_cut_is_continued_exactly),
+        cmocka_unit_test(opening_head_tree_equals_cjson),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
