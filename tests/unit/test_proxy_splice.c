@@ -337,12 +337,179 @@ static void opening_head_tree_equals_cjson(void **state)
     head_case(AH_WIRE_OPENAI, chat[1], 1);
 }
 
+/* The client's request read from ah__px_request_parse's filtered tree answers every
+ * lookup the proxy makes as cJSON's whole tree does, for well-formed, odd and malformed
+ * bodies; and a continuation's body built from it (a whole re-parse of the body) is the
+ * one built from cJSON's tree. */
+static void req_lookups_equal(const char *body, const cJSON *a, const cJSON *b)
+{
+    const char *ma = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(a, "model"));
+    const char *mb = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(b, "model"));
+    const cJSON *ta = cJSON_GetObjectItemCaseSensitive(a, "thinking");
+    const cJSON *tb = cJSON_GetObjectItemCaseSensitive(b, "thinking");
+    const cJSON *sa = cJSON_GetObjectItemCaseSensitive(a, "store");
+    const cJSON *sb = cJSON_GetObjectItemCaseSensitive(b, "store");
+    if ((a == NULL) != (b == NULL) || cJSON_IsObject(a) != cJSON_IsObject(b) ||
+        !str_eq(ma, mb) ||
+        cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(a, "stream")) !=
+            cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "stream")) ||
+        (sa == NULL) != (sb == NULL) || cJSON_IsTrue(sa) != cJSON_IsTrue(sb) ||
+        cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(a, "background")) !=
+            cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "background")) ||
+        cJSON_IsObject(ta) != cJSON_IsObject(tb) ||
+        !str_eq(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ta, "type")),
+                cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(tb, "type"))) ||
+        cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(a, "stream_options"), "include_usage")) !=
+            cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
+                cJSON_GetObjectItemCaseSensitive(b, "stream_options"), "include_usage")))
+        fail_msg("request lookups differ for %s", body);
+}
+
+/* The continuation body after a stream cut after its first text delta. */
+static char *cont_body(ah_wire wire, const cJSON *req, const char *body, ah_cont_mode mode)
+{
+    ah__wbuf up = {0};
+    if (wire == AH_WIRE_RESPONSES)
+        upstream_r(&up, 0, NULL);
+    else
+        upstream_a(&up, 0, NULL);
+    ah__px_splice s;
+    assert_int_equal(ah__px_splice_init(&s, wire, req), AH_OK);
+    if (body) {
+        s.req_body = body;
+        s.req_body_len = strlen(body);
+    }
+    assert_int_equal(ah__px_splice_attempt(&s, 0), AH_OK);
+    ah_error e;
+    const char *cut = strstr(up.data, "Retri");
+    assert_non_null(cut);
+    cut = strstr(cut, "\n\n");
+    assert_non_null(cut);
+    assert_int_equal(ah__px_splice_feed(&s, up.data, (size_t)(cut + 2 - up.data), &e), AH_OK);
+    assert_true(ah__px_splice_has_partial(&s));
+    char *out = NULL;
+    size_t len = 0;
+    assert_int_equal(ah__px_continuation_body(&s, mode, "go on", &out, &len), AH_OK);
+    ah__px_splice_clear(&s);
+    ah__wbuf_free(&up);
+    return out;
+}
+
+static void request_tree_equals_cjson(void **state)
+{
+    (void)state;
+    static const char *const bodies[] = {
+        REQ_A,
+        REQ_R,
+        "{\"model\":\"claude-x\",\"max_tokens\":1024,\"stream\":true,\"temperature\":0.7,"
+        "\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":2000},\"system\":[{\"type\":"
+        "\"text\",\"text\":\"be \\\"brief\\\" \\u00e9\"}],\"messages\":[{\"role\":"
+        "\"user\",\"content\":[{\"type\":\"text\",\"text\":\"q\",\"cache_control\":{\"type\":"
+        "\"ephemeral\"}}]}],\"tools\":[{\"name\":\"t\",\"input_schema\":{\"type\":\"object\"}}]}",
+        "{\"model\":\"a\",\"model\":\"b\",\"stream\":false,\"stream\":true}",
+        /* a surrogate pair anywhere: the tree parser leaves it to cJSON */
+        "{\"model\":\"m\",\"stream\":true,\"system\":\"\\ud83d\\ude00\"}",
+        "{\"stream\":true,\"stream\":false,\"model\":\"m\"}",
+        "{\"mod\\u0065l\":\"esc-key\",\"str\\u0065am\":true}",
+        "{\"model\":\"caf\\u00e9\\u4e2d\",\"stream\":true}",
+        "{\"model\":\"\\ud83d\\ude00\",\"stream\":true}",
+        "{\"model\":\"a\\u0000b\",\"stream\\u0000x\":true}",
+        "{\"model\":\"raw \xc3\xa9\",\"stream\":1}",
+        "{\"model\":7,\"stream\":\"true\",\"store\":null,\"background\":true}",
+        "{\"model\":\"m\",\"stream\":true,\"store\":false,\"background\":true}",
+        "{\"model\":\"m\",\"stream\":true,\"store\":true,\"background\":true}",
+        "{\"model\":\"m\",\"stream\":true,\"store\":1.5,\"background\":true}",
+        "{\"model\":\"m\",\"stream\":true,\"background\":1e2}",
+        "{\"thinking\":{\"type\":\"disabled\"},\"stream\":true}",
+        "{\"thinking\":{\"type\":3},\"stream\":true}",
+        "{\"thinking\":[],\"stream\":true}",
+        "{\"thinking\":\"on\",\"stream\":true}",
+        "{\"stream_options\":{\"include_usage\":true},\"stream\":true}",
+        "{\"stream_options\":{\"include_usage\":false,\"include_usage\":true},\"stream\":true}",
+        "{\"stream_options\":[true],\"stream\":true}",
+        "{\"messages\":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["
+        "[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]],"
+        "\"stream\":true}",
+        "{\"n\":-0.5e-3,\"big\":123456789012345678901234567890,\"stream\":true}",
+        "\xef\xbb\xbf{\"stream\":true}",
+        " \t\r\n{\"stream\":true} ",
+        "\f{\"stream\":true}",
+        "{\"stream\":true}trailing",
+        "{\"stream\":true",
+        "{\"stream\":tru}",
+        "{\"stream\":true,}",
+        "{\"stream\" true}",
+        "{\"model\":\"m\\x\"}",
+        "{\"model\":\"m\\u12\"}",
+        "{\"model\":\"m\\ud800\"}",
+        "[{\"stream\":true}]",
+        "\"stream\"",
+        "true",
+        "null",
+        "{}",
+        "",
+        "{",
+    };
+    for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
+        const char *body = bodies[i];
+        cJSON *c = cJSON_ParseWithLength(body, strlen(body));
+        ah__tree_arena *arena = NULL;
+        cJSON *t = ah__px_request_parse(body, strlen(body), &arena);
+        req_lookups_equal(body, c, t);
+        ah__px_request_free(t, arena);
+        cJSON_Delete(c);
+    }
+    /* the usual bodies take the tree */
+    for (size_t i = 0; i < 3; i++) {
+        ah__tree_arena *arena = NULL;
+        cJSON *t = ah__px_request_parse(bodies[i], strlen(bodies[i]), &arena);
+        assert_non_null(t);
+        assert_non_null(arena);
+        ah__px_request_free(t, arena);
+    }
+    /* a continuation from the tree and the body is the one from cJSON's tree */
+    static const struct {
+        ah_wire wire;
+        const char *body;
+    } conts[] = {
+        {AH_WIRE_ANTHROPIC, REQ_A},
+        {AH_WIRE_ANTHROPIC,
+         "{\"model\":\"claude-x\",\"max_tokens\":9,\"stream\":true,\"temperature\":0.25,"
+         "\"messages\":[{\"role\":\"user\",\"content\":\"q \\u00e9\"},{\"role\":"
+         "\"assistant\",\"content\":\"a\"},{\"role\":\"user\",\"content\":[{\"type\":\"text\","
+         "\"text\":\"r\"}]}],\"metadata\":{\"user_id\":\"u\"},\"messages\":[]}"},
+        {AH_WIRE_RESPONSES, REQ_R},
+        {AH_WIRE_RESPONSES,
+         "{\"model\":\"gpt-x\",\"stream\":true,\"input\":[{\"role\":\"user\",\"content\":"
+         "\"q\"}],\"reasoning\":{\"effort\":\"low\"},\"top_p\":0.5}"},
+    };
+    for (size_t i = 0; i < sizeof conts / sizeof conts[0]; i++) {
+        const char *body = conts[i].body;
+        cJSON *c = cJSON_Parse(body);
+        ah__tree_arena *arena = NULL;
+        cJSON *t = ah__px_request_parse(body, strlen(body), &arena);
+        assert_non_null(arena);
+        for (int m = 0; m < 2; m++) {
+            ah_cont_mode mode = m ? AH_CONT_PROMPT : AH_CONT_PREFILL;
+            char *want = cont_body(conts[i].wire, c, NULL, mode);
+            char *got = cont_body(conts[i].wire, t, body, mode);
+            assert_string_equal(got, want);
+            free(want);
+            free(got);
+        }
+        ah__px_request_free(t, arena);
+        cJSON_Delete(c);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_byte_split_gives_the_same_bytes),
         cmocka_unit_test(every_cut_is_continued_exactly),
         cmocka_unit_test(opening_head_tree_equals_cjson),
+        cmocka_unit_test(request_tree_equals_cjson),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
