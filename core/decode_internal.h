@@ -272,6 +272,11 @@ void ah__tree_arena_release(ah__tree_arena *a); /* frees the tree; a is reusable
  * cJSON_Delete'd. NULL when it is not certain to be cJSON's (the caller parses with
  * cJSON). */
 cJSON *ah__tree_parse(ah_decoder *d, ah__tree_arena *a, const char *data, size_t len);
+/* The same with another key filter (the proxy's opening event: core/proxy/splice.c);
+ * typed: the root must have a "type" string other than "error", as for the formats whose
+ * events name their type. */
+cJSON *ah__tree_parse_keys(const ah__tree_key *keys, int typed, ah__tree_arena *a,
+                          const char *data, size_t len);
 /* Turn ah__tree_parse off (1) or on (0, the default) while the delta fast path stays as
  * set by ah__decoder_set_slow: for the tests of the one or the other. */
 void ah__decoder_set_no_tree(ah_decoder *d, int off);

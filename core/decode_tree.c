@@ -25,7 +25,9 @@
  * skips other bytes <= 32: not recognised here), nesting up to 64 (cJSON: 1000), numbers
  * of the form -?D+(.D+)?([eE][+-]?D+)? and at most 40 bytes (cJSON reads at most 63
  * number bytes, strtod decides), strings whose escapes are the two-character ones or a
- * \u of four hex digits outside the surrogates (a pair is left to cJSON);
+ * \u of four hex digits outside the surrogates, and in a skipped string also a pair as
+ * cJSON accepts one (a high \u then a low one; in a kept string or a key a pair is left
+ * to cJSON);
  *   - kept strings (keys too) are decoded as cJSON decodes them, \u0000 included (the C
  * string then ends there, as cJSON's does); kept numbers are integers of up to 15 digits
  * (exact as a double; valueint saturated as cJSON does), any other kept number gives up;
@@ -156,7 +158,8 @@ static const char *quote_or_backslash(const char *p, const char *end, int first)
 
 /* The string whose opening quote is at p: just past its closing quote, or NULL when it is
  * not one this file accepts (see the top). *flags |= 1 when it has a backslash, 2 when a
- * NUL byte. */
+ * NUL byte, 4 when a surrogate pair (accepted in skipped strings only: tstring refuses
+ * it, tdecode does not decode pairs). */
 static const char *str_end(const char *p, const char *end, int *flags)
 {
     int first = 1;
@@ -180,8 +183,18 @@ static const char *str_end(const char *p, const char *end, int *flags)
             p += 2;
             break;
         case 'u':
-            if (end - p < 6 || !ah__hex4(p + 2, &u) || (u >= 0xD800 && u <= 0xDFFF))
+            if (end - p < 6 || !ah__hex4(p + 2, &u))
                 return NULL;
+            if (u >= 0xD800 && u <= 0xDFFF) {
+                /* a pair (high then low, as cJSON requires): only ever skipped here */
+                unsigned lo;
+                if (u > 0xDBFF || end - p < 12 || p[6] != '\\' || p[7] != 'u' ||
+                    !ah__hex4(p + 8, &lo) || lo < 0xDC00 || lo > 0xDFFF)
+                    return NULL;
+                *flags |= 4;
+                p += 12;
+                break;
+            }
             p += 6;
             break;
         default:
@@ -198,8 +211,8 @@ static int tstring(tp *t, const char **b, const char **e, int *esc)
         return 0;
     *esc = 0;
     const char *q = str_end(t->p, t->end, esc);
-    if (!q)
-        return 0;
+    if (!q || (*esc & 4))
+        return 0; /* a surrogate pair in a kept string or a key: left to cJSON */
     *b = t->p + 1;
     *e = q - 1;
     t->p = q;
@@ -618,9 +631,9 @@ static int tvalue(tp *t, int mode, const ah__tree_key *keys, cJSON **out)
     return 1;
 }
 
-cJSON *ah__tree_parse(ah_decoder *d, ah__tree_arena *a, const char *data, size_t len)
+cJSON *ah__tree_parse_keys(const ah__tree_key *keys, int typed, ah__tree_arena *a,
+                          const char *data, size_t len)
 {
-    const ah__tree_key *keys = d->p->tree;
     if (!keys)
         return NULL;
     tp t = {data, data + len, a, 0};
@@ -628,10 +641,15 @@ cJSON *ah__tree_parse(ah_decoder *d, ah__tree_arena *a, const char *data, size_t
     tws(&t);
     if (t.p >= t.end || *t.p != '{' || !tobject(&t, TM_OBJ, keys, &root))
         return NULL; /* not recognised: cJSON parses it (and reports what is wrong) */
-    if (!d->p->event_type) {
+    if (typed) {
         const char *type = ah__jstr(root, "type");
         if (!type || strcmp(type, "error") == 0)
             return NULL; /* the cJSON path's message, or a handler that reads the root */
     }
     return root;
+}
+
+cJSON *ah__tree_parse(ah_decoder *d, ah__tree_arena *a, const char *data, size_t len)
+{
+    return ah__tree_parse_keys(d->p->tree, !d->p->event_type, a, data, len);
 }

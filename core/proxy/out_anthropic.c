@@ -4,6 +4,8 @@
  * message_stop; past the last continuation an `event: error`. */
 #include "proxy_internal.h"
 
+#include "decode_internal.h"
+
 #include <string.h>
 
 static const char *jstr(const cJSON *o, const char *key)
@@ -26,6 +28,23 @@ static int head(ah__px_splice *s, const ah_sse_event *ev, const cJSON *data)
     }
     return 1;
 }
+
+/* What head reads (a filtered tree: only looked up by key). */
+static const ah__tree_key usage_keys[] = {
+    AH__TK("service_tier", AH__TK_DEEP, NULL),
+    AH__TK_END,
+};
+static const ah__tree_key message_keys[] = {
+    AH__TK("id", AH__TK_DEEP, NULL),
+    AH__TK("model", AH__TK_DEEP, NULL),
+    AH__TK("usage", AH__TK_OBJ, usage_keys),
+    AH__TK_END,
+};
+static const ah__tree_key head_keys[] = {
+    AH__TK("type", AH__TK_DEEP, NULL),
+    AH__TK("message", AH__TK_OBJ, message_keys),
+    AH__TK_END,
+};
 
 static ah__wr_usage usage(const ah__px_splice *s, long long output)
 {
@@ -101,6 +120,8 @@ static void fail(ah__px_splice *s, const char *type, const char *message)
 const ah__px_out ah__px_out_anthropic = {
     .messages_key = "messages",
     .head = head,
+    .head_keys = head_keys,
+    .head_typed = 1,
     .start = start,
     .open = open_block,
     .text = text,

@@ -6,6 +6,8 @@
  * written (Chat Completions has no standard field for them). */
 #include "proxy_internal.h"
 
+#include "decode_internal.h"
+
 #include <string.h>
 
 
@@ -32,6 +34,22 @@ static int head(ah__px_splice *s, const ah_sse_event *ev, const cJSON *data)
     }
     return 1;
 }
+
+/* What head reads (a filtered tree: only looked up by key; of "choices" only that it is
+ * an array). */
+static const ah__tree_key no_keys[] = {
+    AH__TK_END,
+};
+static const ah__tree_key head_keys[] = {
+    AH__TK("choices", AH__TK_EACH, no_keys),
+    AH__TK("error", AH__TK_DEEP, NULL),
+    AH__TK("id", AH__TK_DEEP, NULL),
+    AH__TK("model", AH__TK_DEEP, NULL),
+    AH__TK("service_tier", AH__TK_DEEP, NULL),
+    AH__TK("system_fingerprint", AH__TK_DEEP, NULL),
+    AH__TK("created", AH__TK_DEEP, NULL),
+    AH__TK_END,
+};
 
 /* The chunk prefix, built once from the head. */
 static const ah__wbuf *prefix(ah__px_splice *s)
@@ -114,6 +132,7 @@ static void fail(ah__px_splice *s, const char *type, const char *message)
 const ah__px_out ah__px_out_openai = {
     .messages_key = "messages",
     .head = head,
+    .head_keys = head_keys,
     .start = start,
     .open = open_block,
     .text = text,

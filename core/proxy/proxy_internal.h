@@ -49,6 +49,12 @@ typedef struct ah__px_out {
     /* The first event of an attempt: 1 when it is the format's opening event (its head
      * fields are taken from it when the response has not started), 0 to wait for one. */
     int (*head)(ah__px_splice *s, const ah_sse_event *ev, const cJSON *data);
+    /* NULL, or what head reads as a key filter (decode_internal.h): the opening event is
+     * then parsed into a filtered tree on the stack instead of by cJSON when it can be
+     * (ah__tree_parse_keys; cJSON when that gives up); head_typed as its `typed`. head
+     * must only look members up by key then, never walk or print them. */
+    const struct ah__tree_key *head_keys;
+    int head_typed;
     void (*start)(ah__px_splice *s);
     void (*open)(ah__px_splice *s, ah__px_block *b);
     void (*text)(ah__px_splice *s, ah__px_block *b, const char *t, size_t n);
@@ -69,6 +75,10 @@ struct ah__px_splice {
     ah_wire wire;
     const ah__px_out *out;
     const cJSON *req; /* the client's request (borrowed) */
+    /* NULL, or the client's request body (borrowed) when req is the filtered tree of
+     * ah__px_request_parse: what a continuation re-parses whole */
+    const char *req_body;
+    size_t req_body_len;
     ah__wbuf o;       /* bytes for the client not yet handed over */
 
     /* the response's head, from the first attempt's opening event */
@@ -113,6 +123,16 @@ struct ah__px_splice {
 };
 
 /* splice.c */
+struct ah__tree_arena;
+/* The client's request body as the proxy reads it: with *arena set, a tree of only the
+ * members the proxy looks up ("model", "stream", "store", "background", "thinking".type,
+ * "stream_options".include_usage), built in *arena (malloc'd) by the tree parser of
+ * decode_tree.c, which accepts only what cJSON accepts and builds what cJSON would for
+ * those members; it must only be looked up by key. Else (*arena NULL) cJSON's whole
+ * tree, or NULL when the body is not JSON: the same answers either way. Free both with
+ * ah__px_request_free. */
+cJSON *ah__px_request_parse(const char *body, size_t len, struct ah__tree_arena **arena);
+void ah__px_request_free(cJSON *req, struct ah__tree_arena *arena);
 ah_status ah__px_splice_init(ah__px_splice *s, ah_wire wire, const cJSON *req);
 void ah__px_splice_clear(ah__px_splice *s);
 /* A new upstream attempt (the first, or a continuation of what was forwarded). */

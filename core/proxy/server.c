@@ -144,6 +144,7 @@ struct preq {
     int started, done;
     route_mode mode;
     cJSON *req;
+    struct ah__tree_arena *req_arena; /* req is a filtered tree there (ah__px_request_parse) */
     ah__px_splice sp;
     int sp_ok;
     ah_call *call;
@@ -1101,7 +1102,7 @@ static void start_request(preq *r)
     r->kick = ah_timer_new(p->loop, on_kick, r);
     r->mode = MODE_RAW;
     if (r->route >= 0) {
-        r->req = cJSON_ParseWithLength(r->body ? r->body : "", r->body_len);
+        r->req = ah__px_request_parse(r->body ? r->body : "", r->body_len, &r->req_arena);
         if (cJSON_IsObject(r->req)) {
             r->mode = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r->req, "stream"))
                           ? MODE_STREAM
@@ -1115,6 +1116,10 @@ static void start_request(preq *r)
     }
     if (r->mode == MODE_STREAM) {
         r->sp_ok = ah__px_splice_init(&r->sp, (ah_wire)r->route, r->req) == AH_OK;
+        if (r->req_arena) {
+            r->sp.req_body = r->body ? r->body : "";
+            r->sp.req_body_len = r->body_len;
+        }
         pthread_mutex_lock(&p->mu);
         p->stats.spliced++;
         pthread_mutex_unlock(&p->mu);
@@ -1139,8 +1144,9 @@ static void loop_clear(preq *r)
     if (r->sp_ok)
         ah__px_splice_clear(&r->sp);
     r->sp_ok = 0;
-    cJSON_Delete(r->req);
+    ah__px_request_free(r->req, r->req_arena);
     r->req = NULL;
+    r->req_arena = NULL;
 }
 static enum MHD_Result collect_header(void *cls, enum MHD_ValueKind kind, const char *key,
                                       const char *value)

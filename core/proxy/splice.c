@@ -21,6 +21,8 @@
  * to the client's "messages" / "input". */
 #include "proxy_internal.h"
 
+#include "decode_internal.h"
+
 #include "agenthost/conversation.h"
 
 #include <stdlib.h>
@@ -66,6 +68,54 @@ static void attempt_clear(ah__px_splice *s)
     s->sse = NULL;
     ah__overlap_free(s->ov);
     s->ov = NULL;
+}
+
+/* ---- the client's request ------------------------------------------------------------
+ * Every member of it the proxy reads (server.c: stream, store, background, model,
+ * thinking; out_openai.c: stream_options.include_usage; the continuation: model, the
+ * rest from a whole parse of the body). A long conversation is then scanned, never
+ * built. */
+static const ah__tree_key req_thinking_keys[] = {
+    AH__TK("type", AH__TK_DEEP, NULL),
+    AH__TK_END,
+};
+static const ah__tree_key req_stream_options_keys[] = {
+    AH__TK("include_usage", AH__TK_DEEP, NULL),
+    AH__TK_END,
+};
+static const ah__tree_key req_keys[] = {
+    AH__TK("model", AH__TK_DEEP, NULL),
+    AH__TK("stream", AH__TK_DEEP, NULL),
+    AH__TK("store", AH__TK_DEEP, NULL),
+    AH__TK("background", AH__TK_DEEP, NULL),
+    AH__TK("thinking", AH__TK_OBJ, req_thinking_keys),
+    AH__TK("stream_options", AH__TK_OBJ, req_stream_options_keys),
+    AH__TK_END,
+};
+
+cJSON *ah__px_request_parse(const char *body, size_t len, ah__tree_arena **arena)
+{
+    *arena = malloc(sizeof **arena);
+    if (*arena) {
+        ah__tree_arena_init(*arena);
+        cJSON *root = ah__tree_parse_keys(req_keys, 0, *arena, body, len);
+        if (root)
+            return root;
+        ah__tree_arena_release(*arena);
+        free(*arena);
+        *arena = NULL;
+    }
+    return cJSON_ParseWithLength(body, len);
+}
+
+void ah__px_request_free(cJSON *req, ah__tree_arena *arena)
+{
+    if (arena) {
+        ah__tree_arena_release(arena);
+        free(arena);
+    } else {
+        cJSON_Delete(req);
+    }
 }
 
 ah_status ah__px_splice_init(ah__px_splice *s, ah_wire wire, const cJSON *req)
@@ -396,9 +446,20 @@ ah_status ah__px_splice_feed(ah__px_splice *s, const char *buf, size_t len, ah_e
             continue;
         if (!s->first_event) {
             /* The format's opening event: the response's head (first attempt only). */
-            cJSON *data = cJSON_ParseWithLength(ev.data, ev.data_len);
+            ah__tree_arena arena;
+            ah__tree_arena_init(&arena);
+            cJSON *data = ah__tree_parse_keys(s->out->head_keys, s->out->head_typed, &arena,
+                                              ev.data, ev.data_len);
+            int in_arena = data != NULL;
+            if (!in_arena) {
+                ah__tree_arena_release(&arena); /* what a refused big event took */
+                data = cJSON_ParseWithLength(ev.data, ev.data_len);
+            }
             int opening = data && s->out->head(s, &ev, data);
-            cJSON_Delete(data);
+            if (in_arena)
+                ah__tree_arena_release(&arena);
+            else
+                cJSON_Delete(data);
             if (opening)
                 s->first_event = 1;
         }
@@ -557,7 +618,8 @@ ah_status ah__px_continuation_body(const ah__px_splice *s, ah_cont_mode mode,
         return st;
     cJSON *encoded = cJSON_ParseWithLength(enc, enc_len);
     free(enc);
-    cJSON *body = cJSON_Duplicate(s->req, 1);
+    cJSON *body = s->req_body ? cJSON_ParseWithLength(s->req_body, s->req_body_len)
+                              : cJSON_Duplicate(s->req, 1);
     st = AH_ERR_NOMEM;
     if (!encoded || !body)
         goto done;

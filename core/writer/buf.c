@@ -178,7 +178,22 @@ uint64_t ah__wr_fnv1a(uint64_t h, const void *data, size_t n)
 
 void ah__wbuf_int(ah__wbuf *o, long long v)
 {
-    ah__wbuf_printf(o, "%lld", v);
+    /* Hot path (usage counts in every message_start / message_delta): avoid printf.
+     * The magnitude as unsigned, so LLONG_MIN has one. */
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    char tmp[24];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        tmp[n++] = '-';
+    if (ah__wbuf_reserve(o, n) != 0)
+        return;
+    while (n)
+        o->data[o->len++] = tmp[--n];
+    o->data[o->len] = '\0';
 }
 
 void ah__wbuf_size(ah__wbuf *o, size_t v)

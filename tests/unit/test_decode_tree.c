@@ -5,7 +5,7 @@
  *     usage chunks; the Responses lifecycle events, the big `response` objects included)
  *     and the recorded provider streams' non-delta events;
  *   - it gives back to cJSON what it cannot prove cJSON reads the same (a kept float, a
- *     surrogate pair, exotic whitespace, a BOM, deep nesting, an "error" event, a root
+ *     surrogate pair outside a skipped string, exotic whitespace, a BOM, deep nesting, an "error" event, a root
  *     without "type"), and what cJSON rejects (trailing commas, bad escapes, bad numbers,
  *     unterminated input) so that cJSON's own message is reported;
  *   - everything it takes decodes exactly as cJSON alone does (tests/fuzz/decode_same.h:
@@ -88,7 +88,36 @@ static void anthropic_shapes(void **state)
     /* skipped members may hold what kept ones may not */
     assert_int_equal(taken(w, "", "{\"type\":\"message_start\",\"message\":{\"t\":0.7,"
                                   "\"s\":\"\\ud83d\\ude00\",\"usage\":{\"input_tokens\":1}}}"),
-                     0); /* a surrogate pair anywhere: cJSON decides */
+                     1); /* a surrogate pair in a skipped string */
+    assert_int_equal(taken(w, "", "{\"type\":\"message_start\",\"message\":{\"a\":[\"x\\uDBFF"
+                                  "\\uDFFFy\",{\"k\":\"\\ud800\\udc00\"}],\"usage\":{}}}"),
+                     1);
+    /* lone, misordered or cut surrogates (the decoder's text fix may have replaced them
+     * before either parser sees them): whichever path takes them decodes as cJSON */
+    static const char *const lone[] = {
+        "{\"type\":\"message_start\",\"message\":{\"s\":\"\\ud83d\",\"usage\":{}}}",
+        "{\"type\":\"message_start\",\"message\":{\"s\":\"\\ude00\",\"usage\":{}}}",
+        "{\"type\":\"message_start\",\"message\":{\"s\":\"\\ude00\\ud83d\",\"usage\":{}}}",
+        "{\"type\":\"message_start\",\"message\":{\"s\":\"\\ud83d\\u0041\",\"usage\":{}}}",
+        "{\"type\":\"message_start\",\"message\":{\"s\":\"\\ud83d\\ud83d\",\"usage\":{}}}",
+        "{\"type\":\"message_start\",\"message\":{\"s\":\"\\ud83d\\n\",\"usage\":{}}}",
+        "{\"type\":\"message_start\",\"message\":{\"s\":\"\\ud83d\\ude0\",\"usage\":{}}}",
+        "{\"type\":\"message_start\",\"message\":{\"s\":\"\\ud83d\\ude0g\",\"usage\":{}}}",
+        "{\"type\":\"message_start\",\"message\":{\"s\":\"\\ud83d",
+    };
+    for (size_t i = 0; i < sizeof lone / sizeof lone[0]; i++)
+        (void)taken(w, "", lone[i]);
+    /* a pair in a kept string or in a key: cJSON decides */
+    static const char *const kept[] = {
+        "{\"type\":\"message_start\",\"message\":{\"s\\ud83d\\ude00\":1,\"usage\":{}}}",
+        "{\"type\":\"message_start\",\"message\":{\"usage\":{\"service_tier\":"
+        "\"\\ud83d\\ude00\"}}}",
+        "{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":"
+        "\"text\",\"text\":\"\\ud83d\\ude00\"}}",
+    };
+    for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++)
+        if (taken(w, "", kept[i]) != 0)
+            fail_msg("taken: %s", kept[i]);
     assert_int_equal(taken(w, "", "{\"type\":\"message_start\",\"message\":{\"t\":0.7,"
                                   "\"x\":[[{}]],\"usage\":{\"input_tokens\":1}}}"),
                      1);

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "proxy/proxy_internal.h"
+#include "decode_internal.h"
 
 static const char *const TEXT = "Retries are safe before the stream. After it, continue.";
 
@@ -206,11 +207,314 @@ static void every_cut_is_continued_exactly(void **state)
     }
 }
 
+/* The opening event's head read from the filtered tree (ah__tree_parse_keys, what
+ * ah__px_splice_feed tries first) is the head read from cJSON's tree, for well-formed,
+ * odd and malformed events: the same answer (opening or not) and the same fields. */
+static int str_eq(const char *a, const char *b)
+{
+    return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
+static void head_case(ah_wire wire, const char *data, int want_tree)
+{
+    const ah__px_out *out = ah__px_out_of(wire);
+    cJSON *req = cJSON_Parse("{\"model\":\"m\",\"stream\":true,"
+                             "\"stream_options\":{\"include_usage\":true}}");
+    ah__px_splice a, b;
+    assert_int_equal(ah__px_splice_init(&a, wire, req), AH_OK);
+    assert_int_equal(ah__px_splice_init(&b, wire, req), AH_OK);
+    ah_sse_event ev = {0};
+    ev.data = data;
+    ev.data_len = strlen(data);
+    cJSON *c = cJSON_ParseWithLength(data, ev.data_len);
+    int ra = c && out->head(&a, &ev, c);
+    cJSON_Delete(c);
+    ah__tree_arena arena;
+    ah__tree_arena_init(&arena);
+    cJSON *t = ah__tree_parse_keys(out->head_keys, out->head_typed, &arena, data, ev.data_len);
+    if (want_tree >= 0 && (t != NULL) != want_tree)
+        fail_msg("tree %s for %s", t ? "taken" : "refused", data);
+    int rb;
+    if (t) {
+        rb = out->head(&b, &ev, t);
+    } else {
+        cJSON *c2 = cJSON_ParseWithLength(data, ev.data_len);
+        rb = c2 && out->head(&b, &ev, c2);
+        cJSON_Delete(c2);
+    }
+    ah__tree_arena_release(&arena);
+    if (ra != rb || !str_eq(a.id, b.id) || !str_eq(a.model, b.model) ||
+        !str_eq(a.service_tier, b.service_tier) || !str_eq(a.fingerprint, b.fingerprint) ||
+        a.created != b.created || a.include_usage != b.include_usage)
+        fail_msg("head differs for %s: %d/%d id %s/%s model %s/%s", data, ra, rb,
+                 a.id ? a.id : "-", b.id ? b.id : "-", a.model ? a.model : "-",
+                 b.model ? b.model : "-");
+    ah__px_splice_clear(&a);
+    ah__px_splice_clear(&b);
+    cJSON_Delete(req);
+}
+
+static void opening_head_tree_equals_cjson(void **state)
+{
+    (void)state;
+    static const char *const anthropic[] = {
+        "{\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\","
+        "\"role\":\"assistant\",\"model\":\"claude-x\",\"content\":[],\"stop_reason\":null,"
+        "\"usage\":{\"input_tokens\":12,\"output_tokens\":1,\"service_tier\":\"standard\","
+        "\"cache_creation\":{\"ephemeral_5m_input_tokens\":0}}}}",
+        /* duplicate keys: the first wins in both */
+        "{\"type\":\"message_start\",\"message\":{\"model\":\"a\",\"model\":\"b\",\"id\":\"1\","
+        "\"id\":\"2\"}}",
+        "{\"type\":\"message_start\",\"type\":\"ping\",\"message\":{\"model\":\"a\"}}",
+        "{\"type\":\"ping\",\"type\":\"message_start\",\"message\":{\"model\":\"a\"}}",
+        "{\"type\":\"message_start\",\"message\":{\"model\":\"a\"},\"message\":{\"model\":\"b\"}}",
+        /* unicode escapes in "model", in keys, a surrogate pair, \u0000 */
+        "{\"type\":\"message_start\",\"message\":{\"model\":\"caf\\u00e9 \\u4e2d\\n\\\"\"}}",
+        "{\"type\":\"message_start\",\"message\":{\"mod\\u0065l\":\"esc-key\"}}",
+        "{\"type\":\"message_start\",\"message\":{\"model\":\"\\ud83d\\ude00\"}}",
+        "{\"type\":\"message_start\",\"message\":{\"model\":\"a\\u0000b\"}}",
+        "{\"type\":\"message_start\",\"message\":{\"model\\u0000x\":\"nul-key\"}}",
+        "{\"type\":\"message_start\",\"message\":{\"model\":\"raw\xc3\xa9 bytes\"}}",
+        "{\"type\":\"message_start\",\"message\":{\"model\":\"bad\\u12\"}}",
+        /* odd types */
+        "{\"type\":\"message_start\",\"message\":{\"model\":7,\"id\":null}}",
+        "{\"type\":\"message_start\",\"message\":[1,2]}",
+        "{\"type\":\"message_start\",\"message\":\"s\"}",
+        "{\"type\":\"message_start\"}",
+        "{\"type\":\"message_start\",\"message\":{\"usage\":\"x\"}}",
+        "{\"type\":\"message_start\",\"message\":{\"usage\":{\"service_tier\":5}}}",
+        "{\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":1.5e3}}}",
+        "{\"type\":1,\"message\":{}}",
+        "{\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"x\"}}",
+        "{\"type\":\"ping\"}",
+        "{\"message\":{\"model\":\"no type\"}}",
+        /* whitespace, trailing bytes, malformed, truncated */
+        " \r\n\t{ \"type\" : \"message_start\" , \"message\" : { \"model\" : \"w\" } } ",
+        "{\"type\":\"message_start\",\"message\":{\"model\":\"t\"}} trailing",
+        "{\"type\":\"message_start\",\"message\":{\"model\":\"t\"}",
+        "{\"type\":\"message_start\",\"message\":{\"model\":\"t",
+        "{\"type\":\"message_start\",",
+        "{\"type\":\"message_start\",\"message\":{\"model\":\"t\",}}",
+        "{\"type\":\"message_start\" \"message\":{}}",
+        "{\"type\":\"message_start\",\"message\":{\"x\":tru}}",
+        "{\"type\":\"message_start\",\"message\":{\"x\":[1,{\"a\":[]},\"s\",null,false]}}",
+        "",
+        "null",
+        "[]",
+        "{}",
+        "{",
+    };
+    for (size_t i = 0; i < sizeof anthropic / sizeof anthropic[0]; i++)
+        head_case(AH_WIRE_ANTHROPIC, anthropic[i], -1);
+    head_case(AH_WIRE_ANTHROPIC, anthropic[0], 1);
+    head_case(AH_WIRE_ANTHROPIC, anthropic[1], 1);
+    head_case(AH_WIRE_ANTHROPIC, anthropic[5], 1);
+    static const char *const chat[] = {
+        "{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1700000000,"
+        "\"model\":\"gpt-x\",\"system_fingerprint\":\"fp_1\",\"service_tier\":\"default\","
+        "\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},"
+        "\"logprobs\":null,\"finish_reason\":null}]}",
+        "{\"id\":\"a\",\"id\":\"b\",\"model\":\"m\\u00e9\",\"choices\":[]}",
+        "{\"choices\":[],\"created\":1.5}",
+        "{\"choices\":[],\"created\":-3}",
+        "{\"choices\":[],\"created\":12345678901234567890}",
+        "{\"choices\":[],\"created\":\"1\"}",
+        "{\"choices\":[1,\"x\",null,{\"a\":{}}]}",
+        "{\"choices\":{}}",
+        "{\"choices\":[],\"error\":null}",
+        "{\"choices\":[],\"error\":{\"message\":\"x\"}}",
+        "{\"error\":{\"message\":\"overloaded\"}}",
+        "{\"choices\":[],\"system_fingerprint\":\"\\ud800\"}",
+        "{\"choices\":[],\"type\":\"error\"}",
+        "{\"choices\":[]",
+        "{\"choices\":[],\"id\":\"x\\u0000y\"}",
+        "[{\"choices\":[]}]",
+        "",
+    };
+    for (size_t i = 0; i < sizeof chat / sizeof chat[0]; i++)
+        head_case(AH_WIRE_OPENAI, chat[i], -1);
+    head_case(AH_WIRE_OPENAI, chat[0], 1);
+    head_case(AH_WIRE_OPENAI, chat[1], 1);
+}
+
+/* The client's request read from ah__px_request_parse's filtered tree answers every
+ * lookup the proxy makes as cJSON's whole tree does, for well-formed, odd and malformed
+ * bodies; and a continuation's body built from it (a whole re-parse of the body) is the
+ * one built from cJSON's tree. */
+static void req_lookups_equal(const char *body, const cJSON *a, const cJSON *b)
+{
+    const char *ma = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(a, "model"));
+    const char *mb = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(b, "model"));
+    const cJSON *ta = cJSON_GetObjectItemCaseSensitive(a, "thinking");
+    const cJSON *tb = cJSON_GetObjectItemCaseSensitive(b, "thinking");
+    const cJSON *sa = cJSON_GetObjectItemCaseSensitive(a, "store");
+    const cJSON *sb = cJSON_GetObjectItemCaseSensitive(b, "store");
+    if ((a == NULL) != (b == NULL) || cJSON_IsObject(a) != cJSON_IsObject(b) ||
+        !str_eq(ma, mb) ||
+        cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(a, "stream")) !=
+            cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "stream")) ||
+        (sa == NULL) != (sb == NULL) || cJSON_IsTrue(sa) != cJSON_IsTrue(sb) ||
+        cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(a, "background")) !=
+            cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(b, "background")) ||
+        cJSON_IsObject(ta) != cJSON_IsObject(tb) ||
+        !str_eq(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ta, "type")),
+                cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(tb, "type"))) ||
+        cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(a, "stream_options"), "include_usage")) !=
+            cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
+                cJSON_GetObjectItemCaseSensitive(b, "stream_options"), "include_usage")))
+        fail_msg("request lookups differ for %s", body);
+}
+
+/* The continuation body after a stream cut after its first text delta. */
+static char *cont_body(ah_wire wire, const cJSON *req, const char *body, ah_cont_mode mode)
+{
+    ah__wbuf up = {0};
+    if (wire == AH_WIRE_RESPONSES)
+        upstream_r(&up, 0, NULL);
+    else
+        upstream_a(&up, 0, NULL);
+    ah__px_splice s;
+    assert_int_equal(ah__px_splice_init(&s, wire, req), AH_OK);
+    if (body) {
+        s.req_body = body;
+        s.req_body_len = strlen(body);
+    }
+    assert_int_equal(ah__px_splice_attempt(&s, 0), AH_OK);
+    ah_error e;
+    const char *cut = strstr(up.data, "Retri");
+    assert_non_null(cut);
+    cut = strstr(cut, "\n\n");
+    assert_non_null(cut);
+    assert_int_equal(ah__px_splice_feed(&s, up.data, (size_t)(cut + 2 - up.data), &e), AH_OK);
+    assert_true(ah__px_splice_has_partial(&s));
+    char *out = NULL;
+    size_t len = 0;
+    assert_int_equal(ah__px_continuation_body(&s, mode, "go on", &out, &len), AH_OK);
+    ah__px_splice_clear(&s);
+    ah__wbuf_free(&up);
+    return out;
+}
+
+static void request_tree_equals_cjson(void **state)
+{
+    (void)state;
+    static const char *const bodies[] = {
+        REQ_A,
+        REQ_R,
+        "{\"model\":\"claude-x\",\"max_tokens\":1024,\"stream\":true,\"temperature\":0.7,"
+        "\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":2000},\"system\":[{\"type\":"
+        "\"text\",\"text\":\"be \\\"brief\\\" \\u00e9\"}],\"messages\":[{\"role\":"
+        "\"user\",\"content\":[{\"type\":\"text\",\"text\":\"q\",\"cache_control\":{\"type\":"
+        "\"ephemeral\"}}]}],\"tools\":[{\"name\":\"t\",\"input_schema\":{\"type\":\"object\"}}]}",
+        "{\"model\":\"a\",\"model\":\"b\",\"stream\":false,\"stream\":true}",
+        /* a surrogate pair: skipped, or (in "model") left to cJSON */
+        "{\"model\":\"m\",\"stream\":true,\"system\":\"\\ud83d\\ude00\"}",
+        "{\"stream\":true,\"stream\":false,\"model\":\"m\"}",
+        "{\"mod\\u0065l\":\"esc-key\",\"str\\u0065am\":true}",
+        "{\"model\":\"caf\\u00e9\\u4e2d\",\"stream\":true}",
+        "{\"model\":\"\\ud83d\\ude00\",\"stream\":true}",
+        "{\"model\":\"a\\u0000b\",\"stream\\u0000x\":true}",
+        "{\"model\":\"raw \xc3\xa9\",\"stream\":1}",
+        "{\"model\":7,\"stream\":\"true\",\"store\":null,\"background\":true}",
+        "{\"model\":\"m\",\"stream\":true,\"store\":false,\"background\":true}",
+        "{\"model\":\"m\",\"stream\":true,\"store\":true,\"background\":true}",
+        "{\"model\":\"m\",\"stream\":true,\"store\":1.5,\"background\":true}",
+        "{\"model\":\"m\",\"stream\":true,\"background\":1e2}",
+        "{\"thinking\":{\"type\":\"disabled\"},\"stream\":true}",
+        "{\"thinking\":{\"type\":3},\"stream\":true}",
+        "{\"thinking\":[],\"stream\":true}",
+        "{\"thinking\":\"on\",\"stream\":true}",
+        "{\"stream_options\":{\"include_usage\":true},\"stream\":true}",
+        "{\"stream_options\":{\"include_usage\":false,\"include_usage\":true},\"stream\":true}",
+        "{\"stream_options\":[true],\"stream\":true}",
+        "{\"messages\":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["
+        "[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]],"
+        "\"stream\":true}",
+        "{\"n\":-0.5e-3,\"big\":123456789012345678901234567890,\"stream\":true}",
+        "\xef\xbb\xbf{\"stream\":true}",
+        " \t\r\n{\"stream\":true} ",
+        "\f{\"stream\":true}",
+        "{\"stream\":true}trailing",
+        "{\"stream\":true",
+        "{\"stream\":tru}",
+        "{\"stream\":true,}",
+        "{\"stream\" true}",
+        "{\"model\":\"m\\x\"}",
+        "{\"model\":\"m\\u12\"}",
+        "{\"model\":\"m\\ud800\"}",
+        "[{\"stream\":true}]",
+        "\"stream\"",
+        "true",
+        "null",
+        "{}",
+        "",
+        "{",
+    };
+    for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
+        const char *body = bodies[i];
+        cJSON *c = cJSON_ParseWithLength(body, strlen(body));
+        ah__tree_arena *arena = NULL;
+        cJSON *t = ah__px_request_parse(body, strlen(body), &arena);
+        req_lookups_equal(body, c, t);
+        ah__px_request_free(t, arena);
+        cJSON_Delete(c);
+    }
+    /* the usual bodies take the tree, a surrogate pair in a skipped member too */
+    static const char *const usual[] = {
+        REQ_A, REQ_R, NULL,
+        "{\"model\":\"m\",\"stream\":true,\"system\":\"\\ud83d\\ude00\"}",
+    };
+    for (size_t i = 0; i < sizeof usual / sizeof usual[0]; i++) {
+        const char *b = usual[i] ? usual[i] : bodies[2];
+        ah__tree_arena *arena = NULL;
+        cJSON *t = ah__px_request_parse(b, strlen(b), &arena);
+        assert_non_null(t);
+        assert_non_null(arena);
+        ah__px_request_free(t, arena);
+    }
+    /* a continuation from the tree and the body is the one from cJSON's tree */
+    static const struct {
+        ah_wire wire;
+        const char *body;
+    } conts[] = {
+        {AH_WIRE_ANTHROPIC, REQ_A},
+        {AH_WIRE_ANTHROPIC,
+         "{\"model\":\"claude-x\",\"max_tokens\":9,\"stream\":true,\"temperature\":0.25,"
+         "\"messages\":[{\"role\":\"user\",\"content\":\"q \\u00e9\"},{\"role\":"
+         "\"assistant\",\"content\":\"a\"},{\"role\":\"user\",\"content\":[{\"type\":\"text\","
+         "\"text\":\"r\"}]}],\"metadata\":{\"user_id\":\"u\"},\"messages\":[]}"},
+        {AH_WIRE_RESPONSES, REQ_R},
+        {AH_WIRE_RESPONSES,
+         "{\"model\":\"gpt-x\",\"stream\":true,\"input\":[{\"role\":\"user\",\"content\":"
+         "\"q\"}],\"reasoning\":{\"effort\":\"low\"},\"top_p\":0.5}"},
+    };
+    for (size_t i = 0; i < sizeof conts / sizeof conts[0]; i++) {
+        const char *body = conts[i].body;
+        cJSON *c = cJSON_Parse(body);
+        ah__tree_arena *arena = NULL;
+        cJSON *t = ah__px_request_parse(body, strlen(body), &arena);
+        assert_non_null(arena);
+        for (int m = 0; m < 2; m++) {
+            ah_cont_mode mode = m ? AH_CONT_PROMPT : AH_CONT_PREFILL;
+            char *want = cont_body(conts[i].wire, c, NULL, mode);
+            char *got = cont_body(conts[i].wire, t, body, mode);
+            assert_string_equal(got, want);
+            free(want);
+            free(got);
+        }
+        ah__px_request_free(t, arena);
+        cJSON_Delete(c);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_byte_split_gives_the_same_bytes),
         cmocka_unit_test(every_cut_is_continued_exactly),
+        cmocka_unit_test(opening_head_tree_equals_cjson),
+        cmocka_unit_test(request_tree_equals_cjson),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

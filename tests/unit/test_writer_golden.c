@@ -8,6 +8,7 @@
  * with tests/fixtures/writer_golden.txt, recorded from the mock's writers before they
  * became the writers the proxy shares (core/writer/). AH_WRITE_GOLDEN=FILE rewrites the
  * table instead (only when a change of the bytes is meant). */
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -286,10 +287,30 @@ static void every_reply_is_byte_identical(void **state)
     free(G.lines);
 }
 
+/* ah__wbuf_int formats by hand (no printf): the same digits as "%lld" at the edges. */
+static void ints_match_printf(void **state)
+{
+    (void)state;
+    const long long v[] = {0, 1, -1, 9, 10, -10, 99, 100, 123456789, -987654321,
+                           2147483647LL, -2147483648LL, 4294967296LL, LLONG_MAX, LLONG_MIN,
+                           LLONG_MIN + 1, LLONG_MAX - 1};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        ah__wbuf b = {0};
+        ah__wbuf_puts(&b, "x");
+        ah__wbuf_int(&b, v[i]);
+        char want[32];
+        snprintf(want, sizeof want, "x%lld", v[i]);
+        assert_string_equal(b.data, want);
+        assert_int_equal(b.len, strlen(want));
+        ah__wbuf_free(&b);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_reply_is_byte_identical),
+        cmocka_unit_test(ints_match_printf),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
