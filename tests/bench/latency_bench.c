@@ -24,6 +24,26 @@
  *                   round's start. Prints mode=direct and mode=proxy.
  *                   latency_bench proxy URL WIRE N WARMUP PROXY_URL [CONC]
  *
+ *   MODE rate       open loop at a fixed rate, as vegeta (and the published gateway
+ *                   figures) measure: request k is due at k / RATE, sent then whatever the
+ *                   earlier ones are doing, and its times count from when it was due (no
+ *                   coordinated omission). One curl multi handle driven by epoll and a
+ *                   timerfd (slots 200 µs apart at 5000/s: curl_multi_poll's milliseconds
+ *                   are too coarse); reused easy handles per side, a new one when all are
+ *                   busy, at most 4096 in flight per side (beyond: dropped); sent more than
+ *                   1 ms after its slot: late; a 1 s limit per request (vegeta's -timeout=1s)
+ *                   is an error. PHASES pairs of SECONDS straight to URL then through
+ *                   PROXY_URL, after 0.5 s of each not counted; each phase drains before the
+ *                   next. nostream sends the non-streaming body (Chat: TensorZero's load
+ *                   test's), whose "first" is the first bytes holding the reply's text.
+ *                   NAME=PID: that process's CPU (utime + stime, /proc) per phase, in % of
+ *                   one core, beside the client's own. Prints "rate phase=N mode=direct|proxy
+ *                   ... achieved_rps= n= errors= dropped= late= first_{mean,p50,p90,p95,p99,
+ *                   max}_us= total_...= cpu_NAME_pct=", then phase=all (each mode pooled) and
+ *                   phase=median mode=added (the median over the pairs of proxy - direct).
+ *                   latency_bench rate URL WIRE RATE SECONDS PHASES PROXY_URL
+ *                                 [stream|nostream] [NAME=PID...]
+ *
  * WIRE anthropic|openai|responses. The first WARMUP requests (default 20) are not
  * counted. Prints one line per mode: "latency mode=M wire=W n=N first_p50_us=... first_p90_us=
  * first_p99_us= total_p50_us= total_p90_us= total_p99_us=". The same program under
