@@ -69,7 +69,7 @@ cpu() { # name files... -> median over the files of the proxied phases' mean CPU
     for f in "$@"; do
         grep -- "mode=proxy " "$f" | grep -v "phase=all" | tr ' ' '\n' | sed -n "s/^cpu_${name}_pct=//p" |
             awk '{s += $1} END {if (NR) print s / NR}'
-    done | median
+    done | median | awk '{printf "%.0f", $1}'
 }
 
 echo "At a fixed rate, open loop (latency_bench rate: a request due every 1/rate s, each time from when it was due), plain libcurl straight to \`agenthost mock\` and through \`agenthost proxy\` in front of it, $PHASES pairs of ${SECS} s (direct, then proxied) per run after 0.5 s of warm-up each, median of $RUNS runs, µs (tests/bench/proxy_rate.sh). Load average at the start: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs."
