@@ -49,7 +49,8 @@ start_proxy main
 PURL=$PROXY_URL
 
 bench() { # out wire stream rate seconds phases
-    "$LB" rate "$URL" "$2" "$4" "$5" "$6" "$PURL" "$3" mock="$MOCK_PID" proxy="$PROXY_PID" >"$1" 2>>"$LOG"
+    "$LB" rate "$URL" "$2" "$4" "$5" "$6" "$PURL" "$3" mock="$MOCK_PID" proxy="$PROXY_PID" >"$1" 2>>"$LOG" ||
+        echo "proxy_rate.sh: latency_bench rate $2 $3 $4 exited $?" | tee -a "$LOG" >&2
 }
 med() { # key mode-line-pattern files... -> the median over the files of key on that line
     local key=$1 pat=$2
