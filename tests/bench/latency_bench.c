@@ -24,6 +24,26 @@
  *                   round's start. Prints mode=direct and mode=proxy.
  *                   latency_bench proxy URL WIRE N WARMUP PROXY_URL [CONC]
  *
+ *   MODE rate       open loop at a fixed rate, as vegeta (and the published gateway
+ *                   figures) measure: request k is due at k / RATE, sent then whatever the
+ *                   earlier ones are doing, and its times count from when it was due (no
+ *                   coordinated omission). One curl multi handle driven by epoll and a
+ *                   timerfd (slots 200 µs apart at 5000/s: curl_multi_poll's milliseconds
+ *                   are too coarse); reused easy handles per side, a new one when all are
+ *                   busy, at most 4096 in flight per side (beyond: dropped); sent more than
+ *                   1 ms after its slot: late; a 1 s limit per request (vegeta's -timeout=1s)
+ *                   is an error. PHASES pairs of SECONDS straight to URL then through
+ *                   PROXY_URL, after 0.5 s of each not counted; each phase drains before the
+ *                   next. nostream sends the non-streaming body (Chat: TensorZero's load
+ *                   test's), whose "first" is the first bytes holding the reply's text.
+ *                   NAME=PID: that process's CPU (utime + stime, /proc) per phase, in % of
+ *                   one core, beside the client's own. Prints "rate phase=N mode=direct|proxy
+ *                   ... achieved_rps= n= errors= dropped= late= first_{mean,p50,p90,p95,p99,
+ *                   max}_us= total_...= cpu_NAME_pct=", then phase=all (each mode pooled) and
+ *                   phase=median mode=added (the median over the pairs of proxy - direct).
+ *                   latency_bench rate URL WIRE RATE SECONDS PHASES PROXY_URL
+ *                                 [stream|nostream] [NAME=PID...]
+ *
  * WIRE anthropic|openai|responses. The first WARMUP requests (default 20) are not
  * counted. Prints one line per mode: "latency mode=M wire=W n=N first_p50_us=... first_p90_us=
  * first_p99_us= total_p50_us= total_p90_us= total_p99_us=". The same program under
@@ -41,6 +61,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#ifdef __linux__ /* MODE rate */
+#include <errno.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+#endif
 
 static double now_us(void)
 {
@@ -173,6 +201,16 @@ static const char BODY_CHAT[] =
 static const char BODY_RESPONSES[] =
     "{\"model\":\"mock-bench\",\"max_output_tokens\":256,\"stream\":true,"
     "\"input\":[{\"role\":\"user\",\"content\":\"hi\"}]}";
+/* Not streamed (MODE rate nostream): the Chat one is TensorZero's load test's body. */
+static const char BODY_ANTHROPIC_JSON[] =
+    "{\"model\":\"mock-bench\",\"max_tokens\":256,\"stream\":false,"
+    "\"messages\":[{\"role\":\"user\",\"content\":\"Is Santa real?\"}]}";
+static const char BODY_CHAT_JSON[] =
+    "{\"model\":\"mock-bench\",\"messages\":[{\"role\":\"user\",\"content\":"
+    "\"Is Santa real?\"}],\"stream\":false}";
+static const char BODY_RESPONSES_JSON[] =
+    "{\"model\":\"mock-bench\",\"max_output_tokens\":256,\"stream\":false,"
+    "\"input\":[{\"role\":\"user\",\"content\":\"Is Santa real?\"}]}";
 
 typedef struct curl_ctx {
     CURL *h;
@@ -181,7 +219,9 @@ typedef struct curl_ctx {
     char url[512];
 } curl_ctx;
 
-static int curl_open(curl_ctx *x, const char *base, ah_wire wire)
+/* stream 0: the non-streaming body; its "first delta" is the first bytes holding the
+ * reply's text (the mock's text starts "You said" in every format). */
+static int curl_open(curl_ctx *x, const char *base, ah_wire wire, int stream)
 {
     memset(x, 0, sizeof *x);
     snprintf(x->url, sizeof x->url, "%s%s", base, ah_wire_path(wire));
@@ -192,15 +232,20 @@ static int curl_open(curl_ctx *x, const char *base, ah_wire wire)
     if (wire == AH_WIRE_ANTHROPIC) {
         hd = curl_slist_append(hd, "x-api-key: bench");
         hd = curl_slist_append(hd, "anthropic-version: 2023-06-01");
-        body = BODY_ANTHROPIC;
+        body = stream ? BODY_ANTHROPIC : BODY_ANTHROPIC_JSON;
         x->s.marker = "\"text_delta\"";
     } else {
         hd = curl_slist_append(hd, "authorization: Bearer bench");
-        body = wire == AH_WIRE_OPENAI ? BODY_CHAT : BODY_RESPONSES;
+        if (wire == AH_WIRE_OPENAI)
+            body = stream ? BODY_CHAT : BODY_CHAT_JSON;
+        else
+            body = stream ? BODY_RESPONSES : BODY_RESPONSES_JSON;
         x->s.marker = wire == AH_WIRE_OPENAI ? "\"delta\":{\"content\":\"Y"
                                              : "\"response.output_text.delta\"";
     }
-    x->hd = hd = curl_slist_append(hd, "accept: text/event-stream");
+    if (!stream)
+        x->s.marker = "\"You said";
+    x->hd = hd = curl_slist_append(hd, stream ? "accept: text/event-stream" : "accept: */*");
     if (!x->h || !hd)
         return 1;
     curl_easy_setopt(x->h, CURLOPT_URL, x->url);
@@ -255,7 +300,7 @@ static int multi_open(multi_side *ms, const char *base, ah_wire wire, int conc)
     if (!ms->m || !ms->x)
         return 1;
     for (int i = 0; i < conc; i++)
-        if (curl_open(&ms->x[i], base, wire))
+        if (curl_open(&ms->x[i], base, wire, 1))
             return 1;
     return 0;
 }
@@ -336,7 +381,7 @@ static int proxy_main(const char *url, const char *wire_name, ah_wire wire, int 
         curl_ctx d, p;
         memset(&d, 0, sizeof d);
         memset(&p, 0, sizeof p);
-        rc = rc || curl_open(&d, url, wire) || curl_open(&p, purl, wire);
+        rc = rc || curl_open(&d, url, wire, 1) || curl_open(&p, purl, wire, 1);
         for (int i = 0; i < all && rc == 0; i++) {
             rc = curl_one(&d, i, &df[i], &dt[i]);
             if (rc == 0)
@@ -367,12 +412,467 @@ static int proxy_main(const char *url, const char *wire_name, ah_wire wire, int 
     return rc;
 }
 
+/* ---- MODE rate: open loop at a fixed rate (vegeta's way) ---- */
+#ifdef __linux__
+enum {
+    RATE_CAP = 4096,        /* requests in flight at most, per side; beyond: dropped */
+    RATE_LATE_US = 1000,    /* sent this long after its slot: late */
+    RATE_TIMEOUT_MS = 1000, /* a request's limit: vegeta's -timeout=1s in TensorZero's run */
+};
+#define RATE_WARM_US 500000.0 /* each side's warm-up, not counted */
+#define RATE_PIDS 4           /* NAME=PID arguments whose CPU is reported */
+
+static const char *const LAT_KEYS[] = {"mean", "p50", "p90", "p95", "p99", "max"};
+enum { LAT_N = sizeof LAT_KEYS / sizeof *LAT_KEYS };
+
+typedef struct rate_phase {
+    double *f, *t; /* the answered requests' times from their scheduled send, µs */
+    int n, sent, errors, dropped, late;
+    double t0, end; /* the first slot; the last answer */
+    double cpu[RATE_PIDS + 1]; /* % of one core over the phase: self, then the pids */
+} rate_phase;
+
+typedef struct rate_req {
+    curl_ctx x;
+    double due; /* its scheduled send time */
+    int side;
+    rate_phase *ph;
+} rate_req;
+
+typedef struct rate_side {
+    const char *base;
+    rate_req *idle[RATE_CAP];
+    int nidle, made;
+} rate_side;
+
+typedef struct rate_run {
+    CURLM *m;
+    int ep, tfd;
+    double curl_due; /* curl's timer, < 0 when none */
+    ah_wire wire;
+    int stream, inflight, npid;
+    rate_side side[2];
+    rate_req *all[2 * RATE_CAP];
+    int made;
+    const char *pid_name[RATE_PIDS];
+    int pid[RATE_PIDS];
+} rate_run;
+
+static int rate_on_socket(CURL *e, curl_socket_t fd, int what, void *ud, void *sp)
+{
+    (void)e;
+    (void)sp;
+    rate_run *r = ud;
+    if (what == CURL_POLL_REMOVE) {
+        epoll_ctl(r->ep, EPOLL_CTL_DEL, fd, NULL); /* fails when curl closed it first */
+        return 0;
+    }
+    struct epoll_event ev = {0};
+    ev.events = (what & CURL_POLL_IN ? (unsigned)EPOLLIN : 0u) |
+                (what & CURL_POLL_OUT ? (unsigned)EPOLLOUT : 0u);
+    ev.data.fd = fd;
+    if (epoll_ctl(r->ep, EPOLL_CTL_MOD, fd, &ev) != 0 && errno == ENOENT)
+        epoll_ctl(r->ep, EPOLL_CTL_ADD, fd, &ev);
+    return 0;
+}
+
+static int rate_on_timer(CURLM *m, long ms, void *ud)
+{
+    (void)m;
+    rate_run *r = ud;
+    r->curl_due = ms < 0 ? -1 : now_us() + (double)ms * 1e3;
+    return 0;
+}
+
+static void rate_action(rate_run *r, curl_socket_t fd, int mask)
+{
+    int running;
+    curl_multi_socket_action(r->m, fd, mask, &running);
+}
+
+/* The finished transfers: their times, their handles back to their side's idle list. */
+static void rate_reap(rate_run *r)
+{
+    CURLMsg *msg;
+    int left;
+    while ((msg = curl_multi_info_read(r->m, &left))) {
+        if (msg->msg != CURLMSG_DONE)
+            continue;
+        CURL *h = msg->easy_handle;
+        CURLcode res = msg->data.result;
+        void *pv = NULL;
+        long status = 0;
+        curl_easy_getinfo(h, CURLINFO_PRIVATE, &pv);
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+        rate_req *q = pv;
+        rate_phase *ph = q->ph;
+        double t = now_us();
+        if (res != CURLE_OK || status != 200 || q->x.s.first == 0) {
+            if (ph->errors++ < 3)
+                fprintf(stderr, "latency_bench: rate request: %s, HTTP %ld%s\n",
+                        curl_easy_strerror(res), status, q->x.s.first == 0 ? ", no text" : "");
+        } else {
+            ph->f[ph->n] = q->x.s.first - q->due;
+            ph->t[ph->n++] = t - q->due;
+        }
+        ph->end = t;
+        curl_multi_remove_handle(r->m, h); /* msg is gone from here on */
+        rate_side *sd = &r->side[q->side];
+        sd->idle[sd->nidle++] = q;
+        r->inflight--;
+    }
+}
+
+/* One request on an idle handle of side si (a new one when all are busy, up to the cap). */
+static void rate_send(rate_run *r, int si, double due, double now, rate_phase *ph)
+{
+    rate_side *sd = &r->side[si];
+    rate_req *q = NULL;
+    if (sd->nidle > 0) {
+        q = sd->idle[--sd->nidle];
+    } else if (sd->made < RATE_CAP && (q = calloc(1, sizeof *q))) {
+        r->all[r->made++] = q;
+        sd->made++;
+        q->side = si;
+        if (curl_open(&q->x, sd->base, r->wire, r->stream)) {
+            sd->idle[sd->nidle++] = q; /* a handle that fails stays: an error per use */
+            q = NULL;
+        } else {
+            curl_easy_setopt(q->x.h, CURLOPT_PRIVATE, q);
+            curl_easy_setopt(q->x.h, CURLOPT_TIMEOUT_MS, (long)RATE_TIMEOUT_MS);
+        }
+    }
+    if (!q) {
+        ph->dropped++;
+        return;
+    }
+    q->x.s.first = 0;
+    q->x.s.carried = 0;
+    q->due = due;
+    q->ph = ph;
+    ph->sent++;
+    ph->late += now - due > RATE_LATE_US;
+    if (curl_multi_add_handle(r->m, q->x.h) != CURLM_OK) {
+        ph->errors++;
+        sd->idle[sd->nidle++] = q;
+        return;
+    }
+    r->inflight++;
+}
+
+/* Until `due` (µs, CLOCK_MONOTONIC) or a socket's event, to the microsecond (timerfd:
+ * curl_multi_poll counts in milliseconds, five slots at 5000/s). */
+static void rate_wait(rate_run *r, double due)
+{
+    int timeout = 0;
+    if (due > now_us()) {
+        long long ns = (long long)(due * 1e3);
+        struct itimerspec its = {{0, 0}, {(time_t)(ns / 1000000000), (long)(ns % 1000000000)}};
+        timerfd_settime(r->tfd, TFD_TIMER_ABSTIME, &its, NULL);
+        timeout = -1;
+    }
+    struct epoll_event ev[64];
+    int k = epoll_wait(r->ep, ev, 64, timeout);
+    for (int i = 0; i < k; i++) {
+        if (ev[i].data.fd == r->tfd) {
+            uint64_t n;
+            if (read(r->tfd, &n, sizeof n) < 0 && errno != EAGAIN)
+                perror("latency_bench: timerfd");
+            continue;
+        }
+        unsigned e = ev[i].events;
+        rate_action(r, ev[i].data.fd,
+                    (e & EPOLLIN ? CURL_CSELECT_IN : 0) | (e & EPOLLOUT ? CURL_CSELECT_OUT : 0) |
+                        (e & (EPOLLERR | EPOLLHUP) ? CURL_CSELECT_ERR : 0));
+    }
+    if (r->curl_due >= 0 && now_us() >= r->curl_due) {
+        r->curl_due = -1;
+        rate_action(r, CURL_SOCKET_TIMEOUT, 0);
+    }
+}
+
+/* utime + stime of a process (pid 0: this one), in clock ticks; -1 if unreadable. */
+static double cpu_ticks(int pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, pid ? "/proc/%d/stat" : "/proc/self/stat", pid);
+    FILE *fp = fopen(path, "r");
+    size_t n = fp ? fread(buf, 1, sizeof buf - 1, fp) : 0;
+    if (fp)
+        fclose(fp);
+    buf[n] = 0;
+    char *p = strrchr(buf, ')'); /* the name may hold spaces */
+    unsigned long ut, st;
+    /* after ") ": state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt
+     * utime stime */
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+        return -1;
+    return (double)ut + (double)st;
+}
+
+static void rate_cpu(const rate_run *r, double *ticks)
+{
+    ticks[0] = cpu_ticks(0);
+    for (int i = 0; i < r->npid; i++)
+        ticks[i + 1] = cpu_ticks(r->pid[i]);
+}
+
+/* One phase: rate requests a second for `us` µs on side si, then until the last answers. */
+static int rate_phase_run(rate_run *r, int si, double rate, double us, rate_phase *ph)
+{
+    int total = (int)(rate * us / 1e6 + 0.5);
+    memset(ph, 0, sizeof *ph);
+    ph->f = calloc((size_t)total + 1, sizeof *ph->f);
+    ph->t = calloc((size_t)total + 1, sizeof *ph->t);
+    if (!ph->f || !ph->t)
+        return 1;
+    double c0[RATE_PIDS + 1], c1[RATE_PIDS + 1];
+    rate_cpu(r, c0);
+    double step = 1e6 / rate, t0 = now_us() + 1000;
+    ph->t0 = ph->end = t0;
+    int k = 0;
+    while (k < total || r->inflight > 0) {
+        double now = now_us();
+        int added = 0;
+        for (; k < total && t0 + k * step <= now; k++, added++)
+            rate_send(r, si, t0 + k * step, now, ph);
+        if (added)
+            rate_action(r, CURL_SOCKET_TIMEOUT, 0); /* starts them */
+        rate_reap(r);
+        double due = k < total ? t0 + k * step : now + 1e5;
+        if (r->curl_due >= 0 && r->curl_due < due)
+            due = r->curl_due;
+        rate_wait(r, due);
+        rate_reap(r);
+    }
+    rate_cpu(r, c1);
+    double secs = (now_us() - t0) / 1e6, tck = (double)sysconf(_SC_CLK_TCK);
+    for (int i = 0; i <= r->npid; i++)
+        ph->cpu[i] = c0[i] < 0 || c1[i] < 0 ? -1 : (c1[i] - c0[i]) / tck / secs * 100;
+    return 0;
+}
+
+/* mean, then LAT_KEYS' percentiles and max of v (sorted here); zeros when n is 0. */
+static void lat_sum(double *v, int n, double *out)
+{
+    memset(out, 0, LAT_N * sizeof *out);
+    if (n <= 0)
+        return;
+    qsort(v, (size_t)n, sizeof *v, cmp);
+    for (int i = 0; i < n; i++)
+        out[0] += v[i] / n;
+    out[1] = pct(v, n, .5);
+    out[2] = pct(v, n, .9);
+    out[3] = pct(v, n, .95);
+    out[4] = pct(v, n, .99);
+    out[5] = v[n - 1];
+}
+
+typedef struct rate_sum {
+    double rps, f[LAT_N], t[LAT_N];
+    int n, sent, errors, dropped, late;
+} rate_sum;
+
+static void rate_print(const rate_run *r, const char *phase, const char *mode, const char *wire,
+                       double rate, const rate_sum *s, const double *cpu)
+{
+    printf("rate phase=%s mode=%s wire=%s stream=%d rate=%.0f achieved_rps=%.0f n=%d sent=%d "
+           "errors=%d dropped=%d late=%d",
+           phase, mode, wire, r->stream, rate, s->rps, s->n, s->sent, s->errors, s->dropped,
+           s->late);
+    for (int k = 0; k < LAT_N; k++)
+        printf(" first_%s_us=%.1f", LAT_KEYS[k], s->f[k]);
+    for (int k = 0; k < LAT_N; k++)
+        printf(" total_%s_us=%.1f", LAT_KEYS[k], s->t[k]);
+    for (int i = 0; cpu && i <= r->npid; i++)
+        printf(" cpu_%s_pct=%.1f", i ? r->pid_name[i - 1] : "client", cpu[i]);
+    printf("\n");
+}
+
+/* The phases' answered requests pooled (phases ph[0], ph[2], ...: stride 2). */
+static int rate_pool(const rate_phase *ph, int count, rate_sum *s)
+{
+    memset(s, 0, sizeof *s);
+    int all = 0;
+    double secs = 0;
+    for (int i = 0; i < count; i++)
+        all += ph[2 * i].n;
+    double *f = calloc((size_t)all + 1, sizeof *f), *t = calloc((size_t)all + 1, sizeof *t);
+    if (!f || !t) {
+        free(f);
+        free(t);
+        return 1;
+    }
+    for (int i = 0; i < count; i++) {
+        const rate_phase *p = &ph[2 * i];
+        memcpy(f + s->n, p->f, (size_t)p->n * sizeof *f);
+        memcpy(t + s->n, p->t, (size_t)p->n * sizeof *t);
+        s->n += p->n;
+        s->sent += p->sent;
+        s->errors += p->errors;
+        s->dropped += p->dropped;
+        s->late += p->late;
+        secs += (p->end - p->t0) / 1e6;
+    }
+    s->rps = secs > 0 ? s->n / secs : 0;
+    lat_sum(f, s->n, s->f);
+    lat_sum(t, s->n, s->t);
+    free(f);
+    free(t);
+    return 0;
+}
+
+/* MODE rate: PHASES pairs of a direct phase then a proxied one, SECONDS each, after a
+ * warm-up of each; prints each phase, each mode pooled, and added = proxy - direct per pair
+ * with its median over the pairs. */
+static int rate_main(rate_run *r, const char *wire_name, double rate, double secs, int phases)
+{
+    int rc = 0;
+    rate_phase warm[2], *ph = calloc(2 * (size_t)phases, sizeof *ph);
+    rate_sum *ps = calloc(2 * (size_t)phases, sizeof *ps);
+    double *add = calloc((size_t)phases, sizeof *add);
+    if (!ph || !ps || !add)
+        rc = 1;
+    for (int si = 0; si < 2 && rc == 0; si++) {
+        rc = rate_phase_run(r, si, rate, RATE_WARM_US, &warm[si]);
+        free(warm[si].f);
+        free(warm[si].t);
+    }
+    for (int i = 0; i < 2 * phases && rc == 0; i++) {
+        rc = rate_phase_run(r, i % 2, rate, secs * 1e6, &ph[i]);
+        if (rc == 0)
+            rc = rate_pool(&ph[i], 1, &ps[i]);
+        char name[16];
+        snprintf(name, sizeof name, "%d", i / 2 + 1);
+        if (rc == 0)
+            rate_print(r, name, i % 2 ? "proxy" : "direct", wire_name, rate, &ps[i], ph[i].cpu);
+        fflush(stdout);
+    }
+    rate_sum pool[2], med = {0};
+    for (int si = 0; si < 2 && rc == 0; si++) {
+        rc = rate_pool(&ph[si], phases, &pool[si]);
+        if (rc == 0)
+            rate_print(r, "all", si ? "proxy" : "direct", wire_name, rate, &pool[si], NULL);
+    }
+    /* added: the median over the pairs of proxy - direct, statistic by statistic */
+    for (int k = 0; k < 2 * LAT_N + 1 && rc == 0; k++) {
+        for (int i = 0; i < phases; i++) {
+            const rate_sum *d = &ps[2 * i], *p = &ps[2 * i + 1];
+            add[i] = k == 2 * LAT_N ? p->rps - d->rps
+                     : k < LAT_N    ? p->f[k] - d->f[k]
+                                    : p->t[k - LAT_N] - d->t[k - LAT_N];
+        }
+        qsort(add, (size_t)phases, sizeof *add, cmp);
+        double m = (add[(phases - 1) / 2] + add[phases / 2]) / 2 + 0.0; /* + 0.0: no "-0" */
+        if (k == 2 * LAT_N)
+            med.rps = m;
+        else if (k < LAT_N)
+            med.f[k] = m;
+        else
+            med.t[k - LAT_N] = m;
+    }
+    if (rc == 0) {
+        med.n = pool[1].n - pool[0].n;
+        med.errors = pool[1].errors - pool[0].errors;
+        med.dropped = pool[1].dropped - pool[0].dropped;
+        med.late = pool[1].late - pool[0].late;
+        med.sent = pool[1].sent - pool[0].sent;
+        rate_print(r, "median", "added", wire_name, rate, &med, NULL);
+    }
+    for (int i = 0; ph && i < 2 * phases; i++) {
+        free(ph[i].f);
+        free(ph[i].t);
+    }
+    free(ph);
+    free(ps);
+    free(add);
+    return rc;
+}
+
+static int rate_cmd(int argc, char **argv)
+{
+    int wire = ah_wire_from_name(argv[3]);
+    double rate = atof(argv[4]), secs = atof(argv[5]);
+    int phases = atoi(argv[6]);
+    int stream = argc <= 8 || strcmp(argv[8], "nostream") != 0;
+    if (wire < 0 || rate <= 0 || secs <= 0 || phases <= 0 ||
+        (argc > 8 && stream && strcmp(argv[8], "stream") != 0)) {
+        fprintf(stderr, "latency_bench: rate URL WIRE RATE SECONDS PHASES PROXY_URL "
+                        "[stream|nostream] [NAME=PID...]\n");
+        return 2;
+    }
+    static rate_run r; /* big (the idle lists): not on the stack */
+    r.wire = (ah_wire)wire;
+    r.stream = stream;
+    r.side[0].base = argv[2];
+    r.side[1].base = argv[7];
+    r.curl_due = -1;
+    for (int i = 9; i < argc && r.npid < RATE_PIDS; i++) {
+        char *eq = strchr(argv[i], '=');
+        if (eq) {
+            *eq = 0;
+            r.pid_name[r.npid] = argv[i];
+            r.pid[r.npid++] = atoi(eq + 1);
+        }
+    }
+    prctl(PR_SET_TIMERSLACK, 1UL); /* the timer to the microsecond, not 50 µs late */
+    r.m = curl_multi_init();
+    r.ep = epoll_create1(EPOLL_CLOEXEC);
+    r.tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    int rc = !r.m || r.ep < 0 || r.tfd < 0;
+    if (rc == 0) {
+        struct epoll_event ev = {0};
+        ev.events = EPOLLIN;
+        ev.data.fd = r.tfd;
+        epoll_ctl(r.ep, EPOLL_CTL_ADD, r.tfd, &ev);
+        curl_multi_setopt(r.m, CURLMOPT_SOCKETFUNCTION, rate_on_socket);
+        curl_multi_setopt(r.m, CURLMOPT_SOCKETDATA, &r);
+        curl_multi_setopt(r.m, CURLMOPT_TIMERFUNCTION, rate_on_timer);
+        curl_multi_setopt(r.m, CURLMOPT_TIMERDATA, &r);
+        /* keep every connection: the default cache follows the handles added at the time */
+        curl_multi_setopt(r.m, CURLMOPT_MAXCONNECTS, (long)(2 * RATE_CAP));
+        rc = rate_main(&r, argv[3], rate, secs, phases);
+    }
+    for (int i = 0; i < r.made; i++) {
+        curl_close(&r.all[i]->x);
+        free(r.all[i]);
+    }
+    curl_multi_cleanup(r.m);
+    if (r.ep >= 0)
+        close(r.ep);
+    if (r.tfd >= 0)
+        close(r.tfd);
+    return rc;
+}
+#else
+static int rate_cmd(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    fprintf(stderr, "latency_bench: MODE rate needs Linux (epoll, timerfd)\n");
+    return 2;
+}
+#endif
+
 int main(int argc, char **argv)
 {
     if (argc < 5) {
         fprintf(stderr, "usage: latency_bench agenthost|curl|both URL WIRE N [WARMUP]\n"
-                        "       latency_bench proxy URL WIRE N WARMUP PROXY_URL [CONC]\n");
+                        "       latency_bench proxy URL WIRE N WARMUP PROXY_URL [CONC]\n"
+                        "       latency_bench rate URL WIRE RATE SECONDS PHASES PROXY_URL "
+                        "[stream|nostream] [NAME=PID...]\n");
         return 2;
+    }
+    if (strcmp(argv[1], "rate") == 0) {
+        if (argc < 8) {
+            fprintf(stderr, "latency_bench: rate URL WIRE RATE SECONDS PHASES PROXY_URL "
+                            "[stream|nostream] [NAME=PID...]\n");
+            return 2;
+        }
+        curl_global_init(CURL_GLOBAL_DEFAULT);
+        int rc = rate_cmd(argc, argv);
+        curl_global_cleanup();
+        return rc;
     }
     if (strcmp(argv[1], "proxy") == 0) {
         int pw = ah_wire_from_name(argv[3]);
@@ -404,7 +904,7 @@ int main(int argc, char **argv)
     curl_ctx cx;
     memset(&cx, 0, sizeof cx);
     int rc = (use_ah && ah_open(&ax, url, (ah_wire)wire)) ||
-             (use_curl && curl_open(&cx, url, (ah_wire)wire));
+             (use_curl && curl_open(&cx, url, (ah_wire)wire, 1));
     /* both: one of each in turn, so that a busy moment of the machine hits both sides */
     for (int i = 0; i < all && rc == 0; i++) {
         if (use_ah)

@@ -47,30 +47,8 @@ mkdir -p "$WORK"
 start_mock main
 URL=$MOCK_URL
 
-start_proxy() { # name [wrapper...] -> PROXY_URL, PROXY_PID (the proxy's own pid)
-    local name=$1
-    shift
-    "$@" "$AH" proxy --listen 127.0.0.1:0 --anthropic-url "$URL" --openai-url "$URL" \
-        >"$WORK/proxy-$name.url" 2>>"$LOG" &
-    PROXY_PID=$!
-    MOCK_PIDS+=("$PROXY_PID")
-    PROXY_URL=
-    for _ in $(seq 600); do
-        PROXY_URL=$(head -n1 "$WORK/proxy-$name.url" 2>/dev/null || true)
-        [ -n "$PROXY_URL" ] && return 0
-        sleep 0.05
-    done
-    echo "proxy_latency.sh: the proxy did not start (see $LOG)" >&2
-    exit 1
-}
-stop_proxy() {
-    kill -TERM "$PROXY_PID" 2>/dev/null || true
-    wait "$PROXY_PID" 2>/dev/null || true
-}
-val() { # file key -> value of key=value
-    tr ' ' '\n' <"$1" | sed -n "s/^$2=//p"
-}
-median() { sort -g | awk '{v[NR]=$1} END {if (NR) print (NR % 2 ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2)}'; }
+# shellcheck source=tests/bench/proxy_lib.sh
+. "$(dirname "$0")/proxy_lib.sh"
 cpu_ticks() { # pid -> utime + stime, clock ticks
     sed 's/.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'
 }
