@@ -1243,9 +1243,12 @@ static enum MHD_Result queue_answer(preq *r)
                                                MHD_RESPMEM_MUST_COPY);
     if (!resp)
         return MHD_NO;
-    for (size_t i = 0; i < r->nrh; i++)
+    int cache_control = 0; /* the upstream's own, else ours: never two */
+    for (size_t i = 0; i < r->nrh; i++) {
         MHD_add_response_header(resp, r->rh[i].name, r->rh[i].value);
-    if (r->streamed)
+        cache_control |= strcasecmp(r->rh[i].name, "cache-control") == 0;
+    }
+    if (r->streamed && !cache_control)
         MHD_add_response_header(resp, "Cache-Control", "no-cache");
     enum MHD_Result rc = MHD_queue_response(r->conn, (unsigned)r->status, resp);
     MHD_destroy_response(resp);

@@ -15,6 +15,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
@@ -424,13 +425,12 @@ static int raw_request(int port, const char *body)
     return fd;
 }
 
-/* Read until needle arrived (the response so far is kept in buf). */
-static void raw_read_until(int fd, const char *needle)
+/* Read into buf until needle arrived (the response so far is kept in buf). */
+static void raw_read_into(int fd, const char *needle, char *buf, size_t size)
 {
-    char buf[16384];
     size_t len = 0;
-    while (len + 1 < sizeof buf) {
-        ssize_t k = recv(fd, buf + len, sizeof buf - 1 - len, 0);
+    while (len + 1 < size) {
+        ssize_t k = recv(fd, buf + len, size - 1 - len, 0);
         assert_true(k > 0);
         len += (size_t)k;
         buf[len] = '\0';
@@ -438,6 +438,12 @@ static void raw_read_until(int fd, const char *needle)
             return;
     }
     fail_msg("'%s' never arrived", needle);
+}
+
+static void raw_read_until(int fd, const char *needle)
+{
+    char buf[16384];
+    raw_read_into(fd, needle, buf, sizeof buf);
 }
 
 static uint64_t in_flight(prig *r)
@@ -503,6 +509,40 @@ static void client_hangup_cancels_upstream(void **state)
         presp o = prig_fetch(ah_proxy_url(r.proxy), "/v1/models", AH_WIRE_ANTHROPIC, NULL);
         assert_int_equal(o.status, 404);
         presp_free(&o);
+        prig_close(&r);
+    }
+}
+
+/* How many header lines of the response head in buf are named name (any case). */
+static int head_count(const char *buf, const char *name)
+{
+    const char *end = strstr(buf, "\r\n\r\n");
+    assert_non_null(end);
+    int n = 0;
+    size_t len = strlen(name);
+    for (const char *l = strstr(buf, "\r\n"); l && l < end; l = strstr(l + 2, "\r\n"))
+        n += strncasecmp(l + 2, name, len) == 0 && l[2 + len] == ':';
+    return n;
+}
+
+/* A streamed answer has one Cache-Control: the upstream's when it sent one (the mock
+ * does), never that and the proxy's too. Both ways an answer goes out: whole (a short
+ * stream that is all there when the head goes) and chunked (a stream still coming). */
+static void one_cache_control(void **state)
+{
+    (void)state;
+    ah_policy pol = patient_policy();
+    const char *plans[] = {"{\"steps\": []}", "{\"steps\": [], \"then\": {\"stall_after_events\": 4}}"};
+    const char *until[] = {"message_stop", "content_block_delta"};
+    for (int i = 0; i < 2; i++) {
+        prig r;
+        prig_open(&r, plans[i], &pol);
+        int fd = raw_request(ah_proxy_port(r.proxy), A_BODY);
+        char buf[16384];
+        raw_read_into(fd, until[i], buf, sizeof buf);
+        assert_int_equal(head_count(buf, "Cache-Control"), 1);
+        close(fd);
+        wait_in_flight(&r, 0);
         prig_close(&r);
     }
 }
@@ -593,6 +633,7 @@ int main(void)
         cmocka_unit_test(non_streaming),
         cmocka_unit_test(pass_through),
         cmocka_unit_test(client_hangup_cancels_upstream),
+        cmocka_unit_test(one_cache_control),
         cmocka_unit_test(client_hangup_on_kept_alive_connection),
         cmocka_unit_test(free_with_requests_in_flight),
     };
