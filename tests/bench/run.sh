@@ -28,6 +28,10 @@
 #  11. Prompt caching: billed-equivalent input tokens of a cut turn's continuation on a
 #      ~20k-token conversation against an uncached resend, per provider and conversation
 #      shape (tests/bench/cache_bench.lua, in-process mock; token counts, not timings).
+#  12. agenthost proxy, plain libcurl client: added time at concurrency 1 and 64, the
+#      proxy's CPU, system calls and instructions per request (tests/bench/proxy_latency.sh).
+#  13. agenthost proxy at fixed rates, open loop: added latency, the CPU of client, mock
+#      and proxy, the highest rate it keeps up with (tests/bench/proxy_rate.sh).
 # Every client is a separate process measured from wait4() (CPU user + system, peak RSS,
 # wall), RUNS times; tables give medians, and ratios are the median of per-run ratios
 # (run i of one client against run i of the other, measured back to back).
@@ -524,5 +528,10 @@ out ""
 out "## 12. What agenthost proxy adds, plain libcurl client (docs/performance.md, 11.1)"
 out ""
 out "$(RUNS=3 N=400 CONC_N=640 "$BENCH/proxy_latency.sh" "$BUILD_DIR" 2>>"$LOG")"
+out ""
+# -- 13
+out "## 13. agenthost proxy at a fixed rate, open loop, as the published gateway figures are measured (docs/performance.md, 11.2)"
+out ""
+out "$(RATES="1000 2500 5000" RUNS=3 "$BENCH/proxy_rate.sh" "$BUILD_DIR" 2>>"$LOG")"
 out ""
 out "Raw data: \`$(basename "$BUILD_DIR")/bench-work/\` (per-run measurements in raw/, callgrind files in callgrind/). Bench time: $(($(date +%s) - started)) s."
