@@ -198,8 +198,6 @@ struct ah_proxy {
  * request saved, docs/performance.md 11.3). Bytes arriving (the next request) do not fire
  * it; a hang-up fires it once (it is stopped then: it stays ready). */
 struct pconn {
-    ah_proxy *p;
-    int fd;
     ah_io *hup;   /* NULL: the loop cannot watch AH_IO_HUP; each request watches itself */
     int hup_seen; /* the peer left (the watch fired and was stopped) */
     preq *r;      /* the request the watch is for, between new_request and on_completed */
@@ -443,12 +441,10 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
         *socket_context = pc;
         if (!pc)
             return; /* each request watches itself */
-        pc->p = p;
         const union MHD_ConnectionInfo *ci =
             MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-        pc->fd = ci ? ci->connect_fd : -1;
-        if (pc->fd >= 0)
-            pc->hup = ah_io_new(p->loop, pc->fd, on_conn_hup, pc);
+        if (ci && ci->connect_fd >= 0)
+            pc->hup = ah_io_new(p->loop, ci->connect_fd, on_conn_hup, pc);
         if (pc->hup && ah_io_start(pc->hup, AH_IO_HUP) != AH_OK) {
             ah_io_free(pc->hup); /* a loop that cannot watch a hang-up */
             pc->hup = NULL;
