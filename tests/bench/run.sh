@@ -32,6 +32,9 @@
 #      proxy's CPU, system calls and instructions per request (tests/bench/proxy_latency.sh).
 #  13. agenthost proxy at fixed rates, open loop: added latency, the CPU of client, mock
 #      and proxy, the highest rate it keeps up with (tests/bench/proxy_rate.sh).
+#  14. agenthost proxy by an independent gateway benchmark's method (Node fetch, a canned
+#      upstream in Node, interleaved rounds, median of round medians) beside the figures it
+#      published for Bifrost, Portkey and LiteLLM (tests/bench/gateway_overhead.mjs).
 # Every client is a separate process measured from wait4() (CPU user + system, peak RSS,
 # wall), RUNS times; tables give medians, and ratios are the median of per-run ratios
 # (run i of one client against run i of the other, measured back to back).
@@ -533,5 +536,20 @@ out ""
 out "## 13. agenthost proxy at a fixed rate, open loop, as the published gateway figures are measured (docs/performance.md, 11.2)"
 out ""
 out "$(RATES="1000 2500 5000" RUNS=3 "$BENCH/proxy_rate.sh" "$BUILD_DIR" 2>>"$LOG")"
+out ""
+# -- 14
+out "## 14. agenthost proxy by an independent gateway benchmark's method (docs/performance.md, 11.6)"
+out ""
+if command -v node >/dev/null 2>&1; then
+    out "Five runs of \`node tests/bench/gateway_overhead.mjs\` (7 rounds of 25 sequential non-streaming Chat requests each way, after 15 of each; milliseconds):"
+    out ""
+    out '```'
+    for _ in 1 2 3 4 5; do
+        out "$(timeout 300 node "$BENCH/gateway_overhead.mjs" "$AH" 2>>"$LOG")"
+    done
+    out '```'
+else
+    out "skipped: no node"
+fi
 out ""
 out "Raw data: \`$(basename "$BUILD_DIR")/bench-work/\` (per-run measurements in raw/, callgrind files in callgrind/). Bench time: $(($(date +%s) - started)) s."
