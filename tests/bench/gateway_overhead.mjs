@@ -13,9 +13,14 @@
 //   and then PER_ROUND through the proxy.
 // - The overhead is the median over the rounds of (the proxy's round median - the direct round
 //   median), with the 25th and 75th percentiles of those differences.
+// With socat on the PATH (RELAY=0 to skip), a third arm goes through a plain TCP byte relay
+// (`socat ... fork`, one process per kept-alive connection) in each round, between the two:
+// what one extra loopback hop costs without any HTTP work, measured the same way.
 // Prints one line of key=value. Nothing is asserted.
 import { spawn } from 'node:child_process';
 import { createServer } from 'node:http';
+import { createServer as netServer } from 'node:net';
+import { execFileSync } from 'node:child_process';
 
 const [agenthost, roundsArg = '7', perArg = '25', warmArg = '15'] = process.argv.slice(2);
 if (!agenthost) {
@@ -51,6 +56,24 @@ const pxUrl = await new Promise((ok, fail) => {
   });
 });
 
+// the byte relay: a free port (bound once to learn it), socat listening there
+let relay = null, relayUrl = null;
+const haveSocat = (() => {
+  try { execFileSync('sh', ['-c', 'command -v socat'], { stdio: 'ignore' }); return true; } catch { return false; }
+})();
+if (process.env.RELAY !== '0' && haveSocat) {
+  const probe = netServer();
+  await new Promise((ok) => probe.listen(0, '127.0.0.1', ok));
+  const port = probe.address().port;
+  await new Promise((ok) => probe.close(ok));
+  relay = spawn('socat', [`TCP-LISTEN:${port},bind=127.0.0.1,reuseaddr,fork`,
+    `TCP:127.0.0.1:${upstream.address().port}`], { stdio: 'ignore' });
+  relayUrl = `http://127.0.0.1:${port}`;
+  for (let i = 0; i < 100; i++) { // until it listens
+    try { await fetch(`${relayUrl}/v1/models`); break; } catch { await new Promise((ok) => setTimeout(ok, 20)); }
+  }
+}
+
 const body = JSON.stringify({ model: 'mock-model', messages: [{ role: 'user', content: 'ping' }],
   max_tokens: 1 });
 const headers = { 'content-type': 'application/json', authorization: 'Bearer sk-bench' };
@@ -76,18 +99,25 @@ function q(a, p) {
 
 await run(upUrl, WARM);
 await run(pxUrl, WARM);
-const dRounds = [], pRounds = [];
+if (relayUrl) await run(relayUrl, WARM);
+const dRounds = [], pRounds = [], rRounds = [];
 for (let r = 0; r < ROUNDS; r++) {
   dRounds.push(await run(upUrl, PER));
+  if (relayUrl) rRounds.push(await run(relayUrl, PER));
   pRounds.push(await run(pxUrl, PER));
 }
 const dMed = dRounds.map((x) => q(x, 0.5)), pMed = pRounds.map((x) => q(x, 0.5));
 const diff = pMed.map((m, i) => m - dMed[i]);
+const rDiff = rRounds.map((x, i) => q(x, 0.5) - dMed[i]);
 const f = (x) => x.toFixed(3);
 const all = (rs) => rs.flat();
 console.log(`overhead rounds=${ROUNDS} per_round=${PER} warmup=${WARM} ` +
   `direct_ms=${f(q(dMed, 0.5))} proxy_ms=${f(q(pMed, 0.5))} overhead_ms=${f(q(diff, 0.5))} ` +
   `overhead_iqr_ms=${f(q(diff, 0.25))}..${f(q(diff, 0.75))} ` +
-  `direct_p99_ms=${f(q(all(dRounds), 0.99))} proxy_p99_ms=${f(q(all(pRounds), 0.99))}`);
+  `direct_p99_ms=${f(q(all(dRounds), 0.99))} proxy_p99_ms=${f(q(all(pRounds), 0.99))}` +
+  (relayUrl ? ` relay_ms=${f(q(rRounds.map((x) => q(x, 0.5)), 0.5))} relay_overhead_ms=${f(q(rDiff, 0.5))}` +
+    ` relay_overhead_iqr_ms=${f(q(rDiff, 0.25))}..${f(q(rDiff, 0.75))}` : ''));
 proxy.kill('SIGTERM');
+if (relay) relay.kill('SIGTERM');
 upstream.close();
+upstream.closeAllConnections();
