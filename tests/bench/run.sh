@@ -541,7 +541,7 @@ out ""
 out "## 14. agenthost proxy by an independent gateway benchmark's method (docs/performance.md, 11.6)"
 out ""
 if command -v node >/dev/null 2>&1; then
-    out "Five runs of \`node tests/bench/gateway_overhead.mjs\` (7 rounds of 25 sequential non-streaming Chat requests each way, after 15 of each; milliseconds):"
+    out "Five runs of \`node tests/bench/gateway_overhead.mjs\` (7 rounds of 25 sequential non-streaming Chat requests straight, through a socat byte relay when socat is installed, and through the proxy, after 15 of each; milliseconds):"
     out ""
     out '```'
     for _ in 1 2 3 4 5; do
