@@ -64,8 +64,15 @@
 
 #ifdef __linux__ /* MODE rate */
 #include <errno.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <strings.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 #endif
@@ -844,7 +851,207 @@ static int rate_cmd(int argc, char **argv)
         close(r.tfd);
     return rc;
 }
+
+/* MODE serve: an upstream that cannot be the bottleneck of a rate run (the mock runs a
+ * thread per connection, and a proxy that falls behind opens more of them). It asks the
+ * mock at URL once for each canned answer (the three wires, streamed and not, for the
+ * bodies above), then listens on 127.0.0.1 (an ephemeral port; its URL on stdout) and
+ * answers every request with the stored bytes of its path and "stream":true or not, with
+ * a Content-Length: one thread, epoll, kept-alive connections. Until SIGTERM. */
+typedef struct canned {
+    char *body;
+    size_t len;
+    char ctype[128];
+} canned;
+
+static size_t canned_write(char *p, size_t size, size_t nmemb, void *ud)
+{
+    canned *c = ud;
+    size_t n = size * nmemb;
+    char *b = realloc(c->body, c->len + n + 1);
+    if (!b)
+        return 0;
+    memcpy(b + c->len, p, n);
+    c->body = b;
+    c->len += n;
+    return n;
+}
+
+static int canned_fetch(const char *base, ah_wire wire, int stream, canned *c)
+{
+    curl_ctx x;
+    if (curl_open(&x, base, wire, stream))
+        return 1;
+    curl_easy_setopt(x.h, CURLOPT_WRITEFUNCTION, canned_write);
+    curl_easy_setopt(x.h, CURLOPT_WRITEDATA, c);
+    long code = 0;
+    char *ct = NULL;
+    int rc = curl_easy_perform(x.h) != CURLE_OK;
+    curl_easy_getinfo(x.h, CURLINFO_RESPONSE_CODE, &code);
+    curl_easy_getinfo(x.h, CURLINFO_CONTENT_TYPE, &ct);
+    snprintf(c->ctype, sizeof c->ctype, "%s", ct ? ct : "application/json");
+    curl_close(&x);
+    if (rc || code != 200 || !c->len) {
+        fprintf(stderr, "latency_bench serve: %s %s from %s: HTTP %ld\n", ah_wire_path(wire),
+                stream ? "stream" : "nostream", base, code);
+        return 1;
+    }
+    return 0;
+}
+
+typedef struct sconn {
+    int fd;
+    char *in;
+    size_t len, cap;
+} sconn;
+
+/* One complete request at the start of c->in: its length, else 0. */
+static size_t serve_request_len(const sconn *c)
+{
+    const char *end = memmem(c->in, c->len, "\r\n\r\n", 4);
+    if (!end)
+        return 0;
+    size_t head = (size_t)(end - c->in) + 4, body = 0;
+    for (const char *l = c->in; l < end; l = memchr(l, '\n', (size_t)(end - l)) + 1) {
+        if (strncasecmp(l, "content-length:", 15) == 0)
+            body = strtoul(l + 15, NULL, 10);
+        if (!memchr(l, '\n', (size_t)(end - l)))
+            break;
+    }
+    return c->len >= head + body ? head + body : 0;
+}
+
+static int serve_answer(sconn *c, size_t n, canned *ans)
+{
+    const char *p = c->in;
+    ah_wire w = AH_WIRE_ANTHROPIC;
+    if (n > 30 && memmem(p, 64, "/v1/chat/completions", 20))
+        w = AH_WIRE_OPENAI;
+    else if (n > 30 && memmem(p, 64, "/v1/responses", 13))
+        w = AH_WIRE_RESPONSES;
+    int stream = memmem(p, n, "\"stream\":true", 13) != NULL;
+    canned *a = &ans[(int)w * 2 + stream];
+    char head[256];
+    int hl = snprintf(head, sizeof head,
+                      "HTTP/1.1 200 OK\r\ncontent-type: %s\r\ncontent-length: %zu\r\n\r\n",
+                      a->ctype, a->len);
+    struct iovec iov[2] = {{head, (size_t)hl}, {a->body, a->len}};
+    size_t want = (size_t)hl + a->len;
+    ssize_t sent = writev(c->fd, iov, 2);
+    /* a short write of a few KB to loopback: finish it blocking (never happens here) */
+    while (sent >= 0 && (size_t)sent < want) {
+        size_t off = (size_t)sent;
+        const char *rest = off < (size_t)hl ? head + off : a->body + (off - (size_t)hl);
+        size_t left = off < (size_t)hl ? (size_t)hl - off : want - off;
+        ssize_t k = send(c->fd, rest, left, MSG_NOSIGNAL);
+        if (k < 0 && errno == EAGAIN)
+            continue;
+        if (k < 0)
+            return 1;
+        sent += k;
+    }
+    memmove(c->in, c->in + n, c->len - n);
+    c->len -= n;
+    return sent < 0;
+}
+
+static volatile sig_atomic_t serve_stop;
+static void serve_on_term(int sig)
+{
+    (void)sig;
+    serve_stop = 1;
+}
+
+static int serve_cmd(const char *mock_url)
+{
+    canned ans[6];
+    memset(ans, 0, sizeof ans);
+    for (int w = 0; w < 3; w++)
+        for (int s = 0; s < 2; s++)
+            if (canned_fetch(mock_url, (ah_wire)w, s, &ans[w * 2 + s]))
+                return 1;
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0), one = 1;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, sizeof a) || listen(lfd, 4096) ||
+        getsockname(lfd, (struct sockaddr *)&a, &al)) {
+        perror("latency_bench serve: listen");
+        return 1;
+    }
+    printf("http://127.0.0.1:%d\n", ntohs(a.sin_port));
+    fflush(stdout);
+    signal(SIGTERM, serve_on_term);
+    signal(SIGPIPE, SIG_IGN);
+    int ep = epoll_create1(0);
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+    epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev);
+    struct epoll_event evs[256];
+    while (!serve_stop) {
+        int k = epoll_wait(ep, evs, 256, 200);
+        for (int i = 0; i < k; i++) {
+            sconn *c = evs[i].data.ptr;
+            if (!c) { /* the listener */
+                int fd;
+                while ((fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK)) >= 0) {
+                    sconn *n = calloc(1, sizeof *n);
+                    if (!n) {
+                        close(fd);
+                        continue;
+                    }
+                    n->fd = fd;
+                    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+                    struct epoll_event ce = {.events = EPOLLIN, .data.ptr = n};
+                    epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ce);
+                }
+                continue;
+            }
+            int dead = 0;
+            for (;;) {
+                if (c->cap - c->len < 4096) {
+                    size_t cap = c->cap ? c->cap * 2 : 8192;
+                    char *in = realloc(c->in, cap);
+                    if (!in) {
+                        dead = 1;
+                        break;
+                    }
+                    c->in = in;
+                    c->cap = cap;
+                }
+                ssize_t r = recv(c->fd, c->in + c->len, c->cap - c->len, 0);
+                if (r > 0) {
+                    c->len += (size_t)r;
+                    size_t n;
+                    while (!dead && (n = serve_request_len(c)) > 0)
+                        dead = serve_answer(c, n, ans);
+                    if (dead)
+                        break;
+                    continue;
+                }
+                dead = r == 0 || errno != EAGAIN;
+                break;
+            }
+            if (dead) {
+                close(c->fd); /* closing takes it out of the epoll set */
+                free(c->in);
+                free(c);
+            }
+        }
+    }
+    close(ep);
+    close(lfd);
+    for (int i = 0; i < 6; i++)
+        free(ans[i].body);
+    return 0;
+}
 #else
+static int serve_cmd(const char *mock_url)
+{
+    (void)mock_url;
+    fprintf(stderr, "latency_bench: MODE serve needs Linux (epoll)\n");
+    return 2;
+}
+
 static int rate_cmd(int argc, char **argv)
 {
     (void)argc;
@@ -856,11 +1063,18 @@ static int rate_cmd(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    if (argc == 3 && strcmp(argv[1], "serve") == 0) {
+        curl_global_init(CURL_GLOBAL_DEFAULT);
+        int rc = serve_cmd(argv[2]);
+        curl_global_cleanup();
+        return rc;
+    }
     if (argc < 5) {
         fprintf(stderr, "usage: latency_bench agenthost|curl|both URL WIRE N [WARMUP]\n"
                         "       latency_bench proxy URL WIRE N WARMUP PROXY_URL [CONC]\n"
                         "       latency_bench rate URL WIRE RATE SECONDS PHASES PROXY_URL "
-                        "[stream|nostream] [NAME=PID...]\n");
+                        "[stream|nostream] [NAME=PID...]\n"
+                        "       latency_bench serve MOCK_URL\n");
         return 2;
     }
     if (strcmp(argv[1], "rate") == 0) {
