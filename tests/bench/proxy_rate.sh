@@ -18,7 +18,9 @@
 # from the last of RATES then halving the gap, one pair of MAX_SECONDS per probe.
 # Environment: RATES ("1000 2500 5000"), RUNS (3), PHASES (3), SECS (3 per phase), CASES
 # ("anthropic:stream openai:nostream"), MAXRATE (1), MAX_SECONDS (2), MAX_STEPS (4),
-# MAX_CAP (40000).
+# MAX_CAP (40000), UPSTREAM ("mock": `agenthost mock`; "serve": `latency_bench serve`, one
+# thread on epoll answering with the mock's canned replies, for rates where the mock's thread
+# per connection is the limit, about 10k/s here: docs/performance.md 11.2).
 set -euo pipefail
 BUILD_DIR=$(cd "${1:?usage: tests/bench/proxy_rate.sh BUILD_DIR}" && pwd)
 RUNS=${RUNS:-3}
@@ -45,6 +47,24 @@ mkdir -p "$WORK"
 start_mock main
 URL=$MOCK_URL
 MOCK_PID=${MOCK_PIDS[0]}
+UPSTREAM=${UPSTREAM:-mock}
+case $UPSTREAM in
+mock) ;;
+serve)
+    "$LB" serve "$MOCK_URL" >"$WORK/serve.url" 2>>"$LOG" &
+    MOCK_PID=$!
+    MOCK_PIDS+=("$MOCK_PID")
+    URL=
+    for _ in $(seq 200); do
+        URL=$(head -n1 "$WORK/serve.url" 2>/dev/null || true)
+        [ -n "$URL" ] && break
+        kill -0 "$MOCK_PID" 2>/dev/null || break
+        sleep 0.05
+    done
+    [ -n "$URL" ] || { echo "proxy_rate.sh: latency_bench serve did not start (see $LOG)" >&2; exit 1; }
+    ;;
+*) echo "proxy_rate.sh: UPSTREAM is mock or serve, not $UPSTREAM" >&2; exit 2 ;;
+esac
 start_proxy main
 PURL=$PROXY_URL
 
@@ -73,9 +93,9 @@ cpu() { # name files... -> median over the files of the proxied phases' mean CPU
     done | median | awk '{printf "%.0f", $1}'
 }
 
-echo "At a fixed rate, open loop (latency_bench rate: a request due every 1/rate s, each time from when it was due), plain libcurl straight to \`agenthost mock\` and through \`agenthost proxy\` in front of it, $PHASES pairs of ${SECS} s (direct, then proxied) per run after 0.5 s of warm-up each, median of $RUNS runs, µs (tests/bench/proxy_rate.sh). Load average at the start: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs."
+echo "At a fixed rate, open loop (latency_bench rate: a request due every 1/rate s, each time from when it was due), plain libcurl straight to the upstream (\`$([ "$UPSTREAM" = serve ] && echo "latency_bench serve" || echo "agenthost mock")\`) and through \`agenthost proxy\` in front of it, $PHASES pairs of ${SECS} s (direct, then proxied) per run after 0.5 s of warm-up each, median of $RUNS runs, µs (tests/bench/proxy_rate.sh). Load average at the start: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) CPUs."
 echo ""
-echo "| format | rate /s | achieved through the proxy /s | proxied errors / dropped / late | whole request through the proxy: mean / p50 / p90 / p95 / p99 | straight to the mock: mean / p50 / p99 | **added**: mean / p50 / p90 / p95 / p99 | first text, added: p50 / p99 | CPU % of a core: client / mock / proxy |"
+echo "| format | rate /s | achieved through the proxy /s | proxied errors / dropped / late | whole request through the proxy: mean / p50 / p90 / p95 / p99 | straight to the upstream: mean / p50 / p99 | **added**: mean / p50 / p90 / p95 / p99 | first text, added: p50 / p99 | CPU % of a core: client / upstream / proxy |"
 echo "|---|---|---|---|---|---|---|---|---|"
 for c in "${CASES[@]}"; do
     w=${c%%:*} s=${c#*:}
@@ -112,7 +132,7 @@ keeps_up() { # wire stream rate -> 0 when the proxied phase kept up; prints its 
     local due bad
     due=$(awk -v r="$3" -v s="$MAX_SECONDS" 'BEGIN {printf "%d", r * s + 0.5}')
     bad=$(($(sum errors "phase=all mode=proxy " "$f") + $(sum dropped "phase=all mode=proxy " "$f") + $(sum late "phase=all mode=proxy " "$f")))
-    PROBE="$3/s: $bad of $due errors, dropped or late, p99 $(fmt "$(med total_p99_us "phase=all mode=proxy " "$f")") µs through the proxy, CPU client / mock / proxy $(cpu client "$f") / $(cpu mock "$f") / $(cpu proxy "$f") %"
+    PROBE="$3/s: $bad of $due errors, dropped or late, p99 $(fmt "$(med total_p99_us "phase=all mode=proxy " "$f")") µs through the proxy, CPU client / upstream / proxy $(cpu client "$f") / $(cpu mock "$f") / $(cpu proxy "$f") %"
     [ "$((bad * 100))" -lt "$due" ]
 }
 echo "The highest rate the proxied phase keeps up with (errors + dropped + late under 1 % of the requests due; one pair of ${MAX_SECONDS} s per probe; doubling from ${RATES[-1]}/s, then $MAX_STEPS halvings of the gap):"
