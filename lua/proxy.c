@@ -3,6 +3,7 @@
  *
  *   agenthost proxy [--listen 127.0.0.1:8787] [--anthropic-url URL] [--openai-url URL]
  *                   [--policy FILE.lua] [--events FILE] [--redis URL]
+ *                   [--max-in-flight N]
  *
  * The program's verb, not part of the Lua module (it links the proxy library, which uses
  * the static core). A Lua state holds what --policy returns ({ policy = {...}, on_event =
@@ -33,7 +34,7 @@ int lah_proxy_main(int argc, char **argv);
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
 
 typedef struct pxopts {
-    const char *listen, *anthropic_url, *openai_url, *policy, *events, *redis;
+    const char *listen, *anthropic_url, *openai_url, *policy, *events, *redis, *max_in_flight;
 } pxopts;
 
 typedef struct pxhost {
@@ -46,6 +47,7 @@ typedef struct pxhost {
     unsigned char status_skips[AH_EV_COUNT_];
     int hook_failed, retry_on_failed;
     ah_proxy *proxy;
+    unsigned max_in_flight; /* --max-in-flight, 0: none */
     int stop;
     int rc;
 } pxhost;
@@ -54,7 +56,7 @@ static void proxy_usage(FILE *out)
 {
     fputs("usage: agenthost proxy [--listen HOST:PORT] [--anthropic-url URL]\n"
           "                       [--openai-url URL] [--policy FILE.lua] [--events FILE]\n"
-          "                       [--redis URL]\n"
+          "                       [--redis URL] [--max-in-flight N]\n"
           "\n"
           "A local endpoint for clients that cannot embed agenthost (the official SDKs,\n"
           "Claude Code, Codex): POST /v1/messages goes to the Anthropic upstream,\n"
@@ -69,7 +71,10 @@ static void proxy_usage(FILE *out)
           "  --policy FILE.lua     a Lua file returning { policy = {...}, on_event = fn,\n"
           "                        retry_budget = {...}, rate_limit = {...} }\n"
           "  --events FILE         write every event as JSON Lines (- for stdout)\n"
-          "  --redis URL           share the retry budget and pacing across proxies\n",
+          "  --redis URL           share the retry budget and pacing across proxies\n"
+          "  --max-in-flight N     answer a request past N in flight at once with the\n"
+          "                        format's overload error (529 / 503) instead of queueing\n"
+          "                        it (default: no bound)\n",
           out);
 }
 
@@ -298,6 +303,7 @@ static int proxy_lmain(lua_State *L)
     ah_loop *loop = lah_loop(L);
     ah_proxy_config pc = {0};
     pc.loop = loop;
+    pc.max_in_flight = h->max_in_flight;
     pc.listen_host = host;
     pc.port = port;
     pc.anthropic_url = h->o.anthropic_url;
@@ -328,6 +334,13 @@ static int proxy_lmain(lua_State *L)
     while (!h->stop)
         lah_step(L, 1);
     ah_loop_unref(loop);
+    ah_proxy_stats st;
+    ah_proxy_get_stats(h->proxy, &st);
+    if (st.shed)
+        fprintf(stderr, "agenthost proxy: %llu of %llu requests answered overloaded at "
+                        "--max-in-flight %u\n",
+                (unsigned long long)st.shed, (unsigned long long)(st.requests + st.shed),
+                h->max_in_flight);
     ah_proxy_free(h->proxy);
     h->proxy = NULL;
     ah_io_free(io);
@@ -355,6 +368,7 @@ int lah_proxy_main(int argc, char **argv)
                             : strcmp(a, "--policy") == 0        ? &h.o.policy
                             : strcmp(a, "--events") == 0        ? &h.o.events
                             : strcmp(a, "--redis") == 0         ? &h.o.redis
+                            : strcmp(a, "--max-in-flight") == 0 ? &h.o.max_in_flight
                                                                 : NULL;
         if (!slot || i + 1 >= argc) {
             fprintf(stderr,
@@ -362,6 +376,20 @@ int lah_proxy_main(int argc, char **argv)
             return EXIT_USAGE;
         }
         *slot = argv[++i];
+    }
+    if (h.o.max_in_flight) {
+        char *end = NULL;
+        errno = 0;
+        unsigned long n = strtoul(h.o.max_in_flight, &end, 10);
+        if (errno || !end || *end || end == h.o.max_in_flight || h.o.max_in_flight[0] == '-' ||
+            n < 1 || n > 1000000) {
+            fprintf(stderr,
+                    "agenthost proxy: --max-in-flight '%s' is not a number of requests from 1 "
+                    "to 1000000\n",
+                    h.o.max_in_flight);
+            return EXIT_USAGE;
+        }
+        h.max_in_flight = (unsigned)n;
     }
     if (h.o.events) {
         h.events = strcmp(h.o.events, "-") == 0 ? stdout : fopen(h.o.events, "w");

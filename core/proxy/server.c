@@ -181,6 +181,7 @@ struct ah_proxy {
     const ah_transport *transport;
     ah_event_fn on_event;
     void *event_ud;
+    unsigned max_in_flight; /* 0: no bound */
 
     int closing;
     preq *live;
@@ -1296,6 +1297,46 @@ static preq *new_request(ah_proxy *p, conn_ctx *cc, struct MHD_Connection *conn,
     return r;
 }
 
+/* At max_in_flight: 1 (the shed counted) when this request is to be turned away. */
+static int at_bound(ah_proxy *p)
+{
+    if (!p->max_in_flight)
+        return 0;
+    pthread_mutex_lock(&p->mu);
+    int full = p->stats.in_flight >= p->max_in_flight;
+    if (full)
+        p->stats.shed++;
+    pthread_mutex_unlock(&p->mu);
+    return full;
+}
+
+/* The format's own overload answer, which the official SDKs retry with their backoff
+ * (Anthropic: 529 overloaded_error; OpenAI: 503). A path of neither API is answered in
+ * the client's format as a 502 is (answer_502). */
+static enum MHD_Result reply_overloaded(ah_proxy *p, struct MHD_Connection *conn, const char *path,
+                                        const char *method)
+{
+    int wire = route_of(path, method);
+    if (wire < 0)
+        wire = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "anthropic-version") ||
+                       MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "x-api-key")
+                   ? AH_WIRE_ANTHROPIC
+                   : AH_WIRE_OPENAI;
+    char msg[128];
+    ah__bufprintf(msg, sizeof msg, "agenthost proxy: overloaded: --max-in-flight %u reached",
+                  p->max_in_flight);
+    ah__wbuf b = {0};
+    int status = wire == AH_WIRE_ANTHROPIC ? 529 : 503;
+    if (wire == AH_WIRE_ANTHROPIC)
+        ah__wr_a_error_body(&b, status, "overloaded_error", msg, NULL);
+    else
+        ah__wr_openai_error_body(&b, status, "server_error", msg);
+    enum MHD_Result rc =
+        b.failed ? MHD_NO : reply_now(conn, status, "application/json", b.data ? b.data : "");
+    ah__wbuf_free(&b);
+    return rc;
+}
+
 static enum MHD_Result handle(ah_proxy *p, conn_ctx *cc, struct MHD_Connection *conn,
                               const char *path, const char *method)
 {
@@ -1305,6 +1346,8 @@ static enum MHD_Result handle(ah_proxy *p, conn_ctx *cc, struct MHD_Connection *
             return reply_now(conn, 413, "application/json",
                              "{\"error\":{\"type\":\"request_too_large\",\"message\":\"agenthost "
                              "proxy: request body larger than 64 MiB\"}}");
+        if (!p->closing && at_bound(p))
+            return reply_overloaded(p, conn, path, method);
         if (p->closing || !(r = new_request(p, cc, conn, path, method)))
             return MHD_NO;
     }
@@ -1484,6 +1527,7 @@ ah_status ah_proxy_new(const ah_proxy_config *cfg, ah_proxy **out, char *err, si
     p->transport = cfg->transport;
     p->on_event = cfg->on_event;
     p->event_ud = cfg->event_ud;
+    p->max_in_flight = cfg->max_in_flight;
     p->anthropic_url =
         base_url(cfg->anthropic_url, "https://api.anthropic.com", "anthropic_url", err, errsize);
     p->openai_url = p->anthropic_url ? base_url(cfg->openai_url, "https://api.openai.com",

@@ -6,6 +6,7 @@ start_proxy() { # name [wrapper...] -> PROXY_URL, PROXY_PID (the proxy's own pid
     local name=$1
     shift
     "$@" "$AH" proxy --listen 127.0.0.1:0 --anthropic-url "$URL" --openai-url "$URL" \
+        ${PROXY_MAX_IN_FLIGHT:+--max-in-flight "$PROXY_MAX_IN_FLIGHT"} \
         >"$WORK/proxy-$name.url" 2>>"$LOG" &
     PROXY_PID=$!
     MOCK_PIDS+=("$PROXY_PID")

@@ -20,7 +20,8 @@
 # ("anthropic:stream openai:nostream"), MAXRATE (1), MAX_SECONDS (2), MAX_STEPS (4),
 # MAX_CAP (40000), UPSTREAM ("mock": `agenthost mock`; "serve": `latency_bench serve`, one
 # thread on epoll answering with the mock's canned replies, for rates where the mock's thread
-# per connection is the limit, about 10k/s here: docs/performance.md 11.2).
+# per connection is the limit, about 10k/s here: docs/performance.md 11.2),
+# PROXY_MAX_IN_FLIGHT (unset: the proxy's --max-in-flight is not given).
 set -euo pipefail
 BUILD_DIR=$(cd "${1:?usage: tests/bench/proxy_rate.sh BUILD_DIR}" && pwd)
 RUNS=${RUNS:-3}

@@ -81,16 +81,22 @@ static int prig_events_count(prig *r, const char *needle)
     return n;
 }
 
-static void prig_open_with(prig *r, const char *plan, const ah_policy *pol,
-                           ah_retry_budget *rb);
+static void prig_open_cfg(prig *r, const char *plan, const ah_policy *pol,
+                          ah_retry_budget *rb, unsigned max_in_flight);
 
 static void prig_open(prig *r, const char *plan, const ah_policy *pol)
 {
-    prig_open_with(r, plan, pol, NULL);
+    prig_open_cfg(r, plan, pol, NULL, 0);
 }
 
 static void prig_open_with(prig *r, const char *plan, const ah_policy *pol,
                            ah_retry_budget *rb)
+{
+    prig_open_cfg(r, plan, pol, rb, 0);
+}
+
+static void prig_open_cfg(prig *r, const char *plan, const ah_policy *pol,
+                          ah_retry_budget *rb, unsigned max_in_flight)
 {
     memset(r, 0, sizeof *r);
     pthread_mutex_init(&r->mu, NULL);
@@ -109,6 +115,7 @@ static void prig_open_with(prig *r, const char *plan, const ah_policy *pol,
     pc.openai_url = ah_mock_url(r->mock);
     pc.policy = pol;
     pc.retry_budget = rb;
+    pc.max_in_flight = max_in_flight;
     pc.on_event = prig_event;
     pc.event_ud = r;
     ah_proxy_new(&pc, &r->proxy, err, sizeof err);

@@ -615,6 +615,53 @@ static void free_with_requests_in_flight(void **state)
     close(partial);
 }
 
+static uint64_t shed(prig *r)
+{
+    ah_proxy_stats st;
+    ah_proxy_get_stats(r->proxy, &st);
+    return st.shed;
+}
+
+/* max_in_flight: with the bound's one request held open upstream, the next ones are
+ * answered at once in their format's overload error, never reach the upstream and are
+ * counted; once the held one ends, requests are forwarded again. */
+static void max_in_flight_sheds(void **state)
+{
+    (void)state;
+    ah_policy pol = patient_policy();
+    prig r;
+    prig_open_cfg(&r, "{\"steps\": [{\"stall_after_events\": 4}]}", &pol, NULL, 1);
+    int held = raw_request(ah_proxy_port(r.proxy), A_BODY);
+    raw_read_until(held, "content_block_delta");
+    wait_in_flight(&r, 1);
+    const char *url = ah_proxy_url(r.proxy);
+    presp o = prig_fetch(url, "/v1/messages", AH_WIRE_ANTHROPIC, A_BODY);
+    assert_int_equal(o.status, 529);
+    assert_non_null(strstr(o.body, "\"error\":{\"type\":\"overloaded_error\""));
+    assert_non_null(strstr(o.body, "--max-in-flight 1 reached"));
+    assert_null(strstr(o.body, "SECRET"));
+    presp_free(&o);
+    o = prig_fetch(url, "/v1/chat/completions", AH_WIRE_OPENAI,
+                   "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}");
+    assert_int_equal(o.status, 503);
+    assert_non_null(strstr(o.body, "\"type\":\"server_error\""));
+    presp_free(&o);
+    o = prig_fetch(url, "/v1/models", AH_WIRE_OPENAI, NULL); /* passed through: OpenAI's */
+    assert_int_equal(o.status, 503);
+    presp_free(&o);
+    assert_int_equal(shed(&r), 3);
+    assert_int_equal(ah_mock_request_count(r.mock), 1); /* none of them went upstream */
+    assert_int_equal(in_flight(&r), 1);
+    close(held);
+    wait_in_flight(&r, 0);
+    o = prig_fetch(url, "/v1/messages", AH_WIRE_ANTHROPIC, A_BODY);
+    assert_int_equal(o.status, 200);
+    presp_free(&o);
+    assert_int_equal(shed(&r), 3);
+    assert_int_equal(ah_mock_request_count(r.mock), 2);
+    prig_close(&r);
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -636,6 +683,7 @@ int main(void)
         cmocka_unit_test(one_cache_control),
         cmocka_unit_test(client_hangup_on_kept_alive_connection),
         cmocka_unit_test(free_with_requests_in_flight),
+        cmocka_unit_test(max_in_flight_sheds),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     curl_global_cleanup();

@@ -53,6 +53,11 @@ typedef struct ah_proxy_config {
      * request's id ("px_..."). Optional. */
     ah_event_fn on_event;
     void *event_ud;
+    /* At most this many requests in flight (0 = no bound): a request arriving at the bound
+     * is answered at once with the format's overload error (Anthropic 529
+     * overloaded_error, OpenAI 503), not queued, so that under more load than the process
+     * can serve the requests it takes still finish in time. */
+    unsigned max_in_flight;
 } ah_proxy_config;
 
 typedef struct ah_proxy_stats {
@@ -62,6 +67,7 @@ typedef struct ah_proxy_stats {
     uint64_t continuations; /* llm_continuation events */
     uint64_t failed;        /* answered with an error (upstream's, 502, or in-band) */
     uint64_t in_flight;     /* requests not finished yet */
+    uint64_t shed;          /* answered 529 / 503 at max_in_flight, not forwarded */
 } ah_proxy_stats;
 
 /* Start listening. AH_OK with *out set; else *out = NULL, a message in err and
