@@ -9,6 +9,11 @@ dir=$1
 command -v node >/dev/null 2>&1 || { echo "install.sh: node not installed" >&2; exit 77; }
 command -v npm >/dev/null 2>&1 || { echo "install.sh: npm not installed" >&2; exit 77; }
 mkdir -p "$dir"
+# one install at a time into DIR (the SDK tests may start together)
+if command -v flock >/dev/null 2>&1; then
+    exec 9>"$dir/.install.lock"
+    flock 9
+fi
 want=$(sha256sum "$here/package-lock.json" | cut -d' ' -f1)
 if [ -f "$dir/.lock-sha256" ] && [ "$(cat "$dir/.lock-sha256")" = "$want" ] &&
    [ -d "$dir/node_modules/openai" ] && [ -d "$dir/node_modules/@anthropic-ai/sdk" ]; then
