@@ -636,6 +636,24 @@ static void finish_request(preq *r, int failed)
     pthread_mutex_unlock(&r->p->mu);
 }
 
+/* The format of the proxy's own answers to a request: its route's, or for a path of
+ * neither API the client's (Anthropic when it sent anthropic-version or x-api-key). */
+static int answer_wire(int route, int anthropic_client)
+{
+    return route >= 0 ? route : anthropic_client ? AH_WIRE_ANTHROPIC : AH_WIRE_OPENAI;
+}
+
+/* The proxy's own error body in wire's format: Anthropic's {"type":"error",...} with
+ * a_type, else OpenAI's {"error":{...}} (Chat and Responses share it) with "server_error". */
+static void own_error_body(ah__wbuf *b, int wire, int status, const char *a_type,
+                           const char *msg)
+{
+    if (wire == AH_WIRE_ANTHROPIC)
+        ah__wr_a_error_body(b, status, a_type, msg, NULL);
+    else
+        ah__wr_openai_error_body(b, status, "server_error", msg);
+}
+
 /* The error body of the client's format for a request nothing upstream answered. */
 static void answer_502(preq *r, const ah_error *err)
 {
@@ -643,11 +661,7 @@ static void answer_502(preq *r, const ah_error *err)
     char msg[AH_ERROR_MESSAGE_MAX + 64];
     ah__bufprintf(msg, sizeof msg, "agenthost proxy: no upstream response: %s",
                   err && err->message[0] ? err->message : "unknown error");
-    int wire = r->route >= 0 ? r->route : (r->anthropic_client ? AH_WIRE_ANTHROPIC : AH_WIRE_OPENAI);
-    if (wire == AH_WIRE_ANTHROPIC)
-        ah__wr_a_error_body(&b, 502, "api_error", msg, NULL);
-    else
-        ah__wr_openai_error_body(&b, 502, "server_error", msg);
+    own_error_body(&b, answer_wire(r->route, r->anthropic_client), 502, "api_error", msg);
     set_head(r, 502, NULL, 0, 0, "application/json", b.data ? b.data : "", b.len);
     ah__wbuf_free(&b);
 }
@@ -1145,12 +1159,19 @@ static void loop_clear(preq *r)
     r->req = NULL;
     r->req_arena = NULL;
 }
+/* A header only an Anthropic client sends (answer_wire, and which upstream a path of
+ * both APIs goes to). */
+static int anthropic_header(const char *key)
+{
+    return key && (strcasecmp(key, "anthropic-version") == 0 || strcasecmp(key, "x-api-key") == 0);
+}
+
 static enum MHD_Result collect_header(void *cls, enum MHD_ValueKind kind, const char *key,
                                       const char *value)
 {
     preq *r = cls;
     (void)kind;
-    if (key && (strcasecmp(key, "anthropic-version") == 0 || strcasecmp(key, "x-api-key") == 0))
+    if (anthropic_header(key))
         r->anthropic_client = 1;
     if (!key || hop_header(key))
         return MHD_YES; /* never sent upstream */
@@ -1310,27 +1331,31 @@ static int at_bound(ah_proxy *p)
     return full;
 }
 
+static enum MHD_Result find_anthropic_header(void *cls, enum MHD_ValueKind kind,
+                                             const char *key, const char *value)
+{
+    (void)kind;
+    (void)value;
+    if (!anthropic_header(key))
+        return MHD_YES;
+    *(int *)cls = 1;
+    return MHD_NO; /* found: stop */
+}
+
 /* The format's own overload answer, which the official SDKs retry with their backoff
- * (Anthropic: 529 overloaded_error; OpenAI: 503). A path of neither API is answered in
- * the client's format as a 502 is (answer_502). */
+ * (Anthropic: 529 overloaded_error; OpenAI: 503), in the format a 502 would have. */
 static enum MHD_Result reply_overloaded(ah_proxy *p, struct MHD_Connection *conn, const char *path,
                                         const char *method)
 {
-    int wire = route_of(path, method);
-    if (wire < 0)
-        wire = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "anthropic-version") ||
-                       MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "x-api-key")
-                   ? AH_WIRE_ANTHROPIC
-                   : AH_WIRE_OPENAI;
+    int anthropic_client = 0;
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, find_anthropic_header, &anthropic_client);
+    int wire = answer_wire(route_of(path, method), anthropic_client);
     char msg[128];
     ah__bufprintf(msg, sizeof msg, "agenthost proxy: overloaded: --max-in-flight %u reached",
                   p->max_in_flight);
     ah__wbuf b = {0};
     int status = wire == AH_WIRE_ANTHROPIC ? 529 : 503;
-    if (wire == AH_WIRE_ANTHROPIC)
-        ah__wr_a_error_body(&b, status, "overloaded_error", msg, NULL);
-    else
-        ah__wr_openai_error_body(&b, status, "server_error", msg);
+    own_error_body(&b, wire, status, "overloaded_error", msg);
     enum MHD_Result rc =
         b.failed ? MHD_NO : reply_now(conn, status, "application/json", b.data ? b.data : "");
     ah__wbuf_free(&b);
@@ -1346,9 +1371,11 @@ static enum MHD_Result handle(ah_proxy *p, conn_ctx *cc, struct MHD_Connection *
             return reply_now(conn, 413, "application/json",
                              "{\"error\":{\"type\":\"request_too_large\",\"message\":\"agenthost "
                              "proxy: request body larger than 64 MiB\"}}");
-        if (!p->closing && at_bound(p))
+        if (p->closing)
+            return MHD_NO;
+        if (at_bound(p))
             return reply_overloaded(p, conn, path, method);
-        if (p->closing || !(r = new_request(p, cc, conn, path, method)))
+        if (!(r = new_request(p, cc, conn, path, method)))
             return MHD_NO;
     }
     /* Called again once resumed: the head, or the client left meanwhile. */
