@@ -13,12 +13,11 @@
 // NODE_DIR holds node_modules (install.sh). ci: a representative matrix (about half a
 // minute on 2 cores); full: every cut position of every case. Ends with the line
 // "N passed, M failed" and exits 1 on any failure.
-import { spawn } from 'node:child_process';
-import { createRequire } from 'node:module';
 import { readFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { sdks, start as startProcess } from './lib.mjs';
 
 const [nodeDir, agenthost, mode = 'ci'] = process.argv.slice(2);
 if (!nodeDir || !agenthost) {
@@ -26,33 +25,9 @@ if (!nodeDir || !agenthost) {
   process.exit(2);
 }
 const here = path.dirname(fileURLToPath(import.meta.url));
-const require = createRequire(path.join(path.resolve(nodeDir), 'x.js'));
-const AnthropicMod = require('@anthropic-ai/sdk');
-const Anthropic = AnthropicMod.default ?? AnthropicMod.Anthropic ?? AnthropicMod;
-const OpenAIMod = require('openai');
-const OpenAI = OpenAIMod.default ?? OpenAIMod.OpenAI ?? OpenAIMod;
+const { Anthropic, OpenAI } = sdks(nodeDir);
 const SECRET = 'sk-SECRET-sdk-matrix-0123456789';
-
-// ---- processes ----------------------------------------------------------------------
-function start(args, opts = {}) {
-  const p = spawn(agenthost, args, { stdio: ['pipe', 'pipe', 'pipe'], ...opts });
-  let buf = '';
-  const waiters = [];
-  let err = '';
-  p.stderr.on('data', (d) => { err += d; });
-  p.stdout.on('data', (d) => {
-    buf += d;
-    let i;
-    while ((i = buf.indexOf('\n')) >= 0) {
-      const line = buf.slice(0, i);
-      buf = buf.slice(i + 1);
-      const w = waiters.shift();
-      if (w) w(line);
-    }
-  });
-  const line = () => new Promise((res) => waiters.push(res));
-  return { p, line, stderr: () => err };
-}
+const start = (args) => startProcess(agenthost, args);
 
 const mock = start([path.join(here, 'mock_ctl.lua')]);
 const mockUrl = await mock.line();

@@ -9,12 +9,11 @@
 //   node sdk_overload.mjs NODE_DIR AGENTHOST
 //
 // Ends with the line "N passed, M failed" and exits 1 on any failure.
-import { spawn } from 'node:child_process';
-import { createRequire } from 'node:module';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { sdks, start as startProcess } from './lib.mjs';
 
 const [nodeDir, agenthost] = process.argv.slice(2);
 if (!nodeDir || !agenthost) {
@@ -22,31 +21,9 @@ if (!nodeDir || !agenthost) {
   process.exit(2);
 }
 const here = path.dirname(fileURLToPath(import.meta.url));
-const require = createRequire(path.join(path.resolve(nodeDir), 'x.js'));
-const AnthropicMod = require('@anthropic-ai/sdk');
-const Anthropic = AnthropicMod.default ?? AnthropicMod.Anthropic ?? AnthropicMod;
-const OpenAIMod = require('openai');
-const OpenAI = OpenAIMod.default ?? OpenAIMod.OpenAI ?? OpenAIMod;
+const { Anthropic, OpenAI } = sdks(nodeDir);
 const SECRET = 'sk-SECRET-sdk-overload-0123456789';
-
-function start(args) {
-  const p = spawn(agenthost, args, { stdio: ['pipe', 'pipe', 'pipe'] });
-  let buf = '';
-  let err = '';
-  const waiters = [];
-  p.stderr.on('data', (d) => { err += d; });
-  p.stdout.on('data', (d) => {
-    buf += d;
-    let i;
-    while ((i = buf.indexOf('\n')) >= 0) {
-      const line = buf.slice(0, i);
-      buf = buf.slice(i + 1);
-      const w = waiters.shift();
-      if (w) w(line);
-    }
-  });
-  return { p, line: () => new Promise((res) => waiters.push(res)), stderr: () => err };
-}
+const start = (args) => startProcess(agenthost, args);
 
 let passed = 0, failed = 0;
 function check(what, cond, detail = '') {
