@@ -38,7 +38,8 @@
  *                   test's), whose "first" is the first bytes holding the reply's text.
  *                   NAME=PID: that process's CPU (utime + stime, /proc) per phase, in % of
  *                   one core, beside the client's own. Prints "rate phase=N mode=direct|proxy
- *                   ... achieved_rps= n= errors= dropped= late= first_{mean,p50,p90,p95,p99,
+ *                   ... achieved_rps= n= errors= dropped= late= timeouts= error_max_us=
+ *                   (errors past the 1 s limit; the longest of the others) first_{mean,p50,p90,p95,p99,
  *                   max}_us= total_...= cpu_NAME_pct=", then phase=all (each mode pooled) and
  *                   phase=median mode=added (the median over the pairs of proxy - direct).
  *                   latency_bench rate URL WIRE RATE SECONDS PHASES PROXY_URL
@@ -435,6 +436,8 @@ enum { LAT_N = sizeof LAT_KEYS / sizeof *LAT_KEYS };
 typedef struct rate_phase {
     double *f, *t; /* the answered requests' times from their scheduled send, µs */
     int n, sent, errors, dropped, late;
+    int timeouts;   /* of errors: past the 1 s limit */
+    double err_max; /* of the other errors (a status not 200, a reset): the longest, µs */
     double t0, end; /* the first slot; the last answer */
     double cpu[RATE_PIDS + 1]; /* % of one core over the phase: self, then the pids */
 } rate_phase;
@@ -515,6 +518,10 @@ static void rate_reap(rate_run *r)
         rate_phase *ph = q->ph;
         double t = now_us();
         if (res != CURLE_OK || status != 200 || q->x.s.first == 0) {
+            if (res == CURLE_OPERATION_TIMEDOUT)
+                ph->timeouts++;
+            else if (t - q->due > ph->err_max)
+                ph->err_max = t - q->due;
             if (ph->errors++ < 3)
                 fprintf(stderr, "latency_bench: rate request: %s, HTTP %ld%s\n",
                         curl_easy_strerror(res), status, q->x.s.first == 0 ? ", no text" : "");
@@ -676,17 +683,17 @@ static void lat_sum(double *v, int n, double *out)
 }
 
 typedef struct rate_sum {
-    double rps, f[LAT_N], t[LAT_N];
-    int n, sent, errors, dropped, late;
+    double rps, f[LAT_N], t[LAT_N], err_max;
+    int n, sent, errors, dropped, late, timeouts;
 } rate_sum;
 
 static void rate_print(const rate_run *r, const char *phase, const char *mode, const char *wire,
                        double rate, const rate_sum *s, const double *cpu)
 {
     printf("rate phase=%s mode=%s wire=%s stream=%d rate=%.0f achieved_rps=%.0f n=%d sent=%d "
-           "errors=%d dropped=%d late=%d",
+           "errors=%d dropped=%d late=%d timeouts=%d error_max_us=%.1f",
            phase, mode, wire, r->stream, rate, s->rps, s->n, s->sent, s->errors, s->dropped,
-           s->late);
+           s->late, s->timeouts, s->err_max);
     for (int k = 0; k < LAT_N; k++)
         printf(" first_%s_us=%.1f", LAT_KEYS[k], s->f[k]);
     for (int k = 0; k < LAT_N; k++)
@@ -719,6 +726,9 @@ static int rate_pool(const rate_phase *ph, int count, rate_sum *s)
         s->errors += p->errors;
         s->dropped += p->dropped;
         s->late += p->late;
+        s->timeouts += p->timeouts;
+        if (p->err_max > s->err_max)
+            s->err_max = p->err_max;
         secs += (p->end - p->t0) / 1e6;
     }
     s->rps = secs > 0 ? s->n / secs : 0;
@@ -783,6 +793,7 @@ static int rate_main(rate_run *r, const char *wire_name, double rate, double sec
         med.errors = pool[1].errors - pool[0].errors;
         med.dropped = pool[1].dropped - pool[0].dropped;
         med.late = pool[1].late - pool[0].late;
+        med.timeouts = pool[1].timeouts - pool[0].timeouts;
         med.sent = pool[1].sent - pool[0].sent;
         rate_print(r, "median", "added", wire_name, rate, &med, NULL);
     }

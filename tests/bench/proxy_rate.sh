@@ -52,17 +52,9 @@ UPSTREAM=${UPSTREAM:-mock}
 case $UPSTREAM in
 mock) ;;
 serve)
-    "$LB" serve "$MOCK_URL" >"$WORK/serve.url" 2>>"$LOG" &
-    MOCK_PID=$!
-    MOCK_PIDS+=("$MOCK_PID")
-    URL=
-    for _ in $(seq 200); do
-        URL=$(head -n1 "$WORK/serve.url" 2>/dev/null || true)
-        [ -n "$URL" ] && break
-        kill -0 "$MOCK_PID" 2>/dev/null || break
-        sleep 0.05
-    done
-    [ -n "$URL" ] || { echo "proxy_rate.sh: latency_bench serve did not start (see $LOG)" >&2; exit 1; }
+    start_server serve "$LB" serve "$MOCK_URL"
+    URL=$SERVER_URL
+    MOCK_PID=$SERVER_PID
     ;;
 *) echo "proxy_rate.sh: UPSTREAM is mock or serve, not $UPSTREAM" >&2; exit 2 ;;
 esac
