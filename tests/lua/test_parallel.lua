@@ -11,11 +11,15 @@ for i = 1, 60 do plan[i] = faults[(i - 1) % #faults + 1] end
 local m = ah.mock{ plan = plan }
 
 local agents = {}
--- max_attempts 10: a run may meet the 7 faults in a row, and a cut that keeps nothing or
--- an in-stream error counts an attempt like a 503 does
+-- The steps go to requests in the order they reach the mock, which no test controls: a run
+-- whose retries come back before the other runs' first requests arrive (a loaded machine
+-- starting 50 runs) takes step after step. So the limits let one run meet every fault of
+-- the plan: max_attempts above its 60 steps (a cut that keeps nothing or an in-stream
+-- error counts an attempt like a 503 does), max_continuations above its 8 cuts.
 for i, p in ipairs(T.providers) do
   agents[i] = ah.agent{ client = ah.client{ provider = p, model = "m", base_url = m.url },
-                        on_event = false, policy = T.fast{ max_attempts = 10 } }
+                        on_event = false,
+                        policy = T.fast{ max_attempts = 64, max_continuations = 8 } }
 end
 local fns = {}
 local N = 50
@@ -31,7 +35,8 @@ local faulted, attempts = 0, 0
 for i = 1, N do
   local r = results[i]
   local s = r.stats
-  T.eq(r.outcome, "completed", "run " .. i .. " outcome")
+  T.eq(r.outcome, "completed", "run " .. i .. " outcome (" ..
+       tostring(r.error and r.error.message) .. ")")
   T.contains(r.text, "question number " .. i .. '"', "run " .. i .. " answers its own question")
   -- per-agent stats are that run's own: one model turn; every attempt is the turn's
   -- request, a continuation's, or a retry (a continuation that kept nothing or that the
